@@ -1,0 +1,56 @@
+# netkv tasks. Everything runs from the project's own venv (.venv), which
+# `setup` creates and fills; system packages come from `system-deps`.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+venv := ".venv"
+python := venv / "bin/python"
+asan_build := "build/asan"
+
+# List the recipes.
+default:
+    @just --list
+
+# Debian packages that netkv and its tests use (root; idempotent).
+system-deps:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    pkgs="cmake gcc make ethtool iproute2 mininet tcpdump"
+    missing=$(dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' $pkgs 2>/dev/null | awk '$1!="ii"{print $2}' || true)
+    for p in $pkgs; do dpkg-query -W "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+    if [ -n "${missing// /}" ]; then
+        echo "installing:$missing"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+    fi
+
+# Create .venv and install netkv (builds the C library and programs via CMake).
+setup: system-deps
+    test -x {{python}} || python3 -m venv {{venv}}
+    {{python}} -m pip install -q --upgrade pip
+    {{python}} -m pip install -q -e '.[dev]'
+
+# Run an experiment: `just run protocol=pegasus alpha=1.2` (default: the README's).
+run *ARGS: setup
+    {{python}} -m netkv run {{ARGS}}
+
+# C unit tests under ASan+UBSan, then the Python tests.
+test: setup test-c test-py
+
+# C unit tests (ctest) in the sanitizer build.
+test-c:
+    cmake -S . -B {{asan_build}} -DNETKV_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+    cmake --build {{asan_build}} -j2 >/dev/null
+    ctest --test-dir {{asan_build}}/hostapps --output-on-failure
+
+# Python tests (pytest).
+test-py *ARGS:
+    {{python}} -m pytest -q {{ARGS}}
+
+# Simulator speed: simulated requests/s and a skew sweep's wall time.
+bench-sim: setup
+    {{python}} benchmarks/bench_sim.py
+
+# Remove build outputs (not runs/).
+clean-build:
+    rm -rf build {{venv}}

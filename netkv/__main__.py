@@ -1,0 +1,5 @@
+"""``python -m netkv``: see netkv.cli."""
+
+from netkv.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,169 @@
+"""The ``python -m netkv`` command line.
+
+  run     compose conf/ with Hydra overrides, validate, run, write the results
+  list    protocols, targets, workloads, topologies, SLOs and experiments
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+from netkv.config.compose import ConfigError, compose_raw, conf_dir, load, to_container, validate
+from netkv.protocols import REGISTRY
+from netkv.results.rundir import RunDirConflict
+
+EXIT_CONFIG = 2
+
+
+def _fail(message: str) -> int:
+    print(f"netkv: {message}", file=sys.stderr)
+    return EXIT_CONFIG
+
+
+# --- run -------------------------------------------------------------------------
+
+
+def expand_sweep(overrides: list[str]) -> list[list[str]]:
+    """The override lists of every job a ``-m`` sweep will run."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+        batches = BasicSweeper.split_arguments(parsed, None)
+    except HydraException as exc:
+        raise ConfigError(f"invalid override: {str(exc).splitlines()[0]}") from None
+    return [job for batch in batches for job in batch]
+
+
+def validate_all(overrides: list[str], multirun: bool) -> None:
+    from netkv.runner import check_supported
+
+    jobs = expand_sweep(overrides) if multirun else [overrides]
+    for job in jobs:
+        check_supported(load(job))
+
+
+def launch(overrides: list[str], multirun: bool) -> int:
+    """Hand the validated overrides to Hydra (joblib launcher for sweeps)."""
+    import hydra
+
+    from netkv.runner import run_job
+
+    main = hydra.main(config_path=str(conf_dir()), config_name="config", version_base=None)(
+        run_job
+    )
+    saved = sys.argv
+    sys.argv = [saved[0], *overrides, *(["--multirun"] if multirun else [])]
+    try:
+        main()
+    finally:
+        sys.argv = saved
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    overrides: list[str] = list(args.overrides)
+    try:
+        if args.cfg:
+            if args.cfg != "job":
+                return _fail(f"--cfg {args.cfg!r} is not supported (allowed: job)")
+            cfg = validate(to_container(compose_raw(overrides)))
+            print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), end="")
+            return 0
+        validate_all(overrides, args.multirun)
+    except ConfigError as exc:
+        return _fail(str(exc))
+    try:
+        return launch(overrides, args.multirun)
+    except RunDirConflict as exc:
+        return _fail(str(exc))
+
+
+# --- list ------------------------------------------------------------------------
+
+
+def _describe(path: Path) -> str:
+    """A config file's description: its ``description:`` key or first comment."""
+    text = path.read_text(encoding="utf-8")
+    data = yaml.safe_load(text) or {}
+    if isinstance(data, dict) and isinstance(data.get("description"), str):
+        return data["description"]
+    for line in text.splitlines():
+        if line.startswith("#"):
+            return line.lstrip("# ").strip()
+    return ""
+
+
+def experiments_dir() -> Path:
+    return conf_dir().parent / "experiments"
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    sections = [args.what] if args.what else ["protocol", "target", "workload", "topology",
+                                              "slo", "experiment"]
+    for section in sections:
+        print(f"{section}s:" if section != "topology" else "topologies:")
+        if section == "experiment":
+            files = sorted(experiments_dir().glob("*/*.yaml"))
+            if not files:
+                print("  (none yet)")
+            for path in files:
+                name = f"{path.parent.name}/{path.stem}"
+                print(f"  {name:<22} {_describe(path)}")
+            continue
+        for path in sorted((conf_dir() / section).glob("*.yaml")):
+            line = _describe(path)
+            if section == "protocol":
+                info = REGISTRY.get(path.stem)
+                where = ", ".join(info.targets) if info and info.targets else "not yet runnable"
+                line = f"{line} [runs on: {where}]"
+            print(f"  {path.stem:<22} {line}")
+    return 0
+
+
+# --- entry -------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m netkv",
+        description="Experiment framework for in-network key-value protocols.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = sub.add_parser(
+        "run",
+        help="run one experiment (or a -m sweep) and write its run directory",
+        description=(
+            "Compose conf/ with Hydra overrides, validate it, find the maximum throughput "
+            "under the SLO, and write runs/<date>/<time>-<name>/. Examples: "
+            "`run protocol=pegasus alpha=1.2`, `run -m alpha=0.9,0.99,1.2`."
+        ),
+    )
+    run.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                     help="Hydra overrides: group choices (protocol=hash) and values (alpha=1.2)")
+    run.add_argument("-m", "--multirun", action="store_true",
+                     help="sweep every combination of comma-separated values, in parallel")
+    run.add_argument("--cfg", metavar="job", help="print the resolved, validated config and exit")
+    run.set_defaults(func=cmd_run)
+
+    lst = sub.add_parser("list", help="list protocols, targets, workloads and experiments",
+                         description="One line per choice, with what it is.")
+    lst.add_argument("what", nargs="?", choices=["protocol", "target", "workload", "topology",
+                                                 "slo", "experiment"])
+    lst.set_defaults(func=cmd_list)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

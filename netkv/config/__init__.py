@@ -1,0 +1,5 @@
+"""Configuration: Hydra composition of ``conf/`` validated by pydantic models.
+
+  schema   the pydantic models (RunConfig and its groups)
+  compose  compose + validate, with one-line errors (ConfigError, exit 2)
+"""

@@ -1,0 +1,197 @@
+"""Compose ``conf/`` with overrides and validate it, failing in one line.
+
+Every way a config can be wrong (unknown group option, misspelled key, wrong
+type, out-of-range value) becomes a ``ConfigError`` whose message names the
+key, the value and what is allowed. The CLI prints it and exits with 2.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from hydra import compose, initialize_config_dir
+from hydra.errors import (
+    ConfigCompositionException,
+    HydraException,
+    MissingConfigException,
+    OverrideParseException,
+)
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+from pydantic import ValidationError
+
+from netkv.config.schema import RunConfig
+
+CONFIG_NAME = "config"
+GROUPS = ("protocol", "target", "workload", "topology", "slo")
+
+
+class ConfigError(ValueError):
+    """A config that cannot run; ``str()`` is the one line to print."""
+
+
+def conf_dir() -> Path:
+    """The ``conf/`` folder: $NETKV_CONF_DIR, else the checkout's ``conf/``."""
+    override = os.environ.get("NETKV_CONF_DIR")
+    if override:
+        return Path(override).resolve()
+    return Path(__file__).resolve().parents[2] / "conf"
+
+
+def group_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
+
+
+def compose_raw(overrides: list[str]) -> DictConfig:
+    """Hydra-compose the config, translating Hydra's errors into ConfigError."""
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
+            return compose(CONFIG_NAME, overrides=overrides)
+    except MissingConfigException as exc:
+        raise ConfigError(_missing_option_message(str(exc))) from None
+    except ConfigCompositionException as exc:
+        raise ConfigError(_composition_message(str(exc), exc.__cause__)) from None
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"config error: {_first_line(str(exc))}") from None
+    except OverrideParseException as exc:
+        raise ConfigError(
+            f"invalid override: {_first_line(str(exc))} (expected key=value, e.g. alpha=1.2)"
+        ) from None
+    except HydraException as exc:
+        raise ConfigError(f"invalid config: {_first_line(str(exc))}") from None
+
+
+def to_container(cfg: DictConfig) -> dict[str, Any]:
+    try:
+        data = OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"config error: {_first_line(str(exc))}") from None
+    assert isinstance(data, dict)
+    data.pop("hydra", None)
+    return data  # type: ignore[return-value]
+
+
+def validate(data: dict[str, Any]) -> RunConfig:
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc, data)) from None
+
+
+def load(overrides: list[str]) -> RunConfig:
+    """Compose and validate: the one entry point for a run's config."""
+    return validate(to_container(compose_raw(overrides)))
+
+
+# --- messages ----------------------------------------------------------------
+
+_ALLOWED = {
+    "greater_than_equal": "a number >= {ge}",
+    "greater_than": "a number > {gt}",
+    "less_than_equal": "a number <= {le}",
+    "less_than": "a number < {lt}",
+    "float_parsing": "a number",
+    "float_type": "a number",
+    "int_parsing": "an integer",
+    "int_type": "an integer",
+    "int_from_float": "an integer",
+    "bool_parsing": "true or false",
+    "bool_type": "true or false",
+    "string_type": "a string",
+    "string_too_short": "a non-empty string",
+    "missing": "a value (the key is required)",
+}
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text
+
+
+def _lookup(data: Any, loc: tuple[Any, ...]) -> Any:
+    node = data
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        else:
+            return None
+    return node
+
+
+def _range_text(err: dict[str, Any], ctx: dict[str, Any]) -> str:
+    kind = err["type"]
+    template = _ALLOWED.get(kind)
+    if template is not None:
+        return template.format(**ctx)
+    if kind == "literal_error":
+        return "one of " + ctx.get("expected", "?").replace("'", "")
+    return _first_line(err["msg"])
+
+
+def describe_validation_error(exc: ValidationError, data: dict[str, Any]) -> str:
+    errors = exc.errors(include_url=False)
+    # A discriminated union reports its tag first; an out-of-range model
+    # validator message already names its key.
+    err = errors[0]
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in _UNION_TAGS))
+    key = ".".join(str(p) for p in loc) or "config"
+    ctx = {k: v for k, v in (err.get("ctx") or {}).items()}
+    if err["type"] == "value_error":
+        msg = str(ctx.get("error", err["msg"]))
+        return f"invalid config: {msg}"
+    if err["type"] == "extra_forbidden":
+        parent = _lookup(data, loc[:-1])
+        model_keys = sorted(k for k in (parent or {}) if k != loc[-1])
+        where = ".".join(str(p) for p in loc[:-1])
+        under = f" under {where}" if where else ""
+        return f"invalid config: unknown key '{key}' (allowed keys{under}: {', '.join(model_keys)})"
+    value = err.get("input", _lookup(data, loc))
+    return f"invalid config: {key} = {value!r} (allowed: {_range_text(err, ctx)})"
+
+
+_UNION_TAGS: frozenset[str] = frozenset({"hash", "pegasus", "netcache"})
+
+
+def _missing_option_message(text: str) -> str:
+    match = re.search(r"Could not find '([^/']+)/([^']+)'", text)
+    if match:
+        group, option = match.groups()
+        options = ", ".join(group_options(group))
+        return f"invalid config: {group} = '{option}' is not a {group} (choose one of: {options})"
+    match = re.search(r"Could not load '([^']+)'", text)
+    if match:
+        return f"invalid config: no such config '{match.group(1)}'"
+    return f"invalid config: {_first_line(text)}"
+
+
+def _composition_message(text: str, cause: BaseException | None) -> str:
+    match = re.search(r"Could not override '([^']+)'", text)
+    if match:
+        key = match.group(1)
+        head, _, leaf = key.rpartition(".")
+        known = _known_keys(head)
+        hint = f" (allowed keys{' under ' + head if head else ''}: {', '.join(known)})"
+        return f"invalid config: unknown key '{key}'{hint}"
+    match = re.search(r"Could not append to config. An item is already at '([^']+)'", text)
+    if match:
+        return f"invalid config: '{match.group(1)}' already exists; drop the leading '+'"
+    detail = _first_line(str(cause)) if cause else _first_line(text)
+    return f"invalid config: {detail}"
+
+
+def _known_keys(head: str) -> list[str]:
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
+            cfg = compose(CONFIG_NAME)
+    except Exception:  # noqa: BLE001 - best-effort hint only
+        return []
+    node: Any = cfg
+    for part in head.split(".") if head else []:
+        node = node.get(part) if isinstance(node, DictConfig) else None
+    if not isinstance(node, DictConfig):
+        return []
+    return sorted(str(k) for k in node.keys() if k != "hydra")

@@ -1,0 +1,187 @@
+"""Pydantic models of the composed config: what a run is allowed to be.
+
+Hydra composes ``conf/`` and the command-line overrides; ``RunConfig``
+validates the result. Every model forbids unknown keys so that a misspelled
+key is an error, not a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Frac = Annotated[float, Field(ge=0.0, le=1.0)]
+NonNeg = Annotated[float, Field(ge=0.0)]
+Pos = Annotated[float, Field(gt=0.0)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- protocols -------------------------------------------------------------
+
+
+class ProtocolBase(Strict):
+    name: str
+    description: str = ""
+    max_servers: int = Field(ge=1)
+
+
+class HashProtocol(ProtocolBase):
+    name: Literal["hash"]
+    virtual_nodes: int = Field(16, ge=1)
+
+
+class PegasusProtocol(ProtocolBase):
+    name: Literal["pegasus"]
+    max_servers: int = Field(32, ge=1, le=32)
+    mode: Literal["prewarmed", "cold"] = "prewarmed"
+    selection: Literal["random", "rr", "wrr", "least_loaded"] = "wrr"
+    replicated_keys: int | None = Field(None, ge=0)
+    epoch_ms: Pos = 100.0
+    amo: bool = False
+    virtual_nodes: int = Field(16, ge=1)
+
+
+class NetCacheProtocol(ProtocolBase):
+    name: Literal["netcache"]
+    cache_items: int = Field(10_000, ge=0, le=65_536)
+    max_value_bytes: int = Field(128, ge=1, le=128)
+    epoch_ms: Pos = 100.0
+    virtual_nodes: int = Field(16, ge=1)
+
+
+Protocol = Annotated[
+    HashProtocol | PegasusProtocol | NetCacheProtocol, Field(discriminator="name")
+]
+
+
+# --- workload --------------------------------------------------------------
+
+
+class SizeChoice(Strict):
+    size: int = Field(ge=0, le=1 << 20)
+    weight: Pos
+
+
+class Dynamics(Strict):
+    kind: Literal["none", "hot-in", "random", "swap"] = "none"
+    period_s: Pos = 10.0
+    count: int = Field(100, ge=1)
+    hot_pool: int = Field(10_000, ge=1)
+
+
+class Workload(Strict):
+    kind: Literal["zipf", "uniform", "ycsb", "trace"]
+    alpha: NonNeg
+    keys: int = Field(ge=1)
+    write_ratio: Frac
+    key_size: int = Field(64, ge=1, le=64)
+    value_size: int | list[SizeChoice] = 128
+    multiget_keys: int = Field(1, ge=1, le=32)
+    dynamics: Dynamics = Dynamics()
+    trace: str | None = None
+
+    @model_validator(mode="after")
+    def _trace_needs_path(self) -> "Workload":
+        if self.kind == "trace" and not self.trace:
+            raise ValueError("workload.trace: a trace workload needs a file path")
+        return self
+
+
+# --- topology, target, slo -------------------------------------------------
+
+
+class ServerModel(Strict):
+    workers: int = Field(1, ge=1, le=64)
+    service: Literal["deterministic", "exponential", "lognormal"] = "exponential"
+    service_ns: Pos = 5_000.0
+    per_byte_ns: NonNeg = 0.0
+    lognormal_sigma: Pos = 0.5
+    slow_fraction: Frac = 0.0
+    slow_capacity: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
+
+
+class Topology(Strict):
+    kind: Literal["rack"] = "rack"
+    servers: int = Field(ge=1)
+    clients: int = Field(ge=1, le=1024)
+    link_latency_ns: NonNeg = 1_000.0
+    link_gbps: NonNeg = 25.0
+    switch_latency_ns: NonNeg = 500.0
+    server: ServerModel = ServerModel()
+
+
+class Faults(Strict):
+    loss: Frac = 0.0
+    duplicate: Frac = 0.0
+    reorder: Frac = 0.0
+    delay_us: NonNeg = 0.0
+
+
+class Target(Strict):
+    name: Literal["sim", "mininet", "testbed"]
+    description: str = ""
+    switch: Literal["netkv", "bmv2", "tofino"] = "netkv"
+    faults: Faults = Faults()
+
+
+class Slo(Strict):
+    kind: Literal["auto", "fixed"]
+    percentile: Annotated[float, Field(gt=0.0, lt=100.0)] = 99.0
+    factor: Pos = 5.0
+    p99_us: Pos | None = None
+    min_completion: Frac = 0.99
+    precision: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.02
+    unloaded_fraction: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.05
+    max_points: int = Field(24, ge=2)
+
+    @model_validator(mode="after")
+    def _fixed_needs_bound(self) -> "Slo":
+        if self.kind == "fixed" and self.p99_us is None:
+            raise ValueError("slo.p99_us: a fixed SLO needs p99_us (microseconds)")
+        return self
+
+
+# --- the whole run ---------------------------------------------------------
+
+
+class RunConfig(Strict):
+    # Top-level shortcuts come first so that their errors are reported under
+    # the name the user typed (alpha, not workload.alpha).
+    name: str = Field(min_length=1)
+    alpha: NonNeg
+    write_ratio: Frac
+    servers: int = Field(ge=1)
+    clients: int = Field(ge=1)
+    seed: int = Field(ge=0, lt=1 << 63)
+    duration: Pos
+    keys: int = Field(ge=1)
+    record_history: bool = False
+    out: str | None = None
+    protocol: Protocol
+    target: Target
+    workload: Workload
+    topology: Topology
+    slo: Slo
+
+    @model_validator(mode="after")
+    def _servers_within_protocol_limit(self) -> "RunConfig":
+        limit = self.protocol.max_servers
+        if self.topology.servers > limit:
+            raise ValueError(
+                f"servers = {self.topology.servers} (allowed: 1..{limit} for protocol "
+                f"{self.protocol.name})"
+            )
+        return self
+
+    def replicated_keys(self) -> int:
+        """Pegasus' K = n * ceil(log2 n) unless set explicitly."""
+        assert isinstance(self.protocol, PegasusProtocol)
+        if self.protocol.replicated_keys is not None:
+            return self.protocol.replicated_keys
+        n = self.topology.servers
+        return n * max(1, math.ceil(math.log2(n))) if n > 1 else 1

@@ -1,0 +1,165 @@
+"""One run directory: ``config.yaml``, ``provenance.json`` and the tables.
+
+Each measured load point is first stored as its own fragment folder under
+``points.d/<key>/`` (one parquet per table, ``point.parquet`` written last as
+the commit mark). After every point the run-level tables
+(``points.parquet``, ``servers.parquet``, ``timeline.parquet``,
+``histograms.parquet``) are rebuilt from the fragments, atomically. A run
+killed at any instant therefore keeps every finished point, and a re-run with
+the same directory finds those points and does not measure them again.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from netkv.results.atomic import write_parquet, write_text
+from netkv.targets.base import PointResult
+
+TABLES = ("points", "servers", "timeline", "histograms")
+FRAGMENTS = "points.d"
+
+
+class RunDirConflict(ValueError):
+    """The directory already holds a run of a different config."""
+
+
+def point_key(offered_rps: float, seed: int) -> str:
+    return f"r{offered_rps:.9e}-s{seed}"
+
+
+class RunDir:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    # --- set-up --------------------------------------------------------------
+
+    def prepare(self, config_yaml: str, provenance: dict[str, Any]) -> int:
+        """Create or reopen the directory; return how many points it holds."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        config_file = self.path / "config.yaml"
+        if config_file.exists() and config_file.read_text(encoding="utf-8") != config_yaml:
+            raise RunDirConflict(
+                f"run directory {self.path} holds a run of a different config; "
+                "pass another out=<dir> or remove it"
+            )
+        write_text(config_file, config_yaml)
+        held = len(self.cached_keys())
+        provenance = dict(provenance, resumed_points=held)
+        write_text(self.path / "provenance.json", json.dumps(provenance, indent=2) + "\n")
+        return held
+
+    def cached_keys(self) -> set[str]:
+        folder = self.path / FRAGMENTS
+        if not folder.is_dir():
+            return set()
+        return {d.name for d in folder.iterdir() if (d / "point.parquet").is_file()}
+
+    # --- points --------------------------------------------------------------
+
+    def load_point(self, key: str) -> PointResult | None:
+        folder = self.path / FRAGMENTS / key
+        if not (folder / "point.parquet").is_file():
+            return None
+        row = pl.read_parquet(folder / "point.parquet").row(0, named=True)
+        servers = pl.read_parquet(folder / "servers.parquet")
+        timeline = pl.read_parquet(folder / "timeline.parquet")
+        hist = pl.read_parquet(folder / "histograms.parquet")
+        return PointResult(
+            offered_rps=row["offered_rps"],
+            duration_s=row["duration_s"],
+            issued=row["issued"],
+            completed=row["completed"],
+            dropped=row["dropped"],
+            timeouts=row["timeouts"],
+            latency_ns={k: row[f"{k}_ns"] for k in ("mean", "p50", "p90", "p99", "p999")},
+            server_requests=servers["requests"].to_numpy().astype(np.int64),
+            hist_lower_ns=hist["lower_ns"].to_numpy(),
+            hist_counts=hist["count"].to_numpy(),
+            timeline={c: timeline[c].to_numpy() for c in timeline.columns if c != "point"},
+            switch_replies=row["switch_replies"],
+        )
+
+    def store_point(
+        self, key: str, phase: str, result: PointResult, columns: dict[str, Any]
+    ) -> None:
+        folder = self.path / FRAGMENTS / key
+        if folder.exists() and not (folder / "point.parquet").exists():
+            shutil.rmtree(folder)  # a fragment interrupted before its commit mark
+        requests = np.asarray(result.server_requests, dtype=np.int64)
+        total = max(int(requests.sum()), 1)
+        servers = pl.DataFrame(
+            {
+                "point": [key] * len(requests),
+                "server": np.arange(len(requests), dtype=np.int32),
+                "requests": requests,
+                "share": requests / total,
+            }
+        )
+        timeline = pl.DataFrame({"point": key, **{k: v for k, v in result.timeline.items()}})
+        if timeline.is_empty():
+            timeline = pl.DataFrame({"point": pl.Series([], dtype=pl.String)})
+        hist = pl.DataFrame(
+            {
+                "point": [key] * len(result.hist_counts),
+                "lower_ns": np.asarray(result.hist_lower_ns, dtype=np.float64),
+                "count": np.asarray(result.hist_counts, dtype=np.int64),
+            }
+        )
+        mean_load = requests.mean() if len(requests) else 0.0
+        row = {
+            "point": key,
+            "phase": phase,
+            "offered_rps": result.offered_rps,
+            "achieved_rps": result.achieved_rps,
+            "duration_s": result.duration_s,
+            "issued": result.issued,
+            "completed": result.completed,
+            "dropped": result.dropped,
+            "timeouts": result.timeouts,
+            "completion": result.completion,
+            "switch_replies": result.switch_replies,
+            **{f"{k}_ns": float(result.latency_ns.get(k, float("nan")))
+               for k in ("mean", "p50", "p90", "p99", "p999")},
+            "max_server_share": float(requests.max() / total) if len(requests) else 0.0,
+            "max_over_mean": float(requests.max() / mean_load) if mean_load else 0.0,
+            **columns,
+        }
+        write_parquet(folder / "servers.parquet", servers)
+        write_parquet(folder / "timeline.parquet", timeline)
+        write_parquet(folder / "histograms.parquet", hist)
+        write_parquet(folder / "point.parquet", pl.DataFrame([row]))  # commit mark
+
+    def finalize_tables(
+        self, slo_ns: float | None, slo_met: dict[str, bool], best_key: str | None,
+        order: list[str],
+    ) -> pl.DataFrame:
+        """Rebuild the run-level tables from the fragments, in measuring order."""
+        folder = self.path / FRAGMENTS
+        keys = [k for k in order if (folder / k / "point.parquet").is_file()]
+        frames: dict[str, list[pl.DataFrame]] = {t: [] for t in TABLES}
+        for key in keys:
+            frames["points"].append(pl.read_parquet(folder / key / "point.parquet"))
+            for table in TABLES[1:]:
+                frames[table].append(pl.read_parquet(folder / key / f"{table}.parquet"))
+        points = pl.concat(frames["points"], how="diagonal_relaxed") if keys else pl.DataFrame()
+        if keys:
+            slo_col = pl.lit(slo_ns if slo_ns is not None else float("nan"), dtype=pl.Float64)
+            points = points.with_columns(
+                slo_ns=slo_col,
+                slo_met=pl.col("point").replace_strict(slo_met, default=None,
+                                                       return_dtype=pl.Boolean),
+                best=pl.col("point") == (best_key or ""),
+            )
+        write_parquet(self.path / "points.parquet", points)
+        for table in TABLES[1:]:
+            parts = [f for f in frames[table] if not f.is_empty()]
+            frame = pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
+            write_parquet(self.path / f"{table}.parquet", frame)
+        return points

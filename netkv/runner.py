@@ -1,0 +1,163 @@
+"""One run: validate, prepare the target, search the load, write the results.
+
+``run_job`` is what Hydra calls for every job (one run, or one point of a
+``-m`` sweep, possibly in a joblib worker). It never keeps global state: all
+it needs comes from the composed config.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import yaml
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from netkv.config.compose import ConfigError, validate
+from netkv.config.schema import RunConfig
+from netkv.protocols import REGISTRY, implemented_on
+from netkv.results import provenance
+from netkv.results.rundir import RunDir, point_key
+from netkv.slo import SearchOutcome, search_throughput
+from netkv.targets.base import PointResult, Target
+
+
+class UnsupportedCombination(ConfigError):
+    """The protocol does not run on the chosen target (yet)."""
+
+
+def check_supported(cfg: RunConfig) -> None:
+    info = REGISTRY.get(cfg.protocol.name)
+    if info is None or cfg.target.name not in info.targets:
+        ready = ", ".join(implemented_on(cfg.target.name)) or "none"
+        raise UnsupportedCombination(
+            f"invalid config: protocol = '{cfg.protocol.name}' is not implemented on "
+            f"target = '{cfg.target.name}' yet (implemented there: {ready})"
+        )
+
+
+def make_target(cfg: RunConfig) -> Target:
+    check_supported(cfg)
+    if cfg.target.name == "sim":
+        from netkv.targets.sim import SimTarget
+
+        return SimTarget(cfg)
+    raise UnsupportedCombination(f"invalid config: target = '{cfg.target.name}' is not available")
+
+
+def point_seed(run_seed: int, offered_rps: float) -> int:
+    """A per-point seed that depends only on the run seed and the load."""
+    digest = hashlib.blake2b(f"{run_seed}:{offered_rps:.9e}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & ((1 << 62) - 1)
+
+
+def config_columns(cfg: RunConfig) -> dict[str, Any]:
+    """The config values every row carries, so that many runs concatenate."""
+    value_size = cfg.workload.value_size
+    return {
+        "name": cfg.name,
+        "protocol": cfg.protocol.name,
+        "target": cfg.target.name,
+        "workload": cfg.workload.kind,
+        "alpha": cfg.workload.alpha,
+        "write_ratio": cfg.workload.write_ratio,
+        "keys": cfg.workload.keys,
+        "value_size": value_size if isinstance(value_size, int) else -1,
+        "servers": cfg.topology.servers,
+        "clients": cfg.topology.clients,
+        "seed": cfg.seed,
+        "min_completion": cfg.slo.min_completion,
+    }
+
+
+def config_yaml(cfg: RunConfig) -> str:
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+
+
+def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console) -> pl.DataFrame:
+    """Run the whole SLO search for ``cfg`` into ``out_dir``; return points."""
+    run_dir = RunDir(out_dir)
+    prov = provenance.collect(
+        seed=cfg.seed, target=cfg.target.name, protocol=cfg.protocol.name, argv=argv
+    )
+    held = run_dir.prepare(config_yaml(cfg), prov)
+    if held:
+        console.print(f"[dim]resuming {out_dir}: {held} point(s) already measured[/dim]")
+    columns = config_columns(cfg)
+    order: list[str] = []
+    with make_target(cfg) as target, Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+        console=console, transient=True, disable=not console.is_terminal,
+    ) as progress:
+        task = progress.add_task(f"{cfg.name}: unloaded point", total=None)
+
+        def measure(offered_rps: float, phase: str) -> PointResult:
+            seed = point_seed(cfg.seed, offered_rps)
+            key = point_key(offered_rps, seed)
+            order.append(key)
+            cached = run_dir.load_point(key)
+            if cached is not None:
+                return cached
+            progress.update(task, description=f"{cfg.name}: {phase} {offered_rps:,.0f} req/s")
+            result = target.run_point(offered_rps, seed)
+            run_dir.store_point(key, phase, result, columns)
+            return result
+
+        outcome = search_throughput(measure, target.capacity_hint_rps(), cfg.slo)
+    return finish(run_dir, outcome, order, cfg, console)
+
+
+def finish(run_dir: RunDir, outcome: SearchOutcome, order: list[str], cfg: RunConfig,
+           console: Console) -> pl.DataFrame:
+    met = {order[0]: outcome.unloaded.slo_met}
+    met.update({k: p.slo_met for k, p in zip(order[1:], outcome.points)})
+    best = outcome.best
+    best_key = order[1 + outcome.points.index(best)] if best else None
+    points = run_dir.finalize_tables(outcome.slo_ns, met, best_key, order)
+    print_summary(cfg, outcome, run_dir.path, console)
+    return points
+
+
+def print_summary(cfg: RunConfig, outcome: SearchOutcome, path: Path, console: Console) -> None:
+    table = Table(title=f"{cfg.name}: throughput under SLO", title_justify="left")
+    for column in ("protocol", "target", "alpha", "writes", "servers", "SLO p99 (us)",
+                   "max tput (Mreq/s)", "p50 (us)", "p99 (us)", "busiest/mean"):
+        table.add_column(column, justify="right")
+    best = outcome.best
+    if best is not None:
+        res = best.result
+        requests = res.server_requests
+        spread = float(requests.max() / requests.mean()) if requests.mean() else 0.0
+        cells = [f"{res.achieved_rps / 1e6:.3f}", f"{res.latency_ns['p50'] / 1e3:.1f}",
+                 f"{res.latency_ns['p99'] / 1e3:.1f}", f"{spread:.2f}"]
+    else:
+        cells = ["none met", "-", "-", "-"]
+    table.add_row(cfg.protocol.name, cfg.target.name, f"{cfg.workload.alpha:g}",
+                  f"{cfg.workload.write_ratio:g}", str(cfg.topology.servers),
+                  f"{outcome.slo_ns / 1e3:.1f}", *cells)
+    console.print(table)
+    console.print(f"results: {path}")
+
+
+def run_job(cfg_node: Any) -> float:
+    """Hydra task function: one run into Hydra's output directory."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    data = OmegaConf.to_container(cfg_node, resolve=True)
+    assert isinstance(data, dict)
+    cfg = validate(data)  # type: ignore[arg-type]
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    console = Console(stderr=False)
+    try:
+        points = execute(cfg, out_dir, sys.argv, console)
+    except ConfigError as exc:
+        console.print(f"netkv: {exc}", style="red", markup=False)
+        raise SystemExit(2) from None
+    best = points.filter(pl.col("best")) if not points.is_empty() else points
+    return float(best["achieved_rps"][0]) if not best.is_empty() else 0.0

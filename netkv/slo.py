@@ -1,0 +1,114 @@
+"""Throughput under a tail-latency SLO: the load search every target uses.
+
+1. Measure an unloaded point (a small fraction of the capacity hint) and fix
+   the SLO: ``factor`` x its median (auto, Pegasus' 5x), or a fixed bound.
+2. Find the knee: raise the offered load geometrically from below until a
+   point fails (p99 > SLO or completion < min_completion).
+3. Bisect between the last passing and the first failing load until they
+   are within ``precision`` of each other (as mutilate's --search does).
+
+The answer is the highest *achieved* throughput among passing points. The
+search is deterministic: the same measurements give the same sequence of
+offered loads, which is what lets an interrupted run resume from cached points.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from netkv.config.schema import Slo
+from netkv.targets.base import PointResult
+
+Measure = Callable[[float, str], PointResult]
+"""measure(offered_rps, phase) -> PointResult; phase is 'unloaded' or 'search'."""
+
+
+@dataclass
+class Evaluated:
+    phase: str
+    result: PointResult
+    slo_met: bool
+
+
+@dataclass
+class SearchOutcome:
+    slo_ns: float
+    unloaded: Evaluated
+    points: list[Evaluated] = field(default_factory=list)
+
+    @property
+    def best(self) -> Evaluated | None:
+        passing = [p for p in self.points if p.slo_met]
+        return max(passing, key=lambda p: p.result.achieved_rps) if passing else None
+
+    @property
+    def max_throughput_rps(self) -> float:
+        best = self.best
+        return best.result.achieved_rps if best else 0.0
+
+
+def latency_key(percentile: float) -> str:
+    """'p99' for 99.0, 'p999' for 99.9, 'p50' for 50."""
+    text = f"{percentile:g}".replace(".", "")
+    return f"p{text}"
+
+
+def passes(result: PointResult, slo_ns: float, slo: Slo) -> bool:
+    tail = result.latency_ns.get(latency_key(slo.percentile), float("inf"))
+    return result.completion >= slo.min_completion and tail <= slo_ns
+
+
+def search_throughput(measure: Measure, capacity_hint_rps: float, slo: Slo) -> SearchOutcome:
+    if capacity_hint_rps <= 0:
+        raise ValueError("capacity hint must be positive")
+    unloaded_rate = capacity_hint_rps * slo.unloaded_fraction
+    unloaded = measure(unloaded_rate, "unloaded")
+    if slo.kind == "fixed":
+        assert slo.p99_us is not None
+        slo_ns = slo.p99_us * 1e3
+    else:
+        slo_ns = slo.factor * unloaded.latency_ns["p50"]
+    outcome = SearchOutcome(slo_ns=slo_ns, unloaded=Evaluated("unloaded", unloaded, True))
+    outcome.unloaded.slo_met = passes(unloaded, slo_ns, slo)
+
+    budget = slo.max_points
+
+    def probe(rate: float) -> bool:
+        nonlocal budget
+        budget -= 1
+        result = measure(rate, "search")
+        ok = passes(result, slo_ns, slo)
+        outcome.points.append(Evaluated("search", result, ok))
+        return ok
+
+    # Knee: start at a quarter of the hint and move by 2x until the outcome flips.
+    rate = capacity_hint_rps / 4
+    lo, hi = 0.0, 0.0
+    if probe(rate):
+        lo = rate
+        while budget > 0:
+            rate *= 2
+            if not probe(rate):
+                hi = rate
+                break
+            lo = rate
+        else:
+            return outcome
+    else:
+        hi = rate
+        while budget > 0 and rate > unloaded_rate:
+            rate /= 2
+            if probe(rate):
+                lo = rate
+                break
+            hi = rate
+        if lo == 0.0:
+            return outcome
+    while budget > 0 and (hi - lo) / hi > slo.precision:
+        mid = (lo + hi) / 2
+        if probe(mid):
+            lo = mid
+        else:
+            hi = mid
+    return outcome

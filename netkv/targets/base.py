@@ -1,0 +1,73 @@
+"""Target: the interface every switch target implements (sim, mininet, testbed).
+
+The runner fixes the SLO and searches the offered load (``netkv.slo``); a
+target only has to measure one open-loop load point at a time. Results come
+back as plain numpy arrays so that every target fills the same schema
+(``docs/results.md``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from netkv.config.schema import RunConfig
+
+PERCENTILES = (50.0, 90.0, 99.0, 99.9)
+
+
+@dataclass
+class PointResult:
+    """What one open-loop load point measured."""
+
+    offered_rps: float
+    duration_s: float
+    issued: int
+    completed: int
+    dropped: int
+    timeouts: int
+    latency_ns: dict[str, float]  # "mean", "p50", "p90", "p99", "p999"
+    server_requests: np.ndarray  # requests served per server (int64, len = servers)
+    # Log-linear latency histogram: bucket lower bounds (ns) and counts.
+    hist_lower_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
+    hist_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # Per-window timeline: window start (s), completions, p99 (ns), drops.
+    timeline: dict[str, np.ndarray] = field(default_factory=dict)
+    switch_replies: int = 0  # requests answered by the switch itself (NetCache)
+
+    @property
+    def achieved_rps(self) -> float:
+        return self.completed / self.duration_s if self.duration_s > 0 else 0.0
+
+    @property
+    def completion(self) -> float:
+        return self.completed / self.issued if self.issued else 1.0
+
+
+class Target(ABC):
+    """One way of running a protocol: prepare once, then measure load points."""
+
+    name: str
+
+    def __init__(self, cfg: RunConfig) -> None:
+        self.cfg = cfg
+
+    @abstractmethod
+    def capacity_hint_rps(self) -> float:
+        """An upper bound on the rack's throughput, to seed the load search."""
+
+    @abstractmethod
+    def run_point(self, offered_rps: float, seed: int) -> PointResult:
+        """Run one open-loop Poisson load point at ``offered_rps`` for
+        ``cfg.duration`` seconds and return what it measured."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release processes, namespaces or memory."""
+
+    def __enter__(self) -> "Target":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
