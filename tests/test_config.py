@@ -1,0 +1,103 @@
+"""Every bad config is one line on stderr and exit code 2; good ones validate."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from netkv.cli import main
+from netkv.config.compose import load
+
+BAD = [
+    # (overrides, words the one-line message must contain)
+    (["protocol=foo"], ["protocol", "'foo'", "hash", "pegasus", "netcache"]),
+    (["alpha=-1"], ["alpha", "-1", ">= 0"]),
+    (["alpha=abc"], ["alpha", "'abc'", "a number"]),
+    (["write_ratio=1.5"], ["write_ratio", "1.5", "<= 1"]),
+    (["write_ratio=-0.1"], ["write_ratio", "-0.1", ">= 0"]),
+    (["servers=0"], ["servers", "0", ">= 1"]),
+    (["protocol=pegasus", "servers=33"], ["servers", "33", "1..32", "pegasus"]),
+    (["alpah=1.2"], ["unknown key", "alpah", "alpha"]),
+    (["protocol.virtual_nodez=8"], ["unknown key", "protocol.virtual_nodez", "virtual_nodes"]),
+    (["+workload.zipf_alpha=1"], ["unknown key", "workload.zipf_alpha"]),
+    (["seed=1.5"], ["seed", "1.5", "an integer"]),
+    (["clients=many"], ["clients", "'many'", "an integer"]),
+    (["record_history=maybe"], ["record_history", "true or false"]),
+    (["workload.kind=pareto"], ["workload.kind", "'pareto'", "zipf"]),
+    (["target=tofino9"], ["target", "'tofino9'", "sim"]),
+    (["slo=fixed", "slo.p99_us=null"], ["slo.p99_us"]),
+    (["duration=0"], ["duration", "> 0"]),
+    (["alpha=[1"], ["invalid override"]),
+]
+
+
+@pytest.mark.parametrize(("overrides", "words"), BAD, ids=[" ".join(o) for o, _ in BAD])
+def test_bad_config_is_one_line_exit_2(overrides, words, capsys):
+    code = main(["run", *overrides])
+    captured = capsys.readouterr()
+    assert code == 2
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert "Traceback" not in captured.err
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+
+
+def test_bad_value_inside_a_sweep_is_caught_before_anything_runs(capsys, tmp_path):
+    code = main(["run", "-m", "alpha=0.9,-2", f"out={tmp_path}/sweep"])
+    assert code == 2
+    assert "alpha = -2" in capsys.readouterr().err
+    assert not (tmp_path / "sweep").exists()
+
+
+def test_unimplemented_protocol_on_target_is_a_config_error(capsys):
+    code = main(["run", "protocol=netcache"])
+    err = capsys.readouterr().err
+    assert code == 2 and "not implemented on target = 'sim'" in err
+
+
+def test_real_process_exit_code_and_single_line():
+    proc = subprocess.run(
+        [sys.executable, "-m", "netkv", "run", "write_ratio=2"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0
+    assert "write_ratio = 2" in proc.stderr
+
+
+def test_shortcuts_interpolate_into_groups():
+    cfg = load(["alpha=1.2", "write_ratio=0.1", "servers=8", "clients=2", "keys=1000"])
+    assert cfg.workload.alpha == 1.2
+    assert cfg.workload.write_ratio == 0.1
+    assert cfg.workload.keys == 1000
+    assert cfg.topology.servers == 8
+    assert cfg.topology.clients == 2
+
+
+def test_cfg_job_prints_resolved_config(capsys):
+    assert main(["run", "--cfg", "job", "alpha=1.1", "protocol=pegasus"]) == 0
+    out = capsys.readouterr().out
+    assert "alpha: 1.1" in out and "name: pegasus" in out and "${" not in out
+
+
+def test_pegasus_default_replicated_keys_is_n_log_n():
+    cfg = load(["protocol=pegasus", "servers=16"])
+    assert cfg.replicated_keys() == 64
+
+
+def test_list_names_every_group(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for word in ("protocols:", "hash", "pegasus", "targets:", "sim", "workloads:", "zipf"):
+        assert word in out
+
+
+@pytest.mark.parametrize("command", [["--help"], ["run", "--help"], ["list", "--help"]])
+def test_help_on_every_command(command, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(command)
+    assert exc.value.code == 0
+    assert "usage:" in capsys.readouterr().out

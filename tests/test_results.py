@@ -1,0 +1,99 @@
+"""Run directories: atomic writes, point fragments, resume, loading many runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from netkv.results import load
+from netkv.results.atomic import write_parquet, write_text
+from netkv.results.rundir import RunDir, RunDirConflict, point_key
+from netkv.targets.base import PointResult
+
+
+def make_result(rate: float, p99: float = 40_000.0) -> PointResult:
+    return PointResult(
+        offered_rps=rate, duration_s=0.5, issued=1000, completed=990, dropped=10, timeouts=0,
+        latency_ns={"mean": 9e3, "p50": 8e3, "p90": 2e4, "p99": p99, "p999": 9e4},
+        server_requests=np.array([500, 300, 190], dtype=np.int64),
+        hist_lower_ns=np.array([1000.0, 1010.0]), hist_counts=np.array([600, 390]),
+        timeline={"t_s": np.array([0.0, 0.25]), "completed": np.array([495, 495])},
+    )
+
+
+def test_atomic_write_keeps_old_file_when_writer_fails(tmp_path):
+    target = tmp_path / "t.parquet"
+    write_parquet(target, pl.DataFrame({"a": [1]}))
+
+    def broken(tmp):
+        tmp.write_bytes(b"half a parquet")
+        raise KeyboardInterrupt
+
+    from netkv.results.atomic import write_with
+
+    with pytest.raises(KeyboardInterrupt):
+        write_with(target, broken)
+    assert pl.read_parquet(target)["a"].to_list() == [1]
+    assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]
+
+
+def test_point_round_trip_and_tables(tmp_path):
+    run = RunDir(tmp_path / "run")
+    assert run.prepare("a: 1\n", {"seed": 1}) == 0
+    keys = []
+    for i, rate in enumerate((1e5, 2e5)):
+        key = point_key(rate, i)
+        keys.append(key)
+        run.store_point(key, "search", make_result(rate), {"protocol": "hash"})
+    back = run.load_point(keys[1])
+    assert back is not None
+    assert back.offered_rps == 2e5 and back.completed == 990
+    assert back.latency_ns["p99"] == 40_000.0
+    np.testing.assert_array_equal(back.server_requests, [500, 300, 190])
+    points = run.finalize_tables(5e4, {keys[0]: True, keys[1]: False}, keys[0], keys)
+    assert points["slo_met"].to_list() == [True, False]
+    assert points["best"].to_list() == [True, False]
+    assert points["max_server_share"][0] == pytest.approx(500 / 990)
+    servers = pl.read_parquet(tmp_path / "run" / "servers.parquet")
+    assert servers.height == 6
+    assert load(tmp_path).height == 2
+
+
+def test_unfinished_fragment_is_not_a_point(tmp_path):
+    run = RunDir(tmp_path)
+    run.prepare("a: 1\n", {})
+    key = point_key(1e5, 3)
+    half = tmp_path / "points.d" / key
+    half.mkdir(parents=True)
+    (half / "servers.parquet").write_bytes(b"junk from a killed run")
+    assert run.cached_keys() == set()
+    assert run.load_point(key) is None
+    run.store_point(key, "search", make_result(1e5), {})
+    assert run.cached_keys() == {key}
+
+
+def test_reopening_with_other_config_is_refused(tmp_path):
+    RunDir(tmp_path).prepare("alpha: 1.0\n", {})
+    with pytest.raises(RunDirConflict, match="different config"):
+        RunDir(tmp_path).prepare("alpha: 1.2\n", {})
+    assert RunDir(tmp_path).prepare("alpha: 1.0\n", {}) == 0
+
+
+def test_load_many_runs_adds_run_column(tmp_path):
+    for name, rate in (("a", 1e5), ("b", 3e5)):
+        run = RunDir(tmp_path / name)
+        run.prepare(f"name: {name}\n", {})
+        key = point_key(rate, 0)
+        run.store_point(key, "search", make_result(rate), {"name": name})
+        run.finalize_tables(1e5, {key: True}, key, [key])
+    frame = load(tmp_path / "a", tmp_path / "b")
+    assert sorted(frame["name"].to_list()) == ["a", "b"]
+    assert frame["run"].n_unique() == 2
+    with pytest.raises(FileNotFoundError):
+        load(tmp_path / "missing")
+
+
+def test_write_text_is_atomic_and_complete(tmp_path):
+    write_text(tmp_path / "x.yaml", "a: 1\n")
+    assert (tmp_path / "x.yaml").read_text() == "a: 1\n"

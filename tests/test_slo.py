@@ -1,0 +1,75 @@
+"""The load search finds the analytic knee of a queue within its precision."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from netkv.config.schema import Slo
+from netkv.slo import latency_key, search_throughput
+from netkv.targets.base import PointResult
+
+MU = 200_000.0  # service rate of an M/M/1 queue, req/s
+
+
+def mm1_point(rate: float, phase: str) -> PointResult:
+    """Exact M/M/1 sojourn-time quantiles (exponential with rate mu - lambda).
+
+    Its p99/p50 is ln(100)/ln(2) = 6.6 even unloaded, so the tests use a 20x SLO.
+    """
+    del phase
+    if rate >= MU:
+        lat = {k: math.inf for k in ("mean", "p50", "p90", "p99", "p999")}
+    else:
+        scale = 1e9 / (MU - rate)
+        lat = {"mean": scale, "p50": scale * math.log(2), "p90": scale * math.log(10),
+               "p99": scale * math.log(100), "p999": scale * math.log(1000)}
+    completed = int(rate) if rate < MU else int(MU)
+    return PointResult(offered_rps=rate, duration_s=1.0, issued=int(rate), completed=completed,
+                       dropped=0, timeouts=0, latency_ns=lat,
+                       server_requests=np.array([completed]))
+
+
+def slo(**kw) -> Slo:
+    base = dict(kind="auto", factor=20.0, precision=0.02, unloaded_fraction=0.05, max_points=30)
+    return Slo(**{**base, **kw})
+
+
+def analytic_max_rate(slo_ns: float) -> float:
+    # p99(lambda) = ln(100) / (mu - lambda) <= slo  =>  lambda <= mu - ln(100)/slo
+    return MU - math.log(100) / (slo_ns / 1e9)
+
+
+@pytest.mark.parametrize("hint", [MU * 0.5, MU, MU * 3])
+def test_auto_slo_search_finds_the_knee(hint):
+    out = search_throughput(mm1_point, hint, slo())
+    unloaded_rate = hint * 0.05
+    assert out.slo_ns == pytest.approx(20 * math.log(2) * 1e9 / (MU - unloaded_rate))
+    expected = analytic_max_rate(out.slo_ns)
+    assert expected * 0.98 <= out.max_throughput_rps <= expected
+    assert len(out.points) <= 30
+
+
+def test_fixed_slo_and_unreachable_slo():
+    out = search_throughput(mm1_point, MU, slo(kind="fixed", p99_us=100.0))
+    assert out.slo_ns == 100_000.0
+    expected = analytic_max_rate(out.slo_ns)
+    assert expected * 0.98 <= out.max_throughput_rps <= expected
+    never = search_throughput(mm1_point, MU, slo(kind="fixed", p99_us=0.001, max_points=8))
+    assert never.best is None and never.max_throughput_rps == 0.0
+
+
+def test_completion_below_threshold_fails_a_point():
+    def lossy(rate: float, phase: str) -> PointResult:
+        point = mm1_point(rate, phase)
+        point.completed = int(point.issued * (0.95 if rate > MU / 2 else 1.0))
+        return point
+
+    out = search_throughput(lossy, MU, slo(kind="fixed", p99_us=1e6))
+    assert out.max_throughput_rps <= MU / 2
+
+
+def test_latency_key_names():
+    assert latency_key(99.0) == "p99" and latency_key(99.9) == "p999" and latency_key(50) == "p50"
