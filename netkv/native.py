@@ -46,7 +46,11 @@ def library_path() -> Path:
 
 
 def program_path(name: str) -> Path:
-    path = native_dir() / "bin" / name
-    if not path.is_file():
-        raise NativeBuildMissing(f"program {name!r} not built (expected {path}); run `just setup`")
-    return path
+    """A host program: ``bin/<name>`` when installed, ``<name>`` in a CMake build dir."""
+    base = native_dir()
+    for path in (base / "bin" / name, base / name):
+        if path.is_file():
+            return path
+    raise NativeBuildMissing(
+        f"program {name!r} not built (expected {base / 'bin' / name}); run `just setup`"
+    )
