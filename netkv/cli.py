@@ -1,7 +1,8 @@
 """The ``python -m netkv`` command line.
 
   run     compose conf/ with Hydra overrides, validate, run, write the results
-  list    protocols, targets, workloads, topologies, SLOs and experiments
+  list       protocols, targets, workloads, topologies, SLOs and experiments
+  reproduce  rerun a paper figure, plot it, check it against the paper
 """
 
 from __future__ import annotations
@@ -127,6 +128,22 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- reproduce ---------------------------------------------------------------------
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from netkv.experiments.reproduce import reproduce
+
+    try:
+        ok = reproduce(args.experiment, list(args.overrides),
+                       Path(args.out) if args.out else None, args.jobs, Console())
+    except (ConfigError, RunDirConflict) as exc:
+        return _fail(str(exc))
+    return 0 if ok else 1
+
+
 # --- entry -------------------------------------------------------------------------
 
 
@@ -157,6 +174,19 @@ def build_parser() -> argparse.ArgumentParser:
     lst.add_argument("what", nargs="?", choices=["protocol", "target", "workload", "topology",
                                                  "slo", "experiment"])
     lst.set_defaults(func=cmd_list)
+
+    rep = sub.add_parser(
+        "reproduce", help="rerun a paper figure, plot it and check it against the paper",
+        description=("Run every cell of experiments/<paper>/<figure>.yaml, write results.parquet, "
+                     "plot.png and checks.md (paper says / we measured / pass). Exit 1 if a "
+                     "check fails. Example: `reproduce pegasus/fig7`."),
+    )
+    rep.add_argument("experiment", help="experiment name, e.g. pegasus/fig7 (see `list experiment`)")
+    rep.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                     help="extra overrides applied to every cell (e.g. duration=0.1)")
+    rep.add_argument("--out", help="experiment directory (re-use it to resume)")
+    rep.add_argument("--jobs", type=int, default=2, help="cells run at once (default 2)")
+    rep.set_defaults(func=cmd_reproduce)
     return parser
 
 

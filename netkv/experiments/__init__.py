@@ -1,0 +1,6 @@
+"""Paper figures as one command: ``python -m netkv reproduce pegasus/fig7``.
+
+  spec     the experiment YAML (sweep, plot, the paper's claims as checks)
+  reproduce  run every (series, x) point, collect, plot, check, report
+  checks   evaluate the claims against the measured table
+"""

@@ -1,0 +1,173 @@
+"""Run an experiment's grid, then plot it and check it against the paper.
+
+Each cell (series x value) is an ordinary run in
+``<out>/<series>/<key>=<value>/``; cells run in parallel (joblib) and resume
+like any run. The experiment directory gets ``results.parquet`` (one row per
+cell), ``plot.png`` and ``checks.md`` ("paper says / we measured / pass").
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from rich.console import Console
+from rich.table import Table
+
+from netkv.config.compose import load
+from netkv.experiments.checks import CheckResult, evaluate
+from netkv.experiments.spec import METRICS, Experiment, load_experiment
+from netkv.results.atomic import write_parquet, write_text
+
+
+@dataclass(frozen=True)
+class Cell:
+    series: str
+    x: float | int | str
+    overrides: tuple[str, ...]
+
+    def subdir(self, key: str) -> str:
+        return f"{self.series}/{key}={self.x}"
+
+
+def cells(exp: Experiment, extra: list[str]) -> list[Cell]:
+    out = []
+    for series, series_overrides in exp.series.items():
+        for x in exp.x.values:
+            per_value = exp.x.per_value.get(str(x), [])
+            overrides = (*exp.overrides, *series_overrides, f"{exp.x.key}={x}", *per_value, *extra)
+            out.append(Cell(series, x, overrides))
+    return out
+
+
+def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
+    """One cell as a run (module-level so that joblib workers can call it)."""
+    from netkv.runner import execute
+
+    cfg = load([*cell.overrides, f"out={out_dir}"])
+    console = Console(file=io.StringIO())
+    points = execute(cfg, Path(out_dir), ["reproduce", *cell.overrides], console)
+    best = points.filter(pl.col("best")) if not points.is_empty() else points
+    row: dict[str, Any] = {"series": cell.series, "x": str(cell.x), "run": out_dir}
+    slo_us = float(points["slo_ns"][0]) / 1e3 if not points.is_empty() else math.nan
+    if best.is_empty():
+        row.update(max_tput_mrps=0.0, p50_us=math.nan, p99_us=math.nan,
+                   max_over_mean=math.nan, max_server_share=math.nan, slo_us=slo_us)
+    else:
+        b = best.row(0, named=True)
+        row.update(max_tput_mrps=b["achieved_rps"] / 1e6, p50_us=b["p50_ns"] / 1e3,
+                   p99_us=b["p99_ns"] / 1e3, max_over_mean=b["max_over_mean"],
+                   max_server_share=b["max_server_share"], slo_us=slo_us)
+    return row
+
+
+def default_out(name: str) -> Path:
+    stamp = datetime.now().strftime("%Y-%m-%d/%H-%M-%S")
+    return Path("runs") / "reproduce" / name.replace("/", "-") / stamp
+
+
+def plot(exp: Experiment, table: pl.DataFrame, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    numeric = all(isinstance(v, (int, float)) for v in exp.x.values)
+    positions = list(exp.x.values) if numeric else list(range(len(exp.x.values)))
+    for series in exp.series:
+        ys = []
+        for x in exp.x.values:
+            rows = table.filter((pl.col("series") == series) & (pl.col("x") == str(x)))
+            ys.append(float(rows[exp.y.metric][0]) if not rows.is_empty() else math.nan)
+        ax.plot(positions, ys, marker="o", label=series)
+    if not numeric:
+        ax.set_xticks(positions, [str(v) for v in exp.x.values])
+    if exp.logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(exp.x.label or exp.x.key)
+    ax.set_ylabel(exp.y.label or METRICS[exp.y.metric])
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def checks_markdown(exp: Experiment, results: list[CheckResult]) -> str:
+    lines = [f"# {exp.description}", "", f"Source: {exp.paper}", "",
+             "| claim | paper says | we measured | pass |", "|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r.claim} | {r.paper} | {r.measured} | {'yes' if r.passed else 'NO'} |")
+    if exp.notes:
+        lines += ["", exp.notes.strip()]
+    return "\n".join(lines) + "\n"
+
+
+def reproduce(name: str, extra: list[str], out: Path | None, jobs: int,
+              console: Console) -> bool:
+    """Run, plot and check experiment ``name``; True when every check passes."""
+    exp = load_experiment(name)
+    grid = cells(exp, extra)
+    for cell in grid:  # every cell's config is valid before anything runs
+        load(list(cell.overrides))
+    out = out or default_out(name)
+    out.mkdir(parents=True, exist_ok=True)
+    console.print(f"{name}: {exp.description} ({len(grid)} runs, {jobs} at a time) -> {out}")
+    started = time.monotonic()
+    dirs = [str(out / cell.subdir(exp.x.key)) for cell in grid]
+    if jobs > 1:
+        from joblib import Parallel, delayed
+
+        rows = Parallel(n_jobs=jobs, backend="loky")(
+            delayed(run_cell)(cell, d) for cell, d in zip(grid, dirs)
+        )
+    else:
+        rows = []
+        for i, (cell, d) in enumerate(zip(grid, dirs), 1):
+            console.print(f"  [{i}/{len(grid)}] {cell.series} {exp.x.key}={cell.x}")
+            rows.append(run_cell(cell, d))
+    table = pl.DataFrame(rows)
+    write_parquet(out / "results.parquet", table)
+    plot(exp, table, out / "plot.png", f"{name}: {exp.description}")
+    results = [evaluate(check, table, exp) for check in exp.checks]
+    write_text(out / "checks.md", checks_markdown(exp, results))
+    write_parquet(out / "checks.parquet", pl.DataFrame(
+        [{"claim": r.claim, "paper": r.paper, "measured": r.measured, "pass": r.passed}
+         for r in results]) if results else pl.DataFrame())
+    show(exp, table, results, console)
+    console.print(f"{name}: {time.monotonic() - started:.0f} s; plot {out / 'plot.png'}, "
+                  f"table {out / 'checks.md'}")
+    return all(r.passed for r in results)
+
+
+def show(exp: Experiment, table: pl.DataFrame, results: list[CheckResult],
+         console: Console) -> None:
+    grid = Table(title=exp.y.label or METRICS[exp.y.metric], title_justify="left")
+    grid.add_column("series")
+    for x in exp.x.values:
+        grid.add_column(f"{exp.x.key}={x}", justify="right")
+    for series in exp.series:
+        cells_text = []
+        for x in exp.x.values:
+            rows = table.filter((pl.col("series") == series) & (pl.col("x") == str(x)))
+            cells_text.append(f"{rows[exp.y.metric][0]:.3g}" if not rows.is_empty() else "-")
+        grid.add_row(series, *cells_text)
+    console.print(grid)
+    if results:
+        checks = Table(title="paper says / we measured", title_justify="left")
+        for col in ("claim", "paper says", "we measured", "pass"):
+            checks.add_column(col)
+        for r in results:
+            checks.add_row(r.claim, r.paper, r.measured,
+                           "[green]pass[/green]" if r.passed else "[red]FAIL[/red]")
+        console.print(checks)
