@@ -1,0 +1,213 @@
+/*
+ * headers.p4 - P4_16 header types for every netkv wire format.
+ *
+ * The same fields, widths and order as hostapps/include/netkv/wire.h and
+ * docs/wire.md (the golden vectors tests/vectors/<protocol>.json pin them).
+ * Only what a switch parses is here: each protocol's fixed header, plus the
+ * NetCache value slices the switch reads and writes. Payloads the switch
+ * never parses (Pegasus and StarCache payload preambles, keys, values, NetMC
+ * key lists) are not declared. All fields are network byte order, as P4
+ * extracts them.
+ *
+ * Architecture-neutral: no v1model or TNA include, so both the BMv2 and the
+ * Tofino programs can include it.
+ */
+#ifndef NETKV_HEADERS_P4
+#define NETKV_HEADERS_P4
+
+/* ---- ports and magic numbers (wire.h) --------------------------------- */
+const bit<16> PEGASUS_PORT = 5047;
+const bit<16> PEGASUS_MAGIC = 0x5047;
+const bit<16> PLAIN_MAGIC = 0x1573;
+const bit<16> NETCACHE_PORT = 5050;
+const bit<16> KVSWITCH_PORT = 8888;
+const bit<16> STARCACHE_PORT = 5008;
+const bit<16> NETLR_PORT = 1234;
+const bit<16> NETMC_PORT_BASE = 1000;  /* worker i: 1000 + i */
+const bit<16> NETMC_PORT_MASK = 0xFFF0;
+
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<8> IPPROTO_UDP = 17;
+
+/* ---- standard L2-L4 ------------------------------------------------------ */
+header ethernet_t {
+    bit<48> dst_addr;
+    bit<48> src_addr;
+    bit<16> ether_type;
+}
+
+header ipv4_t {
+    bit<4>  version;
+    bit<4>  ihl;
+    bit<8>  diffserv;
+    bit<16> total_len;
+    bit<16> identification;
+    bit<3>  flags;
+    bit<13> frag_offset;
+    bit<8>  ttl;
+    bit<8>  protocol;
+    bit<16> hdr_checksum;
+    bit<32> src_addr;
+    bit<32> dst_addr;
+}
+
+header udp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> length;
+    bit<16> checksum;
+}
+
+/* ---- Pegasus and the static baseline (30 B) ------------------------------ */
+/* op codes */
+const bit<8> PEGASUS_OP_READ = 0;
+const bit<8> PEGASUS_OP_WRITE = 1;
+const bit<8> PEGASUS_OP_DEL = 2;
+const bit<8> PEGASUS_OP_READ_REPLY = 3;
+const bit<8> PEGASUS_OP_WRITE_REPLY = 4;
+const bit<8> PEGASUS_OP_RC_REQ = 5;
+const bit<8> PEGASUS_OP_RC_ACK = 6;
+const bit<8> PEGASUS_OP_PUT_FWD = 7;
+const bit<8> PEGASUS_OP_VWRITE = 8;
+const bit<8> PEGASUS_FLAG_BYPASS = 0x01;
+const bit<8> PEGASUS_FLAG_MULTI = 0x02;
+const bit<8> PEGASUS_SERVER_NONE = 0xFF;
+
+header pegasus_t {
+    bit<16> magic;      /* 0x5047 Pegasus, 0x1573 static baseline */
+    bit<8>  op;
+    bit<8>  flags;      /* bit0 BYPASS, bit1 MULTI */
+    bit<32> keyhash;    /* djb2(key) & 0x7FFFFFFF */
+    bit<16> client_id;
+    bit<8>  server_id;  /* request: home server; reply: replier; 0xFF none */
+    bit<8>  rsvd;
+    bit<16> load;
+    bit<64> ver;        /* 0 = not stamped */
+    bit<32> bitmap;     /* 1 << server_id in replies and RC_ACK */
+    bit<32> req_id;
+}
+
+/* ---- NetCache baseline (40 B + value slices) ------------------------------ */
+const bit<8> NETCACHE_OP_READ = 0;
+const bit<8> NETCACHE_OP_WRITE = 1;
+const bit<8> NETCACHE_OP_DELETE = 2;
+const bit<8> NETCACHE_OP_READ_REPLY = 3;
+const bit<8> NETCACHE_OP_WRITE_REPLY = 4;
+const bit<8> NETCACHE_OP_DELETE_REPLY = 5;
+const bit<8> NETCACHE_OP_CACHE_UPDATE = 6;
+const bit<8> NETCACHE_OP_CACHE_UPDATE_ACK = 7;
+const bit<8> NETCACHE_OP_HOT_REPORT = 8;
+const bit<8> NETCACHE_FLAG_CACHED = 0x01;
+#define NETCACHE_VALUE_SLICES 8   /* 8 x 16 B = 128 B, the largest cached value */
+
+header netcache_t {
+    bit<8>   op;
+    bit<8>   result;
+    bit<8>   flags;     /* bit0 CACHED: served by the switch */
+    bit<8>   key_len;   /* meaningful bytes of key, <= 16 */
+    bit<32>  seq;
+    bit<16>  client_id;
+    bit<8>   server_id;
+    bit<8>   rsvd;
+    bit<16>  vlen;      /* value bytes; the value area is vlen rounded up to 16 */
+    bit<16>  load;
+    bit<64>  send_ns;
+    bit<128> key;       /* zero-padded: the cache's exact-match key */
+}
+
+/* One 16 B slice of the value area; the parser extracts ceil(vlen/16) of
+ * them (<= NETCACHE_VALUE_SLICES) for READ_REPLY and CACHE_UPDATE, and a hit
+ * sets them valid to answer a READ. */
+header netcache_value_t {
+    bit<128> slice;
+}
+
+/* ---- KVSwitch (28 B) -------------------------------------------------------- */
+const bit<8> KVSWITCH_OP_GET = 0x01;
+const bit<8> KVSWITCH_OP_SET = 0x02;
+const bit<8> KVSWITCH_OP_DEL = 0x03;
+const bit<8> KVSWITCH_OP_UPDATE = 0x10;
+const bit<8> KVSWITCH_OP_UPDATE_DEL = 0x11;
+const bit<8> KVSWITCH_OP_UPDATE_ACK = 0x12;
+const bit<8> KVSWITCH_OP_REPL_CMD = 0x20;
+const bit<8> KVSWITCH_OP_REPL_PUSH = 0x21;
+const bit<8> KVSWITCH_OP_REPL_EVICT = 0x22;
+const bit<8> KVSWITCH_OP_GET_REPLY = 0x81;
+const bit<8> KVSWITCH_OP_SET_REPLY = 0x82;
+const bit<8> KVSWITCH_OP_DEL_REPLY = 0x83;
+
+header kvswitch_t {
+    bit<8>   op;
+    bit<8>   flags;     /* reply status: 0 OK, 1 NOT_FOUND, 2 ERROR */
+    bit<16>  vlen;
+    bit<32>  seq;
+    bit<32>  ver;       /* stamped by the switch on hot writes */
+    bit<128> key;
+}
+
+/* ---- StarCache (22 B core + 6 B extension) ------------------------------------- */
+const bit<8> STARCACHE_OP_R_REQ = 1;
+const bit<8> STARCACHE_OP_W_REQ = 2;
+const bit<8> STARCACHE_OP_R_REP = 3;
+const bit<8> STARCACHE_OP_W_REP = 4;
+const bit<8> STARCACHE_OP_F_REQ = 5;
+const bit<8> STARCACHE_OP_F_REP = 6;
+const bit<8> STARCACHE_OP_CRN_REQ = 7;
+
+header starcache_t {
+    bit<8>   op;
+    bit<32>  seq;
+    bit<128> hkey;      /* mmh3.hash128(key, 0) as a big-endian integer */
+    bit<8>   flag;      /* W_REQ/W_REP: cached; cache packets/F_REP: packets per item */
+    bit<8>   cached;    /* set to 1 when a cache packet served the reply */
+    bit<32>  lat;       /* client send time, low 32 bits of ns */
+    bit<8>   parid;
+}
+
+/* ---- NetLR (36 B) ------------------------------------------------------------------ */
+const bit<8> NETLR_OP_READ = 0;
+const bit<8> NETLR_OP_R_REPLY = 1;
+const bit<8> NETLR_OP_WRITE = 2;
+const bit<8> NETLR_OP_W_REPLY = 3;
+const bit<8> NETLR_OP_NACK = 4;
+const bit<8> NETLR_FLAG_SUPERSEDED = 0x01;
+const bit<8> NETLR_FLAG_STAMPED = 0x02;
+
+header netlr_t {
+    bit<8>   op;
+    bit<32>  id;        /* slot = CRC32(oid as 4 big-endian bytes) mod SLOTS */
+    bit<32>  seq;
+    bit<32>  oid;       /* 0 reserved (empty slot) */
+    bit<32>  req_id;
+    bit<16>  epoch;
+    bit<8>   flags;     /* bit0 SUPERSEDED, bit1 STAMPED */
+    bit<128> value;     /* WRITE and R_REPLY; zero otherwise */
+}
+
+/* ---- NetMC (11 B + N B, N = 32) --------------------------------------------------- */
+const bit<8> NETMC_OP_GET = 0;
+const bit<8> NETMC_OP_GET_REPLY = 1;
+const bit<8> NETMC_OP_PUT = 2;
+const bit<8> NETMC_OP_PUT_REPLY = 3;
+const bit<8> NETMC_OP_MGET = 4;
+const bit<8> NETMC_OP_MGET_REPLY = 5;
+#define NETMC_N 32              /* SRV entries = max servers per rack */
+#define NETMC_KEYIDX_BITS 16    /* W */
+
+header netmc_t {
+    bit<8>  op;
+    bit<32> id;
+    bit<8>  oid;        /* current key group; indexes srv */
+    bit<8>  numkey;
+    bit<16> keyidx;     /* group-boundary bitmap, MSB-aligned */
+    bit<8>  startidx;
+    bit<8>  clo;        /* 1 = recirculated continuation */
+}
+
+/* SRV[0..N-1] follows netmc_t; declare it as a stack
+ * `netmc_srv_t[NETMC_N] netmc_srv;` in the program's headers struct. */
+header netmc_srv_t {
+    bit<8> id;
+}
+
+#endif /* NETKV_HEADERS_P4 */
