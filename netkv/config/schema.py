@@ -30,9 +30,16 @@ class ProtocolBase(Strict):
     max_servers: int = Field(ge=1)
 
 
+Ring = Literal["consistent", "equal_ranges"]
+"""Key placement: ``consistent`` = ``virtual_nodes`` points per server at
+pseudo-random ring positions; ``equal_ranges`` = the Pegasus artifact's
+16*n equal ranges of the 2^31 keyhash space, range j -> server j mod n."""
+
+
 class HashProtocol(ProtocolBase):
     name: Literal["hash"]
     virtual_nodes: int = Field(16, ge=1)
+    ring: Ring = "consistent"
 
 
 class PegasusProtocol(ProtocolBase):
@@ -44,6 +51,7 @@ class PegasusProtocol(ProtocolBase):
     epoch_ms: Pos = 100.0
     amo: bool = False
     virtual_nodes: int = Field(16, ge=1)
+    ring: Ring = "consistent"
 
 
 class NetCacheProtocol(ProtocolBase):
@@ -52,6 +60,7 @@ class NetCacheProtocol(ProtocolBase):
     max_value_bytes: int = Field(128, ge=1, le=128)
     epoch_ms: Pos = 100.0
     virtual_nodes: int = Field(16, ge=1)
+    ring: Ring = "consistent"
 
 
 Protocol = Annotated[
@@ -103,6 +112,11 @@ class ServerModel(Strict):
     lognormal_sigma: Pos = 0.5
     slow_fraction: Frac = 0.0
     slow_capacity: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
+    queue_limit: int = Field(0, ge=0)  # requests queued per server (0 = unbounded)
+    # shared: one FIFO feeds every worker; by_key: keys are partitioned over
+    # the workers (worker = mix64(keyhash) mod workers, one FIFO each), as with
+    # per-core stores behind RSS, so one hot key can use only one core.
+    dispatch: Literal["shared", "by_key"] = "shared"
 
 
 class Topology(Strict):
@@ -113,13 +127,36 @@ class Topology(Strict):
     link_gbps: NonNeg = 25.0
     switch_latency_ns: NonNeg = 500.0
     server: ServerModel = ServerModel()
+    # Bytes a frame carries besides the UDP payload: Ethernet 14 + IPv4 20 +
+    # UDP 8 + FCS 4 + preamble/IFG 20 (what serialization delay is charged on).
+    frame_overhead_bytes: int = Field(66, ge=0)
+    recirc_gbps: NonNeg = 100.0  # recirculation port bandwidth (0 = unlimited)
+    cpu_queue: int = Field(4096, ge=1)  # switch -> controller packet channel
+    client_cpu_ns: NonNeg = 0.0  # client CPU cost per request (one core per client)
+    timeout_us: NonNeg = 0.0  # client timeout (0 = none: the Pegasus artifact)
+    retries: int = Field(0, ge=0)  # resends after a timeout, same req_id
+    # Measurement (simulator): stragglers may complete for drain_ms after the
+    # last arrival; the timeline is cut into windows of timeline_ms.
+    drain_ms: NonNeg = 50.0
+    timeline_ms: NonNeg = 10.0
+
+
+class ServerCrash(Strict):
+    server: int = Field(ge=0)
+    at_s: NonNeg
+    restart_s: NonNeg | None = None  # None = stays down
 
 
 class Faults(Strict):
+    # Each applies to every traversal of the chosen links (a request and its
+    # reply cross four: client up, server down, server up, client down).
     loss: Frac = 0.0
     duplicate: Frac = 0.0
-    reorder: Frac = 0.0
-    delay_us: NonNeg = 0.0
+    reorder: Frac = 0.0  # fraction of packets held back ...
+    reorder_us: NonNeg = 10.0  # ... by a uniform extra delay in [0, reorder_us]
+    delay_us: NonNeg = 0.0  # constant extra one-way delay per hop
+    links: Literal["all", "clients", "servers"] = "all"
+    crashes: list[ServerCrash] = []
 
 
 class Target(Strict):
@@ -127,6 +164,12 @@ class Target(Strict):
     description: str = ""
     switch: Literal["netkv", "bmv2", "tofino"] = "netkv"
     faults: Faults = Faults()
+    # target=mininet (real processes; ignored by the simulator)
+    service_ns: NonNeg = 0.0  # kvserver busy-wait per request: emulated capacity (0 = none)
+    max_rps: Pos = 50_000.0  # ceiling of the load search on this machine
+    preload: Literal["auto", "home", "all", "none"] = "auto"  # auto: all for pegasus, else home
+    spin_us: NonNeg = 0.0  # netkv-switch busy-polls this long after traffic (0 = sleep at once)
+    start_delay_ms: NonNeg = 200.0  # clients start together this long after being launched
 
 
 class Slo(Strict):

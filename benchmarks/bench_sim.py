@@ -1,0 +1,139 @@
+"""Benchmark the simulator (``just bench-sim``).
+
+Prints, side by side with the numbers of the previous run (kept in
+benchmarks/bench-sim.last.json, rewritten by every run):
+
+  1. simulated requests per second of protocol=hash on one core (16 servers,
+     1 M keys, Zipf 0.99 and uniform, at 80% of the busiest server's
+     capacity, 4 M requests, best of 3), and simulated events per second;
+  2. the wall time of one full skew sweep with SLO search
+     (netkv.slo.search_throughput): 6 points, uniform and Zipf
+     0.9/0.95/0.99/1.1/1.2, default config (duration 0.2 s per load point),
+     plus each point's throughput under the SLO relative to uniform.
+
+Usage: python benchmarks/bench_sim.py [--no-save] [--duration S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+from netkv.config.compose import load
+from netkv.native import library_path
+from netkv.sim.analysis import expected_server_shares
+from netkv.sim.engine import SimEngine
+from netkv.targets.sim import SimTarget
+
+LAST = Path(__file__).with_name("bench-sim.last.json")
+SWEEP_ALPHAS = (0.0, 0.9, 0.95, 0.99, 1.1, 1.2)
+REPEATS = 3
+
+
+def engine_speed(alpha: float, requests: float = 4e6) -> dict[str, float]:
+    """Requests and events per wall second of one engine run (no Python in the loop)."""
+    overrides = ["servers=16", "keys=1000000", f"alpha={alpha}", "topology.timeline_ms=0"]
+    if alpha == 0.0:
+        overrides.append("workload=uniform")
+    cfg = load(overrides)
+    with SimTarget(cfg) as target:
+        busiest = float(expected_server_shares(target.workload).max())
+        srv = cfg.topology.server
+        rate = 0.8 * (1e9 / srv.service_ns) / busiest
+        cfg = cfg.model_copy(update={"duration": requests / rate})
+        walls = []
+        for _ in range(REPEATS):  # best of REPEATS: the machine may be shared
+            with SimEngine(cfg, target.workload, rate, seed=1) as eng:
+                t0 = time.perf_counter()
+                st = eng.run()
+                walls.append(time.perf_counter() - t0)
+        wall = min(walls)
+    return {"requests_per_s": st.issued / wall, "events_per_s": st.events / wall,
+            "requests": float(st.issued), "wall_s": wall}
+
+
+def skew_sweep(duration: float | None) -> dict[str, float]:
+    from netkv.slo import search_throughput
+
+    out: dict[str, float] = {}
+    t_all = time.perf_counter()
+    points = 0
+    for alpha in SWEEP_ALPHAS:
+        overrides = [f"alpha={alpha}"] + (["workload=uniform"] if alpha == 0.0 else [])
+        if duration:
+            overrides.append(f"duration={duration}")
+        cfg = load(overrides)
+        with SimTarget(cfg) as target:
+            def measure(rate: float, phase: str) -> object:
+                return target.run_point(rate, cfg.seed)
+
+            res = search_throughput(measure, target.capacity_hint_rps(), cfg.slo)
+        points += 1 + len(res.points)
+        out[f"tput_alpha_{alpha:g}"] = res.max_throughput_rps
+    out["sweep_wall_s"] = time.perf_counter() - t_all
+    out["sweep_load_points"] = float(points)
+    base = out["tput_alpha_0"]
+    for alpha in SWEEP_ALPHAS[1:]:
+        out[f"rel_alpha_{alpha:g}"] = out[f"tput_alpha_{alpha:g}"] / base if base else 0.0
+    return out
+
+
+def git_rev() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True,
+                              cwd=Path(__file__).parent).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--no-save", action="store_true", help="do not rewrite the .last.json")
+    ap.add_argument("--duration", type=float, default=None,
+                    help="seconds of simulated time per sweep load point (default: config)")
+    args = ap.parse_args()
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    new: dict[str, float] = {}
+    z = engine_speed(0.99)
+    u = engine_speed(0.0)
+    new["hash_zipf099_requests_per_s"] = z["requests_per_s"]
+    new["hash_zipf099_events_per_s"] = z["events_per_s"]
+    new["hash_uniform_requests_per_s"] = u["requests_per_s"]
+    new["hash_uniform_events_per_s"] = u["events_per_s"]
+    new.update(skew_sweep(args.duration))
+
+    old: dict = {}
+    if LAST.is_file():
+        old = json.loads(LAST.read_text())
+    prev = old.get("results", {})
+    print(f"bench-sim  ({library_path()})")
+    print(f"{'metric':34} {'previous':>14} {'now':>14} {'change':>8}")
+    for key, val in new.items():
+        was = prev.get(key)
+        change = f"{(val / was - 1) * 100:+.1f}%" if was else ""
+        fmt = (lambda v: f"{v / 1e6:.2f} M") if "per_s" in key or key.startswith("tput") \
+            else (lambda v: f"{v:.3f}")
+        print(f"{key:34} {fmt(was) if was is not None else '-':>14} {fmt(val):>14} {change:>8}")
+    if old:
+        print(f"previous run: {old.get('when', '?')} at {old.get('git', '?')} on {old.get('host', '?')}")
+    verdict = "PASS" if new["hash_zipf099_requests_per_s"] >= 5e6 else "BELOW"
+    print(f"target >= 5 M simulated requests/s on one core (hash, zipf 0.99): {verdict}")
+    if not args.no_save:
+        LAST.write_text(json.dumps({
+            "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "git": git_rev(),
+            "host": f"{platform.node()} {platform.machine()} {platform.processor() or ''}".strip(),
+            "python": platform.python_version(),
+            "results": new,
+        }, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+/*
+ * host.h - a protocol's host logic, written once in C: the server's store
+ * rules and the client's request building / reply matching. kvserver,
+ * kvclient and the simulator all call these, so the simulated hosts run the
+ * code the real ones do.
+ *
+ * Server: `server_handle(state, store, in, src, out, max_out)` consumes one
+ * decoded message and writes up to max_out messages to send, each with a
+ * destination node (NK_DST_SRC = back to the sender, the usual reply; or a
+ * node id, e.g. Pegasus' RC_REQ to another server). The store is the
+ * embedder's (kvserver: a real hash table with values; the simulator: a
+ * preloaded store holding versions and value lengths only), reached through
+ * `struct nk_store`.
+ *
+ * Client: `client_request` fills a request from a `struct nk_req_spec` (the
+ * key, its keyhash and home server come from the workload) and returns the
+ * node to address; `client_reply` says whether a reply completes the request
+ * (NK_REPLY_DONE), asks for a retry (NK_REPLY_RETRY, e.g. Pegasus' RETRY
+ * result), or is to be ignored. Duplicate suppression by req_id is the
+ * embedder's job (it owns the outstanding-request table).
+ *
+ * Node numbering as in pipeline.h: servers 0..S-1, clients S..S+M-1.
+ */
+#ifndef NETKV_HOST_H
+#define NETKV_HOST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "netkv/msg.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NK_DST_SRC 0xFFFE
+#define NK_HOST_MAX_OUT (NK_MAX_SERVERS + 1)
+
+struct nk_store_ops {
+	/* 0: found, *ver and *value_len set; 1: not found */
+	int (*get)(void *impl, const struct nk_msg *req, uint64_t *ver, uint32_t *value_len);
+	/* store (ver, value_len) under req's key; 0 on success */
+	int (*put)(void *impl, const struct nk_msg *req, uint64_t ver, uint32_t value_len);
+};
+
+struct nk_store {
+	const struct nk_store_ops *ops;
+	void *impl;
+};
+
+struct nk_host_out {
+	struct nk_msg msg;
+	uint16_t dst;           /* node id, or NK_DST_SRC */
+};
+
+struct nk_host_cfg {
+	uint32_t n_servers;
+	uint32_t n_clients;
+	uint32_t id;            /* server id (0..S-1) or client id (0..M-1) */
+	uint64_t seed;
+	const char *params;     /* protocol knobs, "key=value;..." (may be NULL) */
+};
+
+struct nk_req_spec {
+	uint8_t kind;           /* NK_KIND_READ or NK_KIND_WRITE */
+	uint8_t key_len;
+	uint16_t client_id;
+	uint16_t home;          /* home server of the key */
+	uint32_t req_id;
+	uint32_t keyhash;
+	uint32_t value_len;     /* bytes written (writes) */
+	uint64_t send_ns;       /* intended send time, echoed by the server */
+	const uint8_t *key;
+};
+
+enum nk_reply_verdict {
+	NK_REPLY_DONE = 0,
+	NK_REPLY_RETRY = 1,
+	NK_REPLY_IGNORE = 2,
+};
+
+struct nk_host_ops {
+	const char *name;       /* = protocol name */
+	uint8_t proto;          /* enum nk_proto */
+	size_t server_state_size;
+	size_t client_state_size;
+	int (*server_init)(void *st, const struct nk_host_cfg *cfg);
+	void (*server_fini)(void *st);
+	int (*server_handle)(void *st, struct nk_store *store, const struct nk_msg *in,
+			     uint16_t src, struct nk_host_out *out, int max_out);
+	int (*client_init)(void *st, const struct nk_host_cfg *cfg);
+	void (*client_fini)(void *st);
+	uint16_t (*client_request)(void *st, const struct nk_req_spec *spec, struct nk_msg *out);
+	int (*client_reply)(void *st, const struct nk_msg *reply);
+};
+
+/* Host logic registered under `name` (the protocol name), or NULL. */
+const struct nk_host_ops *nk_host_find(const char *name);
+
+/* The static-hashing baseline's hosts (host/plain.c). */
+extern const struct nk_host_ops nk_host_hash;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NETKV_HOST_H */

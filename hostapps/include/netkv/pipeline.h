@@ -1,0 +1,125 @@
+/*
+ * pipeline.h - a switch data plane, written once in C, run by the simulator
+ * and by netkv-switch (which decodes frames into `struct nk_msg`, calls the
+ * same `process`, and encodes the result).
+ *
+ * A pipeline is a state struct plus `process(state, msg, meta, actions)`:
+ *  - `msg`  the decoded packet; the pipeline may edit header fields (stamp a
+ *           version, turn a request into a reply, ...).
+ *  - `meta` where it came from and where it is addressed. Nodes are numbered
+ *           0..n_servers-1 (servers), then n_servers..n_servers+n_clients-1
+ *           (clients). The pipeline may rewrite `meta->dst` (address rewrite,
+ *           Pegasus' node_fwd); the switch rewrites the L2/L3 addresses
+ *           from it.
+ *  - `act`  what to do: drop, forward to a port, multicast to a group (the
+ *           switch owns the group -> ports table, like a PRE), recirculate;
+ *           and independently, clone a copy to the controller (CPU port).
+ *           A reply from the switch (NetCache hit) is "set meta->dst =
+ *           meta->src, forward to that node's port, set switch_reply".
+ *
+ * The controller (Python, via a SwitchDriver) reaches the state only by
+ * name: registers (reg_read/reg_write, one 64-bit cell at a time) and tables
+ * (exact-match keys -> action arguments). The names are those of the P4
+ * program, so one controller serves the C pipeline and the P4 target.
+ * All hooks return 0 on success, NK_PIPE_ENOENT for an unknown name,
+ * NK_PIPE_ERANGE for a bad index, NK_PIPE_EFULL when a table is full.
+ */
+#ifndef NETKV_PIPELINE_H
+#define NETKV_PIPELINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "netkv/msg.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NK_PIPE_ENOENT (-1)
+#define NK_PIPE_ERANGE (-2)
+#define NK_PIPE_EFULL (-3)
+#define NK_PIPE_EINVAL (-4)
+
+#define NK_NODE_NONE 0xFFFF
+
+struct nk_pkt_meta {
+	uint64_t now_ns;        /* switch clock */
+	uint16_t ingress_port;
+	uint16_t src;           /* sender node id (NK_NODE_NONE: controller) */
+	uint16_t dst;           /* addressed node id; the pipeline may rewrite it */
+	uint16_t wire_len;      /* frame length in bytes */
+	uint8_t from_cpu;       /* injected by the controller (packet-out) */
+	uint8_t recirculated;   /* arrived from the recirculation port */
+};
+
+enum nk_fwd {
+	NK_FWD_DROP = 0,
+	NK_FWD_PORT = 1,        /* act->port */
+	NK_FWD_MCAST = 2,       /* act->mcast_group (switch-owned group table) */
+	NK_FWD_RECIRC = 3,      /* back into the ingress via the recirculation port */
+};
+
+struct nk_actions {
+	uint8_t fwd;            /* enum nk_fwd */
+	uint8_t to_cpu;         /* also send a copy to the controller */
+	uint8_t switch_reply;   /* the switch answered the request itself */
+	uint8_t rsvd;
+	uint16_t port;
+	uint16_t mcast_group;
+};
+
+struct nk_pipeline_cfg {
+	uint32_t n_servers;
+	uint32_t n_clients;
+	uint32_t n_nodes;           /* entries in node_port */
+	const uint16_t *node_port;  /* node id -> egress port (initial node_fwd) */
+	uint16_t cpu_port;
+	uint16_t recirc_port;
+	uint64_t seed;              /* for pipelines that pick at random */
+	const char *params;         /* protocol knobs, "key=value;key=value" (may be NULL) */
+};
+
+struct nk_pipeline_ops {
+	const char *name;           /* "hash", "pegasus", ... (= protocol.name) */
+	uint8_t proto;              /* enum nk_proto of the wire format */
+	size_t state_size;
+	/* 1 if process() does not depend on the order or time of packets (only
+	 * on the packet itself): the simulator may then run it when the packet
+	 * is sent rather than when it reaches the switch (one event fewer per
+	 * hop). Stateful protocols (Pegasus, NetCache) leave it 0. */
+	uint8_t order_free;
+	int (*init)(void *st, const struct nk_pipeline_cfg *cfg);
+	void (*fini)(void *st);
+	void (*process)(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
+			struct nk_actions *act);
+	int (*reg_read)(void *st, const char *name, uint32_t idx, uint64_t *val);
+	int (*reg_write)(void *st, const char *name, uint32_t idx, uint64_t val);
+	int (*table_add)(void *st, const char *table, const uint64_t *key, unsigned nkey,
+			 const uint64_t *args, unsigned nargs);
+	int (*table_del)(void *st, const char *table, const uint64_t *key, unsigned nkey);
+};
+
+/* The pipeline registered under `name`, or NULL. */
+const struct nk_pipeline_ops *nk_pipeline_find(const char *name);
+
+/* Helper shared by pipelines: forward by meta->dst through a node->port map. */
+static inline void nk_fwd_to_node(const uint16_t *node_port, uint32_t n_nodes,
+				  const struct nk_pkt_meta *meta, struct nk_actions *act)
+{
+	if (meta->dst < n_nodes && node_port[meta->dst] != NK_NODE_NONE) {
+		act->fwd = NK_FWD_PORT;
+		act->port = node_port[meta->dst];
+	} else {
+		act->fwd = NK_FWD_DROP;
+	}
+}
+
+/* The hash baseline (pipeline/hash.c): forwards by destination only. */
+extern const struct nk_pipeline_ops nk_pipeline_hash;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NETKV_PIPELINE_H */

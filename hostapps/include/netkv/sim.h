@@ -1,0 +1,198 @@
+/*
+ * sim.h - the discrete-event simulator of one rack (target=sim).
+ *
+ * What is simulated (docs/simulator.md has the full model):
+ *  - clients: one open-loop Poisson stream at `offered_rps`, each arrival
+ *    given to one of M clients uniformly (so each client is Poisson at
+ *    offered/M); a per-request client CPU cost (one core per client);
+ *    timeouts and retries (same req_id) when timeout_ns > 0;
+ *  - links: one up- and one downlink per node, per-hop latency, optional
+ *    bandwidth (serialization of the frame; FIFO per link);
+ *  - the switch: the protocol's C pipeline (pipeline.h) on every packet,
+ *    a pipeline latency, ports, multicast groups, a recirculation port with
+ *    finite bandwidth, and a bounded packet channel to the controller;
+ *  - servers: W workers, one FIFO queue, service = (base + per_byte * bytes)
+ *    / capacity with a deterministic, exponential or lognormal distribution,
+ *    the protocol's C host logic (host.h) on a preloaded store, crash and
+ *    restart at given times;
+ *  - faults on every link traversal: loss, duplication, reordering (an extra
+ *    random delay for a fraction of packets) and a constant extra delay;
+ *  - popularity changes (workload.h dynamics) every period.
+ *
+ * Time is kept in picoseconds (uint64); the API speaks ns or seconds.
+ * Events are ordered by (time, insertion sequence), so one config and seed
+ * give bit-identical results. The engine never allocates on the per-event
+ * path once its pools have grown to the run's peak.
+ *
+ * Nodes: servers 0..S-1, clients S..S+M-1, the controller S+M. Ports: port
+ * p < S+M reaches node p; port S+M is the CPU port, S+M+1 recirculation.
+ *
+ * Epochs: nk_sim_run_until(t) processes every event up to t and returns;
+ * the caller (Python) runs the protocol's controller through the reg/table/
+ * cpu hooks, then calls run_until again.
+ */
+#ifndef NETKV_SIM_H
+#define NETKV_SIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "netkv/msg.h"
+#include "netkv/workload.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum nk_service {
+	NK_SERVICE_DETERMINISTIC = 0,
+	NK_SERVICE_EXPONENTIAL = 1,
+	NK_SERVICE_LOGNORMAL = 2,
+};
+
+/* Faults hit every traversal of the chosen links (a request and its reply
+ * cross 4 links: client up, server down, server up, client down). */
+enum nk_fault_links {
+	NK_FAULT_LINKS_ALL = 0,
+	NK_FAULT_LINKS_CLIENTS = 1,  /* client <-> switch links only */
+	NK_FAULT_LINKS_SERVERS = 2,  /* server <-> switch links only */
+};
+
+/* How a server's workers share requests. */
+enum nk_dispatch {
+	NK_DISPATCH_SHARED = 0,  /* one FIFO, any free worker (M/M/W) */
+	NK_DISPATCH_BY_KEY = 1,  /* worker = keyhash mod W, one FIFO each: keys are
+				  * partitioned over cores (RSS/per-core stores), so
+				  * a hot key can use only one core of its server */
+};
+
+struct nk_sim_cfg {
+	const char *protocol;     /* pipeline and host logic name ("hash") */
+	const char *params;       /* protocol knobs for pipeline/host init (may be NULL) */
+	uint32_t n_servers;
+	uint32_t n_clients;
+	uint64_t seed;
+	double offered_rps;
+	double duration_s;        /* arrivals in [0, duration) */
+	double drain_s;           /* then at most this long for stragglers */
+	double write_ratio;
+	/* links and switch */
+	double link_latency_ns;   /* per hop, one way */
+	double link_gbps;         /* 0 = no serialization delay */
+	double switch_latency_ns;
+	double recirc_gbps;       /* recirculation port bandwidth (0 = unlimited) */
+	uint32_t frame_overhead;  /* bytes added to the UDP payload on the wire */
+	uint32_t cpu_queue;       /* controller channel capacity (packets) */
+	/* servers */
+	uint32_t workers;
+	uint32_t service;         /* enum nk_service */
+	double service_ns;
+	double per_byte_ns;
+	double lognormal_sigma;
+	const double *capacity;   /* n_servers capacity factors (NULL = all 1) */
+	uint32_t queue_limit;     /* per-server queue bound (0 = unbounded) */
+	uint32_t dispatch;        /* enum nk_dispatch */
+	/* clients */
+	double client_cpu_ns;
+	double timeout_ns;        /* 0 = no timeouts */
+	uint32_t retries;
+	/* faults, on every link traversal */
+	double loss;
+	double duplicate;
+	double reorder;           /* fraction of packets held back ... */
+	double reorder_ns;        /* ... by a uniform extra delay in [0, reorder_ns] */
+	double extra_delay_ns;    /* constant extra one-way delay per hop */
+	uint32_t fault_links;     /* enum nk_fault_links: which links the faults hit */
+	/* popularity dynamics (enum nk_dyn_kind) */
+	uint32_t dyn_kind;
+	double dyn_period_s;
+	uint32_t dyn_count;
+	uint32_t dyn_hot_pool;
+	/* measurement */
+	double window_s;          /* timeline window (0 = no timeline) */
+};
+
+struct nk_sim_stats {
+	double now_s;
+	int finished;
+	uint64_t events;
+	uint64_t issued;          /* requests issued (intended sends) */
+	uint64_t completed;       /* ... that got their final reply */
+	uint64_t timeouts;        /* ... given up after the last retry */
+	uint64_t retries;
+	uint64_t unfinished;      /* ... still outstanding when the run ended */
+	uint64_t dup_replies;     /* replies for already-completed requests */
+	uint64_t switch_replies;  /* requests answered by the switch */
+	uint64_t dropped;         /* packets lost, for any reason (sum below) */
+	uint64_t drop_loss;       /* link loss fault */
+	uint64_t drop_queue;      /* server queue full */
+	uint64_t drop_crash;      /* at or in a crashed server */
+	uint64_t drop_switch;     /* pipeline drop */
+	uint64_t cpu_packets;     /* copies sent to the controller channel */
+	uint64_t cpu_dropped;     /* ... dropped because the channel was full */
+	uint64_t dyn_changes;     /* popularity changes applied */
+	double mean_ns, p50_ns, p90_ns, p99_ns, p999_ns, max_ns;
+	uint32_t n_windows;
+	uint32_t hist_buckets;
+};
+
+struct nk_sim;
+
+/* NULL on error, with a one-line reason in err. `wl` must outlive the sim. */
+struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload *wl,
+			  char *err, size_t errlen);
+void nk_sim_free(struct nk_sim *sim);
+
+/* Process every event with time <= t_ns. Returns 1 when the run is over
+ * (all requests done or drain time reached), 0 otherwise. */
+int nk_sim_run_until(struct nk_sim *sim, double t_ns);
+/* Run to the end (no epochs). */
+void nk_sim_run(struct nk_sim *sim);
+double nk_sim_now_ns(const struct nk_sim *sim);
+double nk_sim_end_ns(const struct nk_sim *sim);
+
+void nk_sim_stats(const struct nk_sim *sim, struct nk_sim_stats *out);
+/* Latency histogram (ns): fills up to n buckets; returns the bucket count. */
+uint32_t nk_sim_hist(const struct nk_sim *sim, uint64_t *lower_ns, uint64_t *counts, uint32_t n);
+/* Requests served per server (n_servers entries). */
+void nk_sim_server_counts(const struct nk_sim *sim, uint64_t *out);
+/* Timeline: per window of window_s, by completion time (issued: by intended
+ * send time; drops: by drop time). Returns the number of windows. */
+uint32_t nk_sim_timeline(const struct nk_sim *sim, uint64_t *issued, uint64_t *completed,
+			 uint64_t *drops, double *p50_ns, double *p99_ns, uint32_t n);
+
+/* ---- controller hooks (between epochs) ----------------------------------- */
+int nk_sim_reg_read(struct nk_sim *sim, const char *name, uint32_t idx, uint64_t *val);
+int nk_sim_reg_write(struct nk_sim *sim, const char *name, uint32_t idx, uint64_t val);
+int nk_sim_table_add(struct nk_sim *sim, const char *table, const uint64_t *key, unsigned nkey,
+		     const uint64_t *args, unsigned nargs);
+int nk_sim_table_del(struct nk_sim *sim, const char *table, const uint64_t *key, unsigned nkey);
+/* Multicast group -> egress ports (replaces the group). 0 or -1. */
+int nk_sim_mcast_set(struct nk_sim *sim, uint32_t group, const uint16_t *ports, uint32_t n);
+/* Packets the pipeline sent to the CPU port: pops up to max (oldest first). */
+uint32_t nk_sim_cpu_recv(struct nk_sim *sim, struct nk_msg *out, uint16_t *src, uint32_t max);
+/* Packet-out: inject m into the switch ingress from the CPU port now,
+ * addressed to node dst. Its source is the controller's node id, S+M (the
+ * node behind the CPU port), so replies come back through nk_sim_cpu_recv.
+ * 0 or -1. */
+int nk_sim_cpu_send(struct nk_sim *sim, const struct nk_msg *m, uint16_t dst);
+/* Server crash at t_ns (queue and in-service requests lost, arrivals
+ * dropped), restart at restart_ns (< 0: never) with its store reset. */
+int nk_sim_schedule_crash(struct nk_sim *sim, uint32_t server, double t_ns, double restart_ns);
+/* Current rank -> key table (after dynamics): n entries. */
+uint32_t nk_sim_rank_keys(const struct nk_sim *sim, uint32_t *out, uint32_t n);
+
+/* sizeof(struct <name>) for "nk_msg", "nk_sim_cfg", "nk_sim_stats",
+ * "nk_workload_cfg", "nk_rank_info" (0 if unknown): lets ABI-mode bindings
+ * check their struct declarations. */
+size_t nk_sim_abi_sizeof(const char *name);
+
+/* Node/port numbering used by the sim. */
+uint32_t nk_sim_cpu_port(const struct nk_sim *sim);
+uint32_t nk_sim_recirc_port(const struct nk_sim *sim);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NETKV_SIM_H */

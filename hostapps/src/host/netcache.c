@@ -1,0 +1,154 @@
+/*
+ * netcache.c - NetCache host logic (docs/netcache.md).
+ *
+ * Server: READ -> READ_REPLY (stored length; NOT_FOUND if absent or
+ * deleted); WRITE -> apply (the server numbers versions itself: stored + 1),
+ * WRITE_REPLY; when the switch marked the write REFRESH (the key is cached)
+ * the reply carries the new value so the switch can refresh its copy;
+ * DELETE -> tombstone, DELETE_REPLY; CACHE_UPDATE from the controller (a
+ * fetch, value_len 0) -> CACHE_UPDATE carrying the stored value (at most
+ * NK_NETCACHE_MAX_CACHED_VALUE bytes, else result RETRY and no value).
+ * Client: address the home server; keys longer than 16 B are cut to their
+ * first 16 B (netkv workload keys are unique in their first 16 bytes).
+ */
+#include <string.h>
+
+#include "netkv/host.h"
+#include "netkv/wire.h"
+
+#ifndef NK_NETCACHE_FLAG_REFRESH
+#define NK_NETCACHE_FLAG_REFRESH 0x02
+#endif
+
+#define NC_TOMBSTONE 0xFFFFFFFFu
+
+struct nc_server {
+	uint32_t id;
+};
+
+static int nc_server_init(void *st, const struct nk_host_cfg *cfg)
+{
+	struct nc_server *s = st;
+	s->id = cfg->id;
+	return 0;
+}
+
+static void nc_fini(void *st)
+{
+	(void)st;
+}
+
+static void mk_reply(const struct nc_server *s, const struct nk_msg *in, struct nk_msg *r,
+		     uint8_t op, uint8_t result)
+{
+	*r = *in;
+	r->op = op;
+	r->kind = (uint8_t)nk_wire_kind(NK_PROTO_NETCACHE, op);
+	r->result = result;
+	r->server_id = (uint8_t)s->id;
+	r->flags &= (uint8_t)~NK_NETCACHE_FLAG_CACHED;
+	r->value_len = 0;
+	r->value = NULL;
+}
+
+static int nc_server_handle(void *st, struct nk_store *store, const struct nk_msg *in,
+			    uint16_t src, struct nk_host_out *out, int max_out)
+{
+	struct nc_server *s = st;
+	(void)src;
+	if (max_out < 1 || in->proto != NK_PROTO_NETCACHE)
+		return 0;
+	uint64_t ver = 0;
+	uint32_t vlen = 0;
+	int found = store->ops->get(store->impl, in, &ver, &vlen) == 0;
+	int live = found && vlen != NC_TOMBSTONE;
+	struct nk_msg *r = &out[0].msg;
+	out[0].dst = NK_DST_SRC;
+	switch (in->op) {
+	case NK_NETCACHE_OP_READ:
+		mk_reply(s, in, r, NK_NETCACHE_OP_READ_REPLY,
+			 live ? NK_RESULT_OK : NK_RESULT_NOT_FOUND);
+		r->value_len = live ? vlen : 0;   /* the embedder fills the bytes */
+		return 1;
+	case NK_NETCACHE_OP_WRITE:
+		store->ops->put(store->impl, in, found ? ver + 1 : 1, in->value_len);
+		mk_reply(s, in, r, NK_NETCACHE_OP_WRITE_REPLY, NK_RESULT_OK);
+		if (in->flags & NK_NETCACHE_FLAG_REFRESH) {
+			r->flags |= NK_NETCACHE_FLAG_REFRESH;
+			r->value_len = in->value_len;
+			r->value = in->value;
+		}
+		return 1;
+	case NK_NETCACHE_OP_DELETE:
+		store->ops->put(store->impl, in, found ? ver + 1 : 1, NC_TOMBSTONE);
+		mk_reply(s, in, r, NK_NETCACHE_OP_DELETE_REPLY, NK_RESULT_OK);
+		r->flags &= (uint8_t)~NK_NETCACHE_FLAG_REFRESH;
+		return 1;
+	case NK_NETCACHE_OP_CACHE_UPDATE:
+		if (in->value_len)
+			return 0;                 /* not a fetch */
+		mk_reply(s, in, r, NK_NETCACHE_OP_CACHE_UPDATE, NK_RESULT_OK);
+		if (!live)
+			r->result = NK_RESULT_NOT_FOUND;
+		else if (vlen > NK_NETCACHE_MAX_CACHED_VALUE)
+			r->result = NK_RESULT_RETRY;
+		else
+			r->value_len = vlen;
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static int nc_client_init(void *st, const struct nk_host_cfg *cfg)
+{
+	(void)st;
+	(void)cfg;
+	return 0;
+}
+
+static uint16_t nc_client_request(void *st, const struct nk_req_spec *sp, struct nk_msg *m)
+{
+	(void)st;
+	memset(m, 0, sizeof(*m));
+	m->proto = NK_PROTO_NETCACHE;
+	int w = sp->kind == NK_KIND_WRITE;
+	m->op = w ? NK_NETCACHE_OP_WRITE : NK_NETCACHE_OP_READ;
+	m->kind = w ? NK_KIND_WRITE : NK_KIND_READ;
+	m->server_id = (uint8_t)(sp->home < NK_SERVER_NONE ? sp->home : NK_SERVER_NONE);
+	m->client_id = sp->client_id;
+	m->req_id = sp->req_id;
+	m->keyhash = sp->keyhash;    /* not on the wire; the simulator's store uses it */
+	m->send_ns = sp->send_ns;
+	m->key_len = sp->key_len < NK_NETCACHE_KEY_LEN ? sp->key_len : NK_NETCACHE_KEY_LEN;
+	memcpy(m->key, sp->key, m->key_len);
+	m->value_len = w ? sp->value_len : 0;
+	m->frag_cnt = 1;
+	m->nkeys = 1;
+	return sp->home;
+}
+
+static int nc_client_reply(void *st, const struct nk_msg *r)
+{
+	(void)st;
+	if (r->proto != NK_PROTO_NETCACHE)
+		return NK_REPLY_IGNORE;
+	if (r->op != NK_NETCACHE_OP_READ_REPLY && r->op != NK_NETCACHE_OP_WRITE_REPLY &&
+	    r->op != NK_NETCACHE_OP_DELETE_REPLY)
+		return NK_REPLY_IGNORE;
+	return NK_REPLY_DONE;
+}
+
+const struct nk_host_ops nk_host_netcache = {
+	.name = "netcache",
+	.proto = NK_PROTO_NETCACHE,
+	.server_state_size = sizeof(struct nc_server),
+	.client_state_size = 1,
+	.server_init = nc_server_init,
+	.server_fini = nc_fini,
+	.server_handle = nc_server_handle,
+	.client_init = nc_client_init,
+	.client_fini = nc_fini,
+	.client_request = nc_client_request,
+	.client_reply = nc_client_reply,
+};

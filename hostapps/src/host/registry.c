@@ -1,0 +1,23 @@
+/* registry.c - name -> host logic. A new protocol adds one line here. */
+#include <string.h>
+
+#include "netkv/host.h"
+
+extern const struct nk_host_ops nk_host_pegasus;
+extern const struct nk_host_ops nk_host_netcache;
+
+static const struct nk_host_ops *const hosts[] = {
+	&nk_host_hash,
+	&nk_host_pegasus,
+	&nk_host_netcache,
+};
+
+const struct nk_host_ops *nk_host_find(const char *name)
+{
+	if (!name)
+		return NULL;
+	for (size_t i = 0; i < sizeof(hosts) / sizeof(hosts[0]); i++)
+		if (!strcmp(hosts[i]->name, name))
+			return hosts[i];
+	return NULL;
+}

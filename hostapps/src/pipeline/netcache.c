@@ -1,0 +1,528 @@
+/*
+ * netcache.c - the NetCache switch (SOSP'17), as the Pegasus paper's baseline
+ * (docs/netcache.md).
+ *
+ * Map of this file:
+ *   state + named registers  - cache slots (valid bit, value length, value
+ *                              bytes, last-write id, hit counters), count-min
+ *                              sketch, Bloom filter, statistics
+ *   cache                    - exact-match table key (16 B) -> idx
+ *   process()                - READ hit: answered by the switch (switch_reply);
+ *                              READ miss: count-min + Bloom hot-key detection,
+ *                              reported to the controller; WRITE/DELETE of a
+ *                              cached key: invalidate, mark REFRESH, forward;
+ *                              the server's reply refreshes the slot;
+ *                              CACHE_UPDATE: the controller's fetch/insert path
+ *
+ * Coherence: a slot is valid only between a refresh and the next write. A
+ * refresh is accepted only from the reply to the *last* write that went
+ * through the switch (client_id, req_id recorded at invalidation), or from
+ * the answer to the last fetch, so a late reply of an older write never
+ * revalidates a stale value (server<->switch links assumed FIFO, as in
+ * NetCache).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "netkv/pipeline.h"
+#include "netkv/wire.h"
+#include "peg_params.h"
+
+#ifndef NK_NETCACHE_FLAG_REFRESH
+/* request: the key is cached, answer with the new value; reply: carries it */
+#define NK_NETCACHE_FLAG_REFRESH 0x02
+#endif
+
+#define NC_CM_ROWS 4
+#define NC_BF_HASHES 3
+#define NC_MAX_NODES 4096
+#define NC_FETCH_CLIENT 0xFFFF    /* client_id of a controller fetch */
+
+enum nc_stat {
+	NS_HITS = 0,           /* reads answered by the switch */
+	NS_MISSES,             /* reads to uncached keys */
+	NS_INVALID_READS,      /* reads to cached but invalid keys */
+	NS_INVALIDATIONS,      /* writes/deletes to cached keys */
+	NS_REFRESHES,          /* slots revalidated by a write reply */
+	NS_STALE_REFRESH,      /* refreshes refused (older write / too large) */
+	NS_FETCHES,            /* controller fetches forwarded */
+	NS_UPDATES,            /* slots filled by a fetch answer */
+	NS_HOT_REPORTS,        /* hot uncached keys reported */
+	NS_NO_ROUTE,
+	NS_COUNT
+};
+
+struct nc_slot {
+	uint64_t k0, k1;       /* 16 B key, big-endian words */
+	uint32_t idx;
+	uint8_t used;
+};
+
+struct nc_reg {
+	const char *name;
+	void *base;
+	uint32_t n;
+	uint8_t esize, bits;
+};
+
+#define NC_NREGS 16
+
+struct netcache_state {
+	uint32_t cache_items, max_value, hot_threshold, cm_width, bf_bits;
+	uint32_t n_servers;
+	uint16_t *node_port;
+	struct nc_slot *tab;
+	uint32_t tab_cap, tab_count;
+	/* per-slot registers */
+	uint8_t *cache_valid;
+	uint32_t *cache_vlen;
+	uint8_t *cache_value;      /* [cache_items * max_value] bytes */
+	uint32_t *cache_wcli;      /* client_id of the last invalidating write */
+	uint32_t *cache_wreq;      /* its req_id */
+	uint32_t *cache_hits;      /* hits per slot (controller reads and resets) */
+	/* hot-key detection */
+	uint16_t *cm;              /* [NC_CM_ROWS * cm_width] */
+	uint8_t *bf;               /* [bf_bits] one byte per bit (P4: bit<1> register) */
+	uint64_t sketch_clear;
+	uint64_t stats[NS_COUNT];
+	struct nc_reg regs[NC_NREGS];
+	unsigned nregs;
+};
+
+static void nc_fini(void *st)
+{
+	struct netcache_state *s = st;
+	free(s->node_port);
+	free(s->tab);
+	free(s->cache_valid);
+	free(s->cache_vlen);
+	free(s->cache_value);
+	free(s->cache_wcli);
+	free(s->cache_wreq);
+	free(s->cache_hits);
+	free(s->cm);
+	free(s->bf);
+	memset(s, 0, sizeof(*s));
+}
+
+static void add_reg(struct netcache_state *s, const char *name, void *base, uint32_t n,
+		    uint8_t esize, uint8_t bits)
+{
+	s->regs[s->nregs++] = (struct nc_reg){ name, base, n, esize, bits };
+}
+
+static int nc_init(void *st, const struct nk_pipeline_cfg *cfg)
+{
+	struct netcache_state *s = st;
+	memset(s, 0, sizeof(*s));
+	uint64_t items, maxv, thr, cmw, bfb;
+	if (nkp_u64(cfg->params, "cache_items", 10000, &items) ||
+	    nkp_u64(cfg->params, "max_value_bytes", NK_NETCACHE_MAX_CACHED_VALUE, &maxv) ||
+	    nkp_u64(cfg->params, "hot_threshold", 128, &thr) ||
+	    nkp_u64(cfg->params, "cm_width", 65536, &cmw) ||
+	    nkp_u64(cfg->params, "bf_bits", 262144, &bfb))
+		return NK_PIPE_EINVAL;
+	if (items < 1 || items > 65536 || maxv < 1 || maxv > NK_NETCACHE_MAX_CACHED_VALUE ||
+	    thr < 1 || thr > 0xFFFF || cmw < 16 || cmw > (1u << 24) || bfb < 64 ||
+	    bfb > (1u << 26) || cfg->n_nodes > NC_MAX_NODES)
+		return NK_PIPE_ERANGE;
+	s->cache_items = (uint32_t)items;
+	s->max_value = (uint32_t)maxv;
+	s->hot_threshold = (uint32_t)thr;
+	s->cm_width = (uint32_t)cmw;
+	s->bf_bits = (uint32_t)bfb;
+	s->n_servers = cfg->n_servers;
+	s->tab_cap = 16;
+	while (s->tab_cap < 2 * s->cache_items)
+		s->tab_cap <<= 1;
+	uint32_t k = s->cache_items;
+	s->node_port = malloc(NC_MAX_NODES * sizeof(uint16_t));
+	s->tab = calloc(s->tab_cap, sizeof(*s->tab));
+	s->cache_valid = calloc(k, 1);
+	s->cache_vlen = calloc(k, sizeof(uint32_t));
+	s->cache_value = calloc((size_t)k * s->max_value, 1);
+	s->cache_wcli = calloc(k, sizeof(uint32_t));
+	s->cache_wreq = calloc(k, sizeof(uint32_t));
+	s->cache_hits = calloc(k, sizeof(uint32_t));
+	s->cm = calloc((size_t)NC_CM_ROWS * s->cm_width, sizeof(uint16_t));
+	s->bf = calloc(s->bf_bits, 1);
+	if (!s->node_port || !s->tab || !s->cache_valid || !s->cache_vlen || !s->cache_value ||
+	    !s->cache_wcli || !s->cache_wreq || !s->cache_hits || !s->cm || !s->bf) {
+		nc_fini(s);
+		return NK_PIPE_EFULL;
+	}
+	for (uint32_t i = 0; i < NC_MAX_NODES; i++)
+		s->node_port[i] = i < cfg->n_nodes && cfg->node_port ? cfg->node_port[i]
+								      : NK_NODE_NONE;
+	add_reg(s, "cache_valid", s->cache_valid, k, 1, 1);
+	add_reg(s, "cache_vlen", s->cache_vlen, k, 4, 8);
+	/* the value as 64-bit words, big-endian: cell idx * (max/8) + w */
+	add_reg(s, "cache_value", s->cache_value, k * ((s->max_value + 7) / 8), 0, 64);
+	add_reg(s, "cache_wcli", s->cache_wcli, k, 4, 16);
+	add_reg(s, "cache_wreq", s->cache_wreq, k, 4, 32);
+	add_reg(s, "cache_hits", s->cache_hits, k, 4, 32);
+	add_reg(s, "cm_sketch", s->cm, NC_CM_ROWS * s->cm_width, 2, 16);
+	add_reg(s, "bloom", s->bf, s->bf_bits, 1, 1);
+	add_reg(s, "sketch_clear", &s->sketch_clear, 1, 8, 1);
+	add_reg(s, "stats", s->stats, NS_COUNT, 8, 64);
+	return 0;
+}
+
+/* ---- registers ------------------------------------------------------------- */
+
+static const struct nc_reg *reg_find(const struct netcache_state *s, const char *name)
+{
+	for (unsigned i = 0; i < s->nregs; i++)
+		if (!strcmp(s->regs[i].name, name))
+			return &s->regs[i];
+	return NULL;
+}
+
+static int nc_reg_read(void *st, const char *name, uint32_t idx, uint64_t *val)
+{
+	struct netcache_state *s = st;
+	const struct nc_reg *r = reg_find(s, name);
+	if (!r)
+		return NK_PIPE_ENOENT;
+	if (idx >= r->n)
+		return NK_PIPE_ERANGE;
+	if (r->esize == 0) {     /* cache_value: 8 bytes big-endian, zero past max */
+		uint32_t per = (s->max_value + 7) / 8, slot = idx / per, w = idx % per;
+		uint64_t v = 0;
+		for (uint32_t b = 0; b < 8; b++) {
+			uint32_t off = w * 8 + b;
+			v = v << 8 | (off < s->max_value ? s->cache_value[(size_t)slot * s->max_value + off] : 0);
+		}
+		*val = v;
+		return 0;
+	}
+	switch (r->esize) {
+	case 1: *val = ((uint8_t *)r->base)[idx]; break;
+	case 2: *val = ((uint16_t *)r->base)[idx]; break;
+	case 4: *val = ((uint32_t *)r->base)[idx]; break;
+	default: *val = ((uint64_t *)r->base)[idx]; break;
+	}
+	return 0;
+}
+
+static int nc_reg_write(void *st, const char *name, uint32_t idx, uint64_t val)
+{
+	struct netcache_state *s = st;
+	const struct nc_reg *r = reg_find(s, name);
+	if (!r)
+		return NK_PIPE_ENOENT;
+	if (idx >= r->n)
+		return NK_PIPE_ERANGE;
+	if (r == reg_find(s, "cache_vlen") && val > s->max_value)
+		return NK_PIPE_ERANGE;      /* the value size limit */
+	if (r->esize == 0) {
+		uint32_t per = (s->max_value + 7) / 8, slot = idx / per, w = idx % per;
+		for (uint32_t b = 0; b < 8; b++) {
+			uint32_t off = w * 8 + b;
+			if (off < s->max_value)
+				s->cache_value[(size_t)slot * s->max_value + off] =
+					(uint8_t)(val >> (56 - 8 * b));
+		}
+		return 0;
+	}
+	if (r->bits < 64)
+		val &= (1ull << r->bits) - 1;
+	switch (r->esize) {
+	case 1: ((uint8_t *)r->base)[idx] = (uint8_t)val; break;
+	case 2: ((uint16_t *)r->base)[idx] = (uint16_t)val; break;
+	case 4: ((uint32_t *)r->base)[idx] = (uint32_t)val; break;
+	default: ((uint64_t *)r->base)[idx] = val; break;
+	}
+	if (!strcmp(name, "sketch_clear") && val) {
+		/* control action: clear the count-min sketch and the Bloom filter */
+		memset(s->cm, 0, (size_t)NC_CM_ROWS * s->cm_width * sizeof(uint16_t));
+		memset(s->bf, 0, s->bf_bits);
+		s->sketch_clear = 0;
+	}
+	return 0;
+}
+
+/* ---- cache table: 16 B key -> idx ----------------------------------------- */
+
+static void key_words(const struct nk_msg *m, uint64_t *k0, uint64_t *k1)
+{
+	uint8_t b[NK_NETCACHE_KEY_LEN] = { 0 };
+	memcpy(b, m->key, m->key_len < NK_NETCACHE_KEY_LEN ? m->key_len : NK_NETCACHE_KEY_LEN);
+	*k0 = *k1 = 0;
+	for (int i = 0; i < 8; i++) {
+		*k0 = *k0 << 8 | b[i];
+		*k1 = *k1 << 8 | b[8 + i];
+	}
+}
+
+static uint32_t tab_home(const struct netcache_state *s, uint64_t k0, uint64_t k1)
+{
+	uint64_t z = (k0 ^ (k1 * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
+	return (uint32_t)(z >> 32) & (s->tab_cap - 1);
+}
+
+static int64_t tab_lookup(const struct netcache_state *s, uint64_t k0, uint64_t k1)
+{
+	for (uint32_t i = tab_home(s, k0, k1);; i = (i + 1) & (s->tab_cap - 1)) {
+		if (!s->tab[i].used)
+			return -1;
+		if (s->tab[i].k0 == k0 && s->tab[i].k1 == k1)
+			return s->tab[i].idx;
+	}
+}
+
+static int nc_table_add(void *st, const char *table, const uint64_t *key, unsigned nkey,
+			const uint64_t *args, unsigned nargs)
+{
+	struct netcache_state *s = st;
+	if (!strcmp(table, "node_fwd")) {
+		if (nkey != 1 || nargs != 1)
+			return NK_PIPE_EINVAL;
+		if (key[0] >= NC_MAX_NODES || args[0] >= NK_NODE_NONE)
+			return NK_PIPE_ERANGE;
+		s->node_port[key[0]] = (uint16_t)args[0];
+		return 0;
+	}
+	if (strcmp(table, "cache"))
+		return NK_PIPE_ENOENT;
+	if (nkey != 2 || nargs != 1)
+		return NK_PIPE_EINVAL;
+	if (args[0] >= s->cache_items)
+		return NK_PIPE_ERANGE;
+	uint32_t i = tab_home(s, key[0], key[1]);
+	for (; s->tab[i].used; i = (i + 1) & (s->tab_cap - 1)) {
+		if (s->tab[i].k0 == key[0] && s->tab[i].k1 == key[1]) {
+			s->tab[i].idx = (uint32_t)args[0];
+			s->cache_valid[args[0]] = 0;
+			return 0;
+		}
+	}
+	if (s->tab_count >= s->cache_items)
+		return NK_PIPE_EFULL;
+	s->tab[i] = (struct nc_slot){ key[0], key[1], (uint32_t)args[0], 1 };
+	s->tab_count++;
+	/* a new entry is invalid until filled (fetch or register writes) */
+	s->cache_valid[args[0]] = 0;
+	s->cache_wcli[args[0]] = NC_FETCH_CLIENT;
+	s->cache_wreq[args[0]] = 0xFFFFFFFFu;
+	return 0;
+}
+
+static int nc_table_del(void *st, const char *table, const uint64_t *key, unsigned nkey)
+{
+	struct netcache_state *s = st;
+	if (!strcmp(table, "node_fwd")) {
+		if (nkey != 1)
+			return NK_PIPE_EINVAL;
+		if (key[0] >= NC_MAX_NODES)
+			return NK_PIPE_ERANGE;
+		s->node_port[key[0]] = NK_NODE_NONE;
+		return 0;
+	}
+	if (strcmp(table, "cache"))
+		return NK_PIPE_ENOENT;
+	if (nkey != 2)
+		return NK_PIPE_EINVAL;
+	uint32_t mask = s->tab_cap - 1, i = tab_home(s, key[0], key[1]);
+	while (s->tab[i].used && !(s->tab[i].k0 == key[0] && s->tab[i].k1 == key[1]))
+		i = (i + 1) & mask;
+	if (!s->tab[i].used)
+		return NK_PIPE_ENOENT;
+	s->cache_valid[s->tab[i].idx] = 0;
+	s->tab[i].used = 0;
+	s->tab_count--;
+	for (uint32_t j = (i + 1) & mask; s->tab[j].used; j = (j + 1) & mask) {
+		uint32_t h = tab_home(s, s->tab[j].k0, s->tab[j].k1);
+		int move = i <= j ? (h <= i || h > j) : (h <= i && h > j);
+		if (move) {
+			s->tab[i] = s->tab[j];
+			s->tab[j].used = 0;
+			i = j;
+		}
+	}
+	return 0;
+}
+
+/* ---- hot-key detection ----------------------------------------------------- */
+
+static uint32_t row_hash(uint32_t row, uint64_t k0, uint64_t k1)
+{
+	uint8_t b[20];
+	b[0] = (uint8_t)row;
+	b[1] = 0x4E;
+	b[2] = 0x43;
+	b[3] = (uint8_t)(row * 31);
+	for (int i = 0; i < 8; i++) {
+		b[4 + i] = (uint8_t)(k0 >> (56 - 8 * i));
+		b[12 + i] = (uint8_t)(k1 >> (56 - 8 * i));
+	}
+	return nk_crc32(b, sizeof b);
+}
+
+/* count-min update + estimate; Bloom test-and-set when hot. 1 = report. */
+static int hot_detect(struct netcache_state *s, uint64_t k0, uint64_t k1)
+{
+	uint32_t est = 0xFFFF;
+	for (uint32_t r = 0; r < NC_CM_ROWS; r++) {
+		uint16_t *c = &s->cm[r * s->cm_width + row_hash(r, k0, k1) % s->cm_width];
+		if (*c < 0xFFFF)
+			(*c)++;
+		if (*c < est)
+			est = *c;
+	}
+	if (est < s->hot_threshold)
+		return 0;
+	int seen = 1;
+	for (uint32_t h = 0; h < NC_BF_HASHES; h++) {
+		uint8_t *b = &s->bf[row_hash(NC_CM_ROWS + h, k0, k1) % s->bf_bits];
+		if (!*b)
+			seen = 0;
+		*b = 1;
+	}
+	return !seen;
+}
+
+/* ---- process ----------------------------------------------------------------- */
+
+static void forward(struct netcache_state *s, struct nk_pkt_meta *meta, struct nk_actions *act)
+{
+	nk_fwd_to_node(s->node_port, NC_MAX_NODES, meta, act);
+	if (act->fwd == NK_FWD_DROP)
+		s->stats[NS_NO_ROUTE]++;
+}
+
+static void store_value(struct netcache_state *s, uint32_t idx, const struct nk_msg *m)
+{
+	uint8_t *dst = &s->cache_value[(size_t)idx * s->max_value];
+	if (m->value)
+		memcpy(dst, m->value, m->value_len);
+	else
+		memset(dst, 0, m->value_len);
+	s->cache_vlen[idx] = m->value_len;
+	s->cache_valid[idx] = 1;
+}
+
+static void nc_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
+		       struct nk_actions *act)
+{
+	struct netcache_state *s = st;
+	memset(act, 0, sizeof(*act));
+	if (m->proto != NK_PROTO_NETCACHE) {
+		forward(s, meta, act);
+		return;
+	}
+	uint64_t k0, k1;
+	key_words(m, &k0, &k1);
+	int64_t hit = tab_lookup(s, k0, k1);
+	uint32_t idx = hit < 0 ? 0 : (uint32_t)hit;
+	switch (m->op) {
+	case NK_NETCACHE_OP_READ:
+		if (hit >= 0 && s->cache_valid[idx]) {
+			/* answered by the switch */
+			m->op = NK_NETCACHE_OP_READ_REPLY;
+			m->kind = NK_KIND_READ_REPLY;
+			m->result = NK_RESULT_OK;
+			m->flags |= NK_NETCACHE_FLAG_CACHED;
+			m->value_len = s->cache_vlen[idx];
+			m->value = m->value_len ? &s->cache_value[(size_t)idx * s->max_value] : NULL;
+			meta->dst = meta->src;
+			act->switch_reply = 1;
+			if (s->cache_hits[idx] < 0xFFFFFFFFu)
+				s->cache_hits[idx]++;
+			s->stats[NS_HITS]++;
+			forward(s, meta, act);
+			return;
+		}
+		if (hit >= 0) {
+			s->stats[NS_INVALID_READS]++;
+		} else {
+			s->stats[NS_MISSES]++;
+			if (hot_detect(s, k0, k1)) {
+				act->to_cpu = 1;     /* the copy is the hot report */
+				s->stats[NS_HOT_REPORTS]++;
+			}
+		}
+		forward(s, meta, act);
+		return;
+	case NK_NETCACHE_OP_WRITE:
+	case NK_NETCACHE_OP_DELETE:
+		m->flags &= (uint8_t)~NK_NETCACHE_FLAG_REFRESH;
+		if (hit >= 0) {
+			s->cache_valid[idx] = 0;
+			s->cache_wcli[idx] = m->client_id;
+			s->cache_wreq[idx] = m->req_id;
+			if (m->op == NK_NETCACHE_OP_WRITE)
+				m->flags |= NK_NETCACHE_FLAG_REFRESH;
+			s->stats[NS_INVALIDATIONS]++;
+		}
+		forward(s, meta, act);
+		return;
+	case NK_NETCACHE_OP_WRITE_REPLY:
+		if (m->flags & NK_NETCACHE_FLAG_REFRESH) {
+			if (hit >= 0 && m->result == NK_RESULT_OK &&
+			    s->cache_wcli[idx] == m->client_id && s->cache_wreq[idx] == m->req_id &&
+			    m->value_len <= s->max_value) {
+				store_value(s, idx, m);
+				s->stats[NS_REFRESHES]++;
+			} else {
+				s->stats[NS_STALE_REFRESH]++;
+			}
+			/* the client gets a plain reply */
+			m->flags &= (uint8_t)~NK_NETCACHE_FLAG_REFRESH;
+			m->value_len = 0;
+			m->value = NULL;
+		}
+		forward(s, meta, act);
+		return;
+	case NK_NETCACHE_OP_CACHE_UPDATE:
+		if (meta->from_cpu || meta->src == NK_NODE_NONE) {
+			/* controller fetch: remember it, ask the server */
+			if (hit < 0) {
+				act->fwd = NK_FWD_DROP;
+				return;
+			}
+			s->cache_wcli[idx] = NC_FETCH_CLIENT;
+			s->cache_wreq[idx] = m->req_id;
+			m->client_id = NC_FETCH_CLIENT;
+			m->value_len = 0;
+			m->value = NULL;
+			s->stats[NS_FETCHES]++;
+			forward(s, meta, act);
+			return;
+		}
+		/* the server's answer: fill the slot if no write intervened */
+		if (hit >= 0 && m->result == NK_RESULT_OK && s->cache_wcli[idx] == NC_FETCH_CLIENT &&
+		    s->cache_wreq[idx] == m->req_id && m->value_len <= s->max_value) {
+			store_value(s, idx, m);
+			s->stats[NS_UPDATES]++;
+			m->result = NK_RESULT_OK;
+		} else {
+			s->stats[NS_STALE_REFRESH]++;
+			m->result = NK_RESULT_RETRY;
+		}
+		/* acknowledged to the controller */
+		m->op = NK_NETCACHE_OP_CACHE_UPDATE_ACK;
+		m->kind = NK_KIND_CONTROL;
+		m->value_len = 0;
+		m->value = NULL;
+		act->to_cpu = 1;
+		act->fwd = NK_FWD_DROP;
+		return;
+	default:
+		forward(s, meta, act);
+		return;
+	}
+}
+
+const struct nk_pipeline_ops nk_pipeline_netcache = {
+	.name = "netcache",
+	.proto = NK_PROTO_NETCACHE,
+	.state_size = sizeof(struct netcache_state),
+	.init = nc_init,
+	.fini = nc_fini,
+	.process = nc_process,
+	.reg_read = nc_reg_read,
+	.reg_write = nc_reg_write,
+	.table_add = nc_table_add,
+	.table_del = nc_table_del,
+};

@@ -1,0 +1,23 @@
+/* registry.c - name -> pipeline. A new protocol adds one line here. */
+#include <string.h>
+
+#include "netkv/pipeline.h"
+
+extern const struct nk_pipeline_ops nk_pipeline_pegasus;
+extern const struct nk_pipeline_ops nk_pipeline_netcache;
+
+static const struct nk_pipeline_ops *const pipelines[] = {
+	&nk_pipeline_hash,
+	&nk_pipeline_pegasus,
+	&nk_pipeline_netcache,
+};
+
+const struct nk_pipeline_ops *nk_pipeline_find(const char *name)
+{
+	if (!name)
+		return NULL;
+	for (size_t i = 0; i < sizeof(pipelines) / sizeof(pipelines[0]); i++)
+		if (!strcmp(pipelines[i]->name, name))
+			return pipelines[i];
+	return NULL;
+}

@@ -1,0 +1,1513 @@
+/*
+ * engine.c - the discrete-event engine behind target=sim (model: sim.h and
+ * docs/simulator.md).
+ *
+ * Layout of this file, top to bottom: event heap, packet pool, the simulated
+ * store, links (serialization, faults), the switch (pipeline, multicast,
+ * recirculation, CPU channel), servers (workers, FIFO, service times),
+ * clients (arrivals, slots, timeouts, replies), the main loop, and the API.
+ *
+ * Nodes: servers 0..S-1, clients S..S+M-1. Ports: port p < S+M reaches node
+ * p; then the CPU port, then the recirculation port.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "netkv/hist.h"
+#include "netkv/host.h"
+#include "netkv/pipeline.h"
+#include "netkv/rng.h"
+#include "netkv/sim.h"
+#include "netkv/wire.h"
+
+#define PS_PER_NS 1000ULL
+#define NONE32 0xFFFFFFFFu
+#define MAX_MCAST_GROUPS 4096
+#define PRE_RING 16u
+#define PRE_ALIAS 8u  /* draw and prefetch the alias entry this many arrivals ahead */
+#define PRE_RANK 4u   /* resolve and prefetch the rank entry this many ahead */
+
+enum ev_type {
+	EV_SWITCH_IN = 1,
+	EV_HOST_IN = 2,
+	EV_DONE = 3,
+	EV_TIMEOUT = 4,
+	EV_CRASH = 5,
+	EV_RESTART = 6,
+	EV_DYNAMICS = 7,
+};
+
+struct ev {
+	uint64_t t;     /* ps */
+	uint32_t seq;   /* insertion order, wrap-safe compare */
+	uint32_t pl;    /* (index << 4) | type */
+};
+
+struct pkt {
+	struct nk_msg m;
+	uint64_t serial;    /* request serial (matches the client slot) */
+	uint32_t slot;      /* client request slot, NONE32 if none */
+	uint32_t next;      /* free list / server queue / output chain */
+	uint32_t out_head;  /* server: outputs produced at service start */
+	uint32_t inc;       /* server incarnation at service start */
+	uint32_t worker;    /* by-key dispatch: the worker serving it */
+	uint16_t src, dst;  /* node ids */
+	uint16_t ingress;   /* switch ingress port */
+	uint16_t wire_len;
+	uint8_t from_cpu;
+	uint8_t recirculated;
+};
+
+struct slot {
+	uint64_t intended;  /* ps */
+	uint64_t serial;
+	uint64_t deadline;  /* ps, current timeout */
+	struct nk_rank_info ri;
+	uint32_t client;
+	uint32_t next_free;
+	uint16_t tries;
+	uint8_t live;
+	uint8_t write;
+};
+
+struct store_ent {
+	uint64_t fp;
+	uint64_t ver;       /* 0 = empty */
+	uint32_t keyhash;
+	uint32_t value_len;
+};
+
+struct sim_store {
+	struct store_ent *e;
+	uint32_t cap;       /* power of two */
+	uint32_t count;
+	const struct nk_workload *wl;
+};
+
+struct wqueue {
+	uint32_t head, tail, len;
+	uint32_t busy;
+};
+
+struct server {
+	void *hstate;
+	struct wqueue *wq;  /* by-key dispatch: one queue per worker */
+	struct sim_store store;
+	struct nk_store nkstore;
+	double cap;
+	uint32_t busy;
+	uint32_t q_head, q_tail, q_len;
+	uint32_t inc;
+	uint8_t up;
+	uint64_t served;
+};
+
+struct client {
+	void *hstate;
+	uint64_t cpu_free;  /* ps */
+};
+
+struct cpu_item {
+	struct nk_msg m;
+	uint16_t src;
+};
+
+struct mcast_group {
+	uint16_t *ports;
+	uint32_t n;
+};
+
+struct nk_sim {
+	struct nk_sim_cfg cfg;
+	const struct nk_workload *wl;
+	const struct nk_pipeline_ops *pipe;
+	const struct nk_host_ops *host;
+	void *pstate;
+	uint32_t S, M, n_nodes, cpu_port, recirc_port, n_ports;
+
+	/* time */
+	uint64_t now, end_arrivals, end;
+	double next_arrival;        /* ps, exact accumulator */
+	uint64_t arr_t;             /* next arrival (ps), UINT64_MAX = none */
+	double mean_gap_ps;
+	int finished;
+
+	/* event heap */
+	struct ev *heap;
+	uint32_t heap_n, heap_cap;
+	uint32_t seq;
+	uint64_t events;
+
+	/* packets */
+	struct pkt *pk;
+	uint32_t pk_cap, pk_free;
+
+	/* request slots */
+	struct slot *slots;
+	uint32_t slot_cap, slot_free;
+	uint64_t next_serial;
+	uint64_t outstanding;
+
+	/* links: free-at times (ps) */
+	uint64_t *up_free;          /* per node */
+	uint64_t *down_free;        /* per port */
+	uint64_t ser_fx;            /* serialization: ps per byte << 16 (0 = none) */
+	double recirc_ps_per_byte;
+	uint64_t link_ps, switch_ps, extra_ps, cpu_ps;
+	uint8_t *fault_up;          /* per node: faults on its uplink */
+	uint8_t *fault_down;        /* per port: faults on its downlink */
+	int fast_client;
+
+	struct server *srv;
+	struct client *cli;
+	struct mcast_group mcast[MAX_MCAST_GROUPS];
+
+	/* controller channel */
+	struct cpu_item *cpuq;
+	uint32_t cpu_head, cpu_len, cpu_cap;
+
+	/* workload */
+	struct nk_rank_info *ranks; /* sim-private copy when dynamics are on */
+	int ranks_owned;
+	uint64_t trace_pos;
+	uint64_t dyn_period_ps;
+
+	/* pre-drawn ranks: a short pipeline that prefetches the alias entry,
+	 * then the rank entry, of requests a few arrivals ahead (the tables
+	 * are far bigger than the cache; the draw order is unchanged) */
+	uint64_t pre_u[PRE_RING];
+	uint32_t pre_rank[PRE_RING];
+	uint32_t pre_pos;
+
+	struct nk_zig_exp zig;
+
+	/* rng streams */
+	struct nk_rng r_arr, r_key, r_op, r_svc, r_fault, r_dyn;
+
+	/* measurement */
+	struct nk_hist hist;
+	uint64_t window_ps;
+	uint32_t n_windows;
+	struct nk_hist *whist;
+	uint64_t *w_issued, *w_completed, *w_drops;
+	struct nk_sim_stats st;
+
+	/* scratch */
+	struct nk_host_out hout[NK_HOST_MAX_OUT];
+	uint8_t keybuf[NK_MAX_KEY_LEN];
+};
+
+/* ---- event heap (4-ary, ordered by (t, seq)) ------------------------------ */
+
+static inline int ev_lt(const struct ev *a, const struct ev *b)
+{
+	return a->t < b->t || (a->t == b->t && (int32_t)(a->seq - b->seq) < 0);
+}
+
+static int heap_push(struct nk_sim *s, uint64_t t, uint32_t type, uint32_t idx)
+{
+	if (s->heap_n == s->heap_cap) {
+		uint32_t nc = s->heap_cap ? s->heap_cap * 2 : 1024;
+		struct ev *h = realloc(s->heap, nc * sizeof(*h));
+		if (!h)
+			return -1;
+		s->heap = h;
+		s->heap_cap = nc;
+	}
+	struct ev e = {.t = t, .seq = s->seq++, .pl = (idx << 4) | type};
+	struct ev *h = s->heap;
+	uint32_t i = s->heap_n++;
+	while (i) {
+		uint32_t p = (i - 1) >> 2;
+		if (!ev_lt(&e, &h[p]))
+			break;
+		h[i] = h[p];
+		i = p;
+	}
+	h[i] = e;
+	return 0;
+}
+
+static void heap_pop(struct nk_sim *s)
+{
+	struct ev *h = s->heap;
+	uint32_t n = --s->heap_n;
+	if (!n)
+		return;
+	struct ev last = h[n];
+	uint32_t i = 0;
+	for (;;) {
+		uint32_t c = 4 * i + 1;
+		if (c >= n)
+			break;
+		uint32_t best = c, end = c + 4 < n ? c + 4 : n;
+		for (uint32_t j = c + 1; j < end; j++)
+			if (ev_lt(&h[j], &h[best]))
+				best = j;
+		if (!ev_lt(&h[best], &last))
+			break;
+		h[i] = h[best];
+		i = best;
+	}
+	h[i] = last;
+}
+
+/* ---- packet pool ------------------------------------------------------------ */
+
+static uint32_t pkt_alloc(struct nk_sim *s)
+{
+	if (s->pk_free == NONE32) {
+		uint32_t oc = s->pk_cap, nc = oc ? oc * 2 : 4096;
+		if (nc > (1u << 27))
+			return NONE32;
+		struct pkt *p = realloc(s->pk, (size_t)nc * sizeof(*p));
+		if (!p)
+			return NONE32;
+		s->pk = p;
+		for (uint32_t i = oc; i < nc; i++)
+			p[i].next = i + 1 < nc ? i + 1 : NONE32;
+		s->pk_free = oc;
+		s->pk_cap = nc;
+	}
+	uint32_t i = s->pk_free;
+	s->pk_free = s->pk[i].next;
+	struct pkt *p = &s->pk[i];
+	p->next = NONE32;
+	p->out_head = NONE32;
+	p->slot = NONE32;
+	p->serial = 0;
+	p->from_cpu = 0;
+	p->recirculated = 0;
+	return i;
+}
+
+static void pkt_free(struct nk_sim *s, uint32_t i)
+{
+	s->pk[i].next = s->pk_free;
+	s->pk_free = i;
+}
+
+static void count_drop(struct nk_sim *s, uint64_t *which)
+{
+	(*which)++;
+	s->st.dropped++;
+	if (s->n_windows) {
+		uint64_t w = s->now / s->window_ps;
+		if (w < s->n_windows)
+			s->w_drops[w]++;
+	}
+}
+
+/* ---- the simulated store: preloaded keys, writes kept in a table ---------- */
+
+static uint64_t key_fp(const struct nk_msg *m)
+{
+	uint64_t fp = 0;
+	memcpy(&fp, m->key, m->key_len < 8 ? m->key_len : 8);
+	return fp ^ ((uint64_t)m->key_len << 56);
+}
+
+static struct store_ent *store_find(struct sim_store *st, uint32_t keyhash, uint64_t fp)
+{
+	uint32_t mask = st->cap - 1, i = (uint32_t)nk_mix64(keyhash) & mask;
+	for (;;) {
+		struct store_ent *e = &st->e[i];
+		if (!e->ver || (e->keyhash == keyhash && e->fp == fp))
+			return e;
+		i = (i + 1) & mask;
+	}
+}
+
+static int store_get(void *impl, const struct nk_msg *req, uint64_t *ver, uint32_t *value_len)
+{
+	struct sim_store *st = impl;
+	if (st->count) {
+		struct store_ent *e = store_find(st, req->keyhash, key_fp(req));
+		if (e->ver) {
+			*ver = e->ver;
+			*value_len = e->value_len;
+			return 0;
+		}
+	}
+	/* every key is preloaded at version 1 with its workload size */
+	*ver = 1;
+	*value_len = nk_workload_value_len(st->wl, req->keyhash);
+	return 0;
+}
+
+static int store_put(void *impl, const struct nk_msg *req, uint64_t ver, uint32_t value_len)
+{
+	struct sim_store *st = impl;
+	if ((st->count + 1) * 4 > st->cap * 3) {
+		uint32_t oc = st->cap, nc = oc ? oc * 2 : 1024;
+		struct store_ent *old = st->e, *ne = calloc(nc, sizeof(*ne));
+		if (!ne)
+			return -1;
+		st->e = ne;
+		st->cap = nc;
+		for (uint32_t i = 0; i < oc; i++)
+			if (old[i].ver)
+				*store_find(st, old[i].keyhash, old[i].fp) = old[i];
+		free(old);
+	}
+	uint64_t fp = key_fp(req);
+	struct store_ent *e = store_find(st, req->keyhash, fp);
+	if (!e->ver)
+		st->count++;
+	e->keyhash = req->keyhash;
+	e->fp = fp;
+	e->ver = ver ? ver : 1;
+	e->value_len = value_len;
+	return 0;
+}
+
+static const struct nk_store_ops sim_store_ops = {.get = store_get, .put = store_put};
+
+static void store_reset(struct sim_store *st)
+{
+	if (st->e)
+		memset(st->e, 0, st->cap * sizeof(*st->e));
+	st->count = 0;
+}
+
+/* ---- links ------------------------------------------------------------------- */
+
+/* serialization time in ps, fixed point (ps per byte << 16) */
+static inline uint64_t ser_ps(const struct nk_sim *s, uint32_t bytes)
+{
+	return ((uint64_t)bytes * s->ser_fx + 0x8000u) >> 16;
+}
+
+static uint16_t wire_len(const struct nk_sim *s, const struct nk_msg *m)
+{
+	int n = nk_wire_encoded_len(m);
+	if (n < 0)
+		n = 64;
+	n += (int)s->cfg.frame_overhead;
+	return (uint16_t)(n > 65535 ? 65535 : n);
+}
+
+static void deliver_client(struct nk_sim *s, uint32_t pi, uint64_t t);
+static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in);
+static void deliver(struct nk_sim *s, uint32_t pi, uint64_t arr, uint32_t type);
+
+/* Put packet pi on a link that is free at *free_at and deliver it (event
+ * `type`) after serialization + latency, with faults applied. A duplicate
+ * is a fresh copy delivered right after. */
+static void link_send(struct nk_sim *s, uint32_t pi, uint64_t t, uint64_t *free_at, uint32_t type,
+		      int faulty)
+{
+	uint64_t depart = t > *free_at ? t : *free_at;
+	depart += ser_ps(s, s->pk[pi].wire_len);
+	*free_at = depart;
+	uint64_t arr = depart + s->link_ps;
+	if (faulty) {
+		const struct nk_sim_cfg *c = &s->cfg;
+		if (c->loss > 0 && nk_rng_double(&s->r_fault) < c->loss) {
+			count_drop(s, &s->st.drop_loss);
+			pkt_free(s, pi);
+			return;
+		}
+		arr += s->extra_ps;
+		if (c->duplicate > 0 && nk_rng_double(&s->r_fault) < c->duplicate) {
+			uint32_t di = pkt_alloc(s);
+			if (di != NONE32) {
+				s->pk[di] = s->pk[pi];
+				s->pk[di].next = NONE32;
+				uint64_t darr = arr;
+				if (c->reorder > 0 && nk_rng_double(&s->r_fault) < c->reorder)
+					darr += (uint64_t)(nk_rng_double(&s->r_fault) * c->reorder_ns * PS_PER_NS);
+				deliver(s, di, darr, type);
+			}
+		}
+		if (c->reorder > 0 && nk_rng_double(&s->r_fault) < c->reorder)
+			arr += (uint64_t)(nk_rng_double(&s->r_fault) * c->reorder_ns * PS_PER_NS);
+	}
+	deliver(s, pi, arr, type);
+}
+
+/* Hand packet pi to its next stop at time `arr`: normally an event; but a
+ * reply to a client with no timers, or a packet into an order-free pipeline,
+ * has a fate fixed already, so it is processed now, stamped with `arr`. */
+static void deliver(struct nk_sim *s, uint32_t pi, uint64_t arr, uint32_t type)
+{
+	if (type == EV_HOST_IN && s->fast_client && s->pk[pi].dst >= s->S &&
+	    s->pk[pi].dst < s->n_nodes) {
+		if (arr <= s->end)
+			deliver_client(s, pi, arr);
+		else
+			pkt_free(s, pi);
+		return;
+	}
+	if (type == EV_SWITCH_IN && s->pipe->order_free) {
+		if (arr <= s->end)
+			switch_in(s, pi, arr);
+		else
+			pkt_free(s, pi);
+		return;
+	}
+	heap_push(s, arr, type, pi);
+}
+
+/* host node -> switch */
+static void host_send(struct nk_sim *s, uint32_t pi, uint64_t t)
+{
+	struct pkt *p = &s->pk[pi];
+	p->wire_len = wire_len(s, &p->m);
+	p->ingress = p->src;
+	link_send(s, pi, t, &s->up_free[p->src], EV_SWITCH_IN, s->fault_up[p->src]);
+}
+
+/* ---- the switch ------------------------------------------------------------------ */
+
+static void egress(struct nk_sim *s, uint32_t pi, uint16_t port, uint64_t t)
+{
+	struct pkt *p = &s->pk[pi];
+	if (port < s->n_nodes) {
+		p->dst = port;  /* the port reaches exactly one node */
+		p->wire_len = wire_len(s, &p->m);
+		link_send(s, pi, t, &s->down_free[port], EV_HOST_IN, s->fault_down[port]);
+	} else if (port == s->recirc_port) {
+		uint64_t *f = &s->down_free[port];
+		uint64_t depart = t > *f ? t : *f;
+		if (s->recirc_ps_per_byte > 0)
+			depart += (uint64_t)(p->wire_len * s->recirc_ps_per_byte + 0.5);
+		*f = depart;
+		p->recirculated = 1;
+		p->ingress = (uint16_t)s->recirc_port;
+		deliver(s, pi, depart, EV_SWITCH_IN);
+	} else if (port == s->cpu_port) {
+		s->st.cpu_packets++;
+		if (s->cpu_len == s->cpu_cap) {
+			s->st.cpu_dropped++;
+		} else {
+			struct cpu_item *ci = &s->cpuq[(s->cpu_head + s->cpu_len++) % s->cpu_cap];
+			ci->m = p->m;
+			ci->src = p->src;
+		}
+		pkt_free(s, pi);
+	} else {
+		count_drop(s, &s->st.drop_switch);
+		pkt_free(s, pi);
+	}
+}
+
+static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
+{
+	struct pkt *p = &s->pk[pi];
+	struct nk_pkt_meta meta = {
+		.now_ns = t_in / PS_PER_NS,
+		.ingress_port = p->ingress,
+		.src = p->src,
+		.dst = p->dst,
+		.wire_len = p->wire_len,
+		.from_cpu = p->from_cpu,
+		.recirculated = p->recirculated,
+	};
+	struct nk_actions act = {0};
+	s->pipe->process(s->pstate, &p->m, &meta, &act);
+	p->dst = meta.dst;
+	p->recirculated = 0;
+	p->from_cpu = 0;
+	uint64_t t = t_in + s->switch_ps;
+	if (act.switch_reply)
+		s->st.switch_replies++;
+	if (act.to_cpu) {
+		uint32_t ci = pkt_alloc(s);
+		p = &s->pk[pi];  /* the pool may have moved */
+		if (ci != NONE32) {
+			s->pk[ci] = *p;
+			s->pk[ci].next = NONE32;
+			egress(s, ci, (uint16_t)s->cpu_port, t);
+		}
+	}
+	switch (act.fwd) {
+	case NK_FWD_PORT:
+		egress(s, pi, act.port, t);
+		break;
+	case NK_FWD_RECIRC:
+		egress(s, pi, (uint16_t)s->recirc_port, t);
+		break;
+	case NK_FWD_MCAST: {
+		const struct mcast_group *g =
+			act.mcast_group < MAX_MCAST_GROUPS ? &s->mcast[act.mcast_group] : NULL;
+		if (!g || !g->n) {
+			count_drop(s, &s->st.drop_switch);
+			pkt_free(s, pi);
+			break;
+		}
+		for (uint32_t i = 1; i < g->n; i++) {
+			uint32_t ci = pkt_alloc(s);
+			if (ci == NONE32)
+				break;
+			s->pk[ci] = s->pk[pi];
+			s->pk[ci].next = NONE32;
+			egress(s, ci, g->ports[i], t);
+		}
+		egress(s, pi, g->ports[0], t);
+		break;
+	}
+	default:
+		count_drop(s, &s->st.drop_switch);
+		pkt_free(s, pi);
+		break;
+	}
+}
+
+/* ---- servers ------------------------------------------------------------------- */
+
+static uint64_t service_ps(struct nk_sim *s, struct server *sv, uint32_t bytes, uint32_t work)
+{
+	const struct nk_sim_cfg *c = &s->cfg;
+	double mean = (c->service_ns * (work ? work : 1) + c->per_byte_ns * bytes) / sv->cap;
+	double x;
+	switch (c->service) {
+	case NK_SERVICE_EXPONENTIAL:
+		x = mean * nk_zig_exp1(&s->zig, &s->r_svc);
+		break;
+	case NK_SERVICE_LOGNORMAL: {
+		double sg = c->lognormal_sigma;
+		x = mean * exp(sg * nk_rng_normal(&s->r_svc) - 0.5 * sg * sg);
+		break;
+	}
+	default:
+		x = mean;
+		break;
+	}
+	return (uint64_t)(x * PS_PER_NS + 0.5);
+}
+
+static void start_service(struct nk_sim *s, uint32_t sid, uint32_t pi)
+{
+	struct server *sv = &s->srv[sid];
+	struct pkt *p = &s->pk[pi];
+	sv->busy++;
+	uint8_t kind = p->m.kind;
+	if (kind == NK_KIND_READ || kind == NK_KIND_WRITE || kind == NK_KIND_MULTIGET)
+		sv->served++;
+	int n = s->host->server_handle(sv->hstate, &sv->nkstore, &p->m, p->src, s->hout,
+				       NK_HOST_MAX_OUT);
+	uint32_t bytes = p->m.value_len, head = NONE32, tail = NONE32;
+	for (int i = 0; i < n; i++) {
+		uint32_t oi = pkt_alloc(s);
+		if (oi == NONE32)
+			break;
+		p = &s->pk[pi];  /* the pool may have moved */
+		struct pkt *o = &s->pk[oi];
+		o->m = s->hout[i].msg;
+		o->src = (uint16_t)sid;
+		o->dst = s->hout[i].dst == NK_DST_SRC ? p->src : s->hout[i].dst;
+		o->slot = p->slot;
+		o->serial = p->serial;
+		if (o->m.value_len > bytes)
+			bytes = o->m.value_len;
+		if (tail == NONE32)
+			head = oi;
+		else
+			s->pk[tail].next = oi;
+		tail = oi;
+	}
+	p = &s->pk[pi];
+	p->out_head = head;
+	p->inc = sv->inc;
+	uint32_t work = p->m.nkeys ? p->m.nkeys : 1;
+	heap_push(s, s->now + service_ps(s, sv, bytes, work), EV_DONE, pi);
+}
+
+static void server_in(struct nk_sim *s, uint32_t pi)
+{
+	uint32_t sid = s->pk[pi].dst;
+	struct server *sv = &s->srv[sid];
+	if (!sv->up) {
+		count_drop(s, &s->st.drop_crash);
+		pkt_free(s, pi);
+		return;
+	}
+	if (sv->wq) {
+		uint32_t w = (uint32_t)(nk_mix64(s->pk[pi].m.keyhash) % s->cfg.workers);
+		struct wqueue *q = &sv->wq[w];
+		s->pk[pi].worker = w;
+		if (!q->busy) {
+			q->busy = 1;
+			start_service(s, sid, pi);
+			return;
+		}
+		if (s->cfg.queue_limit && q->len >= s->cfg.queue_limit) {
+			count_drop(s, &s->st.drop_queue);
+			pkt_free(s, pi);
+			return;
+		}
+		s->pk[pi].next = NONE32;
+		if (q->len)
+			s->pk[q->tail].next = pi;
+		else
+			q->head = pi;
+		q->tail = pi;
+		q->len++;
+		return;
+	}
+	if (sv->busy < s->cfg.workers) {
+		start_service(s, sid, pi);
+		return;
+	}
+	if (s->cfg.queue_limit && sv->q_len >= s->cfg.queue_limit) {
+		count_drop(s, &s->st.drop_queue);
+		pkt_free(s, pi);
+		return;
+	}
+	s->pk[pi].next = NONE32;
+	if (sv->q_len)
+		s->pk[sv->q_tail].next = pi;
+	else
+		sv->q_head = pi;
+	sv->q_tail = pi;
+	sv->q_len++;
+}
+
+static void free_chain(struct nk_sim *s, uint32_t i)
+{
+	while (i != NONE32) {
+		uint32_t nx = s->pk[i].next;
+		pkt_free(s, i);
+		i = nx;
+	}
+}
+
+static void server_done(struct nk_sim *s, uint32_t pi)
+{
+	struct pkt *p = &s->pk[pi];
+	uint32_t sid = p->dst;
+	struct server *sv = &s->srv[sid];
+	uint32_t out = p->out_head, worker = p->worker;
+	if (!sv->up || p->inc != sv->inc) {
+		/* the server crashed while serving this request */
+		count_drop(s, &s->st.drop_crash);
+		free_chain(s, out);
+		pkt_free(s, pi);
+		return;
+	}
+	pkt_free(s, pi);
+	while (out != NONE32) {
+		uint32_t nx = s->pk[out].next;
+		s->pk[out].next = NONE32;
+		host_send(s, out, s->now);
+		out = nx;
+	}
+	sv->busy--;
+	if (sv->wq) {
+		struct wqueue *q = &sv->wq[worker];
+		if (q->len) {
+			uint32_t qi = q->head;
+			q->head = s->pk[qi].next;
+			q->len--;
+			start_service(s, sid, qi);
+		} else {
+			q->busy = 0;
+		}
+		return;
+	}
+	if (sv->q_len) {
+		uint32_t qi = sv->q_head;
+		sv->q_head = s->pk[qi].next;
+		sv->q_len--;
+		start_service(s, sid, qi);
+	}
+}
+
+static void server_crash(struct nk_sim *s, uint32_t sid)
+{
+	struct server *sv = &s->srv[sid];
+	if (!sv->up)
+		return;
+	sv->up = 0;
+	sv->inc++;
+	sv->busy = 0;
+	uint32_t q = sv->q_head;
+	for (uint32_t i = 0; i < sv->q_len; i++) {
+		uint32_t nx = s->pk[q].next;
+		count_drop(s, &s->st.drop_crash);
+		pkt_free(s, q);
+		q = nx;
+	}
+	sv->q_len = 0;
+	for (uint32_t w = 0; sv->wq && w < s->cfg.workers; w++) {
+		struct wqueue *wq = &sv->wq[w];
+		q = wq->head;
+		for (uint32_t i = 0; i < wq->len; i++) {
+			uint32_t nx = s->pk[q].next;
+			count_drop(s, &s->st.drop_crash);
+			pkt_free(s, q);
+			q = nx;
+		}
+		wq->len = 0;
+		wq->busy = 0;
+	}
+}
+
+static void server_restart(struct nk_sim *s, uint32_t sid)
+{
+	struct server *sv = &s->srv[sid];
+	if (sv->up)
+		return;
+	store_reset(&sv->store);
+	sv->up = 1;
+	sv->busy = 0;
+	sv->q_len = 0;
+}
+
+/* ---- clients ----------------------------------------------------------------------- */
+
+static uint32_t slot_alloc(struct nk_sim *s)
+{
+	if (s->slot_free == NONE32) {
+		uint32_t oc = s->slot_cap, nc = oc ? oc * 2 : 4096;
+		if (nc > (1u << 27))
+			return NONE32;
+		struct slot *sl = realloc(s->slots, (size_t)nc * sizeof(*sl));
+		if (!sl)
+			return NONE32;
+		s->slots = sl;
+		for (uint32_t i = oc; i < nc; i++) {
+			sl[i].next_free = i + 1 < nc ? i + 1 : NONE32;
+			sl[i].live = 0;
+		}
+		s->slot_free = oc;
+		s->slot_cap = nc;
+	}
+	uint32_t i = s->slot_free;
+	s->slot_free = s->slots[i].next_free;
+	return i;
+}
+
+static void slot_release(struct nk_sim *s, uint32_t i)
+{
+	s->slots[i].live = 0;
+	s->slots[i].next_free = s->slot_free;
+	s->slot_free = i;
+	s->outstanding--;
+}
+
+/* build the slot's request and put it on the client's uplink at time t */
+static void send_request(struct nk_sim *s, uint32_t si, uint64_t t)
+{
+	struct slot *sl = &s->slots[si];
+	uint32_t pi = pkt_alloc(s);
+	if (pi == NONE32)
+		return;
+	struct pkt *p = &s->pk[pi];
+	nk_key_bytes(sl->ri.key, s->wl->cfg.key_size, s->keybuf);
+	struct nk_req_spec spec = {
+		.kind = sl->write ? NK_KIND_WRITE : NK_KIND_READ,
+		.key_len = (uint8_t)s->wl->cfg.key_size,
+		.client_id = (uint16_t)sl->client,
+		.home = sl->ri.home,
+		.req_id = (uint32_t)sl->serial,
+		.keyhash = sl->ri.keyhash,
+		.value_len = sl->ri.value_len,
+		.send_ns = sl->intended / PS_PER_NS,
+		.key = s->keybuf,
+	};
+	struct client *c = &s->cli[sl->client];
+	uint16_t dst = s->host->client_request(c->hstate, &spec, &p->m);
+	p->src = (uint16_t)(s->S + sl->client);
+	p->dst = dst;
+	p->slot = si;
+	p->serial = sl->serial;
+	/* one client core: requests queue behind each other's CPU cost */
+	uint64_t ts = t > c->cpu_free ? t : c->cpu_free;
+	ts += s->cpu_ps;
+	c->cpu_free = ts;
+	if (s->cfg.timeout_ns > 0) {
+		sl->deadline = ts + (uint64_t)(s->cfg.timeout_ns * PS_PER_NS);
+		heap_push(s, sl->deadline, EV_TIMEOUT, si);
+	}
+	host_send(s, pi, ts);
+}
+
+/* stage 1: draw the sample PRE_ALIAS arrivals ahead */
+static inline void pre_draw(struct nk_sim *s, uint32_t pos)
+{
+	const struct nk_workload *wl = s->wl;
+	uint32_t k = pos & (PRE_RING - 1);
+	if (wl->cfg.kind == NK_WL_ZIPF) {
+		uint64_t u = nk_rng_next(&s->r_key);
+		s->pre_u[k] = u;
+		uint32_t i = (uint32_t)(((u >> 32) * (uint64_t)wl->alias.n) >> 32);
+		__builtin_prefetch(&wl->alias.e[i]);
+	} else {
+		uint32_t r = nk_workload_sample(wl, &s->r_key);
+		s->pre_rank[k] = r;
+		__builtin_prefetch(&s->ranks[r]);
+	}
+}
+
+/* stage 2: resolve the alias draw PRE_RANK arrivals ahead */
+static inline void pre_resolve(struct nk_sim *s, uint32_t pos)
+{
+	const struct nk_workload *wl = s->wl;
+	if (wl->cfg.kind != NK_WL_ZIPF)
+		return;
+	uint32_t k = pos & (PRE_RING - 1);
+	uint32_t r = nk_alias_sample(&wl->alias, s->pre_u[k]);
+	s->pre_rank[k] = r;
+	__builtin_prefetch(&s->ranks[r]);
+}
+
+static void pre_init(struct nk_sim *s)
+{
+	if (s->wl->cfg.kind == NK_WL_TRACE)
+		return;
+	for (uint32_t p = 0; p < PRE_ALIAS; p++)
+		pre_draw(s, p);
+	for (uint32_t p = 0; p < PRE_RANK; p++)
+		pre_resolve(s, p);
+}
+
+static inline uint32_t pre_next(struct nk_sim *s)
+{
+	uint32_t pos = s->pre_pos++;
+	pre_draw(s, pos + PRE_ALIAS);
+	pre_resolve(s, pos + PRE_RANK);
+	return s->pre_rank[pos & (PRE_RING - 1)];
+}
+
+static void arrival(struct nk_sim *s)
+{
+	uint64_t t = s->now;
+	/* draw the next arrival first (exact accumulator); arrivals are kept
+	 * outside the heap: the loop compares arr_t with the heap's top */
+	s->next_arrival += s->mean_gap_ps * nk_zig_exp1(&s->zig, &s->r_arr);
+	if (s->next_arrival < (double)s->end_arrivals)
+		s->arr_t = (uint64_t)s->next_arrival;
+	else
+		s->arr_t = UINT64_MAX;
+
+	uint32_t si = slot_alloc(s);
+	if (si == NONE32)
+		return;
+	struct slot *sl = &s->slots[si];
+	const struct nk_workload *wl = s->wl;
+	uint32_t rank;
+	int write;
+	if (wl->cfg.kind == NK_WL_TRACE) {
+		uint64_t pos = s->trace_pos++ % wl->cfg.trace_len;
+		rank = wl->trace_keys[pos];
+		write = wl->trace_ops ? wl->trace_ops[pos] != 0
+				      : (s->cfg.write_ratio > 0 && nk_rng_double(&s->r_op) < s->cfg.write_ratio);
+	} else {
+		rank = pre_next(s);
+		write = s->cfg.write_ratio > 0 && nk_rng_double(&s->r_op) < s->cfg.write_ratio;
+	}
+	sl->ri = s->ranks[rank];
+	sl->write = (uint8_t)write;
+	sl->intended = t;
+	sl->serial = s->next_serial++;
+	sl->client = (uint32_t)(s->M > 1 ? nk_rng_below(&s->r_arr, s->M) : 0);
+	sl->tries = 0;
+	sl->live = 1;
+	s->outstanding++;
+	s->st.issued++;
+	if (s->n_windows) {
+		uint64_t w = t / s->window_ps;
+		if (w < s->n_windows)
+			s->w_issued[w]++;
+	}
+	send_request(s, si, t);
+}
+
+static void complete(struct nk_sim *s, uint32_t si, uint64_t t)
+{
+	struct slot *sl = &s->slots[si];
+	uint64_t lat = (t - sl->intended + PS_PER_NS / 2) / PS_PER_NS;
+	nk_hist_add(&s->hist, lat);
+	s->st.completed++;
+	if (s->n_windows) {
+		uint64_t w = t / s->window_ps;
+		if (w < s->n_windows) {
+			s->w_completed[w]++;
+			nk_hist_add(&s->whist[w], lat);
+		}
+	}
+	slot_release(s, si);
+}
+
+static void deliver_client(struct nk_sim *s, uint32_t pi, uint64_t t)
+{
+	struct pkt *p = &s->pk[pi];
+	uint32_t si = p->slot;
+	if (si == NONE32 || si >= s->slot_cap || !s->slots[si].live ||
+	    s->slots[si].serial != p->serial) {
+		s->st.dup_replies++;
+		pkt_free(s, pi);
+		return;
+	}
+	struct slot *sl = &s->slots[si];
+	int v = s->host->client_reply(s->cli[sl->client].hstate, &p->m);
+	pkt_free(s, pi);
+	if (v == NK_REPLY_DONE) {
+		complete(s, si, t);
+	} else if (v == NK_REPLY_RETRY) {
+		s->st.retries++;
+		send_request(s, si, t);
+	}
+}
+
+static void timeout(struct nk_sim *s, uint32_t si)
+{
+	struct slot *sl = &s->slots[si];
+	if (!sl->live || sl->deadline != s->now)
+		return;  /* completed, or a newer attempt owns the timer */
+	if (sl->tries < s->cfg.retries) {
+		sl->tries++;
+		s->st.retries++;
+		send_request(s, si, s->now);
+		return;
+	}
+	s->st.timeouts++;
+	slot_release(s, si);
+}
+
+/* ---- main loop ------------------------------------------------------------------- */
+
+static void dispatch(struct nk_sim *s, uint32_t type, uint32_t idx)
+{
+	switch (type) {
+	case EV_SWITCH_IN:
+		switch_in(s, idx, s->now);
+		break;
+	case EV_HOST_IN:
+		if (s->pk[idx].dst < s->S)
+			server_in(s, idx);
+		else
+			deliver_client(s, idx, s->now);
+		break;
+	case EV_DONE:
+		server_done(s, idx);
+		break;
+	case EV_TIMEOUT:
+		timeout(s, idx);
+		break;
+	case EV_CRASH:
+		server_crash(s, idx);
+		break;
+	case EV_RESTART:
+		server_restart(s, idx);
+		break;
+	case EV_DYNAMICS:
+		if (!s->ranks_owned)
+			break;
+		nk_dynamics_apply((enum nk_dyn_kind)s->cfg.dyn_kind, s->ranks, s->wl->cfg.n_keys,
+				  s->cfg.dyn_count, s->cfg.dyn_hot_pool, &s->r_dyn);
+		s->st.dyn_changes++;
+		if (s->now + s->dyn_period_ps < s->end_arrivals)
+			heap_push(s, s->now + s->dyn_period_ps, EV_DYNAMICS, 0);
+		break;
+	default:
+		break;
+	}
+}
+
+int nk_sim_run_until(struct nk_sim *s, double t_ns)
+{
+	if (s->finished)
+		return 1;
+	uint64_t limit = t_ns <= 0 ? 0 : (uint64_t)(t_ns * PS_PER_NS);
+	if (limit > s->end)
+		limit = s->end;
+	uint64_t n = 0;
+	for (;;) {
+		/* an arrival goes before a heap event at the same time */
+		if (s->heap_n && s->heap[0].t < s->arr_t) {
+			struct ev e = s->heap[0];
+			if (e.t > limit)
+				break;
+			heap_pop(s);
+			s->now = e.t;
+			dispatch(s, e.pl & 15u, e.pl >> 4);
+		} else if (s->arr_t != UINT64_MAX) {
+			if (s->arr_t > limit)
+				break;
+			s->now = s->arr_t;
+			arrival(s);
+		} else {
+			break;
+		}
+		n++;
+		if (!s->outstanding && s->now >= s->end_arrivals) {
+			/* every request is settled and no more will arrive:
+			 * what remains (timers, stray copies) cannot change the
+			 * measurement */
+			s->heap_n = 0;
+			s->arr_t = UINT64_MAX;
+			break;
+		}
+	}
+	s->events += n;
+	if (s->now < limit)
+		s->now = limit;
+	if ((!s->heap_n && s->arr_t == UINT64_MAX) || s->now >= s->end) {
+		s->finished = 1;
+		return 1;
+	}
+	return 0;
+}
+
+void nk_sim_run(struct nk_sim *s)
+{
+	while (!nk_sim_run_until(s, (double)s->end / PS_PER_NS))
+		;
+}
+
+double nk_sim_now_ns(const struct nk_sim *s)
+{
+	return (double)s->now / PS_PER_NS;
+}
+
+double nk_sim_end_ns(const struct nk_sim *s)
+{
+	return (double)s->end / PS_PER_NS;
+}
+
+/* ---- setup ------------------------------------------------------------------------- */
+
+void nk_sim_free(struct nk_sim *s)
+{
+	if (!s)
+		return;
+	if (s->srv) {
+		for (uint32_t i = 0; i < s->S; i++) {
+			if (s->srv[i].hstate && s->host && s->host->server_fini)
+				s->host->server_fini(s->srv[i].hstate);
+			free(s->srv[i].hstate);
+			free(s->srv[i].store.e);
+			free(s->srv[i].wq);
+		}
+	}
+	if (s->cli) {
+		for (uint32_t i = 0; i < s->M; i++) {
+			if (s->cli[i].hstate && s->host && s->host->client_fini)
+				s->host->client_fini(s->cli[i].hstate);
+			free(s->cli[i].hstate);
+		}
+	}
+	if (s->pstate && s->pipe && s->pipe->fini)
+		s->pipe->fini(s->pstate);
+	free(s->pstate);
+	free(s->srv);
+	free(s->cli);
+	free(s->heap);
+	free(s->pk);
+	free(s->slots);
+	free(s->up_free);
+	free(s->down_free);
+	free(s->fault_up);
+	free(s->fault_down);
+	free(s->cpuq);
+	for (uint32_t g = 0; g < MAX_MCAST_GROUPS; g++)
+		free(s->mcast[g].ports);
+	if (s->ranks_owned)
+		free(s->ranks);
+	nk_hist_free(&s->hist);
+	if (s->whist) {
+		for (uint32_t w = 0; w < s->n_windows; w++)
+			nk_hist_free(&s->whist[w]);
+		free(s->whist);
+	}
+	free(s->w_issued);
+	free(s->w_completed);
+	free(s->w_drops);
+	free(s);
+}
+
+struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload *wl,
+			  char *err, size_t errlen)
+{
+	struct nk_sim *s = NULL;
+#define FAIL(...)                                          \
+	do {                                               \
+		if (err && errlen)                         \
+			snprintf(err, errlen, __VA_ARGS__); \
+		nk_sim_free(s);                            \
+		return NULL;                               \
+	} while (0)
+	if (!cfg || !wl)
+		FAIL("nk_sim_new: NULL config or workload");
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		FAIL("out of memory");
+	s->cfg = *cfg;
+	s->cfg.capacity = NULL;
+	s->wl = wl;
+	s->S = cfg->n_servers;
+	s->M = cfg->n_clients;
+	if (s->S < 1 || s->M < 1 || s->S + s->M > 4000)
+		FAIL("servers + clients: %u + %u (allowed: 1.. and total < 4000)", s->S, s->M);
+	if (wl->cfg.n_servers != s->S)
+		FAIL("workload placement is for %u servers, sim has %u", wl->cfg.n_servers, s->S);
+	if (cfg->workers < 1)
+		FAIL("topology.server.workers: must be >= 1");
+	if (!(cfg->offered_rps >= 0) || !(cfg->duration_s > 0) || !(cfg->drain_s >= 0))
+		FAIL("offered rate, duration and drain must be >= 0 (duration > 0)");
+	if (cfg->dispatch > NK_DISPATCH_BY_KEY)
+		FAIL("topology.server.dispatch: %u unknown", cfg->dispatch);
+	if (cfg->service > NK_SERVICE_LOGNORMAL)
+		FAIL("topology.server.service: %u unknown", cfg->service);
+	s->pipe = nk_pipeline_find(cfg->protocol);
+	s->host = nk_host_find(cfg->protocol);
+	if (!s->pipe || !s->host)
+		FAIL("protocol %s: no %s in the C library", cfg->protocol ? cfg->protocol : "(null)",
+		     !s->pipe ? "switch pipeline" : "host logic");
+	s->n_nodes = s->S + s->M;
+	s->cpu_port = s->n_nodes;
+	s->recirc_port = s->n_nodes + 1;
+	s->n_ports = s->n_nodes + 2;
+
+	/* pipeline */
+	/* node_fwd: hosts are on their own port; node S+M is the controller,
+	 * reached through the CPU port */
+	uint16_t *node_port = malloc((s->n_nodes + 1) * sizeof(uint16_t));
+	s->pstate = calloc(1, s->pipe->state_size);
+	if (!node_port || !s->pstate) {
+		free(node_port);
+		FAIL("out of memory (pipeline state)");
+	}
+	for (uint32_t i = 0; i < s->n_nodes; i++)
+		node_port[i] = (uint16_t)i;
+	node_port[s->n_nodes] = (uint16_t)s->cpu_port;
+	struct nk_pipeline_cfg pc = {
+		.n_servers = s->S, .n_clients = s->M, .n_nodes = s->n_nodes + 1, .node_port = node_port,
+		.cpu_port = (uint16_t)s->cpu_port, .recirc_port = (uint16_t)s->recirc_port,
+		.seed = nk_mix64(cfg->seed ^ 0x70697065ULL), .params = cfg->params,
+	};
+	int rc = s->pipe->init(s->pstate, &pc);
+	free(node_port);
+	if (rc)
+		FAIL("protocol %s: pipeline init failed (%d)", cfg->protocol, rc);
+
+	/* hosts */
+	s->srv = calloc(s->S, sizeof(*s->srv));
+	s->cli = calloc(s->M, sizeof(*s->cli));
+	if (!s->srv || !s->cli)
+		FAIL("out of memory (hosts)");
+	for (uint32_t i = 0; i < s->S; i++) {
+		struct server *sv = &s->srv[i];
+		sv->hstate = calloc(1, s->host->server_state_size ? s->host->server_state_size : 1);
+		if (!sv->hstate)
+			FAIL("out of memory (server state)");
+		struct nk_host_cfg hc = {.n_servers = s->S, .n_clients = s->M, .id = i,
+					 .seed = nk_mix64(cfg->seed ^ (0x73727600ULL + i)),
+					 .params = cfg->params};
+		if (s->host->server_init(sv->hstate, &hc))
+			FAIL("protocol %s: server %u init failed", cfg->protocol, i);
+		sv->store.wl = wl;
+		sv->nkstore.ops = &sim_store_ops;
+		sv->nkstore.impl = &sv->store;
+		if (cfg->dispatch == NK_DISPATCH_BY_KEY) {
+			sv->wq = calloc(cfg->workers, sizeof(*sv->wq));
+			if (!sv->wq)
+				FAIL("out of memory (worker queues)");
+		}
+		sv->cap = cfg->capacity ? cfg->capacity[i] : 1.0;
+		if (!(sv->cap > 0))
+			FAIL("server %u: capacity factor must be > 0", i);
+		sv->up = 1;
+	}
+	for (uint32_t i = 0; i < s->M; i++) {
+		struct client *c = &s->cli[i];
+		c->hstate = calloc(1, s->host->client_state_size ? s->host->client_state_size : 1);
+		if (!c->hstate)
+			FAIL("out of memory (client state)");
+		struct nk_host_cfg hc = {.n_servers = s->S, .n_clients = s->M, .id = i,
+					 .seed = nk_mix64(cfg->seed ^ (0x636c6900ULL + i)),
+					 .params = cfg->params};
+		if (s->host->client_init(c->hstate, &hc))
+			FAIL("protocol %s: client %u init failed", cfg->protocol, i);
+	}
+
+	/* links */
+	s->up_free = calloc(s->n_nodes, sizeof(uint64_t));
+	s->down_free = calloc(s->n_ports, sizeof(uint64_t));
+	if (!s->up_free || !s->down_free)
+		FAIL("out of memory (links)");
+	s->ser_fx = cfg->link_gbps > 0 ? (uint64_t)(8000.0 / cfg->link_gbps * 65536.0 + 0.5) : 0;
+	s->recirc_ps_per_byte = cfg->recirc_gbps > 0 ? 8000.0 / cfg->recirc_gbps : 0.0;
+	s->link_ps = (uint64_t)(cfg->link_latency_ns * PS_PER_NS + 0.5);
+	s->switch_ps = (uint64_t)(cfg->switch_latency_ns * PS_PER_NS + 0.5);
+	s->extra_ps = (uint64_t)(cfg->extra_delay_ns * PS_PER_NS + 0.5);
+	s->cpu_ps = (uint64_t)(cfg->client_cpu_ns * PS_PER_NS + 0.5);
+	int faults = cfg->loss > 0 || cfg->duplicate > 0 || cfg->reorder > 0 || cfg->extra_delay_ns > 0;
+	s->fault_up = calloc(s->n_nodes, 1);
+	s->fault_down = calloc(s->n_ports, 1);
+	if (!s->fault_up || !s->fault_down)
+		FAIL("out of memory (links)");
+	if (cfg->fault_links > NK_FAULT_LINKS_SERVERS)
+		FAIL("target.faults.links: %u unknown", cfg->fault_links);
+	for (uint32_t i = 0; faults && i < s->n_nodes; i++) {
+		int is_srv = i < s->S;
+		int on = cfg->fault_links == NK_FAULT_LINKS_ALL ||
+			 (cfg->fault_links == NK_FAULT_LINKS_SERVERS && is_srv) ||
+			 (cfg->fault_links == NK_FAULT_LINKS_CLIENTS && !is_srv);
+		s->fault_up[i] = s->fault_down[i] = (uint8_t)on;
+	}
+	s->fast_client = !(cfg->timeout_ns > 0);
+
+	/* controller channel */
+	s->cpu_cap = cfg->cpu_queue ? cfg->cpu_queue : 1;
+	s->cpuq = malloc(s->cpu_cap * sizeof(*s->cpuq));
+	if (!s->cpuq)
+		FAIL("out of memory (cpu channel)");
+
+	/* workload */
+	if (cfg->dyn_kind != NK_DYN_NONE && wl->cfg.kind != NK_WL_TRACE) {
+		s->ranks = nk_big_alloc((size_t)wl->cfg.n_keys * sizeof(*s->ranks));
+		if (!s->ranks)
+			FAIL("out of memory (rank table)");
+		memcpy(s->ranks, wl->ranks, (size_t)wl->cfg.n_keys * sizeof(*s->ranks));
+		s->ranks_owned = 1;
+	} else {
+		s->ranks = wl->ranks;
+	}
+
+	/* rng streams */
+	nk_rng_seed(&s->r_arr, cfg->seed, 1);
+	nk_rng_seed(&s->r_key, cfg->seed, 2);
+	nk_rng_seed(&s->r_op, cfg->seed, 3);
+	nk_rng_seed(&s->r_svc, cfg->seed, 4);
+	nk_rng_seed(&s->r_fault, cfg->seed, 5);
+	nk_rng_seed(&s->r_dyn, cfg->seed, 6);
+
+	/* time and measurement */
+	s->end_arrivals = (uint64_t)(cfg->duration_s * 1e12);
+	s->end = s->end_arrivals + (uint64_t)(cfg->drain_s * 1e12);
+	if (nk_hist_init(&s->hist, NK_HIST_SUB_BITS, NK_HIST_MAX_BITS))
+		FAIL("out of memory (histogram)");
+	if (cfg->window_s > 0) {
+		s->window_ps = (uint64_t)(cfg->window_s * 1e12);
+		if (!s->window_ps)
+			FAIL("timeline window too small");
+		uint64_t nw = (s->end + s->window_ps - 1) / s->window_ps;
+		if (nw > 1000000)
+			FAIL("timeline: %llu windows (max 1e6); raise the window",
+			     (unsigned long long)nw);
+		s->n_windows = (uint32_t)nw;
+		s->whist = calloc(nw, sizeof(*s->whist));
+		s->w_issued = calloc(nw, sizeof(uint64_t));
+		s->w_completed = calloc(nw, sizeof(uint64_t));
+		s->w_drops = calloc(nw, sizeof(uint64_t));
+		if (!s->whist || !s->w_issued || !s->w_completed || !s->w_drops)
+			FAIL("out of memory (timeline)");
+		for (uint32_t w = 0; w < nw; w++)
+			if (nk_hist_init(&s->whist[w], 5, 40))
+				FAIL("out of memory (timeline)");
+	}
+
+	pre_init(s);
+	s->pk_free = NONE32;
+	s->slot_free = NONE32;
+	s->next_serial = 1;
+	nk_zig_exp_init(&s->zig);
+	s->arr_t = UINT64_MAX;
+	if (cfg->offered_rps > 0) {
+		s->mean_gap_ps = 1e12 / cfg->offered_rps;
+		s->next_arrival = s->mean_gap_ps * nk_zig_exp1(&s->zig, &s->r_arr);
+		if (s->next_arrival < (double)s->end_arrivals)
+			s->arr_t = (uint64_t)s->next_arrival;
+	}
+	if (s->ranks_owned) {
+		if (!(cfg->dyn_period_s > 0))
+			FAIL("workload.dynamics.period_s: must be > 0");
+		s->dyn_period_ps = (uint64_t)(cfg->dyn_period_s * 1e12);
+		if (s->dyn_period_ps < s->end_arrivals)
+			heap_push(s, s->dyn_period_ps, EV_DYNAMICS, 0);
+	}
+	return s;
+#undef FAIL
+}
+
+/* ---- results ------------------------------------------------------------------------ */
+
+void nk_sim_stats(const struct nk_sim *s, struct nk_sim_stats *out)
+{
+	*out = s->st;
+	out->now_s = (double)s->now / 1e12;
+	out->finished = s->finished;
+	out->events = s->events;
+	out->unfinished = s->outstanding;
+	out->mean_ns = nk_hist_mean(&s->hist);
+	out->p50_ns = nk_hist_quantile(&s->hist, 0.50);
+	out->p90_ns = nk_hist_quantile(&s->hist, 0.90);
+	out->p99_ns = nk_hist_quantile(&s->hist, 0.99);
+	out->p999_ns = nk_hist_quantile(&s->hist, 0.999);
+	out->max_ns = s->hist.total ? (double)s->hist.max : 0.0;
+	out->n_windows = s->n_windows;
+	out->hist_buckets = s->hist.nbuckets;
+}
+
+uint32_t nk_sim_hist(const struct nk_sim *s, uint64_t *lower_ns, uint64_t *counts, uint32_t n)
+{
+	for (uint32_t i = 0; i < n && i < s->hist.nbuckets; i++) {
+		if (lower_ns)
+			lower_ns[i] = nk_hist_bucket_lower(&s->hist, i);
+		if (counts)
+			counts[i] = s->hist.counts[i];
+	}
+	return s->hist.nbuckets;
+}
+
+void nk_sim_server_counts(const struct nk_sim *s, uint64_t *out)
+{
+	for (uint32_t i = 0; i < s->S; i++)
+		out[i] = s->srv[i].served;
+}
+
+uint32_t nk_sim_timeline(const struct nk_sim *s, uint64_t *issued, uint64_t *completed,
+			 uint64_t *drops, double *p50_ns, double *p99_ns, uint32_t n)
+{
+	for (uint32_t w = 0; w < n && w < s->n_windows; w++) {
+		if (issued)
+			issued[w] = s->w_issued[w];
+		if (completed)
+			completed[w] = s->w_completed[w];
+		if (drops)
+			drops[w] = s->w_drops[w];
+		if (p50_ns)
+			p50_ns[w] = nk_hist_quantile(&s->whist[w], 0.50);
+		if (p99_ns)
+			p99_ns[w] = nk_hist_quantile(&s->whist[w], 0.99);
+	}
+	return s->n_windows;
+}
+
+/* ---- controller hooks -------------------------------------------------------------- */
+
+int nk_sim_reg_read(struct nk_sim *s, const char *name, uint32_t idx, uint64_t *val)
+{
+	return s->pipe->reg_read ? s->pipe->reg_read(s->pstate, name, idx, val) : NK_PIPE_ENOENT;
+}
+
+int nk_sim_reg_write(struct nk_sim *s, const char *name, uint32_t idx, uint64_t val)
+{
+	return s->pipe->reg_write ? s->pipe->reg_write(s->pstate, name, idx, val) : NK_PIPE_ENOENT;
+}
+
+int nk_sim_table_add(struct nk_sim *s, const char *table, const uint64_t *key, unsigned nkey,
+		     const uint64_t *args, unsigned nargs)
+{
+	return s->pipe->table_add ? s->pipe->table_add(s->pstate, table, key, nkey, args, nargs)
+				  : NK_PIPE_ENOENT;
+}
+
+int nk_sim_table_del(struct nk_sim *s, const char *table, const uint64_t *key, unsigned nkey)
+{
+	return s->pipe->table_del ? s->pipe->table_del(s->pstate, table, key, nkey)
+				  : NK_PIPE_ENOENT;
+}
+
+int nk_sim_mcast_set(struct nk_sim *s, uint32_t group, const uint16_t *ports, uint32_t n)
+{
+	if (group >= MAX_MCAST_GROUPS)
+		return -1;
+	for (uint32_t i = 0; i < n; i++)
+		if (ports[i] >= s->n_ports)
+			return -1;
+	uint16_t *p = NULL;
+	if (n) {
+		p = malloc(n * sizeof(uint16_t));
+		if (!p)
+			return -1;
+		memcpy(p, ports, n * sizeof(uint16_t));
+	}
+	free(s->mcast[group].ports);
+	s->mcast[group].ports = p;
+	s->mcast[group].n = n;
+	return 0;
+}
+
+uint32_t nk_sim_cpu_recv(struct nk_sim *s, struct nk_msg *out, uint16_t *src, uint32_t max)
+{
+	uint32_t n = 0;
+	while (n < max && s->cpu_len) {
+		struct cpu_item *ci = &s->cpuq[s->cpu_head];
+		out[n] = ci->m;
+		if (src)
+			src[n] = ci->src;
+		s->cpu_head = (s->cpu_head + 1) % s->cpu_cap;
+		s->cpu_len--;
+		n++;
+	}
+	return n;
+}
+
+int nk_sim_cpu_send(struct nk_sim *s, const struct nk_msg *m, uint16_t dst)
+{
+	uint32_t pi = pkt_alloc(s);
+	if (pi == NONE32)
+		return -1;
+	struct pkt *p = &s->pk[pi];
+	p->m = *m;
+	p->src = (uint16_t)s->n_nodes;  /* the controller's node id */
+	p->dst = dst;
+	p->ingress = (uint16_t)s->cpu_port;
+	p->from_cpu = 1;
+	p->wire_len = wire_len(s, m);
+	if (heap_push(s, s->now, EV_SWITCH_IN, pi))
+		return -1;
+	s->finished = 0;
+	return 0;
+}
+
+int nk_sim_schedule_crash(struct nk_sim *s, uint32_t server, double t_ns, double restart_ns)
+{
+	if (server >= s->S || t_ns < 0)
+		return -1;
+	uint64_t t = (uint64_t)(t_ns * PS_PER_NS);
+	if (t < s->now)
+		t = s->now;
+	if (heap_push(s, t, EV_CRASH, server))
+		return -1;
+	if (restart_ns >= 0) {
+		uint64_t r = (uint64_t)(restart_ns * PS_PER_NS);
+		if (r < t)
+			r = t;
+		if (heap_push(s, r, EV_RESTART, server))
+			return -1;
+	}
+	return 0;
+}
+
+uint32_t nk_sim_rank_keys(const struct nk_sim *s, uint32_t *out, uint32_t n)
+{
+	uint32_t nk = s->wl->cfg.n_keys;
+	for (uint32_t i = 0; i < n && i < nk; i++)
+		out[i] = s->ranks[i].key;
+	return nk;
+}
+
+uint32_t nk_sim_cpu_port(const struct nk_sim *s)
+{
+	return s->cpu_port;
+}
+
+uint32_t nk_sim_recirc_port(const struct nk_sim *s)
+{
+	return s->recirc_port;
+}
+
+/* ---- ABI check for bindings (cffi ABI mode re-declares these structs) ------ */
+
+size_t nk_sim_abi_sizeof(const char *name)
+{
+	if (!strcmp(name, "nk_msg"))
+		return sizeof(struct nk_msg);
+	if (!strcmp(name, "nk_sim_cfg"))
+		return sizeof(struct nk_sim_cfg);
+	if (!strcmp(name, "nk_sim_stats"))
+		return sizeof(struct nk_sim_stats);
+	if (!strcmp(name, "nk_workload_cfg"))
+		return sizeof(struct nk_workload_cfg);
+	if (!strcmp(name, "nk_rank_info"))
+		return sizeof(struct nk_rank_info);
+	return 0;
+}

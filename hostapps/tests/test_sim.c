@@ -1,0 +1,167 @@
+/* test_sim.c - the discrete-event engine: queueing closed forms, determinism,
+ * epochs, faults, crashes; prints the engine's speed. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "netkv/sim.h"
+
+static int failures;
+#define CHECK(c, ...)                                             \
+	do {                                                      \
+		if (!(c)) {                                       \
+			failures++;                               \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__);             \
+			fputc('\n', stderr);                      \
+		}                                                 \
+	} while (0)
+
+static struct nk_workload *mkwl(uint32_t servers, uint32_t keys, double alpha)
+{
+	struct nk_workload_cfg wc = {.kind = alpha > 0 ? NK_WL_ZIPF : NK_WL_UNIFORM,
+				     .n_keys = keys, .alpha = alpha, .seed = 1, .key_size = 64,
+				     .n_servers = servers, .vnodes = 16, .n_value_classes = 1,
+				     .value_sizes = {128}, .value_weights = {1}};
+	char err[200];
+	struct nk_workload *wl = nk_workload_new(&wc, err, sizeof(err));
+	if (!wl)
+		fprintf(stderr, "workload: %s\n", err);
+	return wl;
+}
+
+/* one server, no network delay: latency = sojourn time */
+static struct nk_sim_cfg queue_cfg(double rho, uint32_t service, double duration)
+{
+	struct nk_sim_cfg c = {.protocol = "hash", .n_servers = 1, .n_clients = 1, .seed = 11,
+			       .offered_rps = rho / 5e-6, .duration_s = duration, .drain_s = 0.05,
+			       .workers = 1, .service = service, .service_ns = 5000.0,
+			       .cpu_queue = 16};
+	return c;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int main(void)
+{
+	char err[200];
+	struct nk_sim_stats st;
+	struct nk_workload *wl1 = mkwl(1, 1000, 0.0);
+	if (!wl1)
+		return 1;
+
+	/* M/M/1 at rho = 0.5: W = 1/(mu - lambda), p99 = ln(100) W */
+	struct nk_sim_cfg c = queue_cfg(0.5, NK_SERVICE_EXPONENTIAL, 2.0);
+	struct nk_sim *s = nk_sim_new(&c, wl1, err, sizeof(err));
+	CHECK(s != NULL, "sim: %s", err);
+	if (!s)
+		return 1;
+	nk_sim_run(s);
+	nk_sim_stats(s, &st);
+	double W = 5000.0 / (1 - 0.5);
+	CHECK(fabs(st.mean_ns / W - 1) < 0.03, "M/M/1 mean %g vs %g", st.mean_ns, W);
+	CHECK(fabs(st.p99_ns / (W * log(100.0)) - 1) < 0.03, "M/M/1 p99 %g vs %g", st.p99_ns,
+	      W * log(100.0));
+	CHECK(st.completed == st.issued && st.unfinished == 0, "all complete");
+	printf("M/M/1 rho=0.5: mean %.0f ns (theory %.0f), p99 %.0f (theory %.0f), %llu requests\n",
+	       st.mean_ns, W, st.p99_ns, W * log(100.0), (unsigned long long)st.completed);
+	struct nk_sim_stats first = st;
+	nk_sim_free(s);
+
+	/* determinism, and epochs do not change the result */
+	s = nk_sim_new(&c, wl1, err, sizeof(err));
+	for (double t = 0; !nk_sim_run_until(s, t); t += 1e6)
+		;
+	nk_sim_stats(s, &st);
+	CHECK(st.completed == first.completed && st.mean_ns == first.mean_ns &&
+		      st.p99_ns == first.p99_ns && st.events == first.events,
+	      "epoch-stepped run differs");
+	nk_sim_free(s);
+
+	/* M/D/1 at rho = 0.8: W = 1/mu + rho / (2 mu (1 - rho)) */
+	c = queue_cfg(0.8, NK_SERVICE_DETERMINISTIC, 1.0);
+	s = nk_sim_new(&c, wl1, err, sizeof(err));
+	nk_sim_run(s);
+	nk_sim_stats(s, &st);
+	W = 5000.0 + 0.8 * 5000.0 / (2 * (1 - 0.8));
+	CHECK(fabs(st.mean_ns / W - 1) < 0.03, "M/D/1 mean %g vs %g", st.mean_ns, W);
+	printf("M/D/1 rho=0.8: mean %.0f ns (theory %.0f)\n", st.mean_ns, W);
+	nk_sim_free(s);
+
+	/* loss 1% on every link: completion = 0.99^4 */
+	struct nk_workload *wl16 = mkwl(16, 100000, 0.99);
+	struct nk_sim_cfg h = {.protocol = "hash", .n_servers = 16, .n_clients = 4, .seed = 5,
+			       .offered_rps = 1e6, .duration_s = 0.2, .drain_s = 0.05,
+			       .link_latency_ns = 1000, .link_gbps = 25, .switch_latency_ns = 500,
+			       .frame_overhead = 42, .workers = 1,
+			       .service = NK_SERVICE_EXPONENTIAL, .service_ns = 5000,
+			       .cpu_queue = 16, .loss = 0.01, .window_s = 0.01};
+	s = nk_sim_new(&h, wl16, err, sizeof(err));
+	CHECK(s != NULL, "sim: %s", err);
+	nk_sim_run(s);
+	nk_sim_stats(s, &st);
+	double comp = (double)st.completed / (double)st.issued;
+	CHECK(fabs(comp - pow(0.99, 4)) < 0.003, "loss: completion %g", comp);
+	CHECK(st.drop_loss == st.dropped && st.unfinished == st.issued - st.completed,
+	      "lost requests stay unfinished");
+	printf("loss 1%%/link: completion %.4f (expected %.4f)\n", comp, pow(0.99, 4));
+	nk_sim_free(s);
+
+	/* timeouts + retries recover the losses */
+	h.timeout_ns = 200000;
+	h.retries = 5;
+	s = nk_sim_new(&h, wl16, err, sizeof(err));
+	nk_sim_run(s);
+	nk_sim_stats(s, &st);
+	CHECK(st.completed == st.issued && st.retries > 0, "retries: %llu of %llu, %llu retries",
+	      (unsigned long long)st.completed, (unsigned long long)st.issued,
+	      (unsigned long long)st.retries);
+	nk_sim_free(s);
+
+	/* crash: a server down for 50 ms loses its share, restart recovers */
+	h.loss = 0;
+	h.timeout_ns = 0;
+	h.retries = 0;
+	s = nk_sim_new(&h, wl16, err, sizeof(err));
+	CHECK(nk_sim_schedule_crash(s, 3, 50e6, 100e6) == 0, "schedule crash");
+	nk_sim_run(s);
+	nk_sim_stats(s, &st);
+	uint64_t counts[16];
+	nk_sim_server_counts(s, counts);
+	CHECK(st.drop_crash > 0 && st.completed < st.issued, "crash drops");
+	uint64_t comp_w[32], drops_w[32];
+	uint32_t nw = nk_sim_timeline(s, NULL, comp_w, drops_w, NULL, NULL, 32);
+	CHECK(nw == 25, "windows %u", nw);
+	CHECK(drops_w[2] == 0 && drops_w[6] > 0 && drops_w[12] == 0, "drops only while down");
+	nk_sim_free(s);
+
+	/* speed: hash, 16 servers, 1M keys, zipf 0.99 at 80% of capacity */
+	struct nk_workload *wlp = mkwl(16, 1000000, 0.99);
+	struct nk_sim_cfg p = h;
+	p.loss = 0;
+	p.offered_rps = 0.8 * 16 / 5e-6 * 0.25;  /* the busiest server is ~3-4x mean */
+	p.duration_s = 1.0;
+	p.window_s = 0;
+	s = nk_sim_new(&p, wlp, err, sizeof(err));
+	double t0 = now_s();
+	nk_sim_run(s);
+	double dt = now_s() - t0;
+	nk_sim_stats(s, &st);
+	printf("speed: %llu requests, %llu events in %.3f s: %.2f M req/s, %.1f M events/s\n",
+	       (unsigned long long)st.issued, (unsigned long long)st.events, dt,
+	       st.issued / dt / 1e6, st.events / dt / 1e6);
+	nk_sim_free(s);
+
+	nk_workload_free(wlp);
+	nk_workload_free(wl16);
+	nk_workload_free(wl1);
+	printf("test_sim: %s\n", failures ? "FAILED" : "ok");
+	return failures ? 1 : 0;
+}

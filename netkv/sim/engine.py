@@ -1,0 +1,477 @@
+"""Typed wrappers over the C simulator: Workload, SimEngine, and the controller hook.
+
+  Workload    the key space, placement and popularity of one run (built once
+              per target: O(N) setup, shared by every load point)
+  SimEngine   one open-loop load point; run it to the end, or in epochs with
+              a controller called between them (``run(controller=...)``)
+  Controller  what a protocol's controller implements to run in the sim:
+              ``epoch(engine, t_s)``; it drives the switch only through the
+              engine's register/table/packet hooks (the SwitchDriver surface)
+  SimError    a C-side setup error (bad parameter), with the engine's message
+
+Both wrappers own C memory and free it in ``close()`` (or on garbage
+collection); use them as context managers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from netkv.config.schema import RunConfig, SizeChoice
+from netkv.sim import native
+
+
+class SimError(ValueError):
+    """The C engine refused a configuration; str() is its one-line reason."""
+
+
+class Controller(Protocol):
+    """A protocol controller run between simulator epochs."""
+
+    def epoch(self, engine: "SimEngine", t_s: float) -> None: ...
+
+
+# ---------------------------------------------------------------------------
+# workload
+
+
+def value_classes(value_size: int | list[SizeChoice]) -> tuple[list[int], list[float]]:
+    """Value sizes and weights: one fixed size, or a weighted mix."""
+    if isinstance(value_size, int):
+        return [value_size], [1.0]
+    if not 1 <= len(value_size) <= 16:
+        raise SimError("workload.value_size: 1..16 size classes")
+    return [c.size for c in value_size], [c.weight for c in value_size]
+
+
+def read_trace(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
+    """A trace file: one request per line, ``<key id>`` or ``<op> <key id>``
+    with op in R/W/GET/PUT/READ/WRITE (any case); '#' starts a comment.
+    Returns (key ids as uint32, ops as uint8 1=write or None if no ops given)."""
+    keys: list[int] = []
+    ops: list[int] = []
+    have_ops = False
+    writes = {"w", "put", "write", "set", "update"}
+    reads = {"r", "get", "read"}
+    for lineno, raw in enumerate(Path(path).read_text().splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.replace(",", " ").split()
+        try:
+            if len(parts) == 1:
+                keys.append(int(parts[0]))
+                ops.append(0)
+            elif len(parts) == 2:
+                op = parts[0].lower()
+                if op not in writes | reads:
+                    raise ValueError(op)
+                have_ops = True
+                ops.append(1 if op in writes else 0)
+                keys.append(int(parts[1]))
+            else:
+                raise ValueError(line)
+        except ValueError:
+            raise SimError(f"workload.trace: {path}:{lineno}: expected '<key id>' or "
+                           f"'<R|W> <key id>', got {raw!r}") from None
+    if not keys:
+        raise SimError(f"workload.trace: {path} has no requests")
+    return np.asarray(keys, dtype=np.uint32), (np.asarray(ops, dtype=np.uint8) if have_ops else None)
+
+
+class Workload:
+    """Keys, placement and popularity (hostapps/include/netkv/workload.h)."""
+
+    def __init__(
+        self,
+        *,
+        kind: str,
+        keys: int,
+        alpha: float,
+        seed: int,
+        servers: int,
+        key_size: int = 64,
+        virtual_nodes: int = 16,
+        ring: str = "consistent",
+        value_size: int | list[SizeChoice] = 128,
+        trace: str | None = None,
+    ) -> None:
+        self.ffi, self.lib = native.load()
+        ffi = self.ffi
+        if kind not in native.WL_KIND:
+            raise SimError(f"workload.kind: {kind!r} (allowed: {', '.join(native.WL_KIND)})")
+        if kind == "zipf" and alpha == 0.0:
+            kind = "uniform"  # identical distribution, cheaper sampling
+        self.kind = kind
+        self.alpha = alpha
+        self.n_keys = keys
+        self.servers = servers
+        self.key_size = key_size
+        c = ffi.new("struct nk_workload_cfg *")
+        c.kind = native.WL_KIND[kind]
+        c.n_keys = keys
+        c.alpha = alpha
+        c.seed = seed
+        c.key_size = key_size
+        c.n_servers = servers
+        c.vnodes = virtual_nodes
+        c.ring_mode = native.RING_MODE[ring]
+        sizes, weights = value_classes(value_size)
+        c.n_value_classes = len(sizes)
+        for i, (s, w) in enumerate(zip(sizes, weights, strict=True)):
+            c.value_sizes[i] = s
+            c.value_weights[i] = w
+        self._keep: list[Any] = []
+        if kind == "trace":
+            if not trace:
+                raise SimError("workload.trace: a trace workload needs a file path")
+            tk, to = read_trace(trace)
+            kbuf = ffi.from_buffer("uint32_t[]", tk)
+            c.trace_keys = kbuf
+            c.trace_len = len(tk)
+            self._keep += [tk, kbuf]
+            if to is not None:
+                obuf = ffi.from_buffer("uint8_t[]", to)
+                c.trace_ops = obuf
+                self._keep += [to, obuf]
+        err = ffi.new("char[256]")
+        ptr = self.lib.nk_workload_new(c, err, 256)
+        if ptr == ffi.NULL:
+            raise SimError(ffi.string(err).decode())
+        self._ptr = ffi.gc(ptr, self.lib.nk_workload_free)
+        self._rank_info: np.ndarray | None = None
+
+    @classmethod
+    def from_config(cls, cfg: RunConfig) -> "Workload":
+        w, p = cfg.workload, cfg.protocol
+        return cls(
+            kind=w.kind,
+            keys=w.keys,
+            alpha=w.alpha,
+            seed=cfg.seed,
+            servers=cfg.topology.servers,
+            key_size=w.key_size,
+            virtual_nodes=p.virtual_nodes,
+            ring=getattr(p, "ring", "consistent"),
+            value_size=w.value_size,
+            trace=w.trace,
+        )
+
+    @property
+    def ptr(self) -> Any:
+        return self._ptr
+
+    def rank_info(self) -> np.ndarray:
+        """Structured array over ranks (zipf/uniform: rank 0 = hottest; ycsb
+        and trace: indexed by key id): key, keyhash, home, vclass, value_len."""
+        if self._rank_info is None:
+            dtype = np.dtype([("key", "<u4"), ("keyhash", "<u4"), ("home", "<u2"),
+                              ("vclass", "<u2"), ("value_len", "<u4")])
+            assert dtype.itemsize == self.ffi.sizeof("struct nk_rank_info")
+            table = self.lib.nk_workload_rank_table(self._ptr)
+            buf = self.ffi.buffer(table, self.n_keys * dtype.itemsize)
+            self._rank_info = np.frombuffer(buf, dtype=dtype).copy()
+        return self._rank_info
+
+    def probabilities(self) -> np.ndarray:
+        """Exact request probability of each rank (zipf/uniform only)."""
+        if self.kind == "uniform":
+            return np.full(self.n_keys, 1.0 / self.n_keys)
+        if self.kind != "zipf":
+            raise SimError(f"exact probabilities are defined for zipf/uniform, not {self.kind}")
+        return zipf_probabilities(self.n_keys, self.alpha)
+
+    def close(self) -> None:
+        if getattr(self, "_ptr", None) is not None:
+            self.ffi.release(self._ptr)  # runs nk_workload_free now
+            self._ptr = None
+
+    def __enter__(self) -> "Workload":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def zipf_probabilities(n: int, alpha: float) -> np.ndarray:
+    """p_r = (r+1)^-alpha / H(n, alpha), summed from the smallest term."""
+    w = np.arange(1, n + 1, dtype=np.float64) ** -alpha
+    return w / math.fsum(w[::-1])
+
+
+# ---------------------------------------------------------------------------
+# one load point
+
+
+@dataclass
+class Stats:
+    """Counters and latency summary of a (possibly running) load point."""
+
+    now_s: float
+    finished: bool
+    events: int
+    issued: int
+    completed: int
+    timeouts: int
+    retries: int
+    unfinished: int
+    dup_replies: int
+    switch_replies: int
+    dropped: int
+    drop_loss: int
+    drop_queue: int
+    drop_crash: int
+    drop_switch: int
+    cpu_packets: int
+    cpu_dropped: int
+    dyn_changes: int
+    mean_ns: float
+    p50_ns: float
+    p90_ns: float
+    p99_ns: float
+    p999_ns: float
+    max_ns: float
+    n_windows: int
+
+    @property
+    def completion(self) -> float:
+        return self.completed / self.issued if self.issued else 1.0
+
+
+_STATS_FIELDS = [f for f in Stats.__dataclass_fields__]
+
+
+class SimEngine:
+    """One simulated open-loop load point (hostapps/include/netkv/sim.h)."""
+
+    def __init__(self, cfg: RunConfig, workload: Workload, offered_rps: float, seed: int) -> None:
+        self.ffi, self.lib = native.load()
+        ffi = self.ffi
+        self.workload = workload
+        self.cfg = cfg
+        top, srv, faults = cfg.topology, cfg.topology.server, cfg.target.faults
+        if cfg.workload.multiget_keys != 1:
+            raise SimError("workload.multiget_keys: the simulator runs single-key requests only (1)")
+        c = ffi.new("struct nk_sim_cfg *")
+        self._proto = ffi.new("char[]", cfg.protocol.name.encode())
+        c.protocol = self._proto
+        c.params = ffi.NULL
+        c.n_servers = top.servers
+        c.n_clients = top.clients
+        c.seed = seed
+        c.offered_rps = offered_rps
+        c.duration_s = cfg.duration
+        c.drain_s = top.drain_ms / 1e3
+        c.write_ratio = cfg.workload.write_ratio
+        c.link_latency_ns = top.link_latency_ns
+        c.link_gbps = top.link_gbps
+        c.switch_latency_ns = top.switch_latency_ns
+        c.recirc_gbps = top.recirc_gbps
+        c.frame_overhead = top.frame_overhead_bytes
+        c.cpu_queue = top.cpu_queue
+        c.workers = srv.workers
+        c.service = native.SERVICE[srv.service]
+        c.service_ns = srv.service_ns
+        c.per_byte_ns = srv.per_byte_ns
+        c.lognormal_sigma = srv.lognormal_sigma
+        self.capacity = capacity_factors(cfg)
+        self._cap = ffi.new("double[]", self.capacity.tolist())
+        c.capacity = self._cap
+        c.queue_limit = srv.queue_limit
+        c.dispatch = native.DISPATCH[srv.dispatch]
+        c.client_cpu_ns = top.client_cpu_ns
+        c.timeout_ns = top.timeout_us * 1e3
+        c.retries = top.retries
+        c.loss = faults.loss
+        c.duplicate = faults.duplicate
+        c.reorder = faults.reorder
+        c.reorder_ns = faults.reorder_us * 1e3
+        c.extra_delay_ns = faults.delay_us * 1e3
+        c.fault_links = native.FAULT_LINKS[faults.links]
+        dyn = cfg.workload.dynamics
+        c.dyn_kind = native.DYN_KIND[dyn.kind]
+        c.dyn_period_s = dyn.period_s
+        c.dyn_count = dyn.count
+        c.dyn_hot_pool = dyn.hot_pool
+        c.window_s = top.timeline_ms / 1e3
+        err = ffi.new("char[256]")
+        ptr = self.lib.nk_sim_new(c, workload.ptr, err, 256)
+        if ptr == ffi.NULL:
+            raise SimError(ffi.string(err).decode())
+        self._ptr = ffi.gc(ptr, self.lib.nk_sim_free)
+        self.offered_rps = offered_rps
+        self.seed = seed
+        for crash in faults.crashes:
+            if crash.server >= top.servers:
+                raise SimError(f"target.faults.crashes: server {crash.server} "
+                               f"(allowed: 0..{top.servers - 1})")
+            restart = -1.0 if crash.restart_s is None else crash.restart_s * 1e9
+            if self.lib.nk_sim_schedule_crash(self._ptr, crash.server, crash.at_s * 1e9, restart):
+                raise SimError(f"target.faults.crashes: cannot schedule {crash}")
+
+    # -- running ---------------------------------------------------------
+
+    @property
+    def now_s(self) -> float:
+        return self.lib.nk_sim_now_ns(self._ptr) / 1e9
+
+    @property
+    def end_s(self) -> float:
+        return self.lib.nk_sim_end_ns(self._ptr) / 1e9
+
+    def run_until(self, t_s: float) -> bool:
+        """Process every event up to simulated time t_s; True when the run is over."""
+        return bool(self.lib.nk_sim_run_until(self._ptr, t_s * 1e9))
+
+    def run(self, controller: Controller | None = None, epoch_s: float | None = None) -> Stats:
+        """Run to the end. With a controller, stop every epoch_s of simulated
+        time, call ``controller.epoch(self, t)``, and resume."""
+        if controller is None:
+            self.lib.nk_sim_run(self._ptr)
+        else:
+            if not epoch_s or epoch_s <= 0:
+                raise SimError("a controller needs a positive epoch (protocol.epoch_ms)")
+            k = 1
+            while not self.run_until(k * epoch_s):
+                controller.epoch(self, k * epoch_s)
+                k += 1
+        return self.stats()
+
+    # -- results ---------------------------------------------------------
+
+    def stats(self) -> Stats:
+        st = self.ffi.new("struct nk_sim_stats *")
+        self.lib.nk_sim_stats(self._ptr, st)
+        vals = {f: getattr(st, f) for f in _STATS_FIELDS}
+        vals["finished"] = bool(vals["finished"])
+        return Stats(**vals)
+
+    def histogram(self) -> tuple[np.ndarray, np.ndarray]:
+        """(bucket lower bounds in ns, counts), trimmed after the last
+        non-empty bucket."""
+        n = self.lib.nk_sim_hist(self._ptr, self.ffi.NULL, self.ffi.NULL, 0)
+        lower = np.zeros(n, dtype=np.uint64)
+        counts = np.zeros(n, dtype=np.uint64)
+        self.lib.nk_sim_hist(self._ptr, self.ffi.from_buffer("uint64_t[]", lower),
+                             self.ffi.from_buffer("uint64_t[]", counts), n)
+        nz = np.flatnonzero(counts)
+        end = int(nz[-1]) + 1 if len(nz) else 0
+        return lower[:end].astype(np.float64), counts[:end].astype(np.int64)
+
+    def server_counts(self) -> np.ndarray:
+        out = np.zeros(self.cfg.topology.servers, dtype=np.uint64)
+        self.lib.nk_sim_server_counts(self._ptr, self.ffi.from_buffer("uint64_t[]", out))
+        return out.astype(np.int64)
+
+    def timeline(self) -> dict[str, np.ndarray]:
+        n = self.stats().n_windows
+        if n == 0:
+            return {}
+        issued = np.zeros(n, dtype=np.uint64)
+        completed = np.zeros(n, dtype=np.uint64)
+        drops = np.zeros(n, dtype=np.uint64)
+        p50 = np.zeros(n, dtype=np.float64)
+        p99 = np.zeros(n, dtype=np.float64)
+        fb = self.ffi.from_buffer
+        self.lib.nk_sim_timeline(self._ptr, fb("uint64_t[]", issued), fb("uint64_t[]", completed),
+                                 fb("uint64_t[]", drops), fb("double[]", p50), fb("double[]", p99),
+                                 n)
+        window = self.cfg.topology.timeline_ms / 1e3
+        return {
+            "t_s": np.arange(n, dtype=np.float64) * window,
+            "issued": issued.astype(np.int64),
+            "completed": completed.astype(np.int64),
+            "drops": drops.astype(np.int64),
+            "p50_ns": p50,
+            "p99_ns": p99,
+        }
+
+    def rank_keys(self) -> np.ndarray:
+        """The current rank -> key id table (changes with dynamics)."""
+        n = self.workload.n_keys
+        out = np.zeros(n, dtype=np.uint32)
+        self.lib.nk_sim_rank_keys(self._ptr, self.ffi.from_buffer("uint32_t[]", out), n)
+        return out
+
+    # -- switch driver surface (for controllers) -------------------------
+
+    def reg_read(self, name: str, idx: int = 0) -> int:
+        val = self.ffi.new("uint64_t *")
+        rc = self.lib.nk_sim_reg_read(self._ptr, name.encode(), idx, val)
+        if rc:
+            raise KeyError(f"register {name}[{idx}]: error {rc}")
+        return int(val[0])
+
+    def reg_write(self, name: str, idx: int, value: int) -> None:
+        rc = self.lib.nk_sim_reg_write(self._ptr, name.encode(), idx, value)
+        if rc:
+            raise KeyError(f"register {name}[{idx}]: error {rc}")
+
+    def table_add(self, table: str, key: list[int], args: list[int]) -> None:
+        k = self.ffi.new("uint64_t[]", key or [0])
+        a = self.ffi.new("uint64_t[]", args or [0])
+        rc = self.lib.nk_sim_table_add(self._ptr, table.encode(), k, len(key), a, len(args))
+        if rc:
+            raise KeyError(f"table {table} add {key} -> {args}: error {rc}")
+
+    def table_del(self, table: str, key: list[int]) -> None:
+        k = self.ffi.new("uint64_t[]", key or [0])
+        rc = self.lib.nk_sim_table_del(self._ptr, table.encode(), k, len(key))
+        if rc:
+            raise KeyError(f"table {table} delete {key}: error {rc}")
+
+    def mcast_set(self, group: int, ports: list[int]) -> None:
+        p = self.ffi.new("uint16_t[]", ports or [0])
+        if self.lib.nk_sim_mcast_set(self._ptr, group, p, len(ports)):
+            raise ValueError(f"multicast group {group} -> {ports}: bad group or port")
+
+    def cpu_recv(self, max_packets: int = 1024) -> list[tuple[int, Any]]:
+        """Packets the pipeline sent to the controller: [(src node, struct nk_msg)]."""
+        out = self.ffi.new("struct nk_msg[]", max_packets)
+        src = self.ffi.new("uint16_t[]", max_packets)
+        n = self.lib.nk_sim_cpu_recv(self._ptr, out, src, max_packets)
+        return [(int(src[i]), out[i]) for i in range(n)]
+
+    def cpu_send(self, msg: Any, dst: int) -> None:
+        """Packet-out through the switch pipeline, addressed to node dst."""
+        if self.lib.nk_sim_cpu_send(self._ptr, msg, dst):
+            raise RuntimeError("cpu_send failed")
+
+    def new_msg(self) -> Any:
+        return self.ffi.new("struct nk_msg *")
+
+    @property
+    def cpu_port(self) -> int:
+        return int(self.lib.nk_sim_cpu_port(self._ptr))
+
+    @property
+    def recirc_port(self) -> int:
+        return int(self.lib.nk_sim_recirc_port(self._ptr))
+
+    def close(self) -> None:
+        if getattr(self, "_ptr", None) is not None:
+            self.ffi.release(self._ptr)  # runs nk_sim_free now
+            self._ptr = None
+
+    def __enter__(self) -> "SimEngine":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def capacity_factors(cfg: RunConfig) -> np.ndarray:
+    """Per-server capacity: the last round(slow_fraction * n) servers run at
+    slow_capacity (Pegasus' heterogeneous rack), the rest at 1."""
+    n = cfg.topology.servers
+    srv = cfg.topology.server
+    cap = np.ones(n, dtype=np.float64)
+    slow = int(round(srv.slow_fraction * n))
+    if slow:
+        cap[n - slow:] = srv.slow_capacity
+    return cap

@@ -1,0 +1,86 @@
+"""Fault injection, crashes and timeouts in the simulator."""
+
+from __future__ import annotations
+
+import pytest
+
+from netkv.config.compose import load
+from netkv.native import NativeBuildMissing, library_path
+
+try:
+    library_path()
+except NativeBuildMissing as exc:  # pragma: no cover - depends on the build
+    pytest.skip(f"libnetkv not built: {exc}", allow_module_level=True)
+
+from netkv.targets.sim import SimTarget
+
+RATE = 400_000  # well below saturation at alpha 0.99 (busiest server ~45% busy)
+BASE = ["servers=16", "keys=100000", "alpha=0.99", "duration=0.5"]
+
+
+def run(*overrides: str, seed: int = 1):
+    with SimTarget(load([*BASE, *overrides])) as target:
+        return target.run_point(RATE, seed)
+
+
+def test_no_faults_complete_everything() -> None:
+    r = run()
+    assert r.issued > 150_000
+    assert r.completed == r.issued and r.dropped == 0 and r.timeouts == 0
+    assert r.completion == 1.0
+
+
+@pytest.mark.parametrize("links,hops", [("all", 4), ("clients", 2), ("servers", 2)])
+def test_loss_lowers_completion_accordingly(links: str, hops: int) -> None:
+    # loss applies to every traversal of a chosen link; a request and its
+    # reply cross 4 links (2 client-side, 2 server-side)
+    r = run("target.faults.loss=0.01", f"target.faults.links={links}")
+    expected = 0.99**hops
+    assert r.completion == pytest.approx(expected, abs=0.002)
+    assert r.dropped == r.issued - r.completed  # each lost request lost exactly one packet
+    assert r.timeouts == 0  # no client timeouts configured: lost requests stay unfinished
+
+
+def test_retries_recover_losses() -> None:
+    r = run("target.faults.loss=0.01", "topology.timeout_us=500", "topology.retries=6")
+    assert r.completion == 1.0
+    assert r.dropped > 0 and r.timeouts == 0
+    # a retried request's latency includes its timeout
+    assert r.latency_ns["p999"] > 500_000
+
+
+def test_duplication_and_reordering_keep_completion() -> None:
+    r = run("target.faults.duplicate=0.05", "target.faults.reorder=0.1",
+            "target.faults.reorder_us=20")
+    assert r.completion == 1.0
+    clean = run()
+    assert r.latency_ns["p99"] > clean.latency_ns["p99"]
+
+
+def test_extra_delay_adds_to_every_hop() -> None:
+    clean = run()
+    slow = run("target.faults.delay_us=3")
+    # 4 hops x 3 us, with the same seed and therefore the same arrivals
+    assert slow.latency_ns["p50"] - clean.latency_ns["p50"] == pytest.approx(12_000, rel=0.02)
+
+
+def test_server_crash_and_restart() -> None:
+    r = run("+target.faults.crashes=[{server: 3, at_s: 0.1, restart_s: 0.3}]",
+            "topology.timeline_ms=50")
+    share = r.server_requests[3] / r.server_requests.sum()
+    assert r.completion < 1.0
+    drops = r.timeline["drops"]
+    t = r.timeline["t_s"]
+    assert drops[(t >= 0.1) & (t < 0.3)].sum() == r.dropped
+    assert drops[t < 0.1].sum() == 0 and drops[t >= 0.3].sum() == 0
+    # the crashed server's requests during 0.2 s of the 0.5 s run are lost;
+    # it served during the other 0.3 s, so lost / served-share = 0.2 / 0.3
+    lost = 1.0 - r.completion
+    assert lost == pytest.approx(share * 0.2 / 0.3, rel=0.15)
+
+
+def test_queue_limit_drops_under_overload() -> None:
+    with SimTarget(load([*BASE, "topology.server.queue_limit=64"])) as target:
+        r = target.run_point(3_000_000, 1)
+    assert r.dropped > 0 and r.completion < 0.95
+    assert r.latency_ns["p99"] < 64 * 5000 * 8  # bounded queues bound the tail
