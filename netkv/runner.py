@@ -125,8 +125,8 @@ def finish(run_dir: RunDir, outcome: SearchOutcome, order: list[str], cfg: RunCo
 
 def print_summary(cfg: RunConfig, outcome: SearchOutcome, path: Path, console: Console) -> None:
     table = Table(title=f"{cfg.name}: throughput under SLO", title_justify="left")
-    for column in ("protocol", "target", "alpha", "writes", "servers", "SLO p99 (us)",
-                   "max tput (Mreq/s)", "p50 (us)", "p99 (us)", "busiest/mean"):
+    for column in ("protocol", "target", "alpha", "writes", "servers", "SLO us",
+                   "Mreq/s", "p50 us", "p99 us", "max/mean"):
         table.add_column(column, justify="right")
     best = outcome.best
     if best is not None:
@@ -153,7 +153,7 @@ def run_job(cfg_node: Any) -> float:
     assert isinstance(data, dict)
     cfg = validate(data)  # type: ignore[arg-type]
     out_dir = Path(HydraConfig.get().runtime.output_dir)
-    console = Console(stderr=False)
+    console = Console(width=None if sys.stdout.isatty() else 120)
     try:
         points = execute(cfg, out_dir, sys.argv, console)
     except ConfigError as exc:
