@@ -4,9 +4,10 @@
  * The same fields, widths and order as hostapps/include/netkv/wire.h and
  * docs/wire.md (the golden vectors tests/vectors/<protocol>.json pin them).
  * Only what a switch parses is here: each protocol's fixed header, plus the
- * NetCache value slices the switch reads and writes. Payloads the switch
- * never parses (Pegasus and StarCache payload preambles, keys, values, NetMC
- * key lists) are not declared. All fields are network byte order, as P4
+ * NetCache value slices the switch reads and writes, and the Pegasus payload
+ * preamble (parsed only for length checks). Payloads the switch never parses
+ * (StarCache payload preambles, keys, values, NetMC key lists) are not
+ * declared. All fields are network byte order, as P4
  * extracts them.
  *
  * Architecture-neutral: no v1model or TNA include, so both the BMv2 and the
@@ -85,6 +86,23 @@ header pegasus_t {
     bit<64> ver;        /* 0 = not stamped */
     bit<32> bitmap;     /* 1 << server_id in replies and RC_ACK */
     bit<32> req_id;
+}
+
+/* The Pegasus/plain payload preamble (16 B, docs/wire.md "Payload"). The
+ * switch never acts on it; the BMv2 programs extract it only to apply the
+ * codec's strict length checks (key_len <= 64, rsvd == 0, UDP length ==
+ * 8 + 30 + 16 + key_len + value_len), so that they drop exactly what the C
+ * switch drops. */
+const bit<16> PEGASUS_MAX_KEY_LEN = 64;
+const bit<16> PEGASUS_HDR_BYTES = 30;
+const bit<16> PEGASUS_PRE_BYTES = 16;
+
+header pegasus_pre_t {
+    bit<64> send_ns;
+    bit<8>  result;     /* 0 OK, 1 NOT_FOUND, 2 RETRY */
+    bit<8>  rsvd;       /* must be 0 */
+    bit<16> key_len;    /* <= 64 */
+    bit<32> value_len;
 }
 
 /* ---- NetCache baseline (40 B + value slices) ------------------------------ */

@@ -1,0 +1,603 @@
+"""Bmv2Driver: a BMv2 ``simple_switch_grpc`` running a netkv P4 program.
+
+How each part of the SwitchDriver interface reaches BMv2
+(shared/design/BMV2-NOTES.md has the measured facts this follows):
+
+- tables, multicast groups, the CPU clone session, packet-in and
+  packet-out: P4Runtime, through p4runtime-shell (``netkv[bmv2]``);
+- registers: the Thrift CLI ``simple_switch_CLI`` (``register_read`` /
+  ``register_write``), because BMv2 answers P4Runtime register requests with
+  UNIMPLEMENTED. Both work at the same time on one switch.
+
+Names are the C pipelines' names (``node_fwd``, ``rkeys``, ``ver_next``, ...):
+the P4 programs declare them with absolute ``@name(".x")`` annotations, and
+this driver still resolves a short name to the full one found in the
+compiled JSON / P4Info, so either form works.
+
+p4runtime-shell keeps its client in module globals: one ``Bmv2Driver`` per
+process (a second one raises ``DriverError``). A failed ``setup()`` raises
+``SystemExit``; it is turned into ``DriverError``. ``close()`` always calls
+``teardown()`` (a process that exits without it hangs).
+
+The parts a target needs:
+- ``require_bmv2()``             one-line ``ConfigError`` when a binary is missing
+- ``compile_program()``          p4c-bm2-ss -> BMv2 JSON + P4Info
+- ``switch_command()``           the simple_switch_grpc command line (run it in
+                                 the switch's namespace / Mininet node)
+- ``Bmv2Driver.connect()``       push the program, install the flood group and
+                                 the CPU clone session, write the registers the
+                                 C pipeline's init sets (``initial_register_writes``)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from netkv.config.compose import ConfigError
+from netkv.drivers.base import CpuPacket, DriverError, SwitchDriver
+
+# ---- what BMv2 needs --------------------------------------------------------------
+
+COMPILER = "p4c-bm2-ss"
+SWITCH = "simple_switch_grpc"
+CLI = "simple_switch_CLI"
+P4RUNTIME_SHELL_MODULE = "p4runtime_sh"
+INSTALL_HINT = (
+    "build p4c and behavioral-model (with --with-pi, for simple_switch_grpc) from "
+    "source (github.com/p4lang) or use the p4lang/p4c and p4lang/behavioral-model "
+    "docker images; pip install 'netkv[bmv2]' for p4runtime-shell"
+)
+
+#: constants of p4src/common/types.p4
+CPU_PORT = 255
+CPU_CLONE_SESSION = 100
+FLOOD_MCAST_GRP = 0xFFFF
+
+
+def missing_bmv2() -> list[str]:
+    """The pieces of the BMv2 toolchain that are not installed."""
+    missing = [b for b in (COMPILER, SWITCH, CLI) if shutil.which(b) is None]
+    if importlib.util.find_spec(P4RUNTIME_SHELL_MODULE) is None:
+        missing.append("p4runtime-shell")
+    return missing
+
+
+def require_bmv2() -> None:
+    """Raise a one-line ``ConfigError`` naming what ``switch=bmv2`` lacks."""
+    missing = missing_bmv2()
+    if missing:
+        raise ConfigError(
+            f"target.switch=bmv2 needs {', '.join(missing)}, not found: {INSTALL_HINT}"
+        )
+
+
+# ---- programs -----------------------------------------------------------------------
+
+#: protocol name -> P4 source under p4src/
+PROGRAMS: dict[str, str] = {
+    "hash": "hash/hash.p4",
+    "plain": "hash/hash.p4",
+    "pegasus": "pegasus/pegasus.p4",
+    "netcache": "netcache/netcache.p4",
+}
+
+_SELECTIONS = {"random": 0, "rr": 1, "wrr": 2, "least_loaded": 3}
+
+
+def p4src_dir() -> Path:
+    """The ``p4src/`` folder: $NETKV_P4SRC, else the checkout's."""
+    override = os.environ.get("NETKV_P4SRC")
+    if override:
+        return Path(override).resolve()
+    return Path(__file__).resolve().parents[2] / "p4src"
+
+
+def program_source(program: str) -> Path:
+    try:
+        return p4src_dir() / PROGRAMS[program]
+    except KeyError:
+        raise DriverError(
+            f"no P4 program for protocol {program!r} (have {', '.join(sorted(PROGRAMS))})"
+        ) from None
+
+
+def _param(params: Mapping[str, Any] | None, key: str, default: Any) -> Any:
+    if not params or key not in params or params[key] is None:
+        return default
+    return params[key]
+
+
+def _as_int(value: Any) -> int:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str):
+        low = value.strip().lower()
+        if low in ("true", "false"):
+            return int(low == "true")
+        return int(low, 0)
+    return int(value)
+
+
+def program_defines(program: str, params: Mapping[str, Any] | None = None) -> dict[str, int]:
+    """The ``-D`` options that turn the C pipeline's params (the same
+    ``key=value`` knobs pegasus.c reads in init) into the P4 program's
+    compile-time constants."""
+    if program == "pegasus":
+        sel = str(_param(params, "selection", "wrr"))
+        if sel not in _SELECTIONS:
+            raise DriverError(f"pegasus selection {sel!r}: one of {', '.join(_SELECTIONS)}")
+        fanout = str(_param(params, "fanout", "reg"))
+        if fanout not in ("reg", "auto"):
+            raise DriverError(f"pegasus fanout {fanout!r}: 'reg' or 'auto'")
+        return {
+            "PEG_MAX_RKEYS": _as_int(_param(params, "max_rkeys", 64)),
+            "PEG_SELECTION": _SELECTIONS[sel],
+            "PEG_AMO": int(bool(_as_int(_param(params, "amo", 0)))),
+            "PEG_SAMPLE": _as_int(_param(params, "sample", 128)),
+            "PEG_FANOUT_AUTO": int(fanout == "auto"),
+            "PEG_FANOUT_DIV": _as_int(_param(params, "fanout_div", 4)),
+        }
+    if program == "netcache":
+        maxv = _as_int(_param(params, "max_value_bytes", 128))
+        if maxv % 16 or not 16 <= maxv <= 128:
+            raise DriverError(
+                f"netcache max_value_bytes {maxv}: the P4 program stores 16 B slices, "
+                "so on BMv2 it must be a multiple of 16 in 16..128")
+        return {
+            "NC_CACHE_ITEMS": _as_int(_param(params, "cache_items", 10000)),
+            "NC_MAX_VALUE": maxv,
+            "NC_HOT_THRESHOLD": _as_int(_param(params, "hot_threshold", 128)),
+            "NC_CM_WIDTH": _as_int(_param(params, "cm_width", 65536)),
+            "NC_BF_BITS": _as_int(_param(params, "bf_bits", 262144)),
+        }
+    return {}
+
+
+def initial_register_writes(
+    program: str, n_servers: int, params: Mapping[str, Any] | None = None
+) -> list[tuple[str, int, int]]:
+    """The register values the C pipeline's init sets that are not 0
+    (BMv2 starts every register at 0): (name, index, value) triples."""
+    if program != "pegasus":
+        return []
+    n = _as_int(_param(params, "n_servers", n_servers))
+    if not 1 <= n <= 32:
+        raise DriverError(f"pegasus n_servers {n}: 1..32")
+    k = _as_int(_param(params, "max_rkeys", 64))
+    writes = [("ver_next", 0, _as_int(_param(params, "ver_next", 2))), ("n_servers", 0, n)]
+    # pegasus.c wrr_uniform()
+    writes.append(("wrr_len", 0, 256 - 256 % n))
+    writes += [("wrr_sched", i, i % n) for i in range(256)]
+    writes.append(("wrr_cursor", 0, 0))
+    writes += [("fanout", i, 1) for i in range(k)]
+    return writes
+
+
+@dataclass(frozen=True)
+class CompiledProgram:
+    program: str
+    json_path: Path
+    p4info_path: Path
+    defines: dict[str, int] = field(default_factory=dict)
+
+
+def compile_command(
+    source: Path, out_dir: Path, name: str, defines: Mapping[str, int] | None = None
+) -> list[str]:
+    cmd = [
+        COMPILER, "--arch", "v1model",
+        "--p4runtime-files", str(out_dir / f"{name}.p4info.txtpb"),
+        "-o", str(out_dir / f"{name}.json"),
+    ]
+    for key, value in sorted((defines or {}).items()):
+        cmd.append(f"-D{key}={int(value)}")
+    cmd.append(str(source))
+    return cmd
+
+
+def compile_program(
+    program: str,
+    out_dir: str | Path,
+    defines: Mapping[str, int] | None = None,
+    timeout_s: float = 300.0,
+) -> CompiledProgram:
+    """Compile ``p4src/<program>`` with p4c-bm2-ss into ``out_dir``."""
+    src = program_source(program)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    name = src.stem
+    cmd = compile_command(src, out, name, defines)
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except FileNotFoundError:
+        raise DriverError(f"{COMPILER} not found: {INSTALL_HINT}") from None
+    if res.returncode != 0:
+        tail = "\n".join((res.stderr or res.stdout).strip().splitlines()[-20:])
+        raise DriverError(f"{COMPILER} failed on {src} (exit {res.returncode}):\n{tail}")
+    return CompiledProgram(program, out / f"{name}.json", out / f"{name}.p4info.txtpb",
+                           dict(defines or {}))
+
+
+def switch_command(
+    ports: Mapping[int, str],
+    *,
+    grpc_addr: str = "127.0.0.1:9559",
+    thrift_port: int = 9090,
+    device_id: int = 0,
+    cpu_port: int = CPU_PORT,
+    log_file: str | None = None,
+) -> list[str]:
+    """The simple_switch_grpc command line: no program yet (pushed over
+    P4Runtime), one ``-i port@iface`` per data port, the CPU port for
+    packet-in/out."""
+    cmd = [SWITCH, "--no-p4", "--device-id", str(device_id), "--thrift-port", str(thrift_port)]
+    for port, iface in sorted(ports.items()):
+        if port == cpu_port:
+            raise DriverError(f"data port {port} is the CPU port")
+        cmd += ["-i", f"{port}@{iface}"]
+    if log_file:
+        cmd += ["--log-file", log_file, "--log-flush"]
+    cmd += ["--", "--grpc-server-addr", grpc_addr, "--cpu-port", str(cpu_port)]
+    return cmd
+
+
+def wait_for_tcp(addr: str, timeout_s: float) -> None:
+    """Wait until something listens on ``host:port``."""
+    host, _, port = addr.rpartition(":")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection((host or "127.0.0.1", int(port)), timeout=0.5):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise DriverError(f"BMv2 not listening on {addr} after {timeout_s:.0f} s") from None
+            time.sleep(0.1)
+
+
+# ---- the Thrift CLI (registers) -------------------------------------------------------
+
+_REG_LINE = re.compile(r"(\S+)\[(\d+)\]=\s*(-?\d+)")
+
+
+class ThriftRegisters:
+    """Register access through ``simple_switch_CLI`` (one process per batch)."""
+
+    def __init__(self, json_path: Path, thrift_port: int, thrift_ip: str = "127.0.0.1",
+                 timeout_s: float = 30.0) -> None:
+        self.thrift_port = thrift_port
+        self.thrift_ip = thrift_ip
+        self.timeout_s = timeout_s
+        self.registers: dict[str, tuple[str, int, int]] = {}  # short/full -> (full, size, width)
+        spec = json.loads(Path(json_path).read_text())
+        for reg in spec.get("register_arrays", []):
+            full = reg["name"]
+            entry = (full, int(reg["size"]), int(reg["bitwidth"]))
+            stripped = full.lstrip(".")
+            for alias in {full, stripped, stripped.rsplit(".", 1)[-1]}:
+                if alias in self.registers and self.registers[alias][0] != full:
+                    self.registers[alias] = ("", 0, 0)  # ambiguous suffix
+                else:
+                    self.registers[alias] = entry
+
+    def resolve(self, name: str, index: int) -> tuple[str, int]:
+        full, size, width = self.registers.get(name, ("", 0, 0))
+        if not full:
+            raise DriverError(f"BMv2: no register {name!r}")
+        if not 0 <= index < size:
+            raise DriverError(f"BMv2: register {name}[{index}] out of range (size {size})")
+        return full, width
+
+    def run(self, commands: Sequence[str]) -> str:
+        if not commands:
+            return ""
+        cmd = [CLI, "--thrift-port", str(self.thrift_port), "--thrift-ip", self.thrift_ip]
+        try:
+            res = subprocess.run(cmd, input="\n".join(commands) + "\n", capture_output=True,
+                                 text=True, timeout=self.timeout_s)
+        except FileNotFoundError:
+            raise DriverError(f"{CLI} not found: {INSTALL_HINT}") from None
+        out = res.stdout
+        bad = [ln for ln in out.splitlines()
+               if re.search(r"\b(Error|Invalid|exception)\b", ln, re.IGNORECASE)]
+        if res.returncode != 0 or bad:
+            detail = (bad[0] if bad else (res.stderr or out).strip().splitlines()[-1:] or [""])
+            raise DriverError(f"{CLI}: {detail if isinstance(detail, str) else detail[0]}")
+        return out
+
+    def read(self, cells: Sequence[tuple[str, int]]) -> list[int]:
+        resolved = [(self.resolve(name, idx)[0], idx) for name, idx in cells]
+        out = self.run([f"register_read {full} {idx}" for full, idx in resolved])
+        values = [(m.group(1), int(m.group(2)), int(m.group(3))) for m in _REG_LINE.finditer(out)]
+        if len(values) != len(resolved):
+            raise DriverError(f"{CLI}: expected {len(resolved)} register values, got {len(values)}")
+        return [v for _, _, v in values]
+
+    def reset(self, names: Sequence[str]) -> None:
+        """Zero whole register arrays (``register_reset``)."""
+        self.run([f"register_reset {self.resolve(n, 0)[0]}" for n in names])
+
+    def write(self, cells: Iterable[tuple[str, int, int]]) -> None:
+        cmds = []
+        for name, idx, value in cells:
+            full, width = self.resolve(name, idx)
+            value = int(value) & ((1 << width) - 1)  # as the C pipeline masks to the width
+            cmds.append(f"register_write {full} {idx} {value}")
+        self.run(cmds)
+
+
+# ---- the driver ---------------------------------------------------------------------------
+
+_ACTIVE: "Bmv2Driver | None" = None
+
+
+class Bmv2Driver(SwitchDriver):
+    """One BMv2 switch: P4Runtime (p4runtime-shell) + Thrift CLI for registers."""
+
+    def __init__(self, compiled: CompiledProgram, *, grpc_addr: str = "127.0.0.1:9559",
+                 thrift_port: int = 9090, device_id: int = 0, cpu_port: int = CPU_PORT,
+                 election_id: tuple[int, int] = (0, 1)) -> None:
+        self.compiled = compiled
+        self.grpc_addr = grpc_addr
+        self.device_id = device_id
+        self.cpu_port = cpu_port
+        self.election_id = election_id
+        self.regs = ThriftRegisters(compiled.json_path, thrift_port)
+        self._sh: Any = None
+        self._stats = {"packet_in": 0, "packet_out": 0, "table_writes": 0, "reg_writes": 0}
+        self._table_action: dict[str, tuple[str, list[str], list[str]]] = {}
+        self._pktin_ids: dict[int, str] = {}
+        self._cache_idx: dict[tuple[int, ...], int] = {}   # netcache: key -> idx installed
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    @classmethod
+    def connect(cls, compiled: CompiledProgram, *, data_ports: Sequence[int] = (),
+                n_servers: int = 0, params: Mapping[str, Any] | None = None,
+                connect_timeout_s: float = 30.0, **kw: Any) -> "Bmv2Driver":
+        """Push ``compiled`` to a running simple_switch_grpc, then install
+        the flood group (``data_ports``), the CPU clone session and the
+        registers the C pipeline's init sets."""
+        global _ACTIVE
+        if _ACTIVE is not None:
+            raise DriverError("p4runtime-shell drives one switch per process; close the other first")
+        drv = cls(compiled, **kw)
+        wait_for_tcp(drv.grpc_addr, connect_timeout_s)
+        wait_for_tcp(f"{drv.regs.thrift_ip}:{drv.regs.thrift_port}", connect_timeout_s)
+        try:
+            import p4runtime_sh.shell as sh  # noqa: PLC0415 - optional dependency
+        except ImportError:
+            raise DriverError(f"p4runtime-shell not installed: {INSTALL_HINT}") from None
+        try:
+            sh.setup(device_id=drv.device_id, grpc_addr=drv.grpc_addr,
+                     election_id=drv.election_id,
+                     config=sh.FwdPipeConfig(str(compiled.p4info_path), str(compiled.json_path)),
+                     verbose=False)
+        except SystemExit:
+            # setup() already tore its client down
+            raise DriverError(f"P4Runtime setup on {drv.grpc_addr} failed (see the log above)") from None
+        drv._sh = sh
+        _ACTIVE = drv
+        try:
+            drv._index_p4info()
+            if data_ports:
+                drv.mcast_set(FLOOD_MCAST_GRP, data_ports)
+            drv._clone_session(CPU_CLONE_SESSION, [drv.cpu_port])
+            writes = initial_register_writes(compiled.program, n_servers, params)
+            if writes:
+                drv.regs.write(writes)
+        except BaseException:
+            drv.close()
+            raise
+        return drv
+
+    def close(self) -> None:
+        global _ACTIVE
+        sh, self._sh = self._sh, None
+        if sh is not None:
+            try:
+                sh.teardown()
+            finally:
+                if _ACTIVE is self:
+                    _ACTIVE = None
+
+    def _need(self) -> Any:
+        if self._sh is None:
+            raise DriverError("BMv2 driver is closed")
+        return self._sh
+
+    def _index_p4info(self) -> None:
+        from p4runtime_sh.context import P4Type  # noqa: PLC0415
+
+        ctx = self._sh.context
+        p4info = ctx.p4info
+        actions = {a.preamble.id: a for a in p4info.actions}
+        for table in p4info.tables:
+            entry_actions = [
+                actions[ref.id] for ref in table.action_refs
+                if ref.scope != ref.DEFAULT_ONLY and actions[ref.id].preamble.name != "NoAction"
+            ]
+            if len(entry_actions) != 1:
+                continue  # tables with several entry actions are not driven by name
+            act = entry_actions[0]
+            keys = [mf.name for mf in table.match_fields]
+            params = [p.name for p in act.params]
+            info = (act.preamble.name, keys, params)
+            name = table.preamble.name
+            for alias in {name, name.lstrip("."), name.rsplit(".", 1)[-1]}:
+                self._table_action[alias] = info
+        pktin = ctx.get_obj(P4Type.controller_packet_metadata, "packet_in")
+        if pktin is not None:
+            self._pktin_ids = {m.id: m.name for m in pktin.metadata}
+
+    # -- registers (Thrift) ------------------------------------------------------------------
+
+    def reg_read(self, name: str, index: int) -> int:
+        return self.regs.read([(name, int(index))])[0]
+
+    def reg_read_range(self, name: str, first: int, count: int) -> list[int]:
+        return self.regs.read([(name, first + i) for i in range(count)])
+
+    def reg_write(self, name: str, index: int, value: int) -> None:
+        if self.compiled.program == "netcache" and name == "sketch_clear":
+            # netcache.c: writing non-zero clears the sketch and the Bloom
+            # filter (a control action); the register itself stays 0
+            self.regs.resolve(name, int(index))
+            if value:
+                self.regs.reset(["cm_sketch", "bloom"])
+            return
+        self.regs.write([(name, int(index), int(value))])
+        self._stats["reg_writes"] += 1
+
+    def reg_write_many(self, cells: Iterable[tuple[str, int, int]]) -> None:
+        """Several writes in one CLI run (the CLI costs ~100 ms per start)."""
+        cells = list(cells)
+        self.regs.write(cells)
+        self._stats["reg_writes"] += len(cells)
+
+    # -- tables (P4Runtime) --------------------------------------------------------------------
+
+    def _entry(self, table: str, key: Sequence[int], args: Sequence[int] | None) -> Any:
+        sh = self._need()
+        if table not in self._table_action:
+            raise DriverError(f"BMv2: no table {table!r} with a single entry action")
+        action, keys, params = self._table_action[table]
+        if len(key) != len(keys):
+            raise DriverError(f"BMv2: table {table} takes {len(keys)} key field(s), got {len(key)}")
+        te = sh.TableEntry(table)
+        for kname, kval in zip(keys, key):
+            te.match[kname] = str(int(kval))
+        if args is not None:
+            if len(args) != len(params):
+                raise DriverError(
+                    f"BMv2: action {action} of {table} takes {len(params)} argument(s), got {len(args)}"
+                )
+            te.action = sh.Action(action)
+            for pname, pval in zip(params, args):
+                te.action[pname] = str(int(pval))
+        return te
+
+    def table_add(self, table: str, key: Sequence[int], args: Sequence[int] = ()) -> None:
+        from p4runtime_sh.p4runtime import P4RuntimeWriteException  # noqa: PLC0415
+
+        te = self._entry(table, key, args)
+        if self.compiled.program == "netcache" and table == "cache":
+            # netcache.c table_add: the slot starts invalid; a new entry also
+            # forgets the slot's last writer. Written before the entry
+            # exists, so no packet sees the entry with stale registers.
+            idx = int(args[0])
+            cells = [("cache_valid", idx, 0)]
+            if tuple(key) not in self._cache_idx:
+                cells += [("cache_wcli", idx, 0xFFFF), ("cache_wreq", idx, 0xFFFFFFFF)]
+            self.regs.write(cells)
+            self._cache_idx[tuple(int(k) for k in key)] = idx
+        try:
+            te.insert()
+        except P4RuntimeWriteException as e:
+            if "ALREADY_EXISTS" not in str(e):
+                raise DriverError(f"BMv2: table_add {table} {list(key)}: {e}") from None
+            try:
+                te.modify()
+            except P4RuntimeWriteException as e2:
+                raise DriverError(f"BMv2: table_add {table} {list(key)}: {e2}") from None
+        except Exception as e:  # UserError on a value too wide, ...
+            raise DriverError(f"BMv2: table_add {table} {list(key)}: {e}") from None
+        self._stats["table_writes"] += 1
+
+    def table_delete(self, table: str, key: Sequence[int]) -> None:
+        from p4runtime_sh.p4runtime import P4RuntimeWriteException  # noqa: PLC0415
+
+        te = self._entry(table, key, None)
+        try:
+            te.delete()
+        except (P4RuntimeWriteException, Exception) as e:
+            raise DriverError(f"BMv2: table_delete {table} {list(key)}: {e}") from None
+        self._stats["table_writes"] += 1
+        if self.compiled.program == "netcache" and table == "cache":
+            # netcache.c table_del: the slot becomes invalid (after the entry
+            # is gone). Entries this driver did not install are not known.
+            idx = self._cache_idx.pop(tuple(int(k) for k in key), None)
+            if idx is not None:
+                self.regs.write([("cache_valid", idx, 0)])
+
+    # -- replication (P4Runtime PRE) --------------------------------------------------------------
+
+    def _pre_write(self, entry: Any) -> None:
+        from p4runtime_sh.p4runtime import P4RuntimeWriteException  # noqa: PLC0415
+
+        try:
+            entry.insert()
+        except P4RuntimeWriteException as e:
+            if "ALREADY_EXISTS" not in str(e):
+                raise DriverError(f"BMv2: {e}") from None
+            entry.modify()
+
+    def mcast_set(self, group: int, ports: Sequence[int]) -> None:
+        sh = self._need()
+        entry = sh.MulticastGroupEntry(int(group))
+        if not ports:
+            try:
+                entry.delete()
+            except Exception:  # noqa: BLE001 - deleting an absent group is fine
+                pass
+            return
+        for port in ports:
+            entry.add(int(port))
+        self._pre_write(entry)
+
+    def _clone_session(self, session: int, ports: Sequence[int]) -> None:
+        sh = self._need()
+        entry = sh.CloneSessionEntry(int(session))
+        for port in ports:
+            entry.add(int(port))
+        self._pre_write(entry)
+
+    # -- counters and CPU packets -------------------------------------------------------------------
+
+    def counters(self) -> dict[str, int]:
+        return dict(self._stats)
+
+    def cpu_poll(self, max_packets: int = 64) -> list[CpuPacket]:
+        sh = self._need()
+        out: list[CpuPacket] = []
+        while len(out) < max_packets:
+            msg = sh.client.get_stream_packet("packet", timeout=0)
+            if msg is None:
+                break
+            md = {self._pktin_ids.get(m.metadata_id, str(m.metadata_id)): m.value
+                  for m in msg.packet.metadata}
+            port = int.from_bytes(md.get("ingress_port", b""), "big") if md else 0
+            out.append(CpuPacket(ingress_port=port, frame=bytes(msg.packet.payload)))
+            self._stats["packet_in"] += 1
+        return out
+
+    def packet_out(self, frame: bytes, port: int | None = None) -> None:
+        sh = self._need()
+        pkt = sh.PacketOut(payload=bytes(frame))
+        pkt.metadata["egress_port"] = str(0 if port is None else int(port))
+        pkt.metadata["direct"] = "0" if port is None else "1"
+        pkt.metadata["pad"] = "0"
+        pkt.send()
+        self._stats["packet_out"] += 1
+
+
+def start_switch(ports: Mapping[int, str], *, log_file: str | None = None,
+                 **kw: Any) -> subprocess.Popen:
+    """Start simple_switch_grpc in this namespace (tests, single-host runs).
+    Mininet targets run ``switch_command()`` inside the switch node instead."""
+    cmd = switch_command(ports, log_file=log_file, **kw)
+    try:
+        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise DriverError(f"{SWITCH} not found: {INSTALL_HINT}") from None

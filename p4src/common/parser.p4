@@ -1,0 +1,170 @@
+/*
+ * parser.p4 - the v1model parser, checksum controls and deparser shared by
+ * every netkv program.
+ *
+ * A program picks the protocol branch before including this file:
+ *   #define NETKV_PARSE_PEGASUS    UDP 5047 (dst or src) -> pegasus_t + pegasus_pre_t
+ *                                  (hash/plain and pegasus: one wire format,
+ *                                  the magic is checked in the ingress)
+ *   #define NETKV_PARSE_NETCACHE   UDP 5050 (dst or src) -> netcache_t + value slices
+ *
+ * What the parser does mirrors netkv-switch (hostapps/apps/netkv-switch.c):
+ *   - a packet-out (ingress port CPU_PORT) first loses its packet_out header;
+ *   - IPv4 with IHL 5, UDP, not a fragment, on the protocol's port: the
+ *     protocol header is extracted and meta.is_proto is set (set BEFORE the
+ *     extract, so a truncated header still counts as the protocol's and is
+ *     dropped by the ingress on standard_metadata.parser_error);
+ *   - any other IPv4 is "other IP" (forwarded by destination address),
+ *     anything else is L2 (flooded if broadcast, else forwarded by the MAC's
+ *     node).
+ * The parser never drops: v1model runs the ingress with parser_error set,
+ * and the ingress drops every packet whose parse failed (netkv-switch drops
+ * truncated frames and undecodable protocol packets).
+ */
+#ifndef NETKV_PARSER_P4
+#define NETKV_PARSER_P4
+
+parser NetkvParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
+                   inout standard_metadata_t sm) {
+    state start {
+        meta.is_proto = 0;
+        meta.from_cpu = 0;
+        meta.nc_slices = 0;
+        transition select(sm.ingress_port) {
+            CPU_PORT: parse_packet_out;
+            default: parse_ethernet;
+        }
+    }
+
+    state parse_packet_out {
+        pkt.extract(hdr.packet_out);
+        meta.from_cpu = 1;
+        transition parse_ethernet;
+    }
+
+    state parse_ethernet {
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        /* (ihl, protocol, MF flag, fragment offset): only unfragmented
+         * IPv4/UDP without options reaches a protocol header */
+        transition select(hdr.ipv4.ihl, hdr.ipv4.protocol, hdr.ipv4.flags, hdr.ipv4.frag_offset) {
+            (4w5, IPPROTO_UDP, 3w0 &&& 3w1, 13w0): parse_udp;
+            default: accept;
+        }
+    }
+
+    state parse_udp {
+        pkt.extract(hdr.udp);
+#if defined(NETKV_PARSE_PEGASUS)
+        transition select(hdr.udp.dst_port, hdr.udp.src_port) {
+            (PEGASUS_PORT, _): parse_pegasus;
+            (_, PEGASUS_PORT): parse_pegasus;
+            default: accept;
+        }
+#elif defined(NETKV_PARSE_NETCACHE)
+        transition select(hdr.udp.dst_port, hdr.udp.src_port) {
+            (NETCACHE_PORT, _): parse_netcache;
+            (_, NETCACHE_PORT): parse_netcache;
+            default: accept;
+        }
+#else
+        transition accept;
+#endif
+    }
+
+#if defined(NETKV_PARSE_PEGASUS)
+    state parse_pegasus {
+        meta.is_proto = 1;
+        pkt.extract(hdr.pegasus);
+        pkt.extract(hdr.pegasus_pre);
+        transition accept;
+    }
+#endif
+
+#if defined(NETKV_PARSE_NETCACHE)
+    state parse_netcache {
+        meta.is_proto = 1;
+        pkt.extract(hdr.netcache);
+        /* The value area is vlen rounded up to 16 B. Values of up to 128 B
+         * (NETCACHE_VALUE_SLICES slices, the largest cacheable value) are
+         * extracted; larger ones stay unparsed payload. */
+        transition select(hdr.netcache.vlen) {
+            16w0: accept;
+            16w0 &&& 16w0xFF80: parse_nc_values;    /* 1..127 */
+            16w128: parse_nc_values;
+            default: accept;
+        }
+    }
+
+    state parse_nc_values {
+        meta.nc_slices = (bit<8>)((hdr.netcache.vlen + 15) >> 4);
+        transition parse_nc_value;
+    }
+
+    state parse_nc_value {
+        pkt.extract(hdr.nc_value.next);
+        meta.nc_slices = meta.nc_slices - 1;
+        transition select(meta.nc_slices) {
+            0: accept;
+            default: parse_nc_value;
+        }
+    }
+#endif
+}
+
+control NetkvVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply {
+        /* netkv-switch drops frames with a bad IPv4 header checksum; the
+         * ingress drops when standard_metadata.checksum_error is set. */
+        verify_checksum(hdr.ipv4.isValid() && hdr.ipv4.ihl == 5,
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
+              hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset,
+              hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
+            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+    }
+}
+
+control NetkvComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply {
+        update_checksum(hdr.ipv4.isValid() && hdr.ipv4.ihl == 5,
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
+              hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset,
+              hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
+            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+        /* The UDP checksum is recomputed only when the pipeline edited the
+         * packet (a rewritten destination, a stamped version, a switch
+         * reply) and the sender used one (0 = none, kept as 0). Invalid
+         * headers contribute nothing (BMv2 skips them); the unparsed rest
+         * of the packet is the payload. */
+        update_checksum_with_payload(
+            hdr.udp.isValid() && meta.hdr_changed == 1 && hdr.udp.checksum != 0,
+            { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, 8w0, hdr.ipv4.protocol, hdr.udp.length,
+              hdr.udp.src_port, hdr.udp.dst_port, hdr.udp.length,
+              hdr.pegasus, hdr.pegasus_pre, hdr.netcache,
+              hdr.nc_value[0], hdr.nc_value[1], hdr.nc_value[2], hdr.nc_value[3],
+              hdr.nc_value[4], hdr.nc_value[5], hdr.nc_value[6], hdr.nc_value[7] },
+            hdr.udp.checksum, HashAlgorithm.csum16);
+    }
+}
+
+control NetkvDeparser(packet_out pkt, in headers_t hdr) {
+    apply {
+        pkt.emit(hdr.packet_in);
+        pkt.emit(hdr.ethernet);
+        pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.udp);
+        pkt.emit(hdr.pegasus);
+        pkt.emit(hdr.pegasus_pre);
+        pkt.emit(hdr.netcache);
+        pkt.emit(hdr.nc_value);
+    }
+}
+
+#endif /* NETKV_PARSER_P4 */

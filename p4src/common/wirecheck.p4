@@ -1,0 +1,83 @@
+/*
+ * wirecheck.p4 - the codec's strict decode checks (docs/wire.md "Strict,
+ * canonical decoding"), as far as a switch can make them, so that the P4
+ * programs drop what netkv-switch drops (it drops every protocol packet that
+ * fails nk_wire_decode).
+ *
+ * Pegasus / plain (all checks of the codec):
+ *   magic, op <= 8, both reserved bytes zero, key_len <= 64, and the UDP
+ *   payload length == 30 + 16 + key_len + value_len.
+ * NetCache (all but one):
+ *   op <= 8, key_len <= 16, rsvd zero, key bytes past key_len zero, a
+ *   CACHE_UPDATE value <= 128 B, UDP payload length == 40 + vlen rounded up
+ *   to 16; value padding zero when the value was parsed (vlen <= 128). The
+ *   padding of larger values is not checked (the switch never parses them).
+ *
+ * Requires types.p4. Truncated headers are parser errors (NetkvClassify).
+ */
+#ifndef NETKV_WIRECHECK_P4
+#define NETKV_WIRECHECK_P4
+
+control PegasusWireCheck(in headers_t hdr, in bit<16> magic, out bool ok) {
+    apply {
+        ok = false;
+        if (hdr.pegasus.isValid() && hdr.pegasus_pre.isValid()) {
+            bit<48> want = 8 + (bit<48>)PEGASUS_HDR_BYTES + (bit<48>)PEGASUS_PRE_BYTES +
+                           (bit<48>)hdr.pegasus_pre.key_len + (bit<48>)hdr.pegasus_pre.value_len;
+            ok = hdr.pegasus.magic == magic &&
+                 hdr.pegasus.op <= PEGASUS_OP_VWRITE &&
+                 hdr.pegasus.rsvd == 0 && hdr.pegasus_pre.rsvd == 0 &&
+                 hdr.pegasus_pre.key_len <= PEGASUS_MAX_KEY_LEN &&
+                 (bit<48>)hdr.udp.length == want;
+        }
+    }
+}
+
+#if defined(NETKV_PARSE_NETCACHE)
+const bit<8> NETCACHE_KEY_BYTES = 16;
+const bit<16> NETCACHE_HDR_BYTES = 40;
+const bit<16> NETCACHE_MAX_CACHED = 128;
+
+control NetcacheWireCheck(in headers_t hdr, in metadata_t meta, out bool ok) {
+    /* bytes of the 16 B key slot past key_len must be zero: mask by key_len */
+    bit<128> pad_mask = 0;
+    /* bytes of the last 16 B value slice past vlen must be zero */
+    bit<128> vpad_mask = 0;
+    bit<128> last_slice = 0;
+
+    apply {
+        ok = false;
+        if (hdr.netcache.isValid()) {
+            bit<8> kl = hdr.netcache.key_len;
+            if (kl < NETCACHE_KEY_BYTES) {
+                pad_mask = ((bit<128>)1 << (bit<8>)((NETCACHE_KEY_BYTES - kl) << 3)) - 1;
+            }
+            bit<32> area = ((bit<32>)hdr.netcache.vlen + 15) & 0xFFFFFFF0;
+            ok = hdr.netcache.op <= NETCACHE_OP_HOT_REPORT &&
+                 kl <= NETCACHE_KEY_BYTES &&
+                 hdr.netcache.rsvd == 0 &&
+                 (hdr.netcache.key & pad_mask) == 0 &&
+                 !(hdr.netcache.op == NETCACHE_OP_CACHE_UPDATE &&
+                   hdr.netcache.vlen > NETCACHE_MAX_CACHED) &&
+                 (bit<32>)hdr.udp.length == 8 + (bit<32>)NETCACHE_HDR_BYTES + area;
+            /* the padding of the last parsed slice */
+            bit<16> used = hdr.netcache.vlen & 15;     /* bytes used in the last slice; 0 = full */
+            if (ok && used != 0 && hdr.netcache.vlen <= NETCACHE_MAX_CACHED) {
+                vpad_mask = ((bit<128>)1 << (bit<8>)((16 - used) << 3)) - 1;
+                bit<16> last = hdr.netcache.vlen >> 4;  /* index of the partial slice */
+                if (last == 0) { last_slice = hdr.nc_value[0].slice; }
+                else if (last == 1) { last_slice = hdr.nc_value[1].slice; }
+                else if (last == 2) { last_slice = hdr.nc_value[2].slice; }
+                else if (last == 3) { last_slice = hdr.nc_value[3].slice; }
+                else if (last == 4) { last_slice = hdr.nc_value[4].slice; }
+                else if (last == 5) { last_slice = hdr.nc_value[5].slice; }
+                else if (last == 6) { last_slice = hdr.nc_value[6].slice; }
+                else { last_slice = hdr.nc_value[7].slice; }
+                ok = (last_slice & vpad_mask) == 0;
+            }
+        }
+    }
+}
+#endif
+
+#endif /* NETKV_WIRECHECK_P4 */
