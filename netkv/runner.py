@@ -46,7 +46,9 @@ def make_target(cfg: RunConfig) -> Target:
     if cfg.target.name == "sim":
         from netkv.targets.sim import SimTarget
 
-        return SimTarget(cfg)
+        module = REGISTRY[cfg.protocol.name].module()
+        return SimTarget(cfg, controller_factory=module.sim_controller_factory(cfg),
+                         params=module.pipeline_params(cfg))
     raise UnsupportedCombination(f"invalid config: target = '{cfg.target.name}' is not available")
 
 
@@ -105,6 +107,8 @@ def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console) ->
                 return cached
             progress.update(task, description=f"{cfg.name}: {phase} {offered_rps:,.0f} req/s")
             result = target.run_point(offered_rps, seed)
+            if cfg.record_history:
+                target.write_history(run_dir.path / "points.d" / key / "history.jsonl")
             run_dir.store_point(key, phase, result, columns)
             return result
 

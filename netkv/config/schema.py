@@ -48,10 +48,13 @@ class PegasusProtocol(ProtocolBase):
     mode: Literal["prewarmed", "cold"] = "prewarmed"
     selection: Literal["random", "rr", "wrr", "least_loaded"] = "wrr"
     replicated_keys: int | None = Field(None, ge=0)
-    epoch_ms: Pos = 100.0
+    epoch_ms: Pos = 10.0
     amo: bool = False
     virtual_nodes: int = Field(16, ge=1)
     ring: Ring = "consistent"
+    # Deliberately broken directory (stale replicas join the replica set):
+    # only for showing that the linearizability check catches it.
+    unsafe_skip_version_check: bool = False
 
 
 class NetCacheProtocol(ProtocolBase):

@@ -7,7 +7,9 @@ line instead of failing half-way.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from types import ModuleType
 
 
 @dataclass(frozen=True)
@@ -16,12 +18,16 @@ class ProtocolInfo:
     summary: str
     targets: tuple[str, ...]  # targets on which it runs today
 
+    def module(self) -> ModuleType:
+        """netkv.protocols.<name>: pipeline_params(cfg), sim_controller_factory(cfg)."""
+        return importlib.import_module(f"netkv.protocols.{self.name}")
+
 
 REGISTRY: dict[str, ProtocolInfo] = {
     info.name: info
     for info in (
         ProtocolInfo("hash", "static consistent hashing (baseline)", ("sim",)),
-        ProtocolInfo("pegasus", "Pegasus coherence directory (OSDI'20)", ()),
+        ProtocolInfo("pegasus", "Pegasus coherence directory (OSDI'20)", ("sim",)),
         ProtocolInfo("netcache", "NetCache switch cache (baseline)", ()),
     )
 }

@@ -43,6 +43,8 @@ class RunDir:
     def prepare(self, config_yaml: str, provenance: dict[str, Any]) -> int:
         """Create or reopen the directory; return how many points it holds."""
         self.path.mkdir(parents=True, exist_ok=True)
+        for stale in self.path.rglob(".*.tmp"):  # temp files of a killed writer
+            stale.unlink(missing_ok=True)
         config_file = self.path / "config.yaml"
         if config_file.exists() and config_file.read_text(encoding="utf-8") != config_yaml:
             raise RunDirConflict(

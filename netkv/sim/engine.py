@@ -249,7 +249,8 @@ _STATS_FIELDS = [f for f in Stats.__dataclass_fields__]
 class SimEngine:
     """One simulated open-loop load point (hostapps/include/netkv/sim.h)."""
 
-    def __init__(self, cfg: RunConfig, workload: Workload, offered_rps: float, seed: int) -> None:
+    def __init__(self, cfg: RunConfig, workload: Workload, offered_rps: float, seed: int,
+                 params: str = "") -> None:
         self.ffi, self.lib = native.load()
         ffi = self.ffi
         self.workload = workload
@@ -260,7 +261,8 @@ class SimEngine:
         c = ffi.new("struct nk_sim_cfg *")
         self._proto = ffi.new("char[]", cfg.protocol.name.encode())
         c.protocol = self._proto
-        c.params = ffi.NULL
+        self._params = ffi.new("char[]", params.encode()) if params else ffi.NULL
+        c.params = self._params
         c.n_servers = top.servers
         c.n_clients = top.clients
         c.seed = seed
@@ -299,6 +301,7 @@ class SimEngine:
         c.dyn_count = dyn.count
         c.dyn_hot_pool = dyn.hot_pool
         c.window_s = top.timeline_ms / 1e3
+        c.record_history = int(cfg.record_history)
         err = ffi.new("char[256]")
         ptr = self.lib.nk_sim_new(c, workload.ptr, err, 256)
         if ptr == ffi.NULL:
@@ -397,6 +400,43 @@ class SimEngine:
         out = np.zeros(n, dtype=np.uint32)
         self.lib.nk_sim_rank_keys(self._ptr, self.ffi.from_buffer("uint32_t[]", out), n)
         return out
+
+    def history(self) -> np.ndarray:
+        """Per-request records (record_history): structured array indexed by
+        req_id - 1 with invoke_ns, done_ns, ver, client, key, keyhash, write,
+        outcome (0 open, 1 ok, 2 timeout), found."""
+        dtype = np.dtype([("invoke_ns", "<u8"), ("done_ns", "<u8"), ("ver", "<u8"),
+                          ("client", "<u4"), ("key", "<u4"), ("keyhash", "<u4"),
+                          ("write", "u1"), ("outcome", "u1"), ("found", "u1"), ("rsvd", "u1")])
+        assert dtype.itemsize == self.ffi.sizeof("struct nk_sim_op")
+        n = int(self.lib.nk_sim_history(self._ptr, self.ffi.NULL, 0))
+        out = np.zeros(n, dtype=dtype)
+        if n:
+            self.lib.nk_sim_history(self._ptr, self.ffi.cast("struct nk_sim_op *",
+                                                             self.ffi.from_buffer(out)), n)
+        return out
+
+    def version_owners(self) -> dict[tuple[int, int], int]:
+        """(keyhash, version) -> serial of the write whose value it holds
+        (native.OWNER_INITIAL for the preloaded value)."""
+        n = int(self.lib.nk_sim_version_owners(self._ptr, self.ffi.NULL, self.ffi.NULL,
+                                               self.ffi.NULL, 0))
+        kh = np.zeros(n, dtype=np.uint32)
+        ver = np.zeros(n, dtype=np.uint64)
+        own = np.zeros(n, dtype=np.uint64)
+        fb = self.ffi.from_buffer
+        self.lib.nk_sim_version_owners(self._ptr, fb("uint32_t[]", kh), fb("uint64_t[]", ver),
+                                       fb("uint64_t[]", own), n)
+        return {(int(k), int(v)): int(o) for k, v, o in zip(kh, ver, own, strict=True)}
+
+    def server_ctl(self, server: int, line: str) -> str:
+        """A control command to one server's host logic; its reply text."""
+        out = self.ffi.new("char[4096]")
+        rc = self.lib.nk_sim_server_ctl(self._ptr, server, line.encode(), out, 4096)
+        reply = self.ffi.string(out).decode(errors="replace")
+        if rc < 0 and not reply:
+            raise SimError(f"server {server}: control command refused: {line!r}")
+        return reply
 
     # -- switch driver surface (for controllers) -------------------------
 

@@ -60,7 +60,7 @@ struct nk_sim_cfg {
     double loss; double duplicate; double reorder; double reorder_ns; double extra_delay_ns;
     uint32_t fault_links;
     uint32_t dyn_kind; double dyn_period_s; uint32_t dyn_count; uint32_t dyn_hot_pool;
-    double window_s;
+    double window_s; uint32_t record_history;
 };
 
 struct nk_sim_stats {
@@ -99,9 +99,20 @@ uint32_t nk_sim_rank_keys(const struct nk_sim *sim, uint32_t *out, uint32_t n);
 uint32_t nk_sim_cpu_port(const struct nk_sim *sim);
 uint32_t nk_sim_recirc_port(const struct nk_sim *sim);
 size_t nk_sim_abi_sizeof(const char *name);
+
+struct nk_sim_op {
+    uint64_t invoke_ns; uint64_t done_ns; uint64_t ver; uint32_t client; uint32_t key;
+    uint32_t keyhash; uint8_t write; uint8_t outcome; uint8_t found; uint8_t rsvd;
+};
+uint64_t nk_sim_history(const struct nk_sim *sim, struct nk_sim_op *out, uint64_t n);
+uint64_t nk_sim_version_owners(const struct nk_sim *sim, uint32_t *keyhash, uint64_t *ver,
+                               uint64_t *owner, uint64_t n);
+int nk_sim_server_ctl(struct nk_sim *sim, uint32_t server, const char *line, char *out,
+                      size_t cap);
 """
 
-CHECKED_STRUCTS = ("nk_msg", "nk_sim_cfg", "nk_sim_stats", "nk_workload_cfg", "nk_rank_info")
+CHECKED_STRUCTS = ("nk_msg", "nk_sim_cfg", "nk_sim_stats", "nk_workload_cfg", "nk_rank_info",
+                   "nk_sim_op")
 
 # enum values (workload.h, sim.h)
 WL_KIND = {"zipf": 0, "uniform": 1, "ycsb": 2, "trace": 3}
@@ -110,6 +121,8 @@ DYN_KIND = {"none": 0, "hot-in": 1, "random": 2, "swap": 3}
 SERVICE = {"deterministic": 0, "exponential": 1, "lognormal": 2}
 DISPATCH = {"shared": 0, "by_key": 1}
 FAULT_LINKS = {"all": 0, "clients": 1, "servers": 2}
+OWNER_INITIAL = 2**64 - 1  # NK_SIM_OWNER_INITIAL: the preloaded value
+OP_OPEN, OP_OK, OP_TIMEOUT = 0, 1, 2  # enum nk_sim_outcome
 
 
 class AbiMismatch(RuntimeError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -62,6 +63,11 @@ class Target(ABC):
     def run_point(self, offered_rps: float, seed: int) -> PointResult:
         """Run one open-loop Poisson load point at ``offered_rps`` for
         ``cfg.duration`` seconds and return what it measured."""
+
+    def write_history(self, path: Path) -> bool:  # noqa: B027 - optional hook
+        """Write the last point's client history (record_history) to ``path``;
+        False when the target recorded none."""
+        return False
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release processes, namespaces or memory."""

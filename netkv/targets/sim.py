@@ -11,14 +11,25 @@ every ``protocol.epoch_ms`` of simulated time and calls it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from netkv.config.schema import RunConfig
+from netkv.sim.history import write_history
 from netkv.sim.engine import Controller, SimEngine, Workload, capacity_factors, value_classes
 from netkv.targets.base import PointResult, Target
 
 ControllerFactory = Callable[[SimEngine], Controller]
+
+
+@dataclass
+class HistoryData:
+    """What ``record_history`` captured in one point (see netkv.sim.history)."""
+
+    ops: np.ndarray
+    owners: dict[tuple[int, int], int]
 
 
 class SimTarget(Target):
@@ -26,11 +37,14 @@ class SimTarget(Target):
 
     name = "sim"
 
-    def __init__(self, cfg: RunConfig, controller_factory: ControllerFactory | None = None) -> None:
+    def __init__(self, cfg: RunConfig, controller_factory: ControllerFactory | None = None,
+                 params: str = "") -> None:
         super().__init__(cfg)
         self.workload = Workload.from_config(cfg)
         self.controller_factory = controller_factory
+        self.params = params
         self.last_engine_stats = None
+        self.last_history: HistoryData | None = None
 
     def capacity_hint_rps(self) -> float:
         """Sum of every server's service rate (an upper bound: skew only lowers it)."""
@@ -42,12 +56,14 @@ class SimTarget(Target):
         return float(cap.sum() * srv.workers * 1e9 / per_request_ns)
 
     def run_point(self, offered_rps: float, seed: int) -> PointResult:
-        with SimEngine(self.cfg, self.workload, offered_rps, seed) as eng:
+        with SimEngine(self.cfg, self.workload, offered_rps, seed, self.params) as eng:
             controller = self.controller_factory(eng) if self.controller_factory else None
             epoch_ms = getattr(self.cfg.protocol, "epoch_ms", None)
             st = eng.run(controller, epoch_ms / 1e3 if controller and epoch_ms else None)
             lower, counts = eng.histogram()
             self.last_engine_stats = st
+            if self.cfg.record_history:
+                self.last_history = HistoryData(eng.history(), eng.version_owners())
             return PointResult(
                 offered_rps=offered_rps,
                 duration_s=self.cfg.duration,
@@ -68,6 +84,12 @@ class SimTarget(Target):
                 timeline=eng.timeline(),
                 switch_replies=st.switch_replies,
             )
+
+    def write_history(self, path: Path) -> bool:
+        if self.last_history is None:
+            return False
+        write_history(self.last_history.ops, self.last_history.owners, path)
+        return True
 
     def close(self) -> None:
         self.workload.close()

@@ -92,6 +92,10 @@ struct nk_host_ops {
 	void (*client_fini)(void *st);
 	uint16_t (*client_request)(void *st, const struct nk_req_spec *spec, struct nk_msg *out);
 	int (*client_reply)(void *st, const struct nk_msg *reply);
+	/* Optional: a text command from the controller (e.g. Pegasus' rkey_add,
+	 * gc), answered "ok ..." or "err ..." in out. NULL if the protocol has none. */
+	int (*server_ctl)(void *st, struct nk_store *store, int argc, char **argv, char *out,
+			  size_t cap);
 };
 
 /* Host logic registered under `name` (the protocol name), or NULL. */

@@ -110,6 +110,7 @@ struct nk_sim_cfg {
 	uint32_t dyn_hot_pool;
 	/* measurement */
 	double window_s;          /* timeline window (0 = no timeline) */
+	uint32_t record_history;  /* keep every request's outcome (nk_sim_history) */
 };
 
 struct nk_sim_stats {
@@ -161,7 +162,47 @@ void nk_sim_server_counts(const struct nk_sim *sim, uint64_t *out);
 uint32_t nk_sim_timeline(const struct nk_sim *sim, uint64_t *issued, uint64_t *completed,
 			 uint64_t *drops, double *p50_ns, double *p99_ns, uint32_t n);
 
+/* ---- history (record_history) -------------------------------------------- *
+ * One record per request, indexed by its serial (req_id) - 1. A read's `ver`
+ * is the version it returned; a write's, the version of its reply. Which
+ * write a version holds is known from the servers: whenever a server's
+ * stored version of a key changes from a to b, the engine notes b's owner -
+ * the request being applied for a client write, or a's owner for control
+ * traffic that copies or re-versions a value (RC_REQ, VWRITE). */
+enum nk_sim_outcome {
+	NK_SIM_OP_OPEN = 0,       /* no final reply when the run ended */
+	NK_SIM_OP_OK = 1,
+	NK_SIM_OP_TIMEOUT = 2,    /* given up after the last retry */
+};
+
+#define NK_SIM_OWNER_INITIAL UINT64_MAX  /* the preloaded value */
+
+struct nk_sim_op {
+	uint64_t invoke_ns;       /* intended send time */
+	uint64_t done_ns;         /* completion time (OK only) */
+	uint64_t ver;             /* version read or written (OK only) */
+	uint32_t client;
+	uint32_t key;             /* key id */
+	uint32_t keyhash;
+	uint8_t write;
+	uint8_t outcome;          /* enum nk_sim_outcome */
+	uint8_t found;            /* read: the key existed */
+	uint8_t rsvd;
+};
+
+/* Copies up to n records; returns how many requests were issued. */
+uint64_t nk_sim_history(const struct nk_sim *sim, struct nk_sim_op *out, uint64_t n);
+/* Version owners: (keyhash, ver) -> the serial of the write whose value it
+ * holds, or NK_SIM_OWNER_INITIAL. Copies up to n; returns the total. */
+uint64_t nk_sim_version_owners(const struct nk_sim *sim, uint32_t *keyhash, uint64_t *ver,
+			       uint64_t *owner, uint64_t n);
+
 /* ---- controller hooks (between epochs) ----------------------------------- */
+/* A control command to server `server`'s host logic (host.h server_ctl),
+ * e.g. "rkey_add <keyhash> <hexkey>". Returns its status; the reply text is
+ * in out. -1 if the protocol has no control commands. */
+int nk_sim_server_ctl(struct nk_sim *sim, uint32_t server, const char *line, char *out,
+		      size_t cap);
 int nk_sim_reg_read(struct nk_sim *sim, const char *name, uint32_t idx, uint64_t *val);
 int nk_sim_reg_write(struct nk_sim *sim, const char *name, uint32_t idx, uint64_t val);
 int nk_sim_table_add(struct nk_sim *sim, const char *table, const uint64_t *key, unsigned nkey,

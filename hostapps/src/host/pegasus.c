@@ -677,4 +677,5 @@ const struct nk_host_ops nk_host_pegasus = {
 	.client_fini = peg_client_fini,
 	.client_request = peg_client_request,
 	.client_reply = peg_client_reply,
+	.server_ctl = nk_pegasus_server_ctl,
 };

@@ -80,6 +80,7 @@ struct pegasus_state {
 	uint32_t sample_every;   /* 0 = no sampling */
 	uint32_t fanout_div;
 	uint8_t selection;
+	uint8_t unsafe_skip_version_check;  /* broken on purpose (tests only) */
 	uint8_t amo;
 	uint8_t fanout_auto;
 	struct nk_rng rng;
@@ -175,7 +176,7 @@ static int peg_init(void *st, const struct nk_pipeline_cfg *cfg)
 {
 	struct pegasus_state *s = st;
 	memset(s, 0, sizeof(*s));
-	uint64_t max_rkeys, n_servers, amo, sample, fdiv, ver0;
+	uint64_t max_rkeys, n_servers, amo, sample, fdiv, ver0, unsafe;
 	char buf[16];
 	if (nkp_u64(cfg->params, "max_rkeys", 64, &max_rkeys) ||
 	    nkp_u64(cfg->params, "n_servers", cfg->n_servers, &n_servers) ||
@@ -183,6 +184,7 @@ static int peg_init(void *st, const struct nk_pipeline_cfg *cfg)
 	    nkp_u64(cfg->params, "sample", 128, &sample) ||
 	    nkp_u64(cfg->params, "fanout_div", 4, &fdiv) ||
 	    nkp_u64(cfg->params, "ver_next", 2, &ver0) ||
+	    nkp_u64(cfg->params, "unsafe_skip_version_check", 0, &unsafe) ||
 	    parse_selection(cfg->params, &s->selection))
 		return NK_PIPE_EINVAL;
 	if (max_rkeys < 1 || max_rkeys > (1u << 20) || n_servers < 1 || n_servers > PEG_N ||
@@ -198,6 +200,7 @@ static int peg_init(void *st, const struct nk_pipeline_cfg *cfg)
 	s->n_servers = n_servers;
 	s->amo = amo != 0;
 	s->sample_every = (uint32_t)sample;
+	s->unsafe_skip_version_check = unsafe != 0;
 	s->fanout_div = (uint32_t)fdiv;
 	s->ver_next = ver0;
 	nk_rng_seed(&s->rng, cfg->seed, 0x9e6a5u);
@@ -635,7 +638,9 @@ static void directory_update(struct pegasus_state *s, const struct nk_msg *m)
 		s->rset_bitmap[idx] = bit;
 		s->rset_list[base] = (uint8_t)sid;
 		s->stats[ST_RESET]++;
-	} else if (m->ver == s->ver_completed[idx]) {
+	} else if (m->ver == s->ver_completed[idx] || s->unsafe_skip_version_check) {
+		/* (the unsafe variant also admits stale replicas: a deliberately
+		 * broken directory that the linearizability tests must catch) */
 		if (!(s->rset_bitmap[idx] & bit)) {
 			uint32_t size = s->rset_size[idx];
 			if (size < PEG_N) {

@@ -109,6 +109,12 @@ struct client {
 	uint64_t cpu_free;  /* ps */
 };
 
+struct vown {
+	uint64_t ver;       /* 0 = empty */
+	uint64_t owner;     /* request serial, or NK_SIM_OWNER_INITIAL */
+	uint32_t keyhash;
+};
+
 struct cpu_item {
 	struct nk_msg m;
 	uint16_t src;
@@ -193,6 +199,12 @@ struct nk_sim {
 	struct nk_hist *whist;
 	uint64_t *w_issued, *w_completed, *w_drops;
 	struct nk_sim_stats st;
+
+	/* history (record_history): per request, and version owners */
+	struct nk_sim_op *ops;
+	uint64_t ops_cap;
+	struct vown *vown;
+	uint64_t vown_cap, vown_n;
 
 	/* scratch */
 	struct nk_host_out hout[NK_HOST_MAX_OUT];
@@ -390,6 +402,8 @@ static uint16_t wire_len(const struct nk_sim *s, const struct nk_msg *m)
 }
 
 static void deliver_client(struct nk_sim *s, uint32_t pi, uint64_t t);
+static uint64_t vown_get(const struct nk_sim *s, uint32_t keyhash, uint64_t ver);
+static void vown_put(struct nk_sim *s, uint32_t keyhash, uint64_t ver, uint64_t owner);
 static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in);
 static void deliver(struct nk_sim *s, uint32_t pi, uint64_t arr, uint32_t type);
 
@@ -587,8 +601,23 @@ static void start_service(struct nk_sim *s, uint32_t sid, uint32_t pi)
 	uint8_t kind = p->m.kind;
 	if (kind == NK_KIND_READ || kind == NK_KIND_WRITE || kind == NK_KIND_MULTIGET)
 		sv->served++;
+	/* history: which write's value does a newly stored version hold? */
+	uint64_t ver_before = 0, ver_after = 0;
+	uint32_t vlen_scratch;
+	int track = s->cfg.record_history && (kind == NK_KIND_WRITE || kind == NK_KIND_CONTROL);
+	if (track)
+		sv->nkstore.ops->get(sv->nkstore.impl, &p->m, &ver_before, &vlen_scratch);
 	int n = s->host->server_handle(sv->hstate, &sv->nkstore, &p->m, p->src, s->hout,
 				       NK_HOST_MAX_OUT);
+	if (track) {
+		sv->nkstore.ops->get(sv->nkstore.impl, &p->m, &ver_after, &vlen_scratch);
+		if (ver_after != ver_before) {
+			uint64_t owner = kind == NK_KIND_WRITE && p->slot != NONE32
+						 ? p->serial
+						 : vown_get(s, p->m.keyhash, ver_before);
+			vown_put(s, p->m.keyhash, ver_after, owner);
+		}
+	}
 	uint32_t bytes = p->m.value_len, head = NONE32, tail = NONE32;
 	for (int i = 0; i < n; i++) {
 		uint32_t oi = pkt_alloc(s);
@@ -757,6 +786,70 @@ static void server_restart(struct nk_sim *s, uint32_t sid)
 	sv->q_len = 0;
 }
 
+/* ---- history (record_history) ------------------------------------------------------ */
+
+static struct vown *vown_slot(struct vown *t, uint64_t cap, uint32_t keyhash, uint64_t ver)
+{
+	uint64_t mask = cap - 1, i = nk_mix64(((uint64_t)keyhash << 32) ^ ver) & mask;
+	while (t[i].ver && !(t[i].ver == ver && t[i].keyhash == keyhash))
+		i = (i + 1) & mask;
+	return &t[i];
+}
+
+static uint64_t vown_get(const struct nk_sim *s, uint32_t keyhash, uint64_t ver)
+{
+	if (ver == 1)
+		return NK_SIM_OWNER_INITIAL;  /* every key is preloaded at version 1 */
+	if (!s->vown_cap)
+		return 0;
+	struct vown *e = vown_slot(s->vown, s->vown_cap, keyhash, ver);
+	return e->ver ? e->owner : 0;
+}
+
+/* Note that (keyhash, ver) holds `owner`'s value; the first note wins. */
+static void vown_put(struct nk_sim *s, uint32_t keyhash, uint64_t ver, uint64_t owner)
+{
+	if (!ver || !owner)
+		return;
+	if ((s->vown_n + 1) * 2 > s->vown_cap) {
+		uint64_t nc = s->vown_cap ? s->vown_cap * 2 : 1u << 16;
+		struct vown *nt = calloc(nc, sizeof(*nt));
+		if (!nt)
+			return;
+		for (uint64_t i = 0; i < s->vown_cap; i++)
+			if (s->vown[i].ver)
+				*vown_slot(nt, nc, s->vown[i].keyhash, s->vown[i].ver) = s->vown[i];
+		free(s->vown);
+		s->vown = nt;
+		s->vown_cap = nc;
+	}
+	struct vown *e = vown_slot(s->vown, s->vown_cap, keyhash, ver);
+	if (e->ver)
+		return;
+	e->ver = ver;
+	e->keyhash = keyhash;
+	e->owner = owner;
+	s->vown_n++;
+}
+
+static struct nk_sim_op *op_rec(struct nk_sim *s, uint64_t serial)
+{
+	if (!s->cfg.record_history || !serial)
+		return NULL;
+	if (serial > s->ops_cap) {
+		uint64_t nc = s->ops_cap ? s->ops_cap * 2 : 1u << 16;
+		while (nc < serial)
+			nc *= 2;
+		struct nk_sim_op *n = realloc(s->ops, nc * sizeof(*n));
+		if (!n)
+			return NULL;
+		memset(n + s->ops_cap, 0, (nc - s->ops_cap) * sizeof(*n));
+		s->ops = n;
+		s->ops_cap = nc;
+	}
+	return &s->ops[serial - 1];
+}
+
 /* ---- clients ----------------------------------------------------------------------- */
 
 static uint32_t slot_alloc(struct nk_sim *s)
@@ -909,6 +1002,15 @@ static void arrival(struct nk_sim *s)
 	sl->live = 1;
 	s->outstanding++;
 	s->st.issued++;
+	struct nk_sim_op *rec = op_rec(s, sl->serial);
+	if (rec) {
+		rec->invoke_ns = t / PS_PER_NS;
+		rec->client = sl->client;
+		rec->key = sl->ri.key;
+		rec->keyhash = sl->ri.keyhash;
+		rec->write = (uint8_t)write;
+		rec->outcome = NK_SIM_OP_OPEN;
+	}
 	if (s->n_windows) {
 		uint64_t w = t / s->window_ps;
 		if (w < s->n_windows)
@@ -945,8 +1047,17 @@ static void deliver_client(struct nk_sim *s, uint32_t pi, uint64_t t)
 	}
 	struct slot *sl = &s->slots[si];
 	int v = s->host->client_reply(s->cli[sl->client].hstate, &p->m);
+	uint64_t reply_ver = p->m.ver;
+	uint8_t reply_found = p->m.result != 1;  /* 1 = NOT_FOUND in every codec */
 	pkt_free(s, pi);
 	if (v == NK_REPLY_DONE) {
+		struct nk_sim_op *rec = s->ops ? op_rec(s, sl->serial) : NULL;
+		if (rec) {
+			rec->outcome = NK_SIM_OP_OK;
+			rec->done_ns = t / PS_PER_NS;
+			rec->ver = reply_ver;
+			rec->found = reply_found;
+		}
 		complete(s, si, t);
 	} else if (v == NK_REPLY_RETRY) {
 		s->st.retries++;
@@ -966,6 +1077,9 @@ static void timeout(struct nk_sim *s, uint32_t si)
 		return;
 	}
 	s->st.timeouts++;
+	struct nk_sim_op *rec = s->ops ? op_rec(s, sl->serial) : NULL;
+	if (rec)
+		rec->outcome = NK_SIM_OP_TIMEOUT;
 	slot_release(s, si);
 }
 
@@ -1096,6 +1210,8 @@ void nk_sim_free(struct nk_sim *s)
 		s->pipe->fini(s->pstate);
 	free(s->pstate);
 	free(s->srv);
+	free(s->ops);
+	free(s->vown);
 	free(s->cli);
 	free(s->heap);
 	free(s->pk);
@@ -1440,6 +1556,49 @@ uint32_t nk_sim_cpu_recv(struct nk_sim *s, struct nk_msg *out, uint16_t *src, ui
 	return n;
 }
 
+uint64_t nk_sim_history(const struct nk_sim *s, struct nk_sim_op *out, uint64_t n)
+{
+	uint64_t issued = s->next_serial - 1;
+	uint64_t have = issued < s->ops_cap ? issued : s->ops_cap;
+	if (out && n)
+		memcpy(out, s->ops, (n < have ? n : have) * sizeof(*out));
+	return have;
+}
+
+uint64_t nk_sim_version_owners(const struct nk_sim *s, uint32_t *keyhash, uint64_t *ver,
+			       uint64_t *owner, uint64_t n)
+{
+	uint64_t k = 0;
+	for (uint64_t i = 0; i < s->vown_cap; i++) {
+		const struct vown *e = &s->vown[i];
+		if (!e->ver)
+			continue;
+		if (k < n) {
+			keyhash[k] = e->keyhash;
+			ver[k] = e->ver;
+			owner[k] = e->owner;
+		}
+		k++;
+	}
+	return k;
+}
+
+int nk_sim_server_ctl(struct nk_sim *s, uint32_t server, const char *line, char *out, size_t cap)
+{
+	if (server >= s->S || !s->host->server_ctl || !line)
+		return -1;
+	char buf[1024];
+	char *argv[16];
+	int argc = 0;
+	snprintf(buf, sizeof(buf), "%s", line);
+	for (char *tok = strtok(buf, " \t\n"); tok && argc < 16; tok = strtok(NULL, " \t\n"))
+		argv[argc++] = tok;
+	if (!argc)
+		return -1;
+	struct server *sv = &s->srv[server];
+	return s->host->server_ctl(sv->hstate, &sv->nkstore, argc, argv, out, cap);
+}
+
 int nk_sim_cpu_send(struct nk_sim *s, const struct nk_msg *m, uint16_t dst)
 {
 	uint32_t pi = pkt_alloc(s);
@@ -1509,5 +1668,7 @@ size_t nk_sim_abi_sizeof(const char *name)
 		return sizeof(struct nk_workload_cfg);
 	if (!strcmp(name, "nk_rank_info"))
 		return sizeof(struct nk_rank_info);
+	if (!strcmp(name, "nk_sim_op"))
+		return sizeof(struct nk_sim_op);
 	return 0;
 }

@@ -1,0 +1,62 @@
+"""What a protocol's controller sees: one ControlPlane, whatever the target.
+
+A controller drives the switch only through ``plane.switch`` (a
+``SwitchDriver``: registers, tables, multicast, counters), receives the
+packets the data plane sends it as decoded ``Msg`` objects, injects packets
+through the pipeline, and sends text control commands to servers (e.g.
+Pegasus' ``rkey_add``). The simulator, netkv-switch and BMv2 each provide a
+ControlPlane; the controller never learns which.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from netkv.drivers.base import SwitchDriver
+from netkv.wire.codec import Msg
+
+
+class ControlPlane(ABC):
+    """The controller's handle on one rack."""
+
+    n_servers: int
+    capacity: np.ndarray  # per-server capacity factor known to the operator
+
+    @property
+    @abstractmethod
+    def switch(self) -> SwitchDriver:
+        """The switch's registers, tables and multicast groups."""
+
+    @abstractmethod
+    def cpu_messages(self, max_packets: int = 4096) -> list[tuple[int, Msg]]:
+        """Packets the data plane sent to the controller: (source node, message)."""
+
+    @abstractmethod
+    def packet_out(self, msg: Msg, dst: int) -> None:
+        """Inject ``msg`` into the switch pipeline, addressed to node ``dst``."""
+
+    @abstractmethod
+    def server_ctl(self, server: int, line: str) -> str:
+        """A text command to one server's host logic; its reply ("ok ..."/"err ...")."""
+
+    @property
+    @abstractmethod
+    def now_s(self) -> float:
+        """The rack's clock (simulated time on the simulator)."""
+
+
+class Controller(ABC):
+    """A protocol's control plane logic, run every epoch."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane = plane
+
+    @abstractmethod
+    def start(self) -> None:
+        """Install the initial state before any traffic."""
+
+    @abstractmethod
+    def epoch(self, t_s: float) -> None:
+        """One control epoch at time ``t_s``."""

@@ -1,0 +1,356 @@
+"""Pegasus' controller (one class for every target) and its pipeline knobs.
+
+The data plane (hostapps/src/pipeline/pegasus.c, p4src/pegasus/) keeps the
+coherence directory; this controller decides *which* keys it covers, using
+only the register and table names of docs/pegasus.md:
+
+- ``prewarmed`` mode (the authors' artifact, Figs. 7-12): the K hottest keys
+  are replicated on every server before traffic starts (every server already
+  holds every key at version 1), with rset = all servers.
+- ``cold`` mode (the full protocol, Fig. 13): keys are learned from the
+  switch's samples of unreplicated requests and its per-key counters, added
+  with rset = {home}, spread by a virtual write, and removed by draining
+  (digest section 9.1-9.2).
+
+Every epoch it also sets each key's write fan-out from its read/write ratio
+and, with ``selection=wrr``, rebuilds the weighted round-robin schedule from
+the servers' load reports (our choice: multiplicative weights that equalise
+load / capacity, expanded into 256 interleaved slots).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from netkv.config.schema import PegasusProtocol, RunConfig
+from netkv.protocols.base import ControlPlane, Controller
+from netkv.wire.codec import Msg, PegasusOp, Proto
+
+RSET_STRIDE = 32           # rset_list[idx * 32 + i]
+WRR_SLOTS = 256
+SAMPLE_EVERY = 128         # pipeline param `sample`
+FANOUT_DIV = 4             # r = clamp(round(rd / (wr + 1) / 4), 1, n)
+GC_PERIOD_S = 1.0
+ADD_HYSTERESIS = 2.0       # a candidate must be this much hotter than the coldest key
+HOTNESS_DECAY = 0.5        # EWMA weight of the newest epoch
+
+
+def pipeline_params(cfg: RunConfig) -> str:
+    """The ``params`` string of the Pegasus pipeline and host logic."""
+    proto = cfg.protocol
+    assert isinstance(proto, PegasusProtocol)
+    k = max(1, cfg.replicated_keys())
+    capacity = k if proto.mode == "prewarmed" else 2 * k  # room for keys being drained
+    knobs = {
+        "max_rkeys": capacity,
+        "n_servers": cfg.topology.servers,
+        "selection": proto.selection,
+        "amo": int(proto.amo),
+        "sample": SAMPLE_EVERY,
+        "fanout": "reg",
+        "fanout_div": FANOUT_DIV,
+        "ver_next": 2,
+    }
+    if proto.unsafe_skip_version_check:
+        knobs["unsafe_skip_version_check"] = 1
+    return ";".join(f"{k}={v}" for k, v in knobs.items())
+
+
+@dataclass
+class HotKey:
+    key: bytes
+    keyhash: int
+    home: int
+
+
+@dataclass
+class Entry:
+    hot: HotKey
+    idx: int
+    hotness: float = 0.0
+    draining: bool = False
+    drain_last_write: int = 0
+    spread: bool = False      # a virtual write has extended the rset
+
+
+@dataclass
+class Candidate:
+    hot: HotKey
+    hotness: float = 0.0
+    seen: int = field(default=0)
+
+
+class PegasusController(Controller):
+    def __init__(self, plane: ControlPlane, cfg: RunConfig, prewarm: list[HotKey]) -> None:
+        super().__init__(plane)
+        proto = cfg.protocol
+        assert isinstance(proto, PegasusProtocol)
+        self.proto = proto
+        self.n = plane.n_servers
+        self.k = cfg.replicated_keys()
+        self.capacity_slots = max(1, self.k) if proto.mode == "prewarmed" else 2 * max(1, self.k)
+        self.prewarm = prewarm[: self.k]
+        self.entries: dict[int, Entry] = {}          # keyhash -> entry
+        self.free_idx = list(range(self.capacity_slots - 1, -1, -1))
+        self.candidates: dict[int, Candidate] = {}   # unreplicated keys seen in samples
+        self.weights = np.asarray(plane.capacity, dtype=np.float64).copy()
+        self.last_t = 0.0
+        self.last_gc = 0.0
+        self.vwrites_sent = 0
+
+    # --- set-up ------------------------------------------------------------------
+
+    def start(self) -> None:
+        sw = self.plane.switch
+        if self.proto.selection == "wrr":
+            self._write_schedule(self.weights)
+        for hot in self.prewarm:
+            idx = self.free_idx.pop()
+            for s in range(self.n):
+                self._ctl(s, f"rkey_add {hot.keyhash} {hot.key.hex()} 1")
+            sw.reg_write("ver_completed", idx, 1)
+            sw.reg_write("ver_last_write", idx, 1)
+            for i in range(self.n):
+                sw.reg_write("rset_list", idx * RSET_STRIDE + i, i)
+            sw.reg_write("rset_size", idx, self.n)
+            sw.reg_write("rset_bitmap", idx, (1 << self.n) - 1)
+            self._reset_entry_regs(idx)
+            sw.table_add("rkeys", [hot.keyhash], [idx])  # last: the entry goes live
+            self.entries[hot.keyhash] = Entry(hot, idx, spread=True)
+
+    def _ctl(self, server: int, line: str) -> str:
+        reply = self.plane.server_ctl(server, line)
+        if not reply.startswith("ok"):
+            raise RuntimeError(f"server {server} refused {line.split()[0]}: {reply}")
+        return reply
+
+    def _reset_entry_regs(self, idx: int) -> None:
+        sw = self.plane.switch
+        for name in ("rr_key", "rate", "rd_cnt", "wr_cnt", "draining", "paused"):
+            sw.reg_write(name, idx, 0)
+        sw.reg_write("fanout", idx, 1)
+
+    # --- every epoch -------------------------------------------------------------------
+
+    def epoch(self, t_s: float) -> None:
+        dt = max(t_s - self.last_t, 1e-9)
+        self.last_t = t_s
+        self._counters(dt)
+        if self.proto.selection == "wrr":
+            self._update_weights()
+        if self.proto.mode == "cold":
+            self._learn(dt)
+            self._finish_removals()
+            self._spread()
+            if t_s - self.last_gc >= GC_PERIOD_S:
+                self._gc()
+                self.last_gc = t_s
+        else:
+            self.plane.cpu_messages()  # samples are not used in prewarmed mode
+
+    def _counters(self, dt: float) -> None:
+        sw = self.plane.switch
+        for entry in self.entries.values():
+            idx = entry.idx
+            rd = sw.reg_read("rd_cnt", idx)
+            wr = sw.reg_read("wr_cnt", idx)
+            for name in ("rate", "rd_cnt", "wr_cnt"):
+                sw.reg_write(name, idx, 0)
+            rate = (rd + wr) / dt
+            entry.hotness = (1 - HOTNESS_DECAY) * entry.hotness + HOTNESS_DECAY * rate
+            fanout = min(max(round(rd / (wr + 1) / FANOUT_DIV), 1), self.n)
+            sw.reg_write("fanout", idx, fanout)
+
+    # --- weighted round robin -------------------------------------------------------------
+
+    def _update_weights(self) -> None:
+        sw = self.plane.switch
+        load = np.array([sw.reg_read("srv_load", s) for s in range(self.n)], dtype=np.float64)
+        if load.sum() <= 0:
+            return
+        util = load / self.plane.capacity
+        target = util.mean()
+        factor = np.clip(np.sqrt(target / np.maximum(util, 1e-9)), 0.5, 2.0)
+        weights = self.weights * factor
+        weights = np.maximum(weights / weights.sum(), 1.0 / (4 * WRR_SLOTS))
+        self.weights = weights / weights.sum()
+        self._write_schedule(self.weights)
+
+    def _write_schedule(self, weights: np.ndarray) -> None:
+        sw = self.plane.switch
+        for slot, server in enumerate(smooth_wrr(weights, WRR_SLOTS)):
+            sw.reg_write("wrr_sched", slot, server)
+        sw.reg_write("wrr_len", 0, WRR_SLOTS)
+
+    # --- cold mode: learning, adding, spreading, removing ---------------------------------
+
+    def _learn(self, dt: float) -> None:
+        counts: dict[int, int] = {}
+        for _src, msg in self.plane.cpu_messages():
+            if msg.proto != Proto.PEGASUS or msg.op not in (PegasusOp.READ, PegasusOp.WRITE):
+                continue
+            if msg.keyhash in self.entries:
+                continue
+            cand = self.candidates.get(msg.keyhash)
+            if cand is None:
+                cand = Candidate(HotKey(msg.key, msg.keyhash, msg.server_id))
+                self.candidates[msg.keyhash] = cand
+            counts[msg.keyhash] = counts.get(msg.keyhash, 0) + 1
+        for keyhash, cand in list(self.candidates.items()):
+            rate = counts.get(keyhash, 0) * SAMPLE_EVERY / dt
+            cand.hotness = (1 - HOTNESS_DECAY) * cand.hotness + HOTNESS_DECAY * rate
+            if cand.hotness < 1.0 and keyhash not in counts:
+                del self.candidates[keyhash]
+        ranked = sorted(self.candidates.values(), key=lambda c: c.hotness, reverse=True)
+        active = [e for e in self.entries.values() if not e.draining]
+        for cand in ranked:
+            if cand.hotness <= 0:
+                break
+            if len(active) < self.k and self.free_idx:
+                self._add(cand.hot, cand.hotness)
+                active.append(self.entries[cand.hot.keyhash])
+                continue
+            coldest = min(active, key=lambda e: e.hotness, default=None)
+            if coldest is None or cand.hotness < ADD_HYSTERESIS * max(coldest.hotness, 1.0):
+                break
+            self._start_removal(coldest)
+            active.remove(coldest)
+            if self.free_idx:
+                self._add(cand.hot, cand.hotness)
+                active.append(self.entries[cand.hot.keyhash])
+
+    def _add(self, hot: HotKey, hotness: float) -> None:
+        sw = self.plane.switch
+        idx = self.free_idx.pop()
+        for s in range(self.n):
+            self._ctl(s, f"rkey_add {hot.keyhash} {hot.key.hex()}")
+        vn = sw.reg_read("ver_next", 0)
+        sw.reg_write("ver_completed", idx, vn - 1)
+        sw.reg_write("ver_last_write", idx, vn - 1)
+        sw.reg_write("rset_size", idx, 1)
+        sw.reg_write("rset_bitmap", idx, 1 << hot.home)
+        sw.reg_write("rset_list", idx * RSET_STRIDE, hot.home)
+        self._reset_entry_regs(idx)
+        sw.table_add("rkeys", [hot.keyhash], [idx])
+        self.entries[hot.keyhash] = Entry(hot, idx, hotness=hotness)
+        self.candidates.pop(hot.keyhash, None)
+
+    def _spread(self) -> None:
+        """Virtual writes copy newly added read-mostly keys to every server."""
+        sw = self.plane.switch
+        everyone = (1 << self.n) - 1
+        for entry in self.entries.values():
+            if entry.draining or entry.spread:
+                continue
+            if sw.reg_read("rset_size", entry.idx) >= self.n:
+                entry.spread = True
+                continue
+            self._vwrite(entry, everyone & ~(1 << entry.hot.home))
+
+    def _vwrite(self, entry: Entry, targets: int) -> None:
+        hot = entry.hot
+        msg = Msg(proto=Proto.PEGASUS, op=PegasusOp.VWRITE, keyhash=hot.keyhash, key=hot.key,
+                  server_id=hot.home, bitmap=targets, req_id=self.vwrites_sent)
+        self.vwrites_sent += 1
+        self.plane.packet_out(msg, hot.home)
+
+    def _start_removal(self, entry: Entry) -> None:
+        sw = self.plane.switch
+        sw.reg_write("draining", entry.idx, 1)
+        entry.draining = True
+        entry.drain_last_write = sw.reg_read("ver_last_write", entry.idx)
+
+    def _finish_removals(self) -> None:
+        sw = self.plane.switch
+        for entry in [e for e in self.entries.values() if e.draining]:
+            idx, home = entry.idx, entry.hot.home
+            if sw.reg_read("ver_completed", idx) < entry.drain_last_write:
+                continue
+            if not sw.reg_read("rset_bitmap", idx) >> home & 1:
+                self._vwrite(entry, 1 << home)  # make the home hold the latest version
+                continue
+            sw.table_delete("rkeys", [entry.hot.keyhash])  # first: the entry stops matching
+            for name in ("ver_completed", "ver_last_write", "rset_size", "rset_bitmap"):
+                sw.reg_write(name, idx, 0)
+            self._reset_entry_regs(idx)
+            for s in range(self.n):
+                self._ctl(s, f"rkey_del {entry.hot.keyhash}")
+            del self.entries[entry.hot.keyhash]
+            self.free_idx.append(idx)
+
+    def _gc(self) -> None:
+        sw = self.plane.switch
+        for entry in self.entries.values():
+            completed = sw.reg_read("ver_completed", entry.idx)
+            for s in range(self.n):
+                self._ctl(s, f"rkey_ver {entry.hot.keyhash} {completed}")
+        for s in range(self.n):
+            self._ctl(s, "gc")
+
+
+def smooth_wrr(weights: np.ndarray, slots: int) -> list[int]:
+    """Interleaved weighted round robin (nginx's smooth WRR) over ``slots``."""
+    w = np.asarray(weights, dtype=np.float64)
+    if not math.isfinite(w.sum()) or w.sum() <= 0:
+        w = np.ones_like(w)
+    w = w / w.sum()
+    current = np.zeros_like(w)
+    order = []
+    for _ in range(slots):
+        current += w
+        pick = int(np.argmax(current))
+        current[pick] -= 1.0
+        order.append(pick)
+    return order
+
+
+# --- on the simulator ---------------------------------------------------------------------
+
+
+class _SimEpochs:
+    """Adapts a Controller to SimEngine.run's ``epoch(engine, t)`` hook."""
+
+    def __init__(self, controller: Controller) -> None:
+        self.controller = controller
+
+    def epoch(self, engine: object, t_s: float) -> None:
+        del engine
+        self.controller.epoch(t_s)
+
+
+def hottest_keys(engine: "SimEngine", count: int) -> list[HotKey]:
+    """The workload's ``count`` most popular keys (prewarmed mode knows them,
+    as the artifact's preloaded hot-key list does)."""
+    ranks = engine.workload.rank_info()[:count]
+    ffi, lib = engine.ffi, engine.lib
+    size = engine.workload.key_size
+    buf = ffi.new("uint8_t[]", size)
+    keys = []
+    for rec in ranks:
+        lib.nk_key_bytes(int(rec["key"]), size, buf)
+        keys.append(HotKey(bytes(ffi.buffer(buf, size)), int(rec["keyhash"]), int(rec["home"])))
+    return keys
+
+
+def sim_controller_factory(cfg: RunConfig):  # type: ignore[no-untyped-def]
+    from netkv.sim.control import SimControlPlane
+
+    proto = cfg.protocol
+    assert isinstance(proto, PegasusProtocol)
+
+    def factory(engine: "SimEngine") -> _SimEpochs:
+        plane = SimControlPlane(engine)
+        prewarm = hottest_keys(engine, cfg.replicated_keys()) if proto.mode == "prewarmed" else []
+        controller = PegasusController(plane, cfg, prewarm)
+        controller.start()
+        return _SimEpochs(controller)
+
+    return factory
+
+
+if TYPE_CHECKING:
+    from netkv.sim.engine import SimEngine

@@ -1,0 +1,112 @@
+"""The simulator's ControlPlane and SwitchDriver (over a SimEngine).
+
+Between epochs the engine is stopped, so every call here acts on the switch
+and servers at one instant of simulated time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from netkv.drivers.base import CpuPacket, DriverError, SwitchDriver
+from netkv.protocols.base import ControlPlane
+from netkv.sim.engine import SimEngine
+from netkv.wire.codec import Msg, Proto
+
+_COPIED = ("op", "kind", "flags", "result", "server_id", "client_id", "load", "epoch",
+           "req_id", "keyhash", "ver", "bitmap", "send_ns", "frag_idx", "frag_cnt", "nkeys",
+           "oid", "startidx", "clo", "keyidx")
+
+
+def msg_from_c(c: Any) -> Msg:
+    """A cffi ``struct nk_msg`` as a Msg (values are lengths only in the sim)."""
+    fields = {name: int(getattr(c, name)) for name in _COPIED}
+    key = bytes(c.key[0:c.key_len])
+    return Msg(proto=Proto(c.proto), key=key, **fields)
+
+
+def msg_to_c(msg: Msg, out: Any) -> Any:
+    out.proto = int(msg.proto)
+    for name in _COPIED:
+        value = getattr(msg, name)
+        if value is not None:
+            setattr(out, name, int(value))
+    out.key_len = len(msg.key)
+    out.key[0:len(msg.key)] = msg.key
+    out.value_len = len(msg.value)
+    return out
+
+
+class SimSwitchDriver(SwitchDriver):
+    """Registers and tables of the simulated switch's pipeline."""
+
+    def __init__(self, engine: SimEngine) -> None:
+        self.engine = engine
+
+    def reg_read(self, name: str, index: int) -> int:
+        try:
+            return self.engine.reg_read(name, index)
+        except KeyError as exc:
+            raise DriverError(str(exc)) from None
+
+    def reg_write(self, name: str, index: int, value: int) -> None:
+        try:
+            self.engine.reg_write(name, index, value)
+        except KeyError as exc:
+            raise DriverError(str(exc)) from None
+
+    def table_add(self, table: str, key: Sequence[int], args: Sequence[int] = ()) -> None:
+        try:
+            self.engine.table_add(table, list(key), list(args))
+        except KeyError as exc:
+            raise DriverError(str(exc)) from None
+
+    def table_delete(self, table: str, key: Sequence[int]) -> None:
+        try:
+            self.engine.table_del(table, list(key))
+        except KeyError as exc:
+            raise DriverError(str(exc)) from None
+
+    def mcast_set(self, group: int, ports: Sequence[int]) -> None:
+        self.engine.mcast_set(group, list(ports))
+
+    def counters(self) -> dict[str, int]:
+        st = self.engine.stats()
+        return {"events": st.events, "dropped": st.dropped, "cpu_packets": st.cpu_packets,
+                "cpu_dropped": st.cpu_dropped}
+
+    def cpu_poll(self, max_packets: int = 64) -> list[CpuPacket]:
+        raise DriverError("the simulator delivers CPU packets decoded: use cpu_messages()")
+
+    def packet_out(self, frame: bytes, port: int | None = None) -> None:
+        raise DriverError("the simulator injects decoded messages: use packet_out(msg, dst)")
+
+
+class SimControlPlane(ControlPlane):
+    """A controller's view of a simulated rack."""
+
+    def __init__(self, engine: SimEngine) -> None:
+        self.engine = engine
+        self.n_servers = engine.cfg.topology.servers
+        self.capacity = np.asarray(engine.capacity, dtype=np.float64)
+        self._switch = SimSwitchDriver(engine)
+
+    @property
+    def switch(self) -> SwitchDriver:
+        return self._switch
+
+    def cpu_messages(self, max_packets: int = 4096) -> list[tuple[int, Msg]]:
+        return [(src, msg_from_c(m)) for src, m in self.engine.cpu_recv(max_packets)]
+
+    def packet_out(self, msg: Msg, dst: int) -> None:
+        self.engine.cpu_send(msg_to_c(msg, self.engine.new_msg()), dst)
+
+    def server_ctl(self, server: int, line: str) -> str:
+        return self.engine.server_ctl(server, line)
+
+    @property
+    def now_s(self) -> float:
+        return self.engine.now_s
