@@ -51,6 +51,10 @@ test-py *ARGS:
 bench-sim: setup
     {{python}} benchmarks/bench_sim.py
 
+# Emulation speed: direct veth vs netkv-switch, kvserver vs a UDP echo (root).
+bench-emu: setup
+    {{python}} benchmarks/bench_emu.py
+
 # Remove build outputs (not runs/).
 clean-build:
     rm -rf build {{venv}}

@@ -3,6 +3,7 @@
   run     compose conf/ with Hydra overrides, validate, run, write the results
   list       protocols, targets, workloads, topologies, SLOs and experiments
   reproduce  rerun a paper figure, plot it, check it against the paper
+  clean      remove what a crashed Mininet run left behind
 """
 
 from __future__ import annotations
@@ -144,6 +145,19 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+# --- clean ---------------------------------------------------------------------------
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    from netkv.mininet.cleanup import clean
+
+    removed = clean(force=args.force)
+    for item in removed:
+        print(f"removed {item}")
+    print(f"clean: {len(removed)} leftover(s) removed")
+    return 0
+
+
 # --- entry -------------------------------------------------------------------------
 
 
@@ -187,6 +201,14 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", help="experiment directory (re-use it to resume)")
     rep.add_argument("--jobs", type=int, default=2, help="cells run at once (default 2)")
     rep.set_defaults(func=cmd_reproduce)
+
+    cln = sub.add_parser(
+        "clean", help="remove namespaces, links and processes a crashed Mininet run left",
+        description="Kill leftover netkv-switch/kvserver/kvclient processes and remove the "
+                    "Mininet interfaces and state of runs that are no longer alive.")
+    cln.add_argument("--force", action="store_true",
+                     help="also remove the state of runs whose owner still looks alive")
+    cln.set_defaults(func=cmd_clean)
     return parser
 
 

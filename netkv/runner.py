@@ -23,7 +23,7 @@ from netkv.config.schema import RunConfig
 from netkv.protocols import REGISTRY, implemented_on
 from netkv.results import provenance
 from netkv.results.rundir import RunDir, point_key
-from netkv.slo import SearchOutcome, search_throughput
+from netkv.slo import MeasurementError, SearchOutcome, search_throughput
 from netkv.targets.base import PointResult, Target
 
 
@@ -49,6 +49,11 @@ def make_target(cfg: RunConfig) -> Target:
         module = REGISTRY[cfg.protocol.name].module()
         return SimTarget(cfg, controller_factory=module.sim_controller_factory(cfg),
                          params=module.pipeline_params(cfg))
+    if cfg.target.name == "mininet":
+        from netkv.targets.mininet import MininetTarget
+
+        module = REGISTRY[cfg.protocol.name].module()
+        return MininetTarget(cfg, params=module.pipeline_params(cfg))
     raise UnsupportedCombination(f"invalid config: target = '{cfg.target.name}' is not available")
 
 
@@ -163,5 +168,8 @@ def run_job(cfg_node: Any) -> float:
     except ConfigError as exc:
         console.print(f"netkv: {exc}", style="red", markup=False)
         raise SystemExit(2) from None
+    except MeasurementError as exc:
+        console.print(f"netkv: {exc}", style="red", markup=False)
+        raise SystemExit(1) from None
     best = points.filter(pl.col("best")) if not points.is_empty() else points
     return float(best["achieved_rps"][0]) if not best.is_empty() else 0.0

@@ -14,6 +14,7 @@ offered loads, which is what lets an interrupted run resume from cached points.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -54,9 +55,14 @@ def latency_key(percentile: float) -> str:
     return f"p{text}"
 
 
+class MeasurementError(RuntimeError):
+    """A load point measured nothing usable (no request issued or completed)."""
+
+
 def passes(result: PointResult, slo_ns: float, slo: Slo) -> bool:
     tail = result.latency_ns.get(latency_key(slo.percentile), float("inf"))
-    return result.completion >= slo.min_completion and tail <= slo_ns
+    return (result.issued > 0 and result.completion >= slo.min_completion
+            and math.isfinite(tail) and tail <= slo_ns)
 
 
 def search_throughput(measure: Measure, capacity_hint_rps: float, slo: Slo) -> SearchOutcome:
@@ -64,6 +70,11 @@ def search_throughput(measure: Measure, capacity_hint_rps: float, slo: Slo) -> S
         raise ValueError("capacity hint must be positive")
     unloaded_rate = capacity_hint_rps * slo.unloaded_fraction
     unloaded = measure(unloaded_rate, "unloaded")
+    if unloaded.completed == 0 or not math.isfinite(unloaded.latency_ns.get("p50", math.inf)):
+        raise MeasurementError(
+            f"the unloaded point ({unloaded_rate:,.0f} req/s) completed "
+            f"{unloaded.completed} of {unloaded.issued} requests: nothing to fix an SLO on"
+        )
     if slo.kind == "fixed":
         assert slo.p99_us is not None
         slo_ns = slo.p99_us * 1e3

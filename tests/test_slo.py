@@ -73,3 +73,14 @@ def test_completion_below_threshold_fails_a_point():
 
 def test_latency_key_names():
     assert latency_key(99.0) == "p99" and latency_key(99.9) == "p999" and latency_key(50) == "p50"
+
+
+def test_a_point_that_measured_nothing_never_passes_and_stops_the_search():
+    from netkv.slo import MeasurementError, passes
+
+    empty = PointResult(offered_rps=1.0, duration_s=1.0, issued=0, completed=0, dropped=0,
+                        timeouts=0, latency_ns={"p50": math.inf, "p99": math.inf},
+                        server_requests=np.array([0]))
+    assert not passes(empty, math.inf, slo())
+    with pytest.raises(MeasurementError, match="completed 0 of 0"):
+        search_throughput(lambda rate, phase: empty, MU, slo())

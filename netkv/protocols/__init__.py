@@ -26,7 +26,7 @@ class ProtocolInfo:
 REGISTRY: dict[str, ProtocolInfo] = {
     info.name: info
     for info in (
-        ProtocolInfo("hash", "static consistent hashing (baseline)", ("sim",)),
+        ProtocolInfo("hash", "static consistent hashing (baseline)", ("sim", "mininet")),
         ProtocolInfo("pegasus", "Pegasus coherence directory (OSDI'20)", ("sim",)),
         ProtocolInfo("netcache", "NetCache switch cache (baseline)", ()),
     )

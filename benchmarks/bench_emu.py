@@ -1,0 +1,246 @@
+"""bench-emu: real packets, with and without netkv-switch in the path.
+
+In one run, side by side:
+  (a) direct veth between two network namespaces, and
+  (b) the same traffic through netkv-switch (protocol pipeline ``hash``):
+      packets per second (a blaster into a sink, 64 B UDP payloads) and the
+      p50/p99 round trip of a low-rate UDP echo;
+  (c) kvserver's requests/s (hash protocol, reads of preloaded keys) against a
+      plain UDP echo server's replies/s, both over the direct veth.
+
+Needs root. The namespaces and veths it makes are named ``nkbench*`` and are
+removed at the start (leftovers of a crashed run) and at the end, also on error.
+Results go to benchmarks/bench-emu.last.json; the previous file's numbers are
+printed next to the new ones.
+
+    python benchmarks/bench_emu.py [--seconds 2] [--rounds 3] [--spin-us 200] [--rtt-rate 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from netkv.native import program_path  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "bench-emu.last.json"
+NS = ("nkbench-a", "nkbench-b", "nkbench-c", "nkbench-d")
+ROOT_IFS = ("nkbenchs0", "nkbenchs1")
+MAC = {1: "02:00:00:00:00:01", 2: "02:00:00:00:00:02"}
+
+
+def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, check=check, capture_output=True, text=True)
+
+
+def cleanup() -> None:
+    for ns in NS:
+        sh("ip", "netns", "del", ns, check=False)
+    for ifname in (*ROOT_IFS, "nkbencha", "nkbenchb"):
+        sh("ip", "link", "del", ifname, check=False)
+
+
+def host_side(ns: str, ifname: str, node: int, peer: int) -> None:
+    """Address the namespace's end as node ``node - 1`` of the rack plan."""
+    sh("ip", "-n", ns, "addr", "add", f"10.0.0.{node}/8", "dev", ifname)
+    sh("ip", "-n", ns, "link", "set", ifname, "address", MAC[node])
+    sh("ip", "-n", ns, "link", "set", ifname, "up")
+    sh("ip", "-n", ns, "link", "set", "lo", "up")
+    sh("ip", "netns", "exec", ns, "ethtool", "-K", ifname, "tx", "off")
+    sh("ip", "-n", ns, "neigh", "replace", f"10.0.0.{peer}", "lladdr", MAC[peer], "dev", ifname)
+
+
+def setup() -> None:
+    cleanup()
+    for ns in NS:
+        sh("ip", "netns", "add", ns)
+    # (a) direct: a <-> b
+    sh("ip", "link", "add", "nkbencha", "type", "veth", "peer", "name", "nkbenchb")
+    sh("ip", "link", "set", "nkbencha", "netns", "nkbench-a")
+    sh("ip", "link", "set", "nkbenchb", "netns", "nkbench-b")
+    host_side("nkbench-a", "nkbencha", 1, 2)
+    host_side("nkbench-b", "nkbenchb", 2, 1)
+    # (b) switched: c <-> nkbenchs0 [netkv-switch] nkbenchs1 <-> d
+    for i, (ns, node, peer) in enumerate((("nkbench-c", 1, 2), ("nkbench-d", 2, 1))):
+        sh("ip", "link", "add", f"nkbenchh{i}", "type", "veth", "peer", "name", ROOT_IFS[i])
+        sh("ip", "link", "set", f"nkbenchh{i}", "netns", ns)
+        host_side(ns, f"nkbenchh{i}", node, peer)
+        sh("ip", "link", "set", ROOT_IFS[i], "up")
+        sh("ethtool", "-K", ROOT_IFS[i], "tx", "off", check=False)
+
+
+class Proc:
+    """A program we started; stopped by its own pid only."""
+
+    def __init__(self, args: list[str], ns: str | None = None) -> None:
+        cmd = (["ip", "netns", "exec", ns] if ns else []) + args
+        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def stop(self) -> dict:
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+        out, err = self.p.communicate(timeout=10)
+        line = out.strip().splitlines()[-1] if out.strip() else "{}"
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError:
+            raise RuntimeError(f"{err.strip()} {out.strip()}") from None
+
+
+def run_client(ns: str, args: list[str]) -> dict:
+    res = subprocess.run(["ip", "netns", "exec", ns, str(program_path("kvclient")), *args],
+                         capture_output=True, text=True, timeout=120)
+    if res.returncode:
+        raise RuntimeError(f"kvclient failed: {res.stderr.strip()}")
+    return json.loads(res.stdout)
+
+
+def measure_path(src: str, dst: str, seconds: float, rtt_rate: float) -> dict:
+    """pps of a blaster into a sink, then the RTT of a low-rate echo."""
+    server = str(program_path("kvserver"))
+    out: dict = {}
+    sink = Proc([server, "--mode", "sink", "--port", "9001"], dst)
+    time.sleep(0.3)
+    blast = run_client(src, ["--mode", "blast", "--target", "10.0.0.2:9001", "--rate", "0",
+                             "--duration", str(seconds), "--payload", "64", "--drain", "0"])
+    time.sleep(0.2)
+    got = sink.stop()
+    out["sent_pps"] = blast["sent_packets"] / seconds
+    out["pps"] = got["rx"] / seconds
+    echo = Proc([server, "--mode", "echo", "--port", "9002"], dst)
+    time.sleep(0.3)
+    res = run_client(src, ["--mode", "echo", "--target", "10.0.0.2:9002", "--rate", str(rtt_rate),
+                           "--duration", str(seconds), "--payload", "64"])
+    echo.stop()
+    out["rtt_p50_us"] = res["rtt_ns"]["p50"] / 1e3
+    out["rtt_p99_us"] = res["rtt_ns"]["p99"] / 1e3
+    out["latency_p50_us"] = res["latency_ns"]["p50"] / 1e3
+    out["echo_completion"] = res["completed"] / max(res["issued"], 1)
+    return out
+
+
+def measure_server(seconds: float) -> dict:
+    """kvserver (hash reads) vs a plain UDP echo, both flooded over the direct veth."""
+    server = str(program_path("kvserver"))
+    out: dict = {}
+    keys = "10000"
+    common = ["--servers", "1", "--clients", "1", "--keys", keys, "--key-size", "16",
+              "--value-size", "64"]
+    kv = Proc([server, "--protocol", "hash", "--id", "0", *common], "nkbench-a")
+    time.sleep(0.5)
+    # the client is node 1 (10.0.0.2); the server is node 0 (10.0.0.1)
+    run_client("nkbench-b", ["--protocol", "hash", "--id", "0", *common, "--rate", "0",
+                             "--duration", str(seconds), "--drain", "0.2"])
+    got = kv.stop()
+    out["kvserver_rps"] = got["served"] / seconds
+    echo = Proc([server, "--mode", "echo", "--port", "9003"], "nkbench-a")
+    time.sleep(0.3)
+    run_client("nkbench-b", ["--mode", "echo", "--target", "10.0.0.1:9003", "--rate", "0",
+                             "--duration", str(seconds), "--payload", "64", "--drain", "0.2"])
+    got = echo.stop()
+    out["echo_rps"] = got["tx"] / seconds
+    out["kvserver_vs_echo"] = out["kvserver_rps"] / out["echo_rps"] if out["echo_rps"] else 0.0
+    return out
+
+
+def median_of(rounds: list[dict]) -> dict:
+    keys = rounds[0].keys()
+    return {k: float(sorted(r[k] for r in rounds)[len(rounds) // 2]) for k in keys}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--spin-us", type=float, default=200.0,
+                    help="netkv-switch busy-polls this long after traffic before sleeping")
+    ap.add_argument("--rtt-rate", type=float, default=2000.0, help="echo requests/s for the RTT")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds (medians reported)")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        print("bench-emu: needs root (network namespaces)", file=sys.stderr)
+        return 2
+    previous = json.loads(args.out.read_text()) if args.out.is_file() else None
+    result: dict = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "seconds": args.seconds,
+                    "spin_us": args.spin_us, "rtt_rate": args.rtt_rate, "cpus": os.cpu_count()}
+    try:
+        setup()
+        # alternate the two paths and keep medians: this machine's speed drifts
+        # from one second to the next, so one-shot comparisons are noisy
+        direct, switched, server = [], [], []
+        switch = Proc([str(program_path("netkv-switch")), "--protocol", "hash", "--servers", "1",
+                       "--clients", "1", "--port", ROOT_IFS[0], "--port", ROOT_IFS[1],
+                       "--spin-us", str(args.spin_us)])
+        time.sleep(0.3)
+        try:
+            for _ in range(args.rounds):
+                direct.append(measure_path("nkbench-a", "nkbench-b", args.seconds, args.rtt_rate))
+                switched.append(measure_path("nkbench-c", "nkbench-d", args.seconds, args.rtt_rate))
+        finally:
+            result["switch_counters"] = switch.stop().get("netkv_switch", {})
+        for _ in range(args.rounds):
+            server.append(measure_server(args.seconds))
+        result["direct"], result["switch"] = median_of(direct), median_of(switched)
+        result["server"] = median_of(server)
+        result["rounds"] = {"direct": direct, "switch": switched, "server": server}
+    finally:
+        cleanup()
+    d, s, v = result["direct"], result["switch"], result["server"]
+    result["checks"] = {
+        "switch_pps_ratio": s["pps"] / d["pps"] if d["pps"] else 0.0,
+        "switch_added_p50_us": s["rtt_p50_us"] - d["rtt_p50_us"],
+        "kvserver_vs_echo": v["kvserver_vs_echo"],
+    }
+    c = result["checks"]
+    result["pass"] = {
+        "switch_pps_ge_50pct": c["switch_pps_ratio"] >= 0.5,
+        "switch_adds_le_15us_p50": c["switch_added_p50_us"] <= 15.0,
+        "kvserver_ge_80pct_echo": c["kvserver_vs_echo"] >= 0.8,
+    }
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print_table(result, previous)
+    return 0
+
+
+def print_table(new: dict, old: dict | None) -> None:
+    rows = [
+        ("direct veth pps (sink rx)", ("direct", "pps"), "{:,.0f}"),
+        ("netkv-switch pps (sink rx)", ("switch", "pps"), "{:,.0f}"),
+        ("  ratio switch/direct", ("checks", "switch_pps_ratio"), "{:.2f}"),
+        ("direct veth RTT p50 (us)", ("direct", "rtt_p50_us"), "{:.1f}"),
+        ("direct veth RTT p99 (us)", ("direct", "rtt_p99_us"), "{:.1f}"),
+        ("netkv-switch RTT p50 (us)", ("switch", "rtt_p50_us"), "{:.1f}"),
+        ("netkv-switch RTT p99 (us)", ("switch", "rtt_p99_us"), "{:.1f}"),
+        ("  added p50 (us)", ("checks", "switch_added_p50_us"), "{:.1f}"),
+        ("kvserver req/s", ("server", "kvserver_rps"), "{:,.0f}"),
+        ("UDP echo replies/s", ("server", "echo_rps"), "{:,.0f}"),
+        ("  ratio kvserver/echo", ("checks", "kvserver_vs_echo"), "{:.2f}"),
+    ]
+
+    def get(d: dict | None, path: tuple[str, str]) -> float | None:
+        try:
+            return float(d[path[0]][path[1]]) if d else None
+        except (KeyError, TypeError):
+            return None
+
+    print(f"{'bench-emu':34} {'this run':>14} {'previous':>14}")
+    for label, path, fmt in rows:
+        a, b = get(new, path), get(old, path)
+        print(f"{label:34} {fmt.format(a) if a is not None else '-':>14} "
+              f"{fmt.format(b) if b is not None else '-':>14}")
+    for k, ok in new["pass"].items():
+        print(f"  {'PASS' if ok else 'FAIL'}  {k}")
+    print(f"results: {RESULTS if RESULTS.exists() else ''}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

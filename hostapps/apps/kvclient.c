@@ -1,0 +1,685 @@
+/*
+ * kvclient - an open-loop Poisson load generator for netkv: the simulator's
+ * workload sampler (workload.h) picks keys, the protocol's host logic
+ * (host.h) builds requests and judges replies, kernel UDP carries them.
+ *
+ *   1. arguments: protocol, client id, rack size, rate, duration, workload;
+ *   2. init: the workload (same sampler and seed as the simulator), the
+ *      outstanding-request table (a ring indexed by req_id), the histogram;
+ *   3. the loop: send every request whose intended time has come (a
+ *      sendmmsg burst), receive replies (recvmmsg), retire timeouts in
+ *      deadline order, then sleep until the next intended send;
+ *      latency = reply time - *intended* send time, so a client that falls
+ *      behind reports the queueing it caused (no coordinated omission);
+ *   4. after the drain: one JSON document with counters, percentiles, the
+ *      histogram's non-empty buckets, the per-window timeline and the
+ *      replies per server; with --history, one line per operation for the
+ *      linearizability checker.
+ *
+ * --mode echo sends raw datagrams of --payload bytes to --target and times
+ * the echoes (the benchmark's plain-UDP baseline); --rate 0 sends as fast
+ * as it can (--mode blast: no replies expected).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "netkv/hist.h"
+#include "netkv/host.h"
+#include "netkv/io.h"
+#include "netkv/rng.h"
+#include "netkv/wire.h"
+#include "netkv/workload.h"
+
+#define MAX_BATCH 64
+#define BUF_SIZE 2048
+#define MAX_WINDOWS 100000
+#define WIRE_ERRS 11
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	stop_flag = 1;
+}
+
+enum { S_FREE = 0, S_WAIT = 1 };
+
+struct req {
+	uint32_t req_id;
+	uint8_t state;
+	uint8_t kind;
+	uint8_t attempts;
+	uint8_t rsvd;
+	uint32_t key;          /* key id (workload) */
+	uint32_t rank;
+	uint64_t intended_ns;  /* first intended send time */
+	uint64_t sent_ns;      /* when the last attempt was handed to the kernel */
+	uint64_t value_id;     /* written value's id */
+};
+
+struct tmo {
+	uint64_t deadline;
+	uint32_t req_id;
+	uint32_t attempt;
+};
+
+struct window {
+	uint64_t issued, completed, timeouts;
+	struct nk_hist h;
+};
+
+static void usage(FILE *o)
+{
+	fprintf(o,
+		"usage: kvclient --protocol NAME --id C --servers S --clients M --rate RPS --duration S\n"
+		"                [--workload zipf|uniform|ycsb --alpha A --keys N --key-size B --value-size B\n"
+		"                 --vnodes V --ring consistent|equal --wl-seed N --write-ratio W]\n"
+		"                [--seed N] [--drain S] [--timeout-us T --retries R] [--start-at NS]\n"
+		"                [--window-ms W] [--out PATH] [--history PATH] [--batch N] [--tag STR]\n"
+		"       kvclient --mode echo|blast --target IP:PORT --rate RPS --duration S [--payload B]\n");
+}
+
+static int parse_target(const char *s, struct sockaddr_in *a)
+{
+	char host[64];
+	const char *colon = strrchr(s, ':');
+	if (!colon || (size_t)(colon - s) >= sizeof(host))
+		return -1;
+	memcpy(host, s, (size_t)(colon - s));
+	host[colon - s] = 0;
+	uint32_t ip = nk_parse_ipv4(host);
+	if (!ip)
+		return -1;
+	*a = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1)),
+				  .sin_addr.s_addr = htonl(ip)};
+	return 0;
+}
+
+static void sleep_until(int fd, uint64_t t)
+{
+	uint64_t now = nk_now_ns();
+	if (t <= now)
+		return;
+	uint64_t d = t - now;
+	struct timespec ts = {(time_t)(d / 1000000000ull), (long)(d % 1000000000ull)};
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	ppoll(&p, 1, &ts, NULL);
+}
+
+static void put_be64(uint8_t *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--) {
+		p[i] = (uint8_t)v;
+		v >>= 8;
+	}
+}
+
+static uint64_t get_be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static void json_hist(FILE *o, const struct nk_hist *h)
+{
+	fputs("\"hist\": [", o);
+	int first = 1;
+	for (uint32_t i = 0; i < h->nbuckets; i++) {
+		if (!h->counts[i])
+			continue;
+		fprintf(o, "%s[%" PRIu64 ", %" PRIu64 "]", first ? "" : ", ", nk_hist_bucket_lower(h, i),
+			h->counts[i]);
+		first = 0;
+	}
+	fputs("]", o);
+}
+
+static void json_latency(FILE *o, const char *name, const struct nk_hist *h)
+{
+	fprintf(o, "\"%s\": {\"mean\": %.1f, \"p50\": %.1f, \"p90\": %.1f, \"p99\": %.1f, "
+		   "\"p999\": %.1f, \"max\": %" PRIu64 "}",
+		name, nk_hist_mean(h), nk_hist_quantile(h, 0.5), nk_hist_quantile(h, 0.9),
+		nk_hist_quantile(h, 0.99), nk_hist_quantile(h, 0.999), h->total ? h->max : 0);
+}
+
+int main(int argc, char **argv)
+{
+	const char *proto = NULL, *out_path = NULL, *hist_path = NULL, *mode = "kv", *target = NULL;
+	const char *wl_kind = "zipf", *ring = "consistent", *params = NULL;
+	uint32_t id = 0, n_servers = 1, n_clients = 1, keys = 1000, key_size = 64, value_size = 128;
+	uint32_t vnodes = 16, retries = 0, batch = 32, payload = 64;
+	double rate = 1000, duration = 1, drain = 0.5, alpha = 0.99, write_ratio = 0, timeout_us = 0;
+	double window_ms = 0;
+	uint64_t seed = 1, wl_seed = 1, start_at = 0;
+	int port = -1;
+	static const struct option opts[] = {
+		{"protocol", required_argument, 0, 'p'}, {"id", required_argument, 0, 'i'},
+		{"servers", required_argument, 0, 'S'},  {"clients", required_argument, 0, 'M'},
+		{"rate", required_argument, 0, 'R'},     {"duration", required_argument, 0, 'D'},
+		{"drain", required_argument, 0, 'd'},    {"workload", required_argument, 0, 'W'},
+		{"alpha", required_argument, 0, 'A'},    {"keys", required_argument, 0, 'k'},
+		{"key-size", required_argument, 0, 'K'}, {"value-size", required_argument, 0, 'V'},
+		{"vnodes", required_argument, 0, 'n'},   {"ring", required_argument, 0, 'r'},
+		{"wl-seed", required_argument, 0, 'w'},  {"write-ratio", required_argument, 0, 'x'},
+		{"seed", required_argument, 0, 's'},     {"timeout-us", required_argument, 0, 'T'},
+		{"retries", required_argument, 0, 'y'},  {"start-at", required_argument, 0, 'z'},
+		{"window-ms", required_argument, 0, 'o'}, {"out", required_argument, 0, 'O'},
+		{"history", required_argument, 0, 'H'},  {"batch", required_argument, 0, 'b'},
+		{"mode", required_argument, 0, 'm'},     {"target", required_argument, 0, 'g'},
+		{"payload", required_argument, 0, 'L'},  {"port", required_argument, 0, 'P'},
+		{"params", required_argument, 0, 'a'},   {"tag", required_argument, 0, 't'},
+		{"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
+	};
+	int o;
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (o) {
+		case 'p': proto = optarg; break;
+		case 'i': id = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'S': n_servers = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'M': n_clients = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'R': rate = strtod(optarg, NULL); break;
+		case 'D': duration = strtod(optarg, NULL); break;
+		case 'd': drain = strtod(optarg, NULL); break;
+		case 'W': wl_kind = optarg; break;
+		case 'A': alpha = strtod(optarg, NULL); break;
+		case 'k': keys = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'K': key_size = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'V': value_size = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'n': vnodes = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'r': ring = optarg; break;
+		case 'w': wl_seed = strtoull(optarg, NULL, 0); break;
+		case 'x': write_ratio = strtod(optarg, NULL); break;
+		case 's': seed = strtoull(optarg, NULL, 0); break;
+		case 'T': timeout_us = strtod(optarg, NULL); break;
+		case 'y': retries = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'z': start_at = strtoull(optarg, NULL, 0); break;
+		case 'o': window_ms = strtod(optarg, NULL); break;
+		case 'O': out_path = optarg; break;
+		case 'H': hist_path = optarg; break;
+		case 'b': batch = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'm': mode = optarg; break;
+		case 'g': target = optarg; break;
+		case 'L': payload = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'P': port = atoi(optarg); break;
+		case 'a': params = optarg; break;
+		case 't': break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	int m_kv = !strcmp(mode, "kv"), m_echo = !strcmp(mode, "echo"), m_blast = !strcmp(mode, "blast");
+	if (optind != argc || !(m_kv || m_echo || m_blast) || (m_kv && !proto) ||
+	    (!m_kv && !target) || rate < 0 || duration <= 0 || batch == 0 || batch > MAX_BATCH ||
+	    key_size == 0 || key_size > NK_MAX_KEY_LEN || payload < 16 || payload > 1472 ||
+	    n_servers == 0 || window_ms < 0) {
+		usage(stderr);
+		return 2;
+	}
+
+	/* protocol, workload */
+	const struct nk_host_ops *ops = NULL;
+	void *hst = NULL;
+	struct nk_workload *wl = NULL;
+	struct sockaddr_in tgt = {0};
+	if (m_kv) {
+		ops = nk_host_find(proto);
+		if (!ops || !ops->client_request) {
+			fprintf(stderr, "kvclient: no host logic named '%s'\n", proto);
+			return 2;
+		}
+		hst = calloc(1, ops->client_state_size ? ops->client_state_size : 1);
+		struct nk_host_cfg hc = {.n_servers = n_servers, .n_clients = n_clients, .id = id,
+					 .seed = seed, .params = params};
+		if (!hst || (ops->client_init && ops->client_init(hst, &hc))) {
+			fprintf(stderr, "kvclient: host logic '%s' init failed\n", proto);
+			return 2;
+		}
+		if (port < 0)
+			port = nk_proto_udp_port(ops->proto);
+		struct nk_workload_cfg wc = {
+			.kind = !strcmp(wl_kind, "uniform") ? NK_WL_UNIFORM
+				: !strcmp(wl_kind, "ycsb") ? NK_WL_YCSB : NK_WL_ZIPF,
+			.n_keys = keys, .alpha = alpha, .seed = wl_seed, .key_size = key_size,
+			.n_servers = n_servers, .vnodes = vnodes,
+			.ring_mode = !strcmp(ring, "equal") ? NK_RING_EQUAL_RANGES : NK_RING_CONSISTENT,
+			.n_value_classes = 1, .value_sizes = {value_size}, .value_weights = {1.0},
+		};
+		if (strcmp(wl_kind, "zipf") && strcmp(wl_kind, "uniform") && strcmp(wl_kind, "ycsb")) {
+			fprintf(stderr, "kvclient: workload '%s' not supported (zipf, uniform, ycsb)\n", wl_kind);
+			return 2;
+		}
+		char err[256];
+		wl = nk_workload_new(&wc, err, sizeof(err));
+		if (!wl) {
+			fprintf(stderr, "kvclient: workload: %s\n", err);
+			return 2;
+		}
+	} else if (parse_target(target, &tgt)) {
+		fprintf(stderr, "kvclient: bad --target %s (IP:PORT)\n", target);
+		return 2;
+	}
+
+	/* outstanding table: enough slots for everything in flight */
+	double span = duration + drain + (timeout_us > 0 ? timeout_us * 1e-6 * (retries + 1) : 0);
+	uint64_t need = (uint64_t)(rate * span * 1.2) + 1024, cap = 1024;
+	while (cap < need && cap < (1u << 24))
+		cap <<= 1;
+	struct req *tab = calloc(cap, sizeof(*tab));
+	struct tmo *tq = timeout_us > 0 ? calloc(cap, sizeof(*tq)) : NULL;
+	uint64_t tq_head = 0, tq_tail = 0, tmo_ns = (uint64_t)(timeout_us * 1000.0);
+	struct nk_hist h, hr; /* latency from the intended send; round trip from the real one */
+	uint64_t n_windows = 0, win_ns = (uint64_t)(window_ms * 1e6);
+	if (win_ns) {
+		n_windows = (uint64_t)((duration + drain) * 1e9 / (double)win_ns) + 2;
+		if (n_windows > MAX_WINDOWS)
+			n_windows = MAX_WINDOWS;
+	}
+	struct window *win = n_windows ? calloc(n_windows, sizeof(*win)) : NULL;
+	uint64_t *per_server = calloc(n_servers + 1, sizeof(uint64_t));
+	if (!tab || (timeout_us > 0 && !tq) || nk_hist_init(&h, NK_HIST_SUB_BITS, NK_HIST_MAX_BITS) ||
+	    nk_hist_init(&hr, NK_HIST_SUB_BITS, NK_HIST_MAX_BITS) ||
+	    (n_windows && !win) || !per_server) {
+		fprintf(stderr, "kvclient: out of memory\n");
+		return 1;
+	}
+	for (uint64_t i = 0; i < n_windows; i++)
+		if (nk_hist_init(&win[i].h, 5, NK_HIST_MAX_BITS)) {
+			fprintf(stderr, "kvclient: out of memory\n");
+			return 1;
+		}
+	FILE *hf = NULL;
+	if (hist_path) {
+		hf = fopen(hist_path, "w");
+		if (!hf) {
+			fprintf(stderr, "kvclient: %s: %s\n", hist_path, strerror(errno));
+			return 1;
+		}
+		setvbuf(hf, NULL, _IOFBF, 1 << 20);
+		fputs("client,req_id,op,key,invoke_ns,complete_ns,value,ver,server,status\n", hf);
+	}
+
+	/* socket */
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	int bufsz = 8 << 20;
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof(bufsz));
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof(bufsz));
+	struct sockaddr_in me = {.sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)(m_kv ? port : 0)),
+				 .sin_addr.s_addr = htonl(INADDR_ANY)};
+	if (fd < 0 || bind(fd, (struct sockaddr *)&me, sizeof(me)) < 0) {
+		fprintf(stderr, "kvclient: bind UDP port %d: %s\n", m_kv ? port : 0, strerror(errno));
+		return 1;
+	}
+	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+	struct sigaction sa = {.sa_handler = on_stop};
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+
+	static uint8_t tbuf[MAX_BATCH][BUF_SIZE], rbuf[MAX_BATCH][BUF_SIZE];
+	static struct mmsghdr tmsg[MAX_BATCH], rmsg[MAX_BATCH];
+	static struct iovec tiov[MAX_BATCH], riov[MAX_BATCH];
+	static struct sockaddr_in tdst[MAX_BATCH], rsrc[MAX_BATCH];
+	for (int i = 0; i < MAX_BATCH; i++) {
+		tiov[i] = (struct iovec){tbuf[i], BUF_SIZE};
+		tmsg[i].msg_hdr = (struct msghdr){.msg_name = &tdst[i], .msg_namelen = sizeof(tdst[i]),
+						  .msg_iov = &tiov[i], .msg_iovlen = 1};
+		riov[i] = (struct iovec){rbuf[i], BUF_SIZE};
+		rmsg[i].msg_hdr = (struct msghdr){.msg_name = &rsrc[i], .msg_namelen = sizeof(rsrc[i]),
+						  .msg_iov = &riov[i], .msg_iovlen = 1};
+	}
+	static uint8_t keybuf[NK_MAX_KEY_LEN], valbuf[65536];
+
+	struct nk_rng rng;
+	nk_rng_seed(&rng, seed, 0xC11E + id);
+	uint64_t t0 = start_at ? start_at : nk_now_ns();
+	sleep_until(fd, t0);
+	uint64_t t_end = t0 + (uint64_t)(duration * 1e9), t_stop = t_end + (uint64_t)(drain * 1e9);
+	double mean_gap = rate > 0 ? 1e9 / rate : 0;
+	uint64_t next_send = t0 + (rate > 0 ? (uint64_t)nk_rng_exp(&rng, mean_gap) : 0);
+	uint64_t issued = 0, completed = 0, timeouts = 0, n_retries = 0, dup = 0, bad = 0, late = 0;
+	uint64_t overrun = 0, send_err = 0, outstanding = 0, unknown = 0, sent_pkts = 0, last_done = t0;
+	uint64_t bad_by[WIRE_ERRS] = {0};
+	uint32_t next_id = 1;
+
+	while (!stop_flag) {
+		uint64_t now = nk_now_ns();
+		if (now >= t_stop || (now >= t_end && outstanding == 0 && !m_blast))
+			break;
+		/* 1. every request whose intended time has come */
+		uint32_t nt = 0;
+		while (now < t_end && next_send <= now && nt < batch) {
+			uint32_t rid = next_id++;
+			struct req *q = &tab[rid & (cap - 1)];
+			if (q->state == S_WAIT) { /* the ring lapped a request: it is lost */
+				overrun++;
+				outstanding--;
+				if (tab && q->state == S_WAIT && hf)
+					fprintf(hf, "%u,%u,%c,%u,%" PRIu64 ",-1,%" PRIu64 ",0,-1,lost\n", id,
+						q->req_id, q->kind == NK_KIND_WRITE ? 'w' : 'r', q->key,
+						q->intended_ns, q->value_id);
+			}
+			q->req_id = rid;
+			q->intended_ns = next_send;
+			q->sent_ns = now;
+			q->attempts = 1;
+			q->state = S_WAIT;
+			tdst[nt] = tgt;
+			if (m_kv) {
+				uint32_t rank = nk_workload_sample(wl, &rng);
+				const struct nk_rank_info *ri = &wl->ranks[rank];
+				int w = write_ratio > 0 && nk_rng_double(&rng) < write_ratio;
+				nk_key_bytes(ri->key, key_size, keybuf);
+				q->key = ri->key;
+				q->rank = rank;
+				q->kind = w ? NK_KIND_WRITE : NK_KIND_READ;
+				q->value_id = w ? ((uint64_t)(id + 1) << 40 | rid) : 0;
+				struct nk_req_spec sp = {
+					.kind = q->kind, .key_len = (uint8_t)key_size,
+					.client_id = (uint16_t)id, .home = ri->home,
+					.req_id = rid, .keyhash = ri->keyhash, .value_len = w ? ri->value_len : 0,
+					.send_ns = next_send, .key = keybuf,
+				};
+				struct nk_msg m;
+				uint16_t dst = ops->client_request(hst, &sp, &m);
+				if (w && m.value_len >= 8) {
+					put_be64(valbuf, q->value_id);
+					m.value = valbuf;
+				}
+				int n = nk_wire_encode(&m, tbuf[nt], BUF_SIZE);
+				if (n < 0) {
+					send_err++;
+					q->state = S_FREE;
+					next_send += (uint64_t)nk_rng_exp(&rng, mean_gap);
+					continue;
+				}
+				tiov[nt].iov_len = (size_t)n;
+				tdst[nt] = (struct sockaddr_in){.sin_family = AF_INET,
+								.sin_port = htons((uint16_t)port),
+								.sin_addr.s_addr = htonl(nk_node_ip(dst))};
+			} else {
+				memset(tbuf[nt], 0, payload);
+				put_be64(tbuf[nt], rid);
+				put_be64(tbuf[nt] + 8, next_send);
+				tiov[nt].iov_len = payload;
+				q->kind = NK_KIND_READ;
+			}
+			if (tq) {
+				tq[tq_tail & (cap - 1)] = (struct tmo){now + tmo_ns, rid, 1};
+				tq_tail++;
+			}
+			if (win) {
+				uint64_t wi = (next_send - t0) / win_ns;
+				if (wi < n_windows)
+					win[wi].issued++;
+			}
+			issued++;
+			outstanding++;
+			if (m_blast) {
+				q->state = S_FREE;
+				outstanding--;
+			}
+			nt++;
+			next_send += rate > 0 ? (uint64_t)nk_rng_exp(&rng, mean_gap) : 0;
+			if (rate == 0)
+				next_send = now;
+		}
+		for (uint32_t done = 0; done < nt;) {
+			int w = sendmmsg(fd, tmsg + done, nt - done, 0);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				send_err++;
+				done++;
+				continue;
+			}
+			done += (uint32_t)w;
+			sent_pkts += (uint64_t)w;
+		}
+
+		/* 2. replies */
+		int got = 0;
+		for (int i = 0; i < MAX_BATCH; i++)
+			rmsg[i].msg_hdr.msg_namelen = sizeof(rsrc[i]);
+		int r = m_blast ? 0 : recvmmsg(fd, rmsg, MAX_BATCH, MSG_DONTWAIT, NULL);
+		uint64_t rnow = r > 0 ? nk_now_ns() : now;
+		for (int i = 0; i < r; i++) {
+			uint32_t len = rmsg[i].msg_len;
+			uint32_t rid;
+			struct nk_msg m;
+			if (m_kv) {
+				int e = nk_wire_decode(ops->proto, rbuf[i], len, &m);
+				if (e < 0) {
+					bad++;
+					bad_by[-e < WIRE_ERRS ? -e : 0]++;
+					continue;
+				}
+				rid = m.req_id;
+			} else {
+				if (len < 16) {
+					bad++;
+					continue;
+				}
+				rid = (uint32_t)get_be64(rbuf[i]);
+			}
+			got++;
+			struct req *q = &tab[rid & (cap - 1)];
+			if (q->req_id != rid || q->state != S_WAIT) {
+				if (q->req_id == rid)
+					dup++;
+				else
+					unknown++;
+				continue;
+			}
+			if (m_kv) {
+				int v = ops->client_reply(hst, &m);
+				if (v == NK_REPLY_IGNORE)
+					continue;
+				if (v == NK_REPLY_RETRY) {
+					/* resend at once with the same req_id */
+					struct nk_req_spec sp = {
+						.kind = q->kind, .key_len = (uint8_t)key_size,
+						.client_id = (uint16_t)id,
+						.home = wl->ranks[q->rank].home, .req_id = rid,
+						.keyhash = wl->ranks[q->rank].keyhash,
+						.value_len = q->kind == NK_KIND_WRITE ? wl->ranks[q->rank].value_len : 0,
+						.send_ns = q->intended_ns, .key = keybuf,
+					};
+					nk_key_bytes(q->key, key_size, keybuf);
+					struct nk_msg rq;
+					uint16_t dst = ops->client_request(hst, &sp, &rq);
+					if (q->kind == NK_KIND_WRITE && rq.value_len >= 8) {
+						put_be64(valbuf, q->value_id);
+						rq.value = valbuf;
+					}
+					uint8_t pkt[BUF_SIZE];
+					int n = nk_wire_encode(&rq, pkt, sizeof(pkt));
+					struct sockaddr_in d = {.sin_family = AF_INET,
+								.sin_port = htons((uint16_t)port),
+								.sin_addr.s_addr = htonl(nk_node_ip(dst))};
+					if (n > 0 && sendto(fd, pkt, (size_t)n, 0, (struct sockaddr *)&d, sizeof(d)) > 0)
+						n_retries++;
+					q->sent_ns = rnow;
+					continue;
+				}
+				if (m.server_id < n_servers)
+					per_server[m.server_id]++;
+				else
+					per_server[n_servers]++;
+			}
+			uint64_t lat = rnow > q->intended_ns ? rnow - q->intended_ns : 0;
+			nk_hist_add(&h, lat);
+			nk_hist_add(&hr, rnow > q->sent_ns ? rnow - q->sent_ns : 0);
+			if (win) {
+				uint64_t wi = (rnow - t0) / win_ns;
+				if (wi < n_windows) {
+					win[wi].completed++;
+					nk_hist_add(&win[wi].h, lat);
+				}
+			}
+			if (rnow > t_end)
+				late++;
+			if (hf) {
+				uint64_t vid = q->value_id;
+				if (m_kv && q->kind == NK_KIND_READ)
+					vid = m.value && m.value_len >= 8 ? get_be64(m.value) : 0;
+				fprintf(hf, "%u,%u,%c,%u,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%d,%s\n",
+					id, rid, q->kind == NK_KIND_WRITE ? 'w' : 'r', q->key, q->intended_ns,
+					rnow, vid, m_kv ? m.ver : 0, m_kv ? (int)m.server_id : -1,
+					m_kv && m.result == NK_RESULT_NOT_FOUND ? "not_found" : "ok");
+			}
+			q->state = S_FREE;
+			completed++;
+			outstanding--;
+			last_done = rnow;
+		}
+
+		/* 3. timeouts, in deadline order: retry with the same req_id, or give up */
+		while (tq && tq_head != tq_tail && tq[tq_head & (cap - 1)].deadline <= rnow) {
+			struct tmo t = tq[tq_head & (cap - 1)];
+			tq_head++;
+			struct req *q = &tab[t.req_id & (cap - 1)];
+			if (q->req_id != t.req_id || q->state != S_WAIT || q->attempts != t.attempt)
+				continue;
+			if (q->attempts <= retries && m_kv) {
+				q->attempts++;
+				nk_key_bytes(q->key, key_size, keybuf);
+				const struct nk_rank_info *ri = &wl->ranks[q->rank];
+				struct nk_req_spec sp = {
+					.kind = q->kind, .key_len = (uint8_t)key_size,
+					.client_id = (uint16_t)id, .home = ri->home,
+					.req_id = q->req_id, .keyhash = ri->keyhash,
+					.value_len = q->kind == NK_KIND_WRITE ? ri->value_len : 0,
+					.send_ns = q->intended_ns, .key = keybuf,
+				};
+				struct nk_msg rq;
+				uint16_t dst = ops->client_request(hst, &sp, &rq);
+				if (q->kind == NK_KIND_WRITE && rq.value_len >= 8) {
+					put_be64(valbuf, q->value_id);
+					rq.value = valbuf;
+				}
+				uint8_t pkt[BUF_SIZE];
+				int n = nk_wire_encode(&rq, pkt, sizeof(pkt));
+				struct sockaddr_in d = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+							.sin_addr.s_addr = htonl(nk_node_ip(dst))};
+				if (n > 0)
+					(void)sendto(fd, pkt, (size_t)n, 0, (struct sockaddr *)&d, sizeof(d));
+				n_retries++;
+				q->sent_ns = rnow;
+				tq[tq_tail & (cap - 1)] = (struct tmo){rnow + tmo_ns, q->req_id, q->attempts};
+				tq_tail++;
+				continue;
+			}
+			timeouts++;
+			outstanding--;
+			q->state = S_FREE;
+			if (win) {
+				uint64_t wi = (rnow - t0) / win_ns;
+				if (wi < n_windows)
+					win[wi].timeouts++;
+			}
+			if (hf)
+				fprintf(hf, "%u,%u,%c,%u,%" PRIu64 ",-1,%" PRIu64 ",0,-1,timeout\n", id, q->req_id,
+					q->kind == NK_KIND_WRITE ? 'w' : 'r', q->key, q->intended_ns, q->value_id);
+		}
+
+		/* 4. nothing to do right now: sleep until the next send (or a reply) */
+		if (got || r > 0)
+			continue;
+		uint64_t wake = now < t_end ? next_send : t_stop;
+		if (tq && tq_head != tq_tail && tq[tq_head & (cap - 1)].deadline < wake)
+			wake = tq[tq_head & (cap - 1)].deadline;
+		if (wake > t_stop)
+			wake = t_stop;
+		if (m_blast || rate == 0)
+			continue;
+		sleep_until(fd, wake);
+	}
+
+	/* requests still outstanding: neither completed nor timed out */
+	if (hf) {
+		for (uint64_t i = 0; i < cap; i++) {
+			struct req *q = &tab[i];
+			if (q->state == S_WAIT)
+				fprintf(hf, "%u,%u,%c,%u,%" PRIu64 ",-1,%" PRIu64 ",0,-1,unfinished\n", id,
+					q->req_id, q->kind == NK_KIND_WRITE ? 'w' : 'r', q->key, q->intended_ns,
+					q->value_id);
+		}
+		fclose(hf);
+	}
+
+	FILE *out = out_path ? fopen(out_path, "w") : stdout;
+	if (!out) {
+		fprintf(stderr, "kvclient: %s: %s\n", out_path, strerror(errno));
+		return 1;
+	}
+	uint64_t bad_total = bad;
+	fprintf(out, "{\"kvclient\": %u, \"mode\": \"%s\", \"rate\": %.3f, \"duration_s\": %.6f, "
+		     "\"t0_ns\": %" PRIu64 ", \"issued\": %" PRIu64 ", \"sent_packets\": %" PRIu64
+		     ", \"completed\": %" PRIu64 ", \"timeouts\": %" PRIu64 ", \"retries\": %" PRIu64
+		     ", \"unfinished\": %" PRIu64 ", \"overrun\": %" PRIu64 ", \"dup_replies\": %" PRIu64
+		     ", \"unknown_replies\": %" PRIu64 ", \"bad_replies\": %" PRIu64 ", \"send_errors\": %" PRIu64
+		     ", \"late\": %" PRIu64 ", \"last_done_s\": %.6f, ",
+		id, mode, rate, duration, t0, issued, sent_pkts, completed, timeouts, n_retries,
+		outstanding, overrun, dup, unknown, bad_total, send_err, late,
+		(double)(last_done - t0) * 1e-9);
+	json_latency(out, "latency_ns", &h);
+	fputs(", ", out);
+	json_latency(out, "rtt_ns", &hr);
+	fputs(", ", out);
+	json_hist(out, &h);
+	fputs(", \"server_replies\": [", out);
+	for (uint32_t s = 0; s < n_servers; s++)
+		fprintf(out, "%s%" PRIu64, s ? ", " : "", per_server[s]);
+	fprintf(out, "], \"switch_or_other_replies\": %" PRIu64, per_server[n_servers]);
+	fprintf(out, ", \"timeline\": {\"window_s\": %.6f, \"issued\": [", win_ns * 1e-9);
+	for (uint64_t i = 0; i < n_windows; i++)
+		fprintf(out, "%s%" PRIu64, i ? ", " : "", win[i].issued);
+	fputs("], \"completed\": [", out);
+	for (uint64_t i = 0; i < n_windows; i++)
+		fprintf(out, "%s%" PRIu64, i ? ", " : "", win[i].completed);
+	fputs("], \"timeouts\": [", out);
+	for (uint64_t i = 0; i < n_windows; i++)
+		fprintf(out, "%s%" PRIu64, i ? ", " : "", win[i].timeouts);
+	fputs("], \"p50_ns\": [", out);
+	for (uint64_t i = 0; i < n_windows; i++)
+		fprintf(out, "%s%.1f", i ? ", " : "", nk_hist_quantile(&win[i].h, 0.5));
+	fputs("], \"p99_ns\": [", out);
+	for (uint64_t i = 0; i < n_windows; i++)
+		fprintf(out, "%s%.1f", i ? ", " : "", nk_hist_quantile(&win[i].h, 0.99));
+	fputs("]}}\n", out);
+	if (out != stdout)
+		fclose(out);
+	else
+		fflush(stdout);
+
+	for (uint64_t i = 0; i < n_windows; i++)
+		nk_hist_free(&win[i].h);
+	free(win);
+	nk_hist_free(&h);
+	nk_hist_free(&hr);
+	free(tab);
+	free(tq);
+	free(per_server);
+	if (ops && ops->client_fini)
+		ops->client_fini(hst);
+	free(hst);
+	nk_workload_free(wl);
+	close(fd);
+	return 0;
+}

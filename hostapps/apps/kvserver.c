@@ -1,0 +1,552 @@
+/*
+ * kvserver - a UDP key-value server running a protocol's host logic
+ * (host.h: the code the simulator's servers run) on a real hash table.
+ *
+ *   1. arguments: protocol, server id, rack size, the workload's key space
+ *      (to preload this server's keys - or every key - at version 1, with
+ *      the value sizes the workload gives them), emulated service time;
+ *   2. init: the store (open addressing on keyhash + key bytes; written
+ *      values live in a preallocated slot pool), the socket;
+ *   3. the loop: recvmmsg a burst, decode each request (bad ones are
+ *      counted by reason and dropped), busy-wait the emulated service time,
+ *      run server_handle, encode the replies into a sendmmsg burst, send;
+ *   4. SIGUSR1 writes the counters to --stats-file (atomically, with a
+ *      sequence number); SIGTERM/SIGINT writes them once more, prints them
+ *      as a JSON line and exits 0.
+ *
+ * --mode echo turns it into a plain UDP echo (the benchmark's baseline),
+ * --mode sink only counts datagrams. No allocation inside the loop.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "netkv/ctl.h"
+#include "netkv/host.h"
+#include "netkv/io.h"
+#include "netkv/rng.h"
+#include "netkv/wire.h"
+#include "netkv/workload.h"
+
+#define MAX_BATCH 64
+#define BUF_SIZE 2048
+#define CANON_MAX 65536
+#define WIRE_ERRS 11
+
+static volatile sig_atomic_t stop_flag, dump_flag;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	stop_flag = 1;
+}
+
+static void on_dump(int sig)
+{
+	(void)sig;
+	dump_flag = 1;
+}
+
+/* ---- the store ------------------------------------------------------------- */
+
+struct ent {
+	uint32_t keyhash;
+	uint8_t used;
+	uint8_t key_len;
+	uint16_t rsvd;
+	uint32_t value_len;
+	int32_t slot;             /* value bytes in the pool; -1 = canonical (zeros) */
+	uint64_t ver;
+	uint8_t key[NK_MAX_KEY_LEN];
+};
+
+struct store {
+	struct ent *t;
+	uint64_t mask, n, cap_entries;
+	uint8_t *pool;            /* slots of max_value bytes */
+	uint32_t max_value, slots, slots_used;
+	uint64_t full, value_truncated;
+	const struct ent *last;   /* entry of the last get (for the reply's value) */
+};
+
+static struct ent *lookup(struct store *s, const uint8_t *key, uint8_t klen, uint32_t kh, int insert)
+{
+	uint64_t i = nk_mix64(kh) & s->mask;
+	for (uint64_t probe = 0; probe <= s->mask; probe++, i = (i + 1) & s->mask) {
+		struct ent *e = &s->t[i];
+		if (!e->used) {
+			if (!insert || s->n >= s->cap_entries) {
+				if (insert)
+					s->full++;
+				return NULL;
+			}
+			e->used = 1;
+			e->keyhash = kh;
+			e->key_len = klen;
+			memcpy(e->key, key, klen);
+			e->slot = -1;
+			e->ver = 0;
+			e->value_len = 0;
+			s->n++;
+			return e;
+		}
+		if (e->keyhash == kh && e->key_len == klen && !memcmp(e->key, key, klen))
+			return e;
+	}
+	return NULL;
+}
+
+static int st_get(void *impl, const struct nk_msg *req, uint64_t *ver, uint32_t *value_len)
+{
+	struct store *s = impl;
+	const struct ent *e = lookup(s, req->key, req->key_len, req->keyhash, 0);
+	s->last = e;
+	if (!e)
+		return 1;
+	*ver = e->ver;
+	*value_len = e->value_len;
+	return 0;
+}
+
+static int st_put(void *impl, const struct nk_msg *req, uint64_t ver, uint32_t value_len)
+{
+	struct store *s = impl;
+	struct ent *e = lookup(s, req->key, req->key_len, req->keyhash, 1);
+	if (!e)
+		return -1;
+	e->ver = ver;
+	e->value_len = value_len;
+	if (req->value && value_len) {
+		if (e->slot < 0 && s->slots_used < s->slots)
+			e->slot = (int32_t)s->slots_used++;
+		if (e->slot >= 0) {
+			uint32_t n = value_len < s->max_value ? value_len : s->max_value;
+			if (n < value_len)
+				s->value_truncated++;
+			memcpy(s->pool + (size_t)e->slot * s->max_value, req->value, n);
+			if (n < s->max_value)
+				memset(s->pool + (size_t)e->slot * s->max_value + n, 0, s->max_value - n);
+		} else {
+			s->value_truncated++;
+		}
+	} else {
+		e->slot = -1; /* zeros */
+	}
+	s->last = e;
+	return 0;
+}
+
+static const struct nk_store_ops store_ops = {.get = st_get, .put = st_put};
+
+/* ---- counters ---------------------------------------------------------------- */
+
+struct counters {
+	uint64_t rx, tx, served, reads, writes, other_ops, ignored, bad[WIRE_ERRS], encode_err,
+		send_err, not_found, dump_seq;
+};
+
+static void write_counters(FILE *o, const struct counters *c, const struct store *st, uint32_t id,
+			   const char *mode)
+{
+	static const char *names[WIRE_ERRS] = {"other", "truncated", "magic", "op", "proto",
+					       "keylen", "length", "space", "field", "value", "inval"};
+	uint64_t bad = 0;
+	for (int i = 0; i < WIRE_ERRS; i++)
+		bad += c->bad[i];
+	fprintf(o, "{\"kvserver\": %u, \"mode\": \"%s\", \"seq\": %" PRIu64 ", \"rx\": %" PRIu64
+		   ", \"tx\": %" PRIu64 ", \"served\": %" PRIu64 ", \"reads\": %" PRIu64
+		   ", \"writes\": %" PRIu64 ", \"other_ops\": %" PRIu64 ", \"ignored\": %" PRIu64
+		   ", \"not_found\": %" PRIu64 ", \"bad\": %" PRIu64,
+		id, mode, c->dump_seq, c->rx, c->tx, c->served, c->reads, c->writes, c->other_ops,
+		c->ignored, c->not_found, bad);
+	for (int i = 0; i < WIRE_ERRS; i++)
+		fprintf(o, ", \"bad_%s\": %" PRIu64, names[i], c->bad[i]);
+	fprintf(o, ", \"encode_err\": %" PRIu64 ", \"send_err\": %" PRIu64 ", \"keys\": %" PRIu64
+		   ", \"store_full\": %" PRIu64 ", \"value_truncated\": %" PRIu64 "}\n",
+		c->encode_err, c->send_err, st->n, st->full, st->value_truncated);
+}
+
+static void dump_stats(const char *path, struct counters *c, const struct store *st, uint32_t id,
+		       const char *mode)
+{
+	if (!path)
+		return;
+	char tmp[4096];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	FILE *f = fopen(tmp, "w");
+	if (!f)
+		return;
+	c->dump_seq++;
+	write_counters(f, c, st, id, mode);
+	fclose(f);
+	rename(tmp, path);
+}
+
+/* ---- control socket: the protocol's server commands (Pegasus rkey_add, gc, ...) -- */
+
+struct ctl_ctx {
+	const struct nk_host_ops *ops;
+	void *hst;
+	struct nk_store *store;
+};
+
+static int ctl_handler(void *ctx, int argc, char **argv, char *out, size_t cap)
+{
+	struct ctl_ctx *c = ctx;
+	if (!strcmp(argv[0], "ping"))
+		return snprintf(out, cap, "ok kvserver");
+	if (!c->ops || !c->ops->server_ctl)
+		return snprintf(out, cap, "err protocol has no server commands");
+	int n = c->ops->server_ctl(c->hst, c->store, argc, argv, out, cap);
+	return n < 0 ? snprintf(out, cap, "err command failed") : n;
+}
+
+/* ---- main ---------------------------------------------------------------------- */
+
+static void usage(FILE *o)
+{
+	fprintf(o,
+		"usage: kvserver --protocol NAME --id N --servers S --clients M\n"
+		"                [--keys N --key-size B --value-size B --vnodes V --ring consistent|equal\n"
+		"                 --wl-seed N --preload home|all|none] [--service-ns NS [--service exp|det]]\n"
+		"                [--port P] [--batch N] [--max-value B] [--value-slots N]\n"
+		"                [--stats-file PATH] [--stats] [--mode kv|echo|sink] [--params STR]\n"
+		"                [--ctl PATH] [--tag STR]\n");
+}
+
+static void busy_wait(uint64_t until)
+{
+	while (nk_now_ns() < until)
+		__asm__ volatile("" ::: "memory");
+}
+
+int main(int argc, char **argv)
+{
+	const char *proto = NULL, *stats_file = NULL, *params = NULL, *preload = "home";
+	const char *mode = "kv", *ring = "consistent", *service = "det", *ctl_path = NULL;
+	uint32_t id = 0, n_servers = 1, n_clients = 1, keys = 0, key_size = 64, value_size = 128;
+	uint32_t vnodes = 16, batch = 32, max_value = 1024, value_slots = 65536;
+	uint64_t wl_seed = 1, service_ns = 0;
+	int port = -1, stats = 0;
+	static const struct option opts[] = {
+		{"protocol", required_argument, 0, 'p'}, {"id", required_argument, 0, 'i'},
+		{"servers", required_argument, 0, 'S'},  {"clients", required_argument, 0, 'M'},
+		{"keys", required_argument, 0, 'k'},     {"key-size", required_argument, 0, 'K'},
+		{"value-size", required_argument, 0, 'V'}, {"vnodes", required_argument, 0, 'n'},
+		{"ring", required_argument, 0, 'r'},     {"wl-seed", required_argument, 0, 'w'},
+		{"preload", required_argument, 0, 'l'},  {"service-ns", required_argument, 0, 'e'},
+		{"service", required_argument, 0, 'E'},  {"port", required_argument, 0, 'P'},
+		{"batch", required_argument, 0, 'b'},    {"max-value", required_argument, 0, 'x'},
+		{"value-slots", required_argument, 0, 'X'}, {"stats-file", required_argument, 0, 'f'},
+		{"stats", no_argument, 0, 'v'},          {"mode", required_argument, 0, 'm'},
+		{"params", required_argument, 0, 'a'},   {"tag", required_argument, 0, 't'},
+		/* popularity does not matter to a server: accepted so that one
+		 * workload argument list serves kvserver and kvclient */
+		{"workload", required_argument, 0, 'W'}, {"alpha", required_argument, 0, 'A'},
+		{"ctl", required_argument, 0, 'c'},
+		{"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
+	};
+	int o;
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (o) {
+		case 'p': proto = optarg; break;
+		case 'i': id = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'S': n_servers = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'M': n_clients = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'k': keys = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'K': key_size = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'V': value_size = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'n': vnodes = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'r': ring = optarg; break;
+		case 'w': wl_seed = strtoull(optarg, NULL, 0); break;
+		case 'l': preload = optarg; break;
+		case 'e': service_ns = strtoull(optarg, NULL, 0); break;
+		case 'E': service = optarg; break;
+		case 'P': port = atoi(optarg); break;
+		case 'b': batch = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'x': max_value = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'X': value_slots = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'f': stats_file = optarg; break;
+		case 'c': ctl_path = optarg; break;
+		case 'v': stats = 1; break;
+		case 'm': mode = optarg; break;
+		case 'a': params = optarg; break;
+		case 't': case 'W': case 'A': break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	int m_kv = !strcmp(mode, "kv"), m_echo = !strcmp(mode, "echo"), m_sink = !strcmp(mode, "sink");
+	if (optind != argc || !(m_kv || m_echo || m_sink) || batch == 0 || batch > MAX_BATCH ||
+	    (m_kv && !proto) || key_size == 0 || key_size > NK_MAX_KEY_LEN || n_servers == 0 ||
+	    max_value == 0 || max_value > CANON_MAX) {
+		usage(stderr);
+		return 2;
+	}
+	const struct nk_host_ops *ops = NULL;
+	void *hst = NULL;
+	if (m_kv) {
+		ops = nk_host_find(proto);
+		if (!ops || !ops->server_handle) {
+			fprintf(stderr, "kvserver: no host logic named '%s'\n", proto);
+			return 2;
+		}
+		hst = calloc(1, ops->server_state_size ? ops->server_state_size : 1);
+		struct nk_host_cfg hc = {.n_servers = n_servers, .n_clients = n_clients, .id = id,
+					 .seed = wl_seed, .params = params};
+		if (!hst || ops->server_init(hst, &hc)) {
+			fprintf(stderr, "kvserver: host logic '%s' init failed\n", proto);
+			return 2;
+		}
+		if (port < 0)
+			port = nk_proto_udp_port(ops->proto);
+	}
+	if (port < 0)
+		port = 9000;
+
+	/* the store, preloaded from the workload's key space */
+	static struct store st;
+	uint64_t want = keys ? keys : 1024;
+	if (strcmp(preload, "all") && n_servers)
+		want = want / n_servers * 2 + 1024;  /* home keys (with ring slack) + new keys */
+	want += want / 4;
+	uint64_t cap = 1024;
+	while (cap < want * 2)
+		cap <<= 1;
+	st.t = calloc(cap, sizeof(struct ent));
+	st.mask = cap - 1;
+	st.cap_entries = cap * 3 / 4;
+	st.max_value = max_value;
+	st.slots = value_slots;
+	st.pool = calloc((size_t)value_slots ? value_slots : 1, max_value);
+	static uint8_t canon[CANON_MAX]; /* preloaded values: zeros (value id 0) */
+	if (!st.t || !st.pool) {
+		fprintf(stderr, "kvserver: out of memory for %" PRIu64 " entries\n", cap);
+		return 1;
+	}
+	if (m_kv && keys && strcmp(preload, "none")) {
+		struct nk_workload_cfg wc = {
+			.kind = NK_WL_UNIFORM, .n_keys = keys, .seed = wl_seed, .key_size = key_size,
+			.n_servers = n_servers, .vnodes = vnodes,
+			.ring_mode = !strcmp(ring, "equal") ? NK_RING_EQUAL_RANGES : NK_RING_CONSISTENT,
+			.n_value_classes = 1, .value_sizes = {value_size}, .value_weights = {1.0},
+		};
+		char err[256];
+		struct nk_workload *wl = nk_workload_new(&wc, err, sizeof(err));
+		if (!wl) {
+			fprintf(stderr, "kvserver: workload: %s\n", err);
+			return 2;
+		}
+		int all = !strcmp(preload, "all");
+		uint8_t key[NK_MAX_KEY_LEN];
+		for (uint32_t i = 0; i < keys; i++) {
+			const struct nk_rank_info *ri = &wl->ranks[i];
+			if (!all && ri->home != id)
+				continue;
+			nk_key_bytes(ri->key, key_size, key);
+			struct ent *e = lookup(&st, key, (uint8_t)key_size, ri->keyhash, 1);
+			if (!e)
+				break;
+			e->ver = 1;
+			e->value_len = ri->value_len;
+		}
+		nk_workload_free(wl);
+	}
+	struct nk_store store = {.ops = &store_ops, .impl = &st};
+	static struct nk_ctl ctl;
+	struct ctl_ctx cctx = {.ops = ops, .hst = hst, .store = &store};
+	if (ctl_path) {
+		char err[256];
+		if (nk_ctl_open(&ctl, ctl_path, 1 << 20, err, sizeof(err))) {
+			fprintf(stderr, "kvserver: %s\n", err);
+			return 1;
+		}
+	}
+
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	int one = 1, bufsz = 8 << 20;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof(bufsz));
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof(bufsz));
+	struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	struct sockaddr_in me = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(INADDR_ANY)};
+	if (fd < 0 || bind(fd, (struct sockaddr *)&me, sizeof(me)) < 0) {
+		fprintf(stderr, "kvserver: bind UDP port %d: %s\n", port, strerror(errno));
+		return 1;
+	}
+	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+	struct sigaction sa = {.sa_handler = on_stop};
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	struct sigaction sd = {.sa_handler = on_dump};
+	sigaction(SIGUSR1, &sd, NULL);
+	/* handlers are in place: the first stats file says "ready" */
+	struct counters c = {0};
+	dump_stats(stats_file, &c, &st, id, mode);
+
+	/* receive and transmit bursts */
+	static uint8_t rbuf[MAX_BATCH][BUF_SIZE], tbuf[MAX_BATCH * 2][BUF_SIZE];
+	static struct mmsghdr rmsg[MAX_BATCH], tmsg[MAX_BATCH * 2];
+	static struct iovec riov[MAX_BATCH], tiov[MAX_BATCH * 2];
+	static struct sockaddr_in rsrc[MAX_BATCH], tdst[MAX_BATCH * 2];
+	for (uint32_t i = 0; i < MAX_BATCH; i++) {
+		riov[i] = (struct iovec){rbuf[i], BUF_SIZE};
+		rmsg[i].msg_hdr = (struct msghdr){.msg_name = &rsrc[i], .msg_namelen = sizeof(rsrc[i]),
+						  .msg_iov = &riov[i], .msg_iovlen = 1};
+	}
+	for (uint32_t i = 0; i < MAX_BATCH * 2; i++) {
+		tiov[i] = (struct iovec){tbuf[i], BUF_SIZE};
+		tmsg[i].msg_hdr = (struct msghdr){.msg_name = &tdst[i], .msg_namelen = sizeof(tdst[i]),
+						  .msg_iov = &tiov[i], .msg_iovlen = 1};
+	}
+	struct nk_rng srng;
+	nk_rng_seed(&srng, wl_seed, 0x5E5 + id);
+	int exp_service = !strcmp(service, "exp");
+	struct nk_host_out outs[NK_HOST_MAX_OUT];
+	uint64_t next_stats = nk_now_ns() + 1000000000ull, last_served = 0;
+	fprintf(stderr, "kvserver %u: %s mode, UDP port %d, %" PRIu64 " keys preloaded, ready\n", id,
+		mode, port, st.n);
+
+	while (!stop_flag) {
+		if (dump_flag) {
+			dump_flag = 0;
+			dump_stats(stats_file, &c, &st, id, mode);
+		}
+		for (uint32_t i = 0; i < batch; i++)
+			rmsg[i].msg_hdr.msg_namelen = sizeof(rsrc[i]);
+		int r;
+		if (ctl_path) {
+			/* wait for a datagram or a control request, then take a burst */
+			struct pollfd pfd[1 + NK_CTL_MAX_CONN + 1];
+			pfd[0] = (struct pollfd){.fd = fd, .events = POLLIN};
+			int np = 1 + nk_ctl_pollfds(&ctl, pfd + 1, NK_CTL_MAX_CONN + 1);
+			int pr = poll(pfd, (nfds_t)np, 100);
+			int ctl_ready = 0;
+			for (int i = 1; pr > 0 && i < np; i++)
+				ctl_ready |= pfd[i].revents != 0;
+			if (ctl_ready)
+				nk_ctl_service(&ctl, ctl_handler, &cctx);
+			r = pr > 0 && pfd[0].revents ? recvmmsg(fd, rmsg, batch, MSG_DONTWAIT, NULL) : 0;
+		} else {
+			r = recvmmsg(fd, rmsg, batch, MSG_WAITFORONE, NULL);
+		}
+		uint64_t now = nk_now_ns();
+		if (stats && now >= next_stats) {
+			next_stats = now + 1000000000ull;
+			fprintf(stderr, "kvserver %u: %" PRIu64 " req/s, rx %" PRIu64 " bad %" PRIu64 "\n", id,
+				c.served - last_served, c.rx, c.bad[0] + c.bad[1] + c.bad[2] + c.bad[3]);
+			last_served = c.served;
+		}
+		if (r <= 0)
+			continue; /* timeout, signal */
+		c.rx += (uint64_t)r;
+		if (m_sink)
+			continue;
+		uint32_t nt = 0;
+		for (int i = 0; i < r; i++) {
+			uint32_t len = rmsg[i].msg_len;
+			if (m_echo) {
+				memcpy(tbuf[nt], rbuf[i], len);
+				tiov[nt].iov_len = len;
+				tdst[nt] = rsrc[i];
+				tmsg[nt].msg_hdr.msg_namelen = sizeof(tdst[nt]);
+				nt++;
+				continue;
+			}
+			struct nk_msg m;
+			int e = nk_wire_decode(ops->proto, rbuf[i], len, &m);
+			if (e < 0) {
+				c.bad[-e < WIRE_ERRS ? -e : 0]++;
+				continue;
+			}
+			if (service_ns) {
+				uint64_t d = exp_service ? (uint64_t)nk_rng_exp(&srng, (double)service_ns) : service_ns;
+				busy_wait(nk_now_ns() + d);
+			}
+			int32_t src = nk_ip_node(ntohl(rsrc[i].sin_addr.s_addr));
+			st.last = NULL;
+			int no = ops->server_handle(hst, &store, &m, src >= 0 ? (uint16_t)src : 0xFFFF,
+						    outs, NK_HOST_MAX_OUT);
+			if (m.kind == NK_KIND_READ)
+				c.reads++;
+			else if (m.kind == NK_KIND_WRITE)
+				c.writes++;
+			else
+				c.other_ops++;
+			if (no <= 0) {
+				c.ignored++;
+				continue;
+			}
+			if (m.kind == NK_KIND_READ || m.kind == NK_KIND_WRITE)
+				c.served++;
+			for (int k = 0; k < no && nt < MAX_BATCH * 2; k++) {
+				struct nk_msg *om = &outs[k].msg;
+				if (om->kind == NK_KIND_READ_REPLY && om->result == NK_RESULT_NOT_FOUND)
+					c.not_found++;
+				/* bytes that come from the store (READ-REPLY, a replica
+				 * copy): the host logic leaves value NULL, we fill it */
+				if (om->value_len && (!om->value || om->kind == NK_KIND_READ_REPLY)) {
+					const struct ent *le = st.last;
+					if (!le || le->key_len != om->key_len ||
+					    memcmp(le->key, om->key, om->key_len))
+						le = lookup(&st, om->key, om->key_len, om->keyhash, 0);
+					om->value = le && le->slot >= 0 && om->value_len <= st.max_value
+							    ? st.pool + (size_t)le->slot * st.max_value
+							    : om->value_len <= CANON_MAX ? canon : NULL;
+				}
+				int n = nk_wire_encode(om, tbuf[nt], BUF_SIZE);
+				if (n < 0) {
+					c.encode_err++;
+					continue;
+				}
+				tiov[nt].iov_len = (size_t)n;
+				if (outs[k].dst == NK_DST_SRC) {
+					tdst[nt] = rsrc[i];
+				} else {
+					tdst[nt] = (struct sockaddr_in){
+						.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+						.sin_addr.s_addr = htonl(nk_node_ip(outs[k].dst))};
+				}
+				tmsg[nt].msg_hdr.msg_namelen = sizeof(tdst[nt]);
+				nt++;
+			}
+		}
+		uint32_t done = 0;
+		while (done < nt) {
+			int w = sendmmsg(fd, tmsg + done, nt - done, 0);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				c.send_err++;
+				done++;
+				continue;
+			}
+			done += (uint32_t)w;
+			c.tx += (uint64_t)w;
+		}
+	}
+	dump_stats(stats_file, &c, &st, id, mode);
+	write_counters(stdout, &c, &st, id, mode);
+	fflush(stdout);
+	if (ops && ops->server_fini)
+		ops->server_fini(hst);
+	free(hst);
+	free(st.t);
+	free(st.pool);
+	if (ctl_path)
+		nk_ctl_close(&ctl);
+	close(fd);
+	return 0;
+}

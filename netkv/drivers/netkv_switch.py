@@ -1,0 +1,136 @@
+"""NetkvSwitchDriver: netkv-switch's control socket (a Unix stream socket).
+
+One request line, one reply line: ``ok ...`` or ``err <reason>``. The
+commands are listed in docs/mininet.md ("Control socket").
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from netkv.drivers.base import CpuPacket, DriverError, SwitchDriver
+
+
+def _ints(values: Sequence[int]) -> str:
+    return ",".join(str(int(v)) for v in values) if len(values) else "-"
+
+
+class CtlSocket:
+    """A line client for a ctl.h control socket (netkv-switch, kvserver)."""
+
+    def __init__(self, path: str | Path, timeout_s: float = 5.0) -> None:
+        self.path = str(path)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout_s)
+        self.sock.connect(self.path)
+        self._buf = b""
+
+    @classmethod
+    def wait(cls, path: str | Path, timeout_s: float = 5.0):  # noqa: ANN206
+        """Connect once the program is listening (it may still be starting)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                client = cls(path)
+                client.request("ping")
+                return client
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise DriverError(f"control socket {path} not answering") from None
+                time.sleep(0.05)
+
+    def request(self, line: str) -> str:
+        """Send one command; return the text after ``ok`` or raise DriverError."""
+        self.sock.sendall(line.encode() + b"\n")
+        while b"\n" not in self._buf:
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                raise DriverError(f"{self.path}: connection closed after {line.split()[0]!r}")
+            self._buf += chunk
+        reply, self._buf = self._buf.split(b"\n", 1)
+        text = reply.decode()
+        if text == "ok" or text.startswith("ok "):
+            return text[3:]
+        raise DriverError(f"{line.split()[0]}: {text.removeprefix('err ')}")
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class NetkvSwitchDriver(CtlSocket, SwitchDriver):
+    """Talks to one netkv-switch over its control socket."""
+
+    # --- SwitchDriver -----------------------------------------------------------
+
+    def reg_read(self, name: str, index: int) -> int:
+        return int(self.request(f"reg_read {name} {int(index)}"))
+
+    def reg_read_range(self, name: str, first: int, count: int) -> list[int]:
+        out: list[int] = []
+        while count > 0:
+            n = min(count, 4096)
+            text = self.request(f"reg_read_range {name} {int(first)} {n}")
+            out += [int(v) for v in text.split(",")] if text else []
+            first += n
+            count -= n
+        return out
+
+    def reg_write(self, name: str, index: int, value: int) -> None:
+        self.request(f"reg_write {name} {int(index)} {int(value)}")
+
+    def table_add(self, table: str, key: Sequence[int], args: Sequence[int] = ()) -> None:
+        self.request(f"table_add {table} {_ints(key)} {_ints(args)}")
+
+    def table_delete(self, table: str, key: Sequence[int]) -> None:
+        self.request(f"table_del {table} {_ints(key)}")
+
+    def mcast_set(self, group: int, ports: Sequence[int]) -> None:
+        self.request(f"mcast_set {int(group)} {_ints(ports)}")
+
+    def counters(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for word in self.request("counters").split():
+            k, _, v = word.partition("=")
+            out[k] = int(v)
+        return out
+
+    def reset_counters(self) -> None:
+        self.request("reset_counters")
+
+    def cpu_poll(self, max_packets: int = 64) -> list[CpuPacket]:
+        words = self.request(f"cpu_poll {int(max_packets)}").split()
+        pkts = []
+        for w in words[1:]:
+            port, _, hexframe = w.partition(":")
+            pkts.append(CpuPacket(int(port), bytes.fromhex(hexframe)))
+        return pkts
+
+    def cpu_sample(self, every: int) -> None:
+        self.request(f"cpu_sample {int(every)}")
+
+    def packet_out(self, frame: bytes, port: int | None = None) -> None:
+        self.request(f"packet_out {'pipeline' if port is None else int(port)} {frame.hex()}")
+
+    # --- netkv-switch specifics ---------------------------------------------------
+
+    def set_fault(self, port: int | str = "all", *, loss: float = 0.0, duplicate: float = 0.0,
+                  reorder: float = 0.0, reorder_us: float = 0.0, delay_us: float = 0.0) -> None:
+        """Egress faults of one port (or all): drop, duplicate, hold back a
+        fraction by up to ``reorder_us``, delay every frame by ``delay_us``."""
+        self.request(f"fault {port} loss={loss} dup={duplicate} reorder={reorder} "
+                     f"reorder_us={reorder_us} delay_us={delay_us}")
+
+    def ping(self) -> str:
+        return self.request("ping")
+
+    def quit(self) -> None:
+        try:
+            self.request("quit")
+        except (DriverError, OSError):
+            pass

@@ -1,0 +1,175 @@
+"""Leftovers of Mininet runs: the state a run records, and ``clean()``.
+
+Every run gets a short tag (``nk`` + 3 base-36 characters) that prefixes all
+its node and interface names, and a state folder ``STATE_ROOT/<tag>/`` with
+``state.json``: the owner's pid, and every pid the run started (Mininet's
+node shells, netkv-switch, kvservers, kvclients). ``clean()`` looks at each
+folder whose owner is gone (or every folder with ``force=True``), stops the
+recorded processes (only if /proc still shows them carrying the tag or the
+run's program paths, so a recycled pid is never hit), deletes interfaces
+named with the tag, and removes the folder. Killing a node's shell frees its
+network namespace, and with it the host end of every veth.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import string
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+STATE_ROOT = Path(os.environ.get("NETKV_MININET_STATE", "/run/netkv/mininet"))
+TAG_PREFIX = "nk"
+PROGRAMS = ("netkv-switch", "kvserver", "kvclient", "mnexec", "bash", "simple_switch_grpc")
+
+
+@dataclass
+class RunState:
+    """What one run started, kept on disk so that a crash leaves a map."""
+
+    tag: str
+    folder: Path
+    owner: int = field(default_factory=os.getpid)
+    pids: list[int] = field(default_factory=list)
+
+    @classmethod
+    def create(cls) -> "RunState":
+        STATE_ROOT.mkdir(parents=True, exist_ok=True)
+        alphabet = string.ascii_lowercase + string.digits
+        for _ in range(1000):
+            tag = TAG_PREFIX + "".join(random.choice(alphabet) for _ in range(3))
+            folder = STATE_ROOT / tag
+            try:
+                folder.mkdir()
+            except FileExistsError:
+                continue
+            state = cls(tag, folder)
+            state.save()
+            return state
+        raise RuntimeError(f"no free run tag under {STATE_ROOT}")
+
+    def save(self) -> None:
+        tmp = self.folder / "state.json.tmp"
+        tmp.write_text(json.dumps({"tag": self.tag, "owner": self.owner, "pids": self.pids}))
+        tmp.replace(self.folder / "state.json")
+
+    def add_pid(self, pid: int) -> None:
+        self.pids.append(pid)
+        self.save()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie counts as gone
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _ours(pid: int, tag: str) -> bool:
+    """The process still is one of this run's (not a recycled pid)."""
+    cmd = _cmdline(pid)
+    if not cmd:
+        return False
+    first = os.path.basename(cmd.split(" ", 1)[0])
+    return tag in cmd and first in PROGRAMS
+
+
+def _tagged_pids(tag: str) -> list[int]:
+    """Processes carrying the tag (``mininet:<tag>..`` shells, ``--tag <tag>``)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid() and _ours(int(entry.name), tag):
+            pids.append(int(entry.name))
+    return pids
+
+
+def _stop(pids: list[int], removed: list[str], tag: str) -> None:
+    live = [p for p in pids if _alive(p) and _ours(p, tag)]
+    for p in live:
+        try:
+            os.kill(p, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline and any(_alive(p) for p in live):
+        time.sleep(0.02)
+    for p in live:
+        if _alive(p):
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        removed.append(f"process {p}")
+
+
+def tagged_links(tag: str) -> list[str]:
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    names = []
+    for line in out.splitlines():
+        parts = line.split(": ")
+        if len(parts) > 1:
+            name = parts[1].split("@", 1)[0]
+            if name.startswith(tag):
+                names.append(name)
+    return names
+
+
+def clean_run(tag: str, pids: list[int] | None = None) -> list[str]:
+    """Remove every process and interface of run ``tag``; returns what went."""
+    removed: list[str] = []
+    _stop(sorted(set((pids or []) + _tagged_pids(tag))), removed, tag)
+    for name in tagged_links(tag):
+        r = subprocess.run(["ip", "link", "del", name], capture_output=True, text=True)
+        if r.returncode == 0:
+            removed.append(f"link {name}")
+    folder = STATE_ROOT / tag
+    if folder.is_dir():
+        for f in sorted(folder.rglob("*"), reverse=True):
+            if f.is_file() or f.is_socket() or f.is_symlink():
+                f.unlink(missing_ok=True)
+            elif f.is_dir():
+                f.rmdir()
+        folder.rmdir()
+        removed.append(f"state {folder}")
+    return removed
+
+
+def clean(force: bool = False) -> list[str]:
+    """Remove what crashed runs left: processes, interfaces, state folders.
+
+    Runs whose owner is still alive are left alone unless ``force``.
+    Returns one line per removed item (empty when there was nothing)."""
+    removed: list[str] = []
+    if not STATE_ROOT.is_dir():
+        return removed
+    for folder in sorted(STATE_ROOT.iterdir()):
+        if not folder.is_dir() or not folder.name.startswith(TAG_PREFIX):
+            continue
+        try:
+            state = json.loads((folder / "state.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            state = {"owner": -1, "pids": []}
+        owner = int(state.get("owner", -1))
+        if not force and owner > 0 and owner != os.getpid() and _alive(owner):
+            continue
+        removed += clean_run(folder.name, [int(p) for p in state.get("pids", [])])
+    return removed

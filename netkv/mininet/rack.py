@@ -1,0 +1,290 @@
+"""One rack in Mininet: the topology, the switch node, the running network.
+
+  RackTopo          N servers and M clients on one switch; node n (servers
+                    first) gets 10.0.0.(n+1) and MAC 02:00:00:00:HH:LL, and
+                    is linked to switch port n - netkv's rack plan (io.h)
+  NetkvSwitchNode   a Mininet ``Switch`` that runs netkv-switch on its ports
+  Rack              the running network: built, switch and kvservers
+                    started, every pid recorded for ``netkv clean``; runs
+                    kvclients for a load point and collects their results
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from netkv.mininet.cleanup import RunState, clean_run
+
+
+def node_ip(node: int) -> str:
+    n = node + 1
+    return f"10.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}"
+
+
+def node_mac(node: int) -> str:
+    n = node + 1
+    return f"02:00:00:00:{(n >> 8) & 255:02x}:{n & 255:02x}"
+
+
+class MininetMissing(RuntimeError):
+    """Mininet (or root, or mnexec) is not available."""
+
+
+def check_mininet() -> None:
+    import os
+
+    if os.geteuid() != 0:
+        raise MininetMissing("target=mininet needs root (network namespaces)")
+    if shutil.which("mnexec") is None:
+        raise MininetMissing("target=mininet needs mnexec: apt-get install mininet")
+    try:
+        import mininet.net  # noqa: F401
+    except ImportError:
+        raise MininetMissing("target=mininet needs the mininet Python package: "
+                             "pip install mininet (or apt-get install mininet)") from None
+
+
+@dataclass(frozen=True)
+class RackSpec:
+    """Everything the network needs that is not per load point."""
+
+    protocol: str
+    servers: int
+    clients: int
+    tag: str
+    folder: Path
+    switch_args: tuple[str, ...] = ()      # extra netkv-switch arguments
+    server_args: tuple[str, ...] = ()      # extra kvserver arguments (workload, service)
+
+
+def _make_switch_class() -> Any:
+    from mininet.node import Switch
+
+    class NetkvSwitchNode(Switch):
+        """netkv-switch on this switch's ports (port i = the i-th link added)."""
+
+        def __init__(self, name: str, program: str = "", protocol: str = "", servers: int = 0,
+                     clients: int = 0, ctl_path: str = "", tag: str = "",
+                     extra: tuple[str, ...] = (), state: RunState | None = None,
+                     **params: Any) -> None:
+            super().__init__(name, dpid="1", **params)
+            self.program, self.protocol = program, protocol
+            self.n_servers, self.n_clients = servers, clients
+            self.ctl_path, self.tag, self.extra, self.state = ctl_path, tag, extra, state
+            self.proc: subprocess.Popen[str] | None = None
+            self.final: dict[str, Any] = {}
+
+        def start(self, controllers: list[Any]) -> None:
+            del controllers
+            intfs = sorted((i for i in self.intfList() if i.name != "lo"),
+                           key=lambda i: self.ports[i])
+            args = [self.program, "--protocol", self.protocol, "--servers", str(self.n_servers),
+                    "--clients", str(self.n_clients), "--ctl", self.ctl_path, "--tag", self.tag,
+                    *self.extra]
+            for intf in intfs:
+                subprocess.run(["ethtool", "-K", intf.name, "tx", "off"], capture_output=True)
+                args += ["--port", intf.name]
+            log = open(Path(self.ctl_path).with_suffix(".log"), "w")  # noqa: SIM115
+            self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
+            log.close()
+            if self.state:
+                self.state.add_pid(self.proc.pid)
+
+        def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 - Mininet's name
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)
+                try:
+                    out, _ = self.proc.communicate(timeout=5)
+                    last = out.strip().splitlines()[-1] if out.strip() else "{}"
+                    self.final = json.loads(last).get("netkv_switch", {})
+                except (subprocess.TimeoutExpired, json.JSONDecodeError):
+                    self.proc.kill()
+            super().stop(deleteIntfs)
+
+    return NetkvSwitchNode
+
+
+class Rack:
+    """A running rack: Mininet network, netkv-switch, one kvserver per server."""
+
+    def __init__(self, spec: RackSpec, state: RunState) -> None:
+        from functools import partial
+
+        from mininet.link import Link
+        from mininet.net import Mininet
+        from mininet.node import Host
+        from mininet.topo import Topo
+
+        from netkv.native import program_path
+
+        self.spec, self.state = spec, state
+        self.ctl_path = str(spec.folder / "switch.sock")
+        self.servers: list[Any] = []
+        self.clients: list[Any] = []
+        self.server_procs: list[subprocess.Popen[str]] = []
+        self.net: Any = None
+        tag = spec.tag
+
+        topo = Topo()
+        sw = topo.addSwitch(f"{tag}sw")
+        names = [f"{tag}s{i}" for i in range(spec.servers)]
+        names += [f"{tag}c{j}" for j in range(spec.clients)]
+        for node, name in enumerate(names):
+            topo.addHost(name, ip=f"{node_ip(node)}/8", mac=node_mac(node))
+            topo.addLink(name, sw)  # switch port `node`
+        switch_cls = partial(
+            _make_switch_class(), program=str(program_path("netkv-switch")), protocol=spec.protocol,
+            servers=spec.servers, clients=spec.clients, ctl_path=self.ctl_path, tag=tag,
+            extra=spec.switch_args, state=state)
+        try:
+            self.net = Mininet(topo=topo, switch=switch_cls, host=Host, link=Link,
+                               controller=None, autoSetMacs=False, autoStaticArp=False,
+                               build=False, waitConnected=False)
+            self.net.build()
+            for node in self.net.hosts + self.net.switches:
+                if node.shell is not None:
+                    state.add_pid(node.shell.pid)
+            for host in self.net.hosts:
+                intf = host.defaultIntf()
+                host.cmd(f"ethtool -K {intf} tx off")
+                host.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
+            self.net.staticArp()
+            self.net.start()
+            self.servers = [self.net.get(n) for n in names[: spec.servers]]
+            self.clients = [self.net.get(n) for n in names[spec.servers:]]
+            self._start_servers(str(program_path("kvserver")))
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def switch(self) -> Any:
+        return self.net.switches[0]
+
+    def _start_servers(self, program: str) -> None:
+        for i, host in enumerate(self.servers):
+            stats = self.spec.folder / f"server{i}.json"
+            args = [program, "--protocol", self.spec.protocol, "--id", str(i),
+                    "--servers", str(self.spec.servers), "--clients", str(self.spec.clients),
+                    "--stats-file", str(stats), "--ctl", str(self.spec.folder / f"server{i}.sock"),
+                    "--tag", self.spec.tag, *self.spec.server_args]
+            log = open(self.spec.folder / f"server{i}.log", "w")  # noqa: SIM115
+            p = host.popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
+            log.close()
+            self.state.add_pid(p.pid)
+            self.server_procs.append(p)
+        # ready when every server has written its first stats file (it does
+        # so once its SIGUSR1 handler is installed)
+        deadline = time.monotonic() + 30.0
+        for i in range(len(self.server_procs)):
+            while not (self.spec.folder / f"server{i}.json").exists():
+                self.check_alive()
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"kvserver {i} did not start")
+                time.sleep(0.01)
+
+    def server_ctl(self, server: int, line: str) -> str:
+        """One command to kvserver ``server``'s protocol logic (Pegasus'
+        rkey_add, gc, ...); the text after ``ok``."""
+        from netkv.drivers.netkv_switch import CtlSocket
+
+        with_client = CtlSocket(self.spec.folder / f"server{server}.sock")
+        try:
+            return with_client.request(line)
+        finally:
+            with_client.close()
+
+    def check_alive(self) -> None:
+        for i, p in enumerate(self.server_procs):
+            if p.poll() is not None:
+                log = (self.spec.folder / f"server{i}.log").read_text()[-500:]
+                raise RuntimeError(f"kvserver {i} exited with {p.returncode}: {log.strip()}")
+        sw = self.switch
+        if sw.proc is None or sw.proc.poll() is not None:
+            log = Path(self.ctl_path).with_suffix(".log").read_text()[-500:]
+            raise RuntimeError(f"netkv-switch exited: {log.strip()}")
+
+    def server_stats(self, timeout_s: float = 10.0) -> list[dict[str, Any]]:
+        """Every kvserver's counters now (SIGUSR1 -> a fresh stats file)."""
+        before = {}
+        for i, p in enumerate(self.server_procs):
+            f = self.spec.folder / f"server{i}.json"
+            before[i] = json.loads(f.read_text())["seq"] if f.exists() else 0
+            p.send_signal(signal.SIGUSR1)
+        out: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout_s
+        for i in range(len(self.server_procs)):
+            f = self.spec.folder / f"server{i}.json"
+            while True:
+                try:
+                    d = json.loads(f.read_text())
+                    if d["seq"] > before[i]:
+                        out.append(d)
+                        break
+                except (OSError, json.JSONDecodeError, KeyError):
+                    pass
+                self.check_alive()
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"kvserver {i} does not answer SIGUSR1")
+                time.sleep(0.01)
+        return out
+
+    def run_clients(self, args_for: list[list[str]], timeout_s: float) -> list[dict[str, Any]]:
+        """Run one kvclient per client host with the given arguments; their JSON."""
+        from netkv.native import program_path
+
+        program = str(program_path("kvclient"))
+        procs = []
+        for j, (host, args) in enumerate(zip(self.clients, args_for, strict=True)):
+            out = self.spec.folder / f"client{j}.json"
+            out.unlink(missing_ok=True)
+            p = host.popen([program, "--protocol", self.spec.protocol, "--id", str(j),
+                            "--servers", str(self.spec.servers),
+                            "--clients", str(self.spec.clients), "--out", str(out),
+                            "--tag", self.spec.tag, *args],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            self.state.add_pid(p.pid)
+            procs.append(p)
+        results = []
+        deadline = time.monotonic() + timeout_s
+        for j, p in enumerate(procs):
+            try:
+                _, err = p.communicate(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                for q in procs:
+                    q.kill()
+                raise RuntimeError(f"kvclient {j} did not finish in {timeout_s:.0f} s") from None
+            if p.returncode:
+                raise RuntimeError(f"kvclient {j} failed ({p.returncode}): {err.strip()}")
+            results.append(json.loads((self.spec.folder / f"client{j}.json").read_text()))
+        return results
+
+    def stop(self) -> dict[str, Any]:
+        """Stop servers, switch and network; return the final counters."""
+        final: dict[str, Any] = {"servers": []}
+        for p in self.server_procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.server_procs:
+            try:
+                out, _ = p.communicate(timeout=5)
+                last = out.strip().splitlines()[-1] if out and out.strip() else "{}"
+                final["servers"].append(json.loads(last))
+            except (subprocess.TimeoutExpired, json.JSONDecodeError, ValueError):
+                p.kill()
+        self.server_procs = []
+        if self.net is not None:
+            try:
+                self.net.stop()
+                final["switch"] = getattr(self.switch, "final", {})
+            finally:
+                self.net = None
+        clean_run(self.spec.tag, self.state.pids)
+        return final

@@ -1,0 +1,301 @@
+"""MininetTarget: real packets through netkv-switch, real kvserver and kvclient.
+
+The rack (netkv.mininet.rack) is built once per run: one Mininet host per
+server and client, one switch node running netkv-switch with the protocol's
+C pipeline, a kvserver on every server host (preloaded with its keys). Each
+load point then starts one kvclient per client host, all at the same
+CLOCK_MONOTONIC instant (namespaces share the clock), each offering
+``offered / clients`` req/s of open-loop Poisson load for ``duration`` s,
+and merges their histograms, timelines and counters into the same
+``PointResult`` the simulator fills. Per-server load is what each kvserver
+served during the point (counter snapshots before and after, via SIGUSR1).
+
+``switch=bmv2`` needs p4c and simple_switch_grpc; without them the run
+stops with one line saying what to install (exit code 2).
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+
+from netkv.config.compose import ConfigError
+from netkv.config.schema import RunConfig
+from netkv.drivers.netkv_switch import NetkvSwitchDriver
+from netkv.targets.base import PointResult, Target
+
+HIST_SUB_BITS = 7  # hist.h NK_HIST_SUB_BITS: kvclient's histogram layout
+
+
+class WallController(Protocol):
+    """A protocol controller run every epoch of wall time during a point."""
+
+    def epoch(self, driver: Any, t_s: float) -> None: ...
+
+
+ControllerFactory = Callable[[Any, RunConfig], WallController]
+
+
+class TargetUnavailable(ConfigError):
+    """A piece the chosen target needs is not installed here."""
+
+
+def bucket_width(lower: np.ndarray, sub_bits: int = HIST_SUB_BITS) -> np.ndarray:
+    """Width of the log-linear bucket starting at ``lower`` (hist.h)."""
+    lower = np.asarray(lower, dtype=np.uint64)
+    out = np.ones(len(lower), dtype=np.float64)
+    big = lower >= (2 << sub_bits)
+    if big.any():
+        msb = np.floor(np.log2(lower[big].astype(np.float64))).astype(np.int64)
+        out[big] = np.exp2(msb - sub_bits)
+    return out
+
+
+def quantiles(lower: np.ndarray, counts: np.ndarray, qs: tuple[float, ...]) -> list[float]:
+    """Nearest-rank quantiles at bucket midpoints, as nk_hist_quantile."""
+    total = int(counts.sum())
+    if total == 0:
+        return [float("inf")] * len(qs)
+    cum = np.cumsum(counts)
+    mids = lower.astype(np.float64) + bucket_width(lower) / 2.0
+    out = []
+    for q in qs:
+        rank = max(1, int(np.ceil(q * total)))
+        out.append(float(mids[int(np.searchsorted(cum, rank))]))
+    return out
+
+
+def merge_hists(results: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+    acc: dict[int, int] = {}
+    for r in results:
+        for lower, count in r["hist"]:
+            acc[int(lower)] = acc.get(int(lower), 0) + int(count)
+    keys = sorted(acc)
+    return np.array(keys, dtype=np.float64), np.array([acc[k] for k in keys], dtype=np.int64)
+
+
+def merge_timelines(results: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    lines = [r["timeline"] for r in results if r.get("timeline", {}).get("window_s")]
+    if not lines:
+        return {}
+    n = min(len(t["issued"]) for t in lines)
+    window = lines[0]["window_s"]
+
+    def total(key: str) -> np.ndarray:
+        return np.sum([np.asarray(t[key][:n], dtype=np.int64) for t in lines], axis=0)
+
+    return {
+        "t_s": np.arange(n, dtype=np.float64) * window,
+        "issued": total("issued"),
+        "completed": total("completed"),
+        "drops": total("timeouts"),
+        # per-client window quantiles; the rack's is bounded by the worst client
+        "p50_ns": np.max([np.asarray(t["p50_ns"][:n], dtype=np.float64) for t in lines], axis=0),
+        "p99_ns": np.max([np.asarray(t["p99_ns"][:n], dtype=np.float64) for t in lines], axis=0),
+    }
+
+
+def fault_per_egress(p: float) -> float:
+    """The simulator charges a fault on each link traversal; netkv-switch
+    applies it once per egress, which stands for two traversals (host ->
+    switch -> host): 1 - (1 - p)^2."""
+    return 1.0 - (1.0 - p) ** 2
+
+
+class MininetTarget(Target):
+    """One rack of Mininet hosts around netkv-switch."""
+
+    name = "mininet"
+
+    def __init__(self, cfg: RunConfig, controller_factory: ControllerFactory | None = None,
+                 params: str = "") -> None:
+        """``params``: the protocol's knobs ("key=value;..."), handed to the
+        pipeline, the servers' and the clients' host logic alike."""
+        super().__init__(cfg)
+        self.params = params
+        if cfg.target.switch == "bmv2":
+            missing = [p for p in ("p4c-bm2-ss", "simple_switch_grpc") if shutil.which(p) is None]
+            if missing:
+                raise TargetUnavailable(
+                    f"target.switch = 'bmv2' needs {' and '.join(missing)}, not found on PATH; "
+                    "install BMv2 and p4c (https://github.com/p4lang/behavioral-model, "
+                    "https://github.com/p4lang/p4c) or use target.switch=netkv")
+            raise TargetUnavailable("target.switch = 'bmv2': the BMv2 path is not implemented yet "
+                                    "(use target.switch=netkv)")
+        if cfg.target.switch != "netkv":
+            raise TargetUnavailable(f"target.switch = '{cfg.target.switch}' is not available on "
+                                    "target=mininet (allowed: netkv, bmv2)")
+        if cfg.workload.kind == "trace" or not isinstance(cfg.workload.value_size, int):
+            raise TargetUnavailable("target=mininet: kvclient supports zipf/uniform/ycsb workloads "
+                                    "with one fixed value_size for now")
+        from netkv.mininet.cleanup import RunState, clean
+        from netkv.mininet.rack import Rack, RackSpec, check_mininet
+
+        try:
+            check_mininet()
+        except RuntimeError as exc:
+            raise TargetUnavailable(str(exc)) from None
+        clean()  # leftovers of crashed runs (never a live run's)
+        self.state = RunState.create()
+        self.controller_factory = controller_factory
+        self.rack: Rack | None = None
+        self.driver: NetkvSwitchDriver | None = None
+        self.last_final: dict[str, Any] = {}
+        t = cfg.target
+        topo = cfg.topology
+        switch_args: tuple[str, ...] = ("--seed", str(cfg.seed))
+        pargs = ("--params", params) if params else ()
+        switch_args += pargs
+        if t.spin_us:
+            switch_args += ("--spin-us", str(t.spin_us))
+        spec = RackSpec(
+            protocol=cfg.protocol.name, servers=topo.servers, clients=topo.clients,
+            tag=self.state.tag, folder=self.state.folder, switch_args=switch_args,
+            server_args=(*self.workload_args(), "--preload", self.preload_mode(),
+                         "--service-ns", str(int(t.service_ns)), *pargs),
+        )
+        try:
+            self.rack = Rack(spec, self.state)
+            self.driver = NetkvSwitchDriver.wait(self.rack.ctl_path)
+            self.apply_faults()
+        except BaseException:
+            self.close()
+            raise
+
+    # --- configuration -> program arguments -------------------------------------
+
+    def preload_mode(self) -> str:
+        mode = self.cfg.target.preload
+        if mode == "auto":
+            return "all" if self.cfg.protocol.name == "pegasus" else "home"
+        return mode
+
+    def workload_args(self) -> list[str]:
+        """The simulator's workload (netkv.sim.engine.Workload.from_config) as
+        program arguments: same key space, placement, sizes and seed."""
+        w, p = self.cfg.workload, self.cfg.protocol
+        ring = getattr(p, "ring", "consistent")
+        kind = "uniform" if w.kind == "zipf" and w.alpha == 0.0 else w.kind
+        return ["--workload", kind, "--alpha", repr(float(w.alpha)), "--keys", str(w.keys),
+                "--key-size", str(w.key_size), "--value-size", str(w.value_size),
+                "--vnodes", str(getattr(p, "virtual_nodes", 16)),
+                "--ring", "equal" if ring == "equal_ranges" else "consistent",
+                "--wl-seed", str(self.cfg.seed)]
+
+    def apply_faults(self) -> None:
+        assert self.driver is not None
+        f = self.cfg.target.faults
+        s, c = self.cfg.topology.servers, self.cfg.topology.clients
+        ports = {"all": range(s + c), "servers": range(s), "clients": range(s, s + c)}[f.links]
+        for port in ports:
+            self.driver.set_fault(port, loss=fault_per_egress(f.loss),
+                                  duplicate=fault_per_egress(f.duplicate),
+                                  reorder=fault_per_egress(f.reorder), reorder_us=f.reorder_us,
+                                  delay_us=2.0 * f.delay_us)
+
+    # --- Target ---------------------------------------------------------------------
+
+    def capacity_hint_rps(self) -> float:
+        t = self.cfg.target
+        hint = t.max_rps
+        if t.service_ns > 0:
+            hint = min(hint, self.cfg.topology.servers * 1e9 / t.service_ns)
+        return float(hint)
+
+    def run_point(self, offered_rps: float, seed: int, history_dir: str | None = None) -> PointResult:
+        assert self.rack is not None and self.driver is not None
+        cfg = self.cfg
+        topo = cfg.topology
+        m = topo.clients
+        self.rack.check_alive()
+        before = self.rack.server_stats()
+        start_at = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + int(
+            cfg.target.start_delay_ms * 1e6)
+        drain_s = max(topo.drain_ms / 1e3, 0.05)
+        common = [*self.workload_args(), "--rate", repr(offered_rps / m),
+                  "--duration", repr(cfg.duration), "--drain", repr(drain_s),
+                  "--write-ratio", repr(cfg.workload.write_ratio),
+                  "--start-at", str(start_at), "--window-ms", repr(topo.timeline_ms),
+                  "--timeout-us", repr(topo.timeout_us), "--retries", str(topo.retries)]
+        if self.params:
+            common += ["--params", self.params]
+        hist_dir = history_dir or (str(self.state.folder) if cfg.record_history else None)
+        args_for = []
+        for j in range(m):
+            a = [*common, "--seed", str((seed + 7919 * j) & ((1 << 62) - 1))]
+            if hist_dir:
+                a += ["--history", f"{hist_dir}/history-client{j}.csv"]
+            args_for.append(a)
+        stop = threading.Event()
+        ctl_thread = None
+        if self.controller_factory is not None:
+            ctl_thread = threading.Thread(target=self._control_loop, args=(stop,), daemon=True)
+            ctl_thread.start()
+        try:
+            timeout = cfg.target.start_delay_ms / 1e3 + cfg.duration + drain_s + 30.0
+            results = self.rack.run_clients(args_for, timeout)
+        finally:
+            stop.set()
+            if ctl_thread is not None:
+                ctl_thread.join(timeout=5)
+        after = self.rack.server_stats()
+        served = np.array([a["served"] - b["served"] for a, b in zip(after, before, strict=True)],
+                          dtype=np.int64)
+        lower, counts = merge_hists(results)
+        issued = sum(r["issued"] for r in results)
+        completed = sum(r["completed"] for r in results)
+        timeouts = sum(r["timeouts"] for r in results)
+        unfinished = sum(r["unfinished"] + r["overrun"] for r in results)
+        p50, p90, p99, p999 = quantiles(lower, counts, (0.5, 0.9, 0.99, 0.999))
+        mean = (float(np.sum(np.asarray([r["latency_ns"]["mean"] * r["completed"] for r in results])))
+                / completed) if completed else float("inf")
+        return PointResult(
+            offered_rps=offered_rps,
+            duration_s=cfg.duration,
+            issued=issued,
+            completed=completed,
+            dropped=timeouts + unfinished,
+            timeouts=timeouts,
+            latency_ns={"mean": mean, "p50": p50, "p90": p90, "p99": p99, "p999": p999},
+            server_requests=served,
+            hist_lower_ns=lower,
+            hist_counts=counts,
+            timeline=merge_timelines(results),
+            switch_replies=sum(r.get("switch_or_other_replies", 0) for r in results),
+        )
+
+    def _control_loop(self, stop: threading.Event) -> None:
+        assert self.controller_factory is not None and self.rack is not None
+        epoch_s = getattr(self.cfg.protocol, "epoch_ms", 100.0) / 1e3
+        # a second connection: the controller never shares the target's socket
+        driver = NetkvSwitchDriver(self.rack.ctl_path)
+        try:
+            ctl = self.controller_factory(driver, self.cfg)
+            t0 = time.monotonic()
+            while not stop.wait(epoch_s):
+                ctl.epoch(driver, time.monotonic() - t0)
+        finally:
+            driver.close()
+
+    def switch_counters(self) -> dict[str, int]:
+        assert self.driver is not None
+        return self.driver.counters()
+
+    def close(self) -> None:
+        if self.driver is not None:
+            self.driver.close()
+            self.driver = None
+        if self.rack is not None:
+            try:
+                self.last_final = self.rack.stop()
+            finally:
+                self.rack = None
+        from netkv.mininet.cleanup import clean_run
+
+        if getattr(self, "state", None) is not None:
+            clean_run(self.state.tag, self.state.pids)
