@@ -50,7 +50,7 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
     """One cell as a run (module-level so that joblib workers can call it)."""
     from netkv.runner import execute
 
-    cfg = load([*cell.overrides, f"out={out_dir}"])
+    cfg = load([*cell.overrides, f"out='{out_dir}'"])
     console = Console(file=io.StringIO())
     points = execute(cfg, Path(out_dir), ["reproduce", *cell.overrides], console)
     best = points.filter(pl.col("best")) if not points.is_empty() else points

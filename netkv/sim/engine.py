@@ -471,11 +471,17 @@ class SimEngine:
             raise ValueError(f"multicast group {group} -> {ports}: bad group or port")
 
     def cpu_recv(self, max_packets: int = 1024) -> list[tuple[int, Any]]:
-        """Packets the pipeline sent to the controller: [(src node, struct nk_msg)]."""
+        """Packets the pipeline sent to the controller: [(src node, struct nk_msg *)]."""
         out = self.ffi.new("struct nk_msg[]", max_packets)
         src = self.ffi.new("uint16_t[]", max_packets)
         n = self.lib.nk_sim_cpu_recv(self._ptr, out, src, max_packets)
-        return [(int(src[i]), out[i]) for i in range(n)]
+        # out[i] borrows from `out`, which dies with this call: hand back
+        # owning copies (struct nk_msg * reads like the struct itself)
+        copies = []
+        for i in range(n):
+            msg = self.ffi.new("struct nk_msg *", out[i])
+            copies.append((int(src[i]), msg))
+        return copies
 
     def cpu_send(self, msg: Any, dst: int) -> None:
         """Packet-out through the switch pipeline, addressed to node dst."""
