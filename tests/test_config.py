@@ -53,9 +53,9 @@ def test_bad_value_inside_a_sweep_is_caught_before_anything_runs(capsys, tmp_pat
 
 
 def test_unimplemented_protocol_on_target_is_a_config_error(capsys):
-    code = main(["run", "protocol=netcache"])
+    code = main(["run", "protocol=netcache", "target=mininet"])
     err = capsys.readouterr().err
-    assert code == 2 and "not implemented on target = 'sim'" in err
+    assert code == 2 and "not implemented on target = 'mininet'" in err
 
 
 def test_real_process_exit_code_and_single_line():
@@ -101,3 +101,17 @@ def test_help_on_every_command(command, capsys):
         main(command)
     assert exc.value.code == 0
     assert "usage:" in capsys.readouterr().out
+
+
+def test_default_run_directory_is_created_under_runs(tmp_path):
+    """`python -m netkv run` with no out= writes runs/<date>/<time>-<name>/."""
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(__import__("pathlib").Path(__file__).parents[1])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "netkv", "run", "keys=10000", "servers=4", "duration=0.05"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    runs = list((tmp_path / "runs").glob("*/*-hash-sim/points.parquet"))
+    assert len(runs) == 1
