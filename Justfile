@@ -29,6 +29,14 @@ setup: system-deps
     test -x {{python}} || python3 -m venv {{venv}}
     {{python}} -m pip install -q --upgrade pip
     {{python}} -m pip install -q -e '.[dev]'
+    just porcupine
+
+# The Porcupine linearizability checker's Go helper (tools/porcupine).
+porcupine:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if ! command -v go >/dev/null; then echo "go not found: the Porcupine cross-checks will skip"; exit 0; fi
+    cd tools/porcupine && GOFLAGS=-mod=mod go build -o bin/porcupine .
 
 # Run an experiment: `just run protocol=pegasus alpha=1.2` (default: the README's).
 run *ARGS: setup

@@ -1,0 +1,88 @@
+"""Linearizability checking of netkv client histories (``history.jsonl``).
+
+Two independent checkers read the same Jepsen/Knossos-style format (see
+docs/linearizability.md and netkv.lincheck.history):
+
+- :func:`check_file`: the Python Wing-Gong/Lowe checker (netkv.lincheck.wgl);
+- :func:`check_file_porcupine`: github.com/anishathalye/porcupine through the
+  Go helper in tools/porcupine (build it first, see :data:`BUILD_HINT`).
+
+Both treat each key as an independent register (initial value null), drop
+``fail`` ops and ``info`` reads, and let ``info`` / never-completed writes take
+effect at any time after their invocation, or never.
+
+CLI: ``python -m netkv.lincheck FILE [--porcupine] [--timeout S]`` prints one
+line and exits 0 (linearizable), 1 (not linearizable), 2 (malformed history
+or checker unavailable), 3 (unknown: timed out).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from netkv.lincheck.history import History, HistoryError, Op, parse_lines, read_history
+from netkv.lincheck.wgl import KeyResult, Result, check_history, check_register
+
+__all__ = [
+    "BUILD_HINT", "History", "HistoryError", "KeyResult", "Op", "PorcupineUnavailable",
+    "Result", "check_file", "check_file_porcupine", "check_history", "check_register",
+    "parse_lines", "porcupine_binary", "read_history",
+]
+
+TOOL_DIR = Path(__file__).resolve().parents[2] / "tools" / "porcupine"
+DEFAULT_BINARY = TOOL_DIR / "bin" / "porcupine"
+BUILD_HINT = "cd tools/porcupine && GOFLAGS=-mod=mod go build -o bin/porcupine ."
+
+
+class PorcupineUnavailable(RuntimeError):
+    """The Go helper is not built (or not runnable)."""
+
+
+def check_file(path: str | os.PathLike, *, timeout: float | None = None) -> Result:
+    """Check ``path`` with the Python WGL checker. Raises HistoryError if malformed."""
+    return check_history(read_history(path), timeout=timeout)
+
+
+def porcupine_binary(binary: str | os.PathLike | None = None) -> Path:
+    """The Go helper: ``binary``, else $NETKV_PORCUPINE, else tools/porcupine/bin/porcupine."""
+    b = Path(binary or os.environ.get("NETKV_PORCUPINE") or DEFAULT_BINARY)
+    if not (b.is_file() and os.access(b, os.X_OK)):
+        raise PorcupineUnavailable(f"porcupine helper not built ({b} missing): run `{BUILD_HINT}`")
+    return b
+
+
+_COUNTS = re.compile(r"\((\d+) ops, (\d+) keys, (\d+) pending writes;?\s*(.*)\)\s*$")
+_ERROR = re.compile(r"^error: (.*):(\d+): (.*)$")
+
+
+def check_file_porcupine(path: str | os.PathLike, *, binary: str | os.PathLike | None = None,
+                         timeout: float | None = None) -> Result:
+    """Check ``path`` with Porcupine (the Go helper). Raises HistoryError if
+    malformed, PorcupineUnavailable if the helper is not built."""
+    b = porcupine_binary(binary)
+    cmd = [str(b)]
+    if timeout is not None:
+        cmd += ["-timeout", f"{timeout}s"]
+    cmd.append(str(path))
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    out = p.stdout.strip().splitlines()
+    first = out[0] if out else ""
+    if p.returncode == 2:
+        m = _ERROR.match(first)
+        if m:
+            raise HistoryError(m.group(1), int(m.group(2)), m.group(3))
+        raise HistoryError(str(path), 0, first or p.stderr.strip() or "porcupine: bad input")
+    if p.returncode not in (0, 1, 3):
+        raise PorcupineUnavailable(f"{b} failed (exit {p.returncode}): {p.stderr.strip()[:500]}")
+    ok = {0: True, 1: False, 3: None}[p.returncode]
+    res = Result(ok, checker="porcupine")
+    m = _COUNTS.search(first)
+    if m:
+        res.ops, res.keys, res.pending_writes = (int(x) for x in m.group(1, 2, 3))
+        res.explanation = m.group(4) or None
+    if ok is None:
+        res.explanation = "timed out"
+    return res

@@ -1,0 +1,45 @@
+"""``python -m netkv.lincheck FILE [--porcupine] [--timeout S]``: one line; exit 0/1/2/3."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from netkv.lincheck import (
+    HistoryError,
+    PorcupineUnavailable,
+    check_file,
+    check_file_porcupine,
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m netkv.lincheck",
+        description="Check a netkv history.jsonl for linearizability (one register per key). "
+        "Exit 0: linearizable, 1: not linearizable, 2: malformed history or checker "
+        "unavailable, 3: unknown (timed out).")
+    ap.add_argument("file", help="history.jsonl")
+    ap.add_argument("--porcupine", action="store_true",
+                    help="use Porcupine (the Go helper in tools/porcupine) instead of the "
+                    "Python Wing-Gong/Lowe checker")
+    ap.add_argument("--timeout", type=float, default=None, metavar="S",
+                    help="give up after S seconds (exit 3)")
+    a = ap.parse_args(argv)
+    try:
+        if a.porcupine:
+            res = check_file_porcupine(a.file, timeout=a.timeout)
+        else:
+            res = check_file(a.file, timeout=a.timeout)
+    except HistoryError as e:
+        print(f"error: {e}")
+        return 2
+    except (PorcupineUnavailable, OSError) as e:
+        print(f"error: {e}")
+        return 2
+    print(res.line())
+    return {True: 0, False: 1, None: 3}[res.ok]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,434 @@
+"""netkv.lincheck: the Python WGL checker, the Porcupine helper, and their agreement.
+
+The Porcupine half builds tools/porcupine once per session with `go build`
+into a temp dir (needs Go and the module proxy or a warm module cache); it is
+skipped when `go` is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from netkv.lincheck import (
+    TOOL_DIR,
+    HistoryError,
+    check_file,
+    check_file_porcupine,
+    check_history,
+    parse_lines,
+)
+from netkv.lincheck.history import INF, Op
+
+# ---------------------------------------------------------------- helpers
+
+
+def ev(process, typ, f, key, value, t, **extra):
+    return {"process": process, "type": typ, "f": f, "key": key, "value": value,
+            "time_ns": t, **extra}
+
+
+def op(process, f, key, value, call, ret, typ="ok"):
+    """Invoke + completion events; typ "ok" | "fail" | "info" | None (never completes)."""
+    inv = ev(process, "invoke", f, key, value if f == "write" else None, call)
+    if typ is None:
+        return [inv]
+    return [inv, ev(process, typ, f, key, value, ret)]
+
+
+def lines_of(*groups):
+    """Events (lists from op() or single dicts), written in time order (stable)."""
+    evs = []
+    for g in groups:
+        evs.extend(g if isinstance(g, list) else [g])
+    evs.sort(key=lambda e: e["time_ns"])
+    return [json.dumps(e) for e in evs]
+
+
+def write_history(path: Path, lines) -> Path:
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def py_ok(lines):
+    return check_history(parse_lines(lines)).ok
+
+
+# ---------------------------------------------------------------- porcupine build
+
+
+@pytest.fixture(scope="session")
+def porcupine_bin(tmp_path_factory):
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("go is not installed: the Porcupine cross-check needs it")
+    out = tmp_path_factory.mktemp("porcupine") / "porcupine"
+    env = dict(os.environ, GOFLAGS="-mod=mod")
+    p = subprocess.run([go, "build", "-o", str(out), "."], cwd=TOOL_DIR, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, f"go build of tools/porcupine failed:\n{p.stderr}"
+    return out
+
+
+# ---------------------------------------------------------------- classic examples
+
+CLASSIC = {
+    # name: (events, linearizable?)
+    "stale read after completed write": (lines_of(
+        op(0, "write", "x", "a", 0, 10),
+        op(0, "write", "x", "b", 20, 30),
+        op(1, "read", "x", "a", 40, 50)), False),
+    "read after completed write sees it": (lines_of(
+        op(0, "write", "x", "a", 0, 10),
+        op(1, "read", "x", "a", 20, 30)), True),
+    "initial read is null": (lines_of(op(1, "read", "x", None, 0, 5)), True),
+    "read null after completed write": (lines_of(
+        op(0, "write", "x", "a", 0, 10),
+        op(1, "read", "x", None, 20, 30)), False),
+    "concurrent write/read sees old value": (lines_of(
+        op(0, "write", "x", "a", 0, 10),
+        op(0, "write", "x", "b", 20, 60),
+        op(1, "read", "x", "a", 30, 40)), True),
+    "concurrent write/read sees new value": (lines_of(
+        op(0, "write", "x", "a", 0, 10),
+        op(0, "write", "x", "b", 20, 60),
+        op(1, "read", "x", "b", 30, 40)), True),
+    "value never written": (lines_of(
+        op(0, "write", "x", "a", 0, 10),
+        op(1, "read", "x", "zzz", 5, 40)), False),
+    "new then old value (no going back)": (lines_of(
+        op(0, "write", "x", "a", 0, 10),
+        op(0, "write", "x", "b", 20, 100),
+        op(1, "read", "x", "b", 30, 40),
+        op(2, "read", "x", "a", 50, 60)), False),
+    "closed intervals: touching ops are concurrent": (lines_of(
+        op(0, "write", "x", "a", 0, 10),
+        op(1, "read", "x", None, 10, 20)), True),
+    "info write may have taken effect": (lines_of(
+        op(0, "write", "x", "a", 0, 10, typ="info"),
+        op(1, "read", "x", "a", 100, 110)), True),
+    "info write may not have taken effect": (lines_of(
+        op(0, "write", "x", "a", 0, 10, typ="info"),
+        op(1, "read", "x", None, 100, 110)), True),
+    "info write takes effect after its info line": (lines_of(
+        op(0, "write", "x", "a", 0, 10, typ="info"),
+        op(1, "read", "x", None, 100, 110),
+        op(1, "read", "x", "a", 200, 210)), True),
+    "info write takes effect at most once": (lines_of(
+        op(0, "write", "x", "a", 0, 10, typ="info"),
+        op(2, "write", "x", "b", 20, 30),
+        op(1, "read", "x", "a", 100, 110),
+        op(1, "read", "x", "b", 200, 210),
+        op(1, "read", "x", "a", 300, 310)), False),
+    "info write cannot take effect before its invoke": (lines_of(
+        op(1, "read", "x", "a", 0, 10),
+        op(0, "write", "x", "a", 20, 30, typ="info")), False),
+    "never-completed write counts as info": (lines_of(
+        op(0, "write", "x", "a", 0, None, typ=None),
+        op(1, "read", "x", "a", 100, 110),
+        op(1, "read", "x", "a", 200, 210)), True),
+    "fail write whose value is read": (lines_of(
+        op(0, "write", "x", "a", 0, 10, typ="fail"),
+        op(1, "read", "x", "a", 100, 110)), False),
+    "fail write is not needed": (lines_of(
+        op(0, "write", "x", "a", 0, 10, typ="fail"),
+        op(1, "read", "x", None, 100, 110)), True),
+    "info read constrains nothing": (lines_of(
+        op(0, "write", "x", "a", 0, 10),
+        op(1, "read", "x", "bogus", 20, 30, typ="info")), True),
+    "two keys are independent registers": (lines_of(
+        op(0, "write", "x", "a", 0, 10),
+        op(1, "write", "y", "b", 0, 10),
+        op(2, "read", "x", "a", 20, 30),
+        op(2, "read", "y", "b", 40, 50),
+        op(3, "read", "y", None, 0, 5)), True),
+    "a value of another key is not readable": (lines_of(
+        op(0, "write", "x", "a", 0, 10),
+        op(2, "read", "y", "a", 20, 30)), False),
+    "string processes and extra fields": ([
+        json.dumps(ev("c1/0", "invoke", "write", "x", "a", 0, ver=1)),
+        json.dumps(ev("c1/0", "ok", "write", "x", "a", 10, ver=1)),
+        json.dumps(ev("c2/0", "invoke", "read", "x", None, 20)),
+        json.dumps(ev("c2/0", "ok", "read", "x", "a", 30, ver=1))], True),
+    "empty history": ([], True),
+}
+
+
+@pytest.mark.parametrize("name", list(CLASSIC))
+def test_classic_python(name):
+    lines, expect = CLASSIC[name]
+    assert py_ok(lines) is expect
+
+
+@pytest.mark.parametrize("name", list(CLASSIC))
+def test_classic_porcupine(name, porcupine_bin, tmp_path):
+    lines, expect = CLASSIC[name]
+    f = write_history(tmp_path / "history.jsonl", lines)
+    assert check_file_porcupine(f, binary=porcupine_bin).ok is expect
+
+
+def test_explanation_names_key_prefix_and_blocking_op(tmp_path):
+    lines, _ = CLASSIC["stale read after completed write"]
+    res = check_file(write_history(tmp_path / "h.jsonl", lines))
+    assert res.ok is False and len(res.failures) == 1
+    kr = res.failures[0]
+    assert kr.key == "x" and [o.value for o in kr.prefix] == ["a", "b"]
+    assert kr.blocked.f == "read" and kr.blocked.value == "a" and kr.blocked.line == 5
+    line = res.line()
+    assert "\n" not in line and line.startswith("not linearizable")
+    assert 'key "x"' in line and "2 of 3 ops" in line and 'holds "b"' in line
+
+
+def test_only_failing_keys_reported():
+    lines = lines_of(
+        op(0, "write", "good", "a", 0, 10), op(1, "read", "good", "a", 20, 30),
+        op(2, "write", "bad", "a", 0, 10), op(3, "read", "bad", None, 20, 30))
+    res = check_history(parse_lines(lines))
+    assert res.ok is False and [k.key for k in res.failures] == ["bad"]
+    assert res.keys == 2 and res.ops == 4
+
+
+def test_pending_and_dropped_counts():
+    lines = lines_of(
+        op(0, "write", "x", "a", 0, 10, typ="info"), op(1, "write", "x", "b", 0, None, typ=None),
+        op(2, "read", "x", "a", 0, 10, typ="info"), op(3, "write", "x", "c", 0, 10, typ="fail"))
+    h = parse_lines(lines)
+    assert (h.pending_writes, h.dropped_reads, h.failed, len(h.ops)) == (2, 1, 1, 2)
+    assert all(o.ret == INF for o in h.ops)
+
+
+# ---------------------------------------------------------------- malformed input
+
+_W0 = json.dumps(ev(0, "invoke", "write", "x", "a", 0))
+MALFORMED = {
+    "second invoke on an open process": ([_W0, json.dumps(ev(0, "invoke", "read", "x", None, 5))],
+                                         2, "second invoke"),
+    "completion without invoke": ([json.dumps(ev(0, "ok", "read", "x", None, 5))], 1,
+                                  "without an open invoke"),
+    "unknown type": ([_W0, json.dumps(ev(0, "done", "write", "x", "a", 5))], 2, "unknown type"),
+    "unknown f": ([json.dumps(ev(0, "invoke", "cas", "x", "a", 0))], 1, "unknown f"),
+    "invalid json": ([_W0, "", '{"process": 0, "type": "ok",'], 3, "invalid JSON"),
+    "not an object": (["[1, 2]"], 1, "not a JSON object"),
+    "time goes backwards": ([json.dumps(ev(0, "invoke", "write", "x", "a", 10)),
+                             json.dumps(ev(0, "ok", "write", "x", "a", 5))], 2, "goes backwards"),
+    "negative time": ([json.dumps(ev(0, "invoke", "write", "x", "a", -1))], 1, "time_ns"),
+    "completion f mismatch": ([_W0, json.dumps(ev(0, "ok", "read", "x", "a", 5))], 2,
+                              "does not match"),
+    "completion key mismatch": ([_W0, json.dumps(ev(0, "ok", "write", "y", "a", 5))], 2,
+                                "does not match"),
+    "missing time": (['{"process": 0, "type": "invoke", "f": "read", "key": "x"}'], 1,
+                     "time_ns"),
+    "float time": (['{"process": 0, "type": "invoke", "f": "read", "key": "x", "time_ns": 1.5}'],
+                   1, "time_ns"),
+    "non-string value": ([json.dumps(ev(0, "invoke", "write", "x", 7, 0))], 1, "value"),
+    "bool process": ([json.dumps(ev(True, "invoke", "write", "x", "a", 0))], 1, "process"),
+    "missing key on invoke": (['{"process": 0, "type": "invoke", "f": "read", "time_ns": 0}'],
+                              1, "key"),
+}
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+def test_malformed_one_line_error(name, tmp_path):
+    lines, lineno, words = MALFORMED[name]
+    f = write_history(tmp_path / "history.jsonl", lines)
+    with pytest.raises(HistoryError) as ei:
+        check_file(f)
+    msg = str(ei.value)
+    assert "\n" not in msg and ei.value.line == lineno
+    assert msg.startswith(f"{f}:{lineno}: ") and words in msg
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+def test_malformed_porcupine(name, porcupine_bin, tmp_path):
+    lines, lineno, _ = MALFORMED[name]
+    f = write_history(tmp_path / "history.jsonl", lines)
+    with pytest.raises(HistoryError) as ei:
+        check_file_porcupine(f, binary=porcupine_bin)
+    assert ei.value.line == lineno and "\n" not in str(ei.value)
+
+
+def test_cli(tmp_path, porcupine_bin):
+    good = write_history(tmp_path / "good.jsonl", CLASSIC["concurrent write/read sees new value"][0])
+    bad = write_history(tmp_path / "bad.jsonl", CLASSIC["stale read after completed write"][0])
+    broken = write_history(tmp_path / "broken.jsonl", MALFORMED["unknown f"][0])
+    env = dict(os.environ, NETKV_PORCUPINE=str(porcupine_bin))
+    for extra in ([], ["--porcupine"]):
+        for path, code, start in ((good, 0, "linearizable"), (bad, 1, "not linearizable"),
+                                  (broken, 2, "error: ")):
+            p = subprocess.run([sys.executable, "-m", "netkv.lincheck", str(path), *extra],
+                               capture_output=True, text=True, env=env)
+            assert p.returncode == code, (extra, path, p.stdout, p.stderr)
+            assert p.stdout.startswith(start) and p.stdout.count("\n") == 1
+
+
+def test_porcupine_missing_binary_is_a_clear_error(tmp_path):
+    from netkv.lincheck import PorcupineUnavailable
+    f = write_history(tmp_path / "h.jsonl", [])
+    with pytest.raises(PorcupineUnavailable, match="go build"):
+        check_file_porcupine(f, binary=tmp_path / "nope")
+
+
+# ---------------------------------------------------------------- randomized cross-check
+
+
+def random_history(rng: random.Random, corrupt: bool):
+    """Events from a real register under random concurrency (coarse integer
+    times, so ties happen); `corrupt` then changes one ok read's value."""
+    n_proc = rng.randint(1, 4)
+    keys = ["x", "y"][: rng.randint(1, 2)]
+    values = ["a", "b", "c"]
+    n_ops = rng.randint(1, 9)
+    per_proc = [[] for _ in range(n_proc)]
+    clock = [0] * n_proc
+    planned = []
+    for _ in range(n_ops):
+        p = rng.randrange(n_proc)
+        call = clock[p] + rng.randint(0, 3)
+        ret = call + rng.randint(0, 6)
+        clock[p] = ret
+        f = rng.choice(["read", "write"])
+        outcome = rng.choices(["ok", "info", "fail", None], [0.75, 0.1, 0.1, 0.05])[0]
+        o = {"p": p, "f": f, "key": rng.choice(keys), "value": rng.choice(values),
+             "call": call, "ret": ret, "outcome": outcome,
+             # the instant it takes effect (ties broken randomly)
+             "at": (rng.randint(call, ret), rng.random())}
+        planned.append(o)
+        per_proc[p].append(o)
+    for p in range(n_proc):  # a never-completed op can only be a process's last
+        for o in per_proc[p][:-1]:
+            if o["outcome"] is None:
+                o["outcome"] = "info"
+    state = {}
+    for o in sorted(planned, key=lambda o: o["at"]):
+        applied = o["outcome"] == "ok" or (o["outcome"] in ("info", None) and rng.random() < 0.5)
+        if o["f"] == "write" and applied:
+            state[o["key"]] = o["value"]
+        elif o["f"] == "read":
+            o["value"] = state.get(o["key"])
+    if corrupt:
+        reads = [o for o in planned if o["f"] == "read" and o["outcome"] == "ok"]
+        if reads:
+            r = rng.choice(reads)
+            r["value"] = rng.choice([v for v in values + [None] if v != r["value"]])
+    events = []
+    for p in range(n_proc):
+        for o in per_proc[p]:
+            events.append(ev(p, "invoke", o["f"], o["key"],
+                             o["value"] if o["f"] == "write" else None, o["call"]))
+            if o["outcome"] is not None:
+                events.append(ev(p, o["outcome"], o["f"], o["key"],
+                                 o["value"] if o["outcome"] == "ok" or o["f"] == "write" else None,
+                                 o["ret"]))
+    events.sort(key=lambda e: e["time_ns"])  # stable: a process's own order is kept
+    return [json.dumps(e) for e in events]
+
+
+def brute_force_ok(ops: list[Op]) -> bool:
+    """Independent oracle: try every real-time-respecting order of the ok ops,
+    with each pending write either placed somewhere after its call or never."""
+    by_key = {}
+    for o in ops:
+        by_key.setdefault(o.key, []).append(o)
+
+    def key_ok(kops):
+        n = len(kops)
+        must = [o.ret != INF for o in kops]
+
+        def dfs(placed: int, state) -> bool:
+            if all(placed >> i & 1 or not must[i] for i in range(n)):
+                return True
+            for i in range(n):
+                if placed >> i & 1:
+                    continue
+                o = kops[i]
+                # every op that returned strictly before o's call must already be placed
+                if any(not placed >> j & 1 and kops[j].ret < o.call for j in range(n) if j != i):
+                    continue
+                if o.f == "read" and o.value != state:
+                    continue
+                if dfs(placed | 1 << i, o.value if o.f == "write" else state):
+                    return True
+            return False
+
+        return dfs(0, None)
+
+    return all(key_ok(k) for k in by_key.values())
+
+
+def test_random_histories_python_vs_bruteforce_vs_porcupine(porcupine_bin, tmp_path):
+    rng = random.Random(20240611)
+    counts = {True: 0, False: 0}
+    for i in range(300):
+        corrupt = i % 2 == 1
+        lines = random_history(rng, corrupt)
+        h = parse_lines(lines)
+        py = check_history(h).ok
+        if not corrupt:
+            assert py is True, "\n".join(lines)
+        assert py is brute_force_ok(h.ops), "\n".join(lines)
+        f = write_history(tmp_path / f"h{i}.jsonl", lines)
+        assert check_file_porcupine(f, binary=porcupine_bin).ok is py, "\n".join(lines)
+        counts[py] += 1
+    assert counts[True] > 60 and counts[False] > 60, counts
+
+
+def test_random_histories_python_vs_bruteforce_without_go():
+    """The same property without Go, on more histories (the Python half always runs)."""
+    rng = random.Random(7)
+    for i in range(600):
+        lines = random_history(rng, corrupt=i % 3 == 0)
+        h = parse_lines(lines)
+        assert check_history(h).ok is brute_force_ok(h.ops), "\n".join(lines)
+
+
+# ---------------------------------------------------------------- scale
+
+
+def big_history(n_ops: int, n_keys: int, n_proc: int, seed: int = 1):
+    """A long linearizable multi-key history (1 % info writes, half of which
+    take effect): each op takes effect at a random instant of its interval."""
+    rng = random.Random(seed)
+    clock = [0] * n_proc
+    ops = []
+    for k in range(n_ops):
+        p = rng.randrange(n_proc)
+        call = clock[p] + rng.randint(0, 50)
+        ret = call + rng.randint(1, 400)
+        clock[p] = ret
+        f = "write" if rng.random() < 0.5 else "read"
+        info = f == "write" and rng.random() < 0.01
+        ops.append({"p": p, "f": f, "key": f"k{rng.randrange(n_keys)}", "value": f"v{k}",
+                    "call": call, "ret": ret, "info": info,
+                    "at": rng.uniform(call, ret), "applies": not info or rng.random() < 0.5})
+    state = {}
+    for o in sorted(ops, key=lambda o: o["at"]):
+        if o["f"] == "read":
+            o["value"] = state.get(o["key"])
+        elif o["applies"]:
+            state[o["key"]] = o["value"]
+    events = []
+    for o in ops:
+        events.append(ev(o["p"], "invoke", o["f"], o["key"],
+                         o["value"] if o["f"] == "write" else None, o["call"]))
+        events.append(ev(o["p"], "info" if o["info"] else "ok", o["f"], o["key"], o["value"],
+                         o["ret"]))
+    events.sort(key=lambda e: e["time_ns"])
+    return [json.dumps(e) for e in events]
+
+
+def test_scale_multi_key(tmp_path):
+    lines = big_history(20_000, 200, 32)
+    f = write_history(tmp_path / "history.jsonl", lines)
+    t0 = time.perf_counter()
+    res = check_file(f)
+    dt = time.perf_counter() - t0
+    assert res.ok is True and res.ops == 20_000
+    assert dt < 10, dt
