@@ -19,12 +19,16 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from netkv.config.compose import ConfigError, validate
-from netkv.config.schema import RunConfig
+from netkv.config.schema import HashProtocol, RunConfig
 from netkv.protocols import REGISTRY, implemented_on
 from netkv.results import provenance
 from netkv.results.rundir import RunDir, point_key
 from netkv.slo import MeasurementError, SearchOutcome, search_throughput
 from netkv.targets.base import PointResult, Target
+
+
+REFERENCE_KEY = "reference"  # the SLO reference point's fragment in points.d/
+HASH_MAX_SERVERS = 256
 
 
 class UnsupportedCombination(ConfigError):
@@ -53,7 +57,8 @@ def make_target(cfg: RunConfig) -> Target:
         from netkv.targets.mininet import MininetTarget
 
         module = REGISTRY[cfg.protocol.name].module()
-        return MininetTarget(cfg, params=module.pipeline_params(cfg))
+        return MininetTarget(cfg, controller_factory=module.mininet_controller_factory(cfg),
+                             params=module.pipeline_params(cfg))
     raise UnsupportedCombination(f"invalid config: target = '{cfg.target.name}' is not available")
 
 
@@ -117,16 +122,48 @@ def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console) ->
             run_dir.store_point(key, phase, result, columns)
             return result
 
-        outcome = search_throughput(measure, target.capacity_hint_rps(), cfg.slo)
+        ref_ns = reference_slo_ns(cfg, run_dir, columns, order, console)
+        outcome = search_throughput(measure, target.capacity_hint_rps(), cfg.slo, ref_ns)
     return finish(run_dir, outcome, order, cfg, console)
+
+
+def reference_config(cfg: RunConfig) -> RunConfig:
+    """The same rack and workload with the hash baseline: the SLO's reference."""
+    proto = cfg.protocol
+    hash_proto = HashProtocol(name="hash", max_servers=HASH_MAX_SERVERS,
+                              virtual_nodes=proto.virtual_nodes, ring=proto.ring)
+    return cfg.model_copy(update={"protocol": hash_proto, "record_history": False})
+
+
+def reference_slo_ns(cfg: RunConfig, run_dir: RunDir, columns: dict[str, Any],
+                     order: list[str], console: Console) -> float | None:
+    """slo.reference=hash: factor x the hash baseline's unloaded median,
+    measured on the same rack and workload (stored as the run's first point)."""
+    if cfg.slo.kind != "auto" or cfg.slo.reference == "self" or cfg.protocol.name == "hash":
+        return None
+    key = REFERENCE_KEY
+    result = run_dir.load_point(key)
+    if result is None:
+        ref_cfg = reference_config(cfg)
+        console.print(f"[dim]{cfg.name}: measuring the SLO reference (hash, unloaded)[/dim]")
+        with make_target(ref_cfg) as ref:
+            rate = ref.capacity_hint_rps() * cfg.slo.unloaded_fraction
+            result = ref.run_point(rate, point_seed(cfg.seed, rate))
+        run_dir.store_point(key, "reference", result, {**columns, "protocol": "hash"})
+    order.insert(0, key)
+    p50 = result.latency_ns.get("p50", float("inf"))
+    if result.completed == 0 or not p50 < float("inf"):
+        raise MeasurementError("the SLO reference point (hash, unloaded) completed no request")
+    return cfg.slo.factor * p50
 
 
 def finish(run_dir: RunDir, outcome: SearchOutcome, order: list[str], cfg: RunConfig,
            console: Console) -> pl.DataFrame:
-    met = {order[0]: outcome.unloaded.slo_met}
-    met.update({k: p.slo_met for k, p in zip(order[1:], outcome.points)})
+    measured = [k for k in order if k != REFERENCE_KEY]  # unloaded, then the search
+    met: dict[str, bool] = {measured[0]: outcome.unloaded.slo_met}
+    met.update({k: p.slo_met for k, p in zip(measured[1:], outcome.points)})
     best = outcome.best
-    best_key = order[1 + outcome.points.index(best)] if best else None
+    best_key = measured[1 + outcome.points.index(best)] if best else None
     points = run_dir.finalize_tables(outcome.slo_ns, met, best_key, order)
     print_summary(cfg, outcome, run_dir.path, console)
     return points

@@ -65,7 +65,10 @@ def passes(result: PointResult, slo_ns: float, slo: Slo) -> bool:
             and math.isfinite(tail) and tail <= slo_ns)
 
 
-def search_throughput(measure: Measure, capacity_hint_rps: float, slo: Slo) -> SearchOutcome:
+def search_throughput(measure: Measure, capacity_hint_rps: float, slo: Slo,
+                      slo_ns: float | None = None) -> SearchOutcome:
+    """Search the offered load. ``slo_ns``: an SLO fixed elsewhere (e.g. from
+    a reference protocol's unloaded median); default: from ``slo``."""
     if capacity_hint_rps <= 0:
         raise ValueError("capacity hint must be positive")
     unloaded_rate = capacity_hint_rps * slo.unloaded_fraction
@@ -75,7 +78,9 @@ def search_throughput(measure: Measure, capacity_hint_rps: float, slo: Slo) -> S
             f"the unloaded point ({unloaded_rate:,.0f} req/s) completed "
             f"{unloaded.completed} of {unloaded.issued} requests: nothing to fix an SLO on"
         )
-    if slo.kind == "fixed":
+    if slo_ns is not None:
+        pass
+    elif slo.kind == "fixed":
         assert slo.p99_us is not None
         slo_ns = slo.p99_us * 1e3
     else:

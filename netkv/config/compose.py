@@ -53,7 +53,7 @@ def compose_raw(overrides: list[str]) -> DictConfig:
     except MissingConfigException as exc:
         raise ConfigError(_missing_option_message(str(exc))) from None
     except ConfigCompositionException as exc:
-        raise ConfigError(_composition_message(str(exc), exc.__cause__)) from None
+        raise ConfigError(_composition_message(str(exc), exc.__cause__, overrides)) from None
     except OmegaConfBaseException as exc:
         raise ConfigError(f"config error: {_first_line(str(exc))}") from None
     except OverrideParseException as exc:
@@ -168,12 +168,14 @@ def _missing_option_message(text: str) -> str:
     return f"invalid config: {_first_line(text)}"
 
 
-def _composition_message(text: str, cause: BaseException | None) -> str:
+def _composition_message(text: str, cause: BaseException | None, overrides: list[str]) -> str:
     match = re.search(r"Could not override '([^']+)'", text)
     if match:
         key = match.group(1)
         head, _, leaf = key.rpartition(".")
-        known = _known_keys(head)
+        # the group choices the user made, so the hint lists the right keys
+        choices = [o for o in overrides if "=" in o and o.split("=", 1)[0] in GROUPS]
+        known = _known_keys(head, choices)
         hint = f" (allowed keys{' under ' + head if head else ''}: {', '.join(known)})"
         return f"invalid config: unknown key '{key}'{hint}"
     match = re.search(r"Could not append to config. An item is already at '([^']+)'", text)
@@ -183,10 +185,10 @@ def _composition_message(text: str, cause: BaseException | None) -> str:
     return f"invalid config: {detail}"
 
 
-def _known_keys(head: str) -> list[str]:
+def _known_keys(head: str, choices: list[str]) -> list[str]:
     try:
         with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
-            cfg = compose(CONFIG_NAME)
+            cfg = compose(CONFIG_NAME, overrides=choices)
     except Exception:  # noqa: BLE001 - best-effort hint only
         return []
     node: Any = cfg

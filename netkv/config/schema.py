@@ -52,16 +52,31 @@ class PegasusProtocol(ProtocolBase):
     amo: bool = False
     virtual_nodes: int = Field(16, ge=1)
     ring: Ring = "consistent"
+    # Write fan-out r = clamp(round(reads / (writes + 1) / fanout_div), 1, n)
+    # per key and epoch: proportional to reads per write (the paper gives no
+    # formula; 4 is the digest's choice).
+    fanout_div: Pos = 4.0
     # Deliberately broken directory (stale replicas join the replica set):
     # only for showing that the linearizability check catches it.
     unsafe_skip_version_check: bool = False
 
 
 class NetCacheProtocol(ProtocolBase):
+    """NetCache (SOSP'17), the Pegasus paper's baseline (docs/netcache.md)."""
+
     name: Literal["netcache"]
-    cache_items: int = Field(10_000, ge=0, le=65_536)
+    # prewarmed: the cache_items hottest cacheable keys are cached before
+    # traffic (the Pegasus paper's evaluation); cold: the cache starts empty
+    # and fills from the switch's hot-key reports.
+    mode: Literal["prewarmed", "cold"] = "prewarmed"
+    cache_items: int = Field(10_000, ge=0, le=65_536)  # 0 = no cache (forwarding only)
+    # Largest cacheable value: the switch's value slot (NetCache on Tofino:
+    # 128 B). Keys with larger values are never cached.
     max_value_bytes: int = Field(128, ge=1, le=128)
-    epoch_ms: Pos = 100.0
+    hot_threshold: int = Field(128, ge=1, le=65_535)  # count-min reads per epoch to report a key
+    cm_width: int = Field(65_536, ge=16, le=1 << 24)  # count-min counters per row (4 rows)
+    bf_bits: int = Field(262_144, ge=64, le=1 << 26)  # Bloom filter bits (3 hashes)
+    epoch_ms: Pos = 100.0   # controller epoch: counters read and reset, sketch cleared
     virtual_nodes: int = Field(16, ge=1)
     ring: Ring = "consistent"
 
@@ -172,11 +187,19 @@ class Target(Strict):
     max_rps: Pos = 50_000.0  # ceiling of the load search on this machine
     preload: Literal["auto", "home", "all", "none"] = "auto"  # auto: all for pegasus, else home
     spin_us: NonNeg = 0.0  # netkv-switch busy-polls this long after traffic (0 = sleep at once)
-    start_delay_ms: NonNeg = 200.0  # clients start together this long after being launched
+    start_delay_ms: NonNeg = 20.0  # clients start together this long after all are ready
+    # servers' load reports (Pegasus `load_window_us`) cover this long; 0 = one
+    # controller epoch (at Mininet's thousands of req/s a 1 ms window holds ~1)
+    load_window_us: NonNeg = 0.0
 
 
 class Slo(Strict):
     kind: Literal["auto", "fixed"]
+    # auto: whose unloaded median the SLO is a multiple of. hash = the plain
+    # server path on the same rack and workload, so that every protocol of a
+    # comparison meets the same bound (the Pegasus paper's single 50 us SLO);
+    # self = the protocol's own (a switch cache's median is a switch hit).
+    reference: Literal["hash", "self"] = "hash"
     percentile: Annotated[float, Field(gt=0.0, lt=100.0)] = 99.0
     factor: Pos = 5.0
     p99_us: Pos | None = None

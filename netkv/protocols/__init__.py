@@ -27,8 +27,8 @@ REGISTRY: dict[str, ProtocolInfo] = {
     info.name: info
     for info in (
         ProtocolInfo("hash", "static consistent hashing (baseline)", ("sim", "mininet")),
-        ProtocolInfo("pegasus", "Pegasus coherence directory (OSDI'20)", ("sim",)),
-        ProtocolInfo("netcache", "NetCache switch cache (baseline)", ()),
+        ProtocolInfo("pegasus", "Pegasus coherence directory (OSDI'20)", ("sim", "mininet")),
+        ProtocolInfo("netcache", "NetCache switch cache (baseline)", ("sim",)),
     )
 }
 

@@ -13,3 +13,9 @@ def pipeline_params(cfg: RunConfig) -> str:
 def sim_controller_factory(cfg: RunConfig) -> None:
     del cfg
     return None
+
+
+def mininet_controller_factory(cfg: RunConfig) -> None:
+    """No controller on target=mininet either."""
+    del cfg
+    return None

@@ -33,10 +33,10 @@ from netkv.wire.codec import Msg, PegasusOp, Proto
 RSET_STRIDE = 32           # rset_list[idx * 32 + i]
 WRR_SLOTS = 256
 SAMPLE_EVERY = 128         # pipeline param `sample`
-FANOUT_DIV = 4             # r = clamp(round(rd / (wr + 1) / 4), 1, n)
 GC_PERIOD_S = 1.0
 ADD_HYSTERESIS = 2.0       # a candidate must be this much hotter than the coldest key
 HOTNESS_DECAY = 0.5        # EWMA weight of the newest epoch
+AMO_WINDOW = 4096          # REQIDs remembered per client (host param amo_window)
 
 
 def pipeline_params(cfg: RunConfig) -> str:
@@ -52,9 +52,12 @@ def pipeline_params(cfg: RunConfig) -> str:
         "amo": int(proto.amo),
         "sample": SAMPLE_EVERY,
         "fanout": "reg",
-        "fanout_div": FANOUT_DIV,
         "ver_next": 2,
     }
+    if proto.amo:
+        # The client table must remember every REQID a client can still retry:
+        # open-loop clients have many requests outstanding (our choice: 4096).
+        knobs["amo_window"] = AMO_WINDOW
     if proto.unsafe_skip_version_check:
         knobs["unsafe_skip_version_check"] = 1
     return ";".join(f"{k}={v}" for k, v in knobs.items())
@@ -101,6 +104,8 @@ class PegasusController(Controller):
         self.last_t = 0.0
         self.last_gc = 0.0
         self.vwrites_sent = 0
+        self.added = 0      # keys added (cold mode)
+        self.removed = 0    # keys removed after draining
 
     # --- set-up ------------------------------------------------------------------
 
@@ -162,7 +167,7 @@ class PegasusController(Controller):
                 sw.reg_write(name, idx, 0)
             rate = (rd + wr) / dt
             entry.hotness = (1 - HOTNESS_DECAY) * entry.hotness + HOTNESS_DECAY * rate
-            fanout = min(max(round(rd / (wr + 1) / FANOUT_DIV), 1), self.n)
+            fanout = min(max(round(rd / (wr + 1) / self.proto.fanout_div), 1), self.n)
             sw.reg_write("fanout", idx, fanout)
 
     # --- weighted round robin -------------------------------------------------------------
@@ -238,6 +243,7 @@ class PegasusController(Controller):
         sw.table_add("rkeys", [hot.keyhash], [idx])
         self.entries[hot.keyhash] = Entry(hot, idx, hotness=hotness)
         self.candidates.pop(hot.keyhash, None)
+        self.added += 1
 
     def _spread(self) -> None:
         """Virtual writes copy newly added read-mostly keys to every server."""
@@ -281,6 +287,7 @@ class PegasusController(Controller):
                 self._ctl(s, f"rkey_del {entry.hot.keyhash}")
             del self.entries[entry.hot.keyhash]
             self.free_idx.append(idx)
+            self.removed += 1
 
     def _gc(self) -> None:
         sw = self.plane.switch
@@ -325,15 +332,7 @@ class _SimEpochs:
 def hottest_keys(engine: "SimEngine", count: int) -> list[HotKey]:
     """The workload's ``count`` most popular keys (prewarmed mode knows them,
     as the artifact's preloaded hot-key list does)."""
-    ranks = engine.workload.rank_info()[:count]
-    ffi, lib = engine.ffi, engine.lib
-    size = engine.workload.key_size
-    buf = ffi.new("uint8_t[]", size)
-    keys = []
-    for rec in ranks:
-        lib.nk_key_bytes(int(rec["key"]), size, buf)
-        keys.append(HotKey(bytes(ffi.buffer(buf, size)), int(rec["keyhash"]), int(rec["home"])))
-    return keys
+    return workload_hot_keys(engine.workload, count)
 
 
 def sim_controller_factory(cfg: RunConfig):  # type: ignore[no-untyped-def]
@@ -347,10 +346,47 @@ def sim_controller_factory(cfg: RunConfig):  # type: ignore[no-untyped-def]
         prewarm = hottest_keys(engine, cfg.replicated_keys()) if proto.mode == "prewarmed" else []
         controller = PegasusController(plane, cfg, prewarm)
         controller.start()
+        factory.last = controller  # type: ignore[attr-defined]  # for tests and diagnostics
         return _SimEpochs(controller)
 
     return factory
 
 
+# --- shared by every target, and on Mininet ------------------------------------------------
+
+
+def workload_hot_keys(workload: "Workload", count: int) -> list[HotKey]:
+    """The workload's ``count`` most popular keys, as the servers store them
+    (rank table + ``nk_key_bytes``, the simulator's and kvclient's keys)."""
+    ranks = workload.rank_info()[:count]
+    ffi, lib = workload.ffi, workload.lib
+    size = workload.key_size
+    buf = ffi.new("uint8_t[]", size)
+    keys = []
+    for rec in ranks:
+        lib.nk_key_bytes(int(rec["key"]), size, buf)
+        keys.append(HotKey(bytes(ffi.buffer(buf, size)), int(rec["keyhash"]), int(rec["home"])))
+    return keys
+
+
+def mininet_controller_factory(cfg: RunConfig):  # type: ignore[no-untyped-def]
+    """target=mininet: ``factory(plane) -> PegasusController`` over the rack's
+    MininetControlPlane; prewarmed mode replicates the K hottest keys of the
+    same workload the clients draw from (Workload.from_config)."""
+    proto = cfg.protocol
+    assert isinstance(proto, PegasusProtocol)
+
+    def factory(plane: ControlPlane) -> PegasusController:
+        prewarm: list[HotKey] = []
+        if proto.mode == "prewarmed":
+            from netkv.sim.engine import Workload
+
+            with Workload.from_config(cfg) as workload:
+                prewarm = workload_hot_keys(workload, cfg.replicated_keys())
+        return PegasusController(plane, cfg, prewarm)
+
+    return factory
+
+
 if TYPE_CHECKING:
-    from netkv.sim.engine import SimEngine
+    from netkv.sim.engine import SimEngine, Workload

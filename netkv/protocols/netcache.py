@@ -1,0 +1,383 @@
+"""NetCache's controller (one class for every target) and its pipeline knobs.
+
+The data plane (hostapps/src/pipeline/netcache.c, p4src/netcache/) answers
+reads of cached keys, invalidates on writes and refreshes from the servers'
+write replies; it reports hot uncached keys (count-min sketch + Bloom filter)
+to the controller. This controller decides *which* keys are cached, using
+only the table and register names of docs/netcache.md:
+
+- ``prewarmed`` mode (default; the Pegasus paper's evaluation): before
+  traffic, the ``cache_items`` hottest keys whose value fits
+  ``max_value_bytes`` are installed directly (table entry, then
+  ``cache_vlen`` and ``cache_valid``). Every server preloads every key with
+  the canonical value (zero bytes of the workload's size) and the value
+  registers start at zero, so the slot holds exactly the servers' value.
+- ``cold`` mode: the cache starts empty and fills from the hot-key reports.
+
+Every epoch (both modes), as NetCache's controller does: drain the CPU
+channel (hot-key reports and CACHE_UPDATE_ACKs), estimate each reported
+key's reads this epoch from the count-min sketch, read and reset the cached
+keys' ``cache_hits``, insert reported keys into free slots or in place of
+cached keys with fewer hits, then clear the sketch and the Bloom filter.
+Insertion is the fetch sequence (docs/netcache.md): table entry (invalid),
+packet-out CACHE_UPDATE to the key's home, the server answers through the
+switch, which fills the slot unless a write intervened and acks to the CPU.
+Keys whose value is larger than ``max_value_bytes`` are never cached.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from netkv.config.schema import NetCacheProtocol, RunConfig
+from netkv.protocols.base import ControlPlane, Controller
+from netkv.wire.codec import NETCACHE_KEY_LEN, Msg, NetcacheOp, Proto, Result
+
+CM_ROWS = 4               # count-min rows (pipeline constant)
+FETCH_CLIENT = 0xFFFF     # client_id of a controller fetch (cache_wcli marker)
+FETCH_TIMEOUT_EPOCHS = 2  # an unanswered fetch is resent after this many epochs
+MAX_FETCHES = 4           # fetches of one key before it is given up
+
+
+def pipeline_params(cfg: RunConfig) -> str:
+    """The ``params`` string of the NetCache pipeline (docs/netcache.md)."""
+    proto = cfg.protocol
+    assert isinstance(proto, NetCacheProtocol)
+    knobs = {
+        "cache_items": max(1, proto.cache_items),  # the pipeline needs one slot
+        "max_value_bytes": proto.max_value_bytes,
+        "hot_threshold": proto.hot_threshold,
+        "cm_width": proto.cm_width,
+        "bf_bits": proto.bf_bits,
+    }
+    return ";".join(f"{k}={v}" for k, v in knobs.items())
+
+
+def wire_key(key: bytes) -> bytes:
+    """The key as NetCache carries it: its first 16 bytes (docs/netcache.md,
+    "Keys": netkv's keys are unique in their first 16 bytes)."""
+    return key[:NETCACHE_KEY_LEN]
+
+
+def key_words(key: bytes) -> tuple[int, int]:
+    """(k0, k1): the 16 B key, zero-padded, as two big-endian 64-bit words."""
+    k = wire_key(key).ljust(NETCACHE_KEY_LEN, b"\0")
+    return int.from_bytes(k[:8], "big"), int.from_bytes(k[8:], "big")
+
+
+def row_hash(row: int, key: bytes) -> int:
+    """The pipeline's sketch/Bloom row hash: CRC-32 over row, 'N', 'C',
+    row*31 mod 256, k0 (BE), k1 (BE)."""
+    k = wire_key(key).ljust(NETCACHE_KEY_LEN, b"\0")
+    return zlib.crc32(bytes([row & 0xFF, 0x4E, 0x43, (row * 31) & 0xFF]) + k)
+
+
+@dataclass
+class CacheKey:
+    """A key the controller may cache. ``key`` is the 16 B wire key;
+    ``keyhash`` is carried for the simulator's store (not on the wire)."""
+
+    key: bytes
+    keyhash: int
+    home: int
+    value_len: int | None = None  # known size (prewarm), None = unknown
+
+
+@dataclass
+class Item:
+    ck: CacheKey
+    idx: int
+    filled: bool = False          # the slot was filled (prewarm, fetch or write refresh)
+    fetch_req: int | None = None  # req_id of the outstanding fetch
+    fetch_epoch: int = 0
+    fetches: int = 0
+    hits: int = 0                 # cache_hits of the last epoch
+    born: int = 0                 # epoch of insertion
+
+
+@dataclass
+class NetCacheStats:
+    prewarmed: int = 0
+    inserts: int = 0
+    evictions: int = 0
+    fetches: int = 0
+    fetch_acks_ok: int = 0
+    fetch_acks_retry: int = 0
+    refilled_by_write: int = 0    # a write's refresh filled the slot before the fetch answer
+    reports: int = 0
+    too_large: int = 0            # reported/hot keys skipped: value > max_value_bytes
+    given_up: int = 0             # keys whose fetch kept failing (evicted, never retried)
+
+
+class NetCacheController(Controller):
+    def __init__(self, plane: ControlPlane, proto: NetCacheProtocol, prewarm: list[CacheKey],
+                 value_len: Callable[[int], int] | None = None) -> None:
+        super().__init__(plane)
+        self.proto = proto
+        self.capacity = proto.cache_items
+        self.max_value = proto.max_value_bytes
+        self.value_len = value_len
+        self.prewarm = prewarm
+        self.items: dict[bytes, Item] = {}            # wire key -> cached item
+        self.by_req: dict[int, Item] = {}             # outstanding fetch req_id -> item
+        self.free_idx = list(range(self.capacity - 1, -1, -1))
+        self.never: set[bytes] = set()                # keys never to cache
+        self.next_req = 1
+        self.epochs = 0
+        self.stats = NetCacheStats()
+
+    # --- set-up ------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Prewarm: install the hottest cacheable keys, valid, before traffic."""
+        sw = self.plane.switch
+        for ck in self.prewarm:
+            if not self.free_idx:
+                break
+            if ck.value_len is None or not self._fits(ck):
+                continue
+            idx = self.free_idx.pop()
+            sw.table_add("cache", list(key_words(ck.key)), [idx])  # a new entry is invalid
+            # Before traffic every register is at its initial zero and every
+            # server preloads the canonical value (zero bytes of the key's
+            # size), so only the length is written; then the slot goes valid.
+            sw.reg_write("cache_vlen", idx, ck.value_len)
+            sw.reg_write("cache_valid", idx, 1)
+            self.items[ck.key] = Item(ck, idx, filled=True)
+            self.stats.prewarmed += 1
+
+    def _fits(self, ck: CacheKey) -> bool:
+        size = ck.value_len
+        if size is None and self.value_len is not None:
+            size = self.value_len(ck.keyhash)
+        if size is not None and size > self.max_value:
+            self.stats.too_large += 1
+            self.never.add(ck.key)
+            return False
+        return True
+
+    # --- every epoch -------------------------------------------------------------------
+
+    def epoch(self, t_s: float) -> None:
+        del t_s
+        self.epochs += 1
+        reports = self._drain_cpu()
+        candidates = self._estimate(reports)
+        self._read_hits()
+        self._retry_fetches()
+        self._replace(candidates)
+        self.plane.switch.reg_write("sketch_clear", 0, 1)  # clears cm_sketch and bloom
+
+    def _drain_cpu(self) -> dict[bytes, CacheKey]:
+        reports: dict[bytes, CacheKey] = {}
+        while True:
+            batch = self.plane.cpu_messages()
+            for _src, msg in batch:
+                if msg.proto != Proto.NETCACHE:
+                    continue
+                if msg.op == NetcacheOp.CACHE_UPDATE_ACK:
+                    self._ack(msg)
+                elif msg.op == NetcacheOp.READ:
+                    self.stats.reports += 1
+                    key = wire_key(msg.key)
+                    if key not in self.items and key not in self.never:
+                        reports[key] = CacheKey(key, msg.keyhash, msg.server_id)
+            if not batch:
+                return reports
+
+    def _ack(self, msg: Msg) -> None:
+        item = self.by_req.pop(msg.req_id, None)
+        if item is None or item.fetch_req != msg.req_id:
+            return  # the answer to an older fetch, or of an evicted key
+        item.fetch_req = None
+        if msg.result == Result.OK:
+            item.filled = True
+            self.stats.fetch_acks_ok += 1
+            return
+        self.stats.fetch_acks_retry += 1
+        self._fetch_refused(item)
+
+    def _fetch_refused(self, item: Item) -> None:
+        """The switch did not fill the slot from our fetch. If a write went
+        through meanwhile, its reply refreshes the slot (the fetch is moot);
+        otherwise the server or the switch refused the value (absent, or
+        larger than the slot): fetch again, up to MAX_FETCHES, then give up."""
+        sw = self.plane.switch
+        if sw.reg_read("cache_wcli", item.idx) != FETCH_CLIENT:
+            item.filled = True
+            self.stats.refilled_by_write += 1
+            return
+        if item.fetches >= MAX_FETCHES:
+            self.stats.given_up += 1
+            self.never.add(item.ck.key)
+            self._evict(item)
+            return
+        self._fetch(item)
+
+    def _estimate(self, reports: dict[bytes, CacheKey]) -> list[tuple[int, CacheKey]]:
+        """Reported keys with their count-min estimate of this epoch's reads."""
+        sw = self.plane.switch
+        width = self.proto.cm_width
+        out = []
+        for key, ck in reports.items():
+            est = min(sw.reg_read("cm_sketch", r * width + row_hash(r, key) % width)
+                      for r in range(CM_ROWS))
+            out.append((est, ck))
+        out.sort(key=lambda e: e[0], reverse=True)
+        return out
+
+    def _read_hits(self) -> None:
+        sw = self.plane.switch
+        for item in self.items.values():
+            item.hits = sw.reg_read("cache_hits", item.idx)
+            if item.hits:
+                sw.reg_write("cache_hits", item.idx, 0)
+
+    def _retry_fetches(self) -> None:
+        sw = self.plane.switch
+        for item in list(self.items.values()):
+            if item.fetch_req is None or self.epochs - item.fetch_epoch < FETCH_TIMEOUT_EPOCHS:
+                continue
+            self.by_req.pop(item.fetch_req, None)
+            item.fetch_req = None
+            if sw.reg_read("cache_valid", item.idx):
+                item.filled = True  # the ack was lost (CPU channel full)
+            else:
+                self._fetch_refused(item)
+
+    def _replace(self, candidates: list[tuple[int, CacheKey]]) -> None:
+        """Free slots first; then a candidate replaces the cached key with the
+        fewest hits this epoch if it had more reads (NetCache's rule). Keys
+        inserted in this epoch have no full epoch of hits yet and stay."""
+        victims = sorted((it for it in self.items.values() if it.born < self.epochs),
+                         key=lambda it: it.hits, reverse=True)
+        for est, ck in candidates:
+            if not self._fits(ck):
+                continue
+            if not self.free_idx:
+                if not victims or victims[-1].hits >= est:
+                    break
+                self._evict(victims.pop())
+            self._insert(ck)
+
+    def _insert(self, ck: CacheKey) -> None:
+        sw = self.plane.switch
+        idx = self.free_idx.pop()
+        sw.reg_write("cache_valid", idx, 0)
+        sw.table_add("cache", list(key_words(ck.key)), [idx])  # invalid until filled
+        sw.reg_write("cache_hits", idx, 0)
+        item = Item(ck, idx, born=self.epochs)
+        self.items[ck.key] = item
+        self.stats.inserts += 1
+        self._fetch(item)
+
+    def _fetch(self, item: Item) -> None:
+        req = self.next_req
+        self.next_req = self.next_req + 1 if self.next_req < 0xFFFFFFFE else 1
+        ck = item.ck
+        msg = Msg(proto=Proto.NETCACHE, op=NetcacheOp.CACHE_UPDATE, key=ck.key,
+                  keyhash=ck.keyhash, server_id=ck.home, client_id=FETCH_CLIENT, req_id=req,
+                  nkeys=1)
+        item.fetch_req = req
+        item.fetch_epoch = self.epochs
+        item.fetches += 1
+        self.by_req[req] = item
+        self.stats.fetches += 1
+        self.plane.packet_out(msg, ck.home)
+
+    def _evict(self, item: Item) -> None:
+        sw = self.plane.switch
+        sw.table_delete("cache", list(key_words(item.ck.key)))  # first: stops matching
+        sw.reg_write("cache_valid", item.idx, 0)
+        if item.fetch_req is not None:
+            self.by_req.pop(item.fetch_req, None)
+        del self.items[item.ck.key]
+        self.free_idx.append(item.idx)
+        self.stats.evictions += 1
+
+    # --- introspection (tests, reports) ------------------------------------------------
+
+    def cached_keys(self) -> list[CacheKey]:
+        return [it.ck for it in self.items.values()]
+
+
+# --- on the simulator ---------------------------------------------------------------------
+
+
+class _SimEpochs:
+    """Adapts a Controller to SimEngine.run's ``epoch(engine, t)`` hook."""
+
+    def __init__(self, controller: NetCacheController) -> None:
+        self.controller = controller
+
+    def epoch(self, engine: object, t_s: float) -> None:
+        del engine
+        self.controller.epoch(t_s)
+
+
+def value_size_oracle(workload: "Workload") -> Callable[[int], int]:
+    """keyhash -> the key's value size (a function of the keyhash alone)."""
+    info = workload.rank_info()
+    sizes = np.unique(info["value_len"])
+    if len(sizes) == 1:
+        only = int(sizes[0])
+        return lambda keyhash: only
+    order = np.argsort(info["keyhash"], kind="stable")
+    hashes = info["keyhash"][order]
+    lens = info["value_len"][order]
+
+    def lookup(keyhash: int) -> int:
+        i = int(np.searchsorted(hashes, keyhash))
+        if i < len(hashes) and int(hashes[i]) == keyhash:
+            return int(lens[i])
+        return 0
+    return lookup
+
+
+def hottest_cacheable(workload: "Workload", ffi: object, lib: object, count: int,
+                      max_value: int) -> list[CacheKey]:
+    """The ``count`` most popular keys whose value fits ``max_value`` (the
+    workload's rank table, as Pegasus' prewarm uses it)."""
+    info = workload.rank_info()
+    fit = info[info["value_len"] <= max_value][:count]
+    size = workload.key_size
+    buf = ffi.new("uint8_t[]", size)  # type: ignore[attr-defined]
+    keys = []
+    for rec in fit:
+        lib.nk_key_bytes(int(rec["key"]), size, buf)  # type: ignore[attr-defined]
+        key = wire_key(bytes(ffi.buffer(buf, size)))  # type: ignore[attr-defined]
+        keys.append(CacheKey(key, int(rec["keyhash"]), int(rec["home"]), int(rec["value_len"])))
+    return keys
+
+
+def sim_controller_factory(cfg: RunConfig):  # type: ignore[no-untyped-def]
+    from netkv.sim.control import SimControlPlane
+
+    proto = cfg.protocol
+    assert isinstance(proto, NetCacheProtocol)
+    memo: list[tuple["Workload", list[CacheKey], Callable[[int], int]]] = []
+
+    def factory(engine: "SimEngine") -> _SimEpochs:
+        plane = SimControlPlane(engine)
+        wl = engine.workload
+        if not memo or memo[0][0] is not wl:  # the workload is shared by every load point
+            prewarm = (hottest_cacheable(wl, engine.ffi, engine.lib, proto.cache_items,
+                                         proto.max_value_bytes)
+                       if proto.mode == "prewarmed" else [])
+            memo[:] = [(wl, prewarm, value_size_oracle(wl))]
+        _wl, prewarm, sizes = memo[0]
+        controller = NetCacheController(plane, proto, prewarm, sizes)
+        controller.start()
+        factory.last = controller  # type: ignore[attr-defined]
+        return _SimEpochs(controller)
+
+    return factory
+
+
+if TYPE_CHECKING:
+    from netkv.sim.engine import SimEngine, Workload
