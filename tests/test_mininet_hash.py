@@ -81,6 +81,23 @@ def test_low_load_loses_nothing_and_leaves_nothing() -> None:
 
 
 @skip
+def test_start_handshake_with_a_million_keys() -> None:
+    """The default key space (10^6 keys): every kvclient spends longer building
+    its workload than the run lasts; the start handshake (ready -> start time
+    on stdin) still gets every client offering load for the whole duration."""
+    from netkv.targets.mininet import MininetTarget
+
+    cfg = _cfg("servers=2", "clients=2", "alpha=1.2", "keys=1000000", "duration=0.2",
+               "topology.drain_ms=1000")
+    assert cfg.target.start_delay_ms <= 50
+    with MininetTarget(cfg) as target:
+        res = target.run_point(2000.0, seed=3)
+    assert res.issued > 250, res.issued  # ~400 expected
+    assert res.completed == res.issued
+    assert res.timeline["issued"].sum() == res.issued
+
+
+@skip
 def test_skew_shows_in_server_load() -> None:
     """alpha = 1.2 over 4 servers: hash's busiest server carries well above the mean."""
     from netkv.targets.mininet import MininetTarget
@@ -201,3 +218,27 @@ def test_clean_removes_what_a_crashed_run_left() -> None:
     links, procs = _leftovers(tag)
     assert links == [] and procs == [], (links, procs)
     assert clean() == []
+
+
+def test_kvclient_refuses_to_start_after_its_end() -> None:
+    """A kvclient whose start time (here: on stdin) is already past its end
+    exits non-zero with one line instead of measuring nothing (no root needed)."""
+    import time
+
+    from netkv.native import NativeBuildMissing, program_path
+
+    try:
+        prog = str(program_path("kvclient"))
+    except NativeBuildMissing as exc:
+        pytest.skip(str(exc))
+    p = subprocess.Popen([prog, "--protocol", "hash", "--id", "0", "--servers", "1",
+                          "--clients", "1", "--keys", "1000", "--rate", "100", "--duration", "0.1",
+                          "--port", "0", "--start-at", "stdin"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    assert p.stdout.readline().strip() == "ready"
+    past = time.clock_gettime_ns(time.CLOCK_MONOTONIC) - 1_000_000_000
+    out, err = p.communicate(f"{past}\n", timeout=10)
+    assert p.returncode == 1, (p.returncode, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "after the end" in lines[0], err

@@ -17,7 +17,7 @@ def setup_commands() -> list[str]:
 def test_readme_has_exactly_two_setup_commands():
     commands = setup_commands()
     assert len(commands) == 2
-    assert commands[0].endswith("just run") and commands[1].endswith("just test")
+    assert "just run" in commands[0] and commands[1].endswith("just test")
 
 
 def test_ci_runs_the_readme_test_command():

@@ -88,8 +88,9 @@ static void usage(FILE *o)
 		"usage: kvclient --protocol NAME --id C --servers S --clients M --rate RPS --duration S\n"
 		"                [--workload zipf|uniform|ycsb --alpha A --keys N --key-size B --value-size B\n"
 		"                 --vnodes V --ring consistent|equal --wl-seed N --write-ratio W]\n"
-		"                [--seed N] [--drain S] [--timeout-us T --retries R] [--start-at NS]\n"
-		"                [--window-ms W] [--out PATH] [--history PATH] [--batch N] [--tag STR]\n"
+		"                [--seed N] [--drain S] [--timeout-us T --retries R] [--start-at NS|stdin]\n"
+		"                [--window-ms W] [--out PATH] [--history PATH [--value-tag N]] [--batch N]\n"
+		"                [--first-req-id N] [--tag STR]\n"
 		"       kvclient --mode echo|blast --target IP:PORT --rate RPS --duration S [--payload B]\n");
 }
 
@@ -109,7 +110,18 @@ static int parse_target(const char *s, struct sockaddr_in *a)
 	return 0;
 }
 
-static void sleep_until(int fd, uint64_t t)
+/* Sleep until CLOCK_MONOTONIC reaches t, whatever wakes us (signals,
+ * early timer returns): loop until the time has really come. */
+static void sleep_until(uint64_t t)
+{
+	struct timespec ts = {(time_t)(t / 1000000000ull), (long)(t % 1000000000ull)};
+	while (!stop_flag && nk_now_ns() < t)
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+}
+
+/* Wait until t or until a datagram arrives on fd, whichever comes first
+ * (the main loop re-checks the clock: an early wakeup is intended here). */
+static void wait_io(int fd, uint64_t t)
 {
 	uint64_t now = nk_now_ns();
 	if (t <= now)
@@ -118,6 +130,23 @@ static void sleep_until(int fd, uint64_t t)
 	struct timespec ts = {(time_t)(d / 1000000000ull), (long)(d % 1000000000ull)};
 	struct pollfd p = {.fd = fd, .events = POLLIN};
 	ppoll(&p, 1, &ts, NULL);
+}
+
+/* --start-at stdin: everything is built; say so and read the start time
+ * (CLOCK_MONOTONIC ns) from stdin. 0 on error. */
+static uint64_t handshake_start(void)
+{
+	char line[64];
+	fputs("ready\n", stdout);
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		return 0;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(line, &end, 10);
+	if (errno || end == line || (*end && *end != '\n'))
+		return 0;
+	return (uint64_t)v;
 }
 
 static void put_be64(uint8_t *p, uint64_t v)
@@ -166,8 +195,8 @@ int main(int argc, char **argv)
 	uint32_t vnodes = 16, retries = 0, batch = 32, payload = 64;
 	double rate = 1000, duration = 1, drain = 0.5, alpha = 0.99, write_ratio = 0, timeout_us = 0;
 	double window_ms = 0;
-	uint64_t seed = 1, wl_seed = 1, start_at = 0;
-	int port = -1;
+	uint64_t seed = 1, wl_seed = 1, start_at = 0, value_tag = 0, first_req_id = 1;
+	int port = -1, start_stdin = 0;
 	static const struct option opts[] = {
 		{"protocol", required_argument, 0, 'p'}, {"id", required_argument, 0, 'i'},
 		{"servers", required_argument, 0, 'S'},  {"clients", required_argument, 0, 'M'},
@@ -184,6 +213,7 @@ int main(int argc, char **argv)
 		{"mode", required_argument, 0, 'm'},     {"target", required_argument, 0, 'g'},
 		{"payload", required_argument, 0, 'L'},  {"port", required_argument, 0, 'P'},
 		{"params", required_argument, 0, 'a'},   {"tag", required_argument, 0, 't'},
+		{"value-tag", required_argument, 0, 'v'}, {"first-req-id", required_argument, 0, 'F'},
 		{"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
 	};
 	int o;
@@ -208,7 +238,12 @@ int main(int argc, char **argv)
 		case 's': seed = strtoull(optarg, NULL, 0); break;
 		case 'T': timeout_us = strtod(optarg, NULL); break;
 		case 'y': retries = (uint32_t)strtoul(optarg, NULL, 0); break;
-		case 'z': start_at = strtoull(optarg, NULL, 0); break;
+		case 'z':
+			if (!strcmp(optarg, "stdin"))
+				start_stdin = 1;
+			else
+				start_at = strtoull(optarg, NULL, 0);
+			break;
 		case 'o': window_ms = strtod(optarg, NULL); break;
 		case 'O': out_path = optarg; break;
 		case 'H': hist_path = optarg; break;
@@ -219,6 +254,8 @@ int main(int argc, char **argv)
 		case 'P': port = atoi(optarg); break;
 		case 'a': params = optarg; break;
 		case 't': break;
+		case 'v': value_tag = strtoull(optarg, NULL, 0) & 0xFFFF; break;
+		case 'F': first_req_id = strtoull(optarg, NULL, 0); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -347,15 +384,43 @@ int main(int argc, char **argv)
 
 	struct nk_rng rng;
 	nk_rng_seed(&rng, seed, 0xC11E + id);
+	if (start_stdin) {
+		start_at = handshake_start();
+		if (!start_at) {
+			fprintf(stderr, "kvclient %u: --start-at stdin: no start time (CLOCK_MONOTONIC ns) "
+					"on stdin\n", id);
+			return 1;
+		}
+	}
 	uint64_t t0 = start_at ? start_at : nk_now_ns();
-	sleep_until(fd, t0);
 	uint64_t t_end = t0 + (uint64_t)(duration * 1e9), t_stop = t_end + (uint64_t)(drain * 1e9);
+	{
+		uint64_t now = nk_now_ns();
+		if (now >= t_end) {
+			fprintf(stderr, "kvclient %u: ready %.1f ms after the end of its run (start %" PRIu64
+					", end %" PRIu64 "): nothing would be measured; start it earlier "
+					"(--start-at stdin)\n",
+				id, (double)(now - t_end) * 1e-6, t0, t_end);
+			return 1;
+		}
+	}
+	sleep_until(t0);
+	/* stray datagrams that arrived before the start (a previous point's
+	 * stragglers) are not ours */
+	for (;;) {
+		for (int i = 0; i < MAX_BATCH; i++)
+			rmsg[i].msg_hdr.msg_namelen = sizeof(rsrc[i]);
+		if (recvmmsg(fd, rmsg, MAX_BATCH, MSG_DONTWAIT, NULL) <= 0)
+			break;
+	}
 	double mean_gap = rate > 0 ? 1e9 / rate : 0;
 	uint64_t next_send = t0 + (rate > 0 ? (uint64_t)nk_rng_exp(&rng, mean_gap) : 0);
 	uint64_t issued = 0, completed = 0, timeouts = 0, n_retries = 0, dup = 0, bad = 0, late = 0;
 	uint64_t overrun = 0, send_err = 0, outstanding = 0, unknown = 0, sent_pkts = 0, last_done = t0;
 	uint64_t bad_by[WIRE_ERRS] = {0};
-	uint32_t next_id = 1;
+	/* req_ids go on from one run to the next on the same servers (--first-req-id):
+	 * Pegasus-AMO servers remember recent req_ids per client */
+	uint32_t next_id = (uint32_t)(first_req_id ? first_req_id : 1);
 
 	while (!stop_flag) {
 		uint64_t now = nk_now_ns();
@@ -388,7 +453,9 @@ int main(int argc, char **argv)
 				q->key = ri->key;
 				q->rank = rank;
 				q->kind = w ? NK_KIND_WRITE : NK_KIND_READ;
-				q->value_id = w ? ((uint64_t)(id + 1) << 40 | rid) : 0;
+				/* unique per rack run: tag (the load point) | client + 1 | req_id */
+				q->value_id = w ? (value_tag << 48 | (uint64_t)((id + 1) & 0xFFFF) << 32 | rid)
+						: 0;
 				struct nk_req_spec sp = {
 					.kind = q->kind, .key_len = (uint8_t)key_size,
 					.client_id = (uint16_t)id, .home = ri->home,
@@ -608,7 +675,7 @@ int main(int argc, char **argv)
 			wake = t_stop;
 		if (m_blast || rate == 0)
 			continue;
-		sleep_until(fd, wake);
+		wait_io(fd, wake);
 	}
 
 	/* requests still outstanding: neither completed nor timed out */
@@ -634,10 +701,10 @@ int main(int argc, char **argv)
 		     ", \"completed\": %" PRIu64 ", \"timeouts\": %" PRIu64 ", \"retries\": %" PRIu64
 		     ", \"unfinished\": %" PRIu64 ", \"overrun\": %" PRIu64 ", \"dup_replies\": %" PRIu64
 		     ", \"unknown_replies\": %" PRIu64 ", \"bad_replies\": %" PRIu64 ", \"send_errors\": %" PRIu64
-		     ", \"late\": %" PRIu64 ", \"last_done_s\": %.6f, ",
+		     ", \"late\": %" PRIu64 ", \"last_done_s\": %.6f, \"next_req_id\": %u, ",
 		id, mode, rate, duration, t0, issued, sent_pkts, completed, timeouts, n_retries,
 		outstanding, overrun, dup, unknown, bad_total, send_err, late,
-		(double)(last_done - t0) * 1e-9);
+		(double)(last_done - t0) * 1e-9, next_id);
 	json_latency(out, "latency_ns", &h);
 	fputs(", ", out);
 	json_latency(out, "rtt_ns", &hr);

@@ -169,7 +169,10 @@ def clean(force: bool = False) -> list[str]:
         except (OSError, json.JSONDecodeError):
             state = {"owner": -1, "pids": []}
         owner = int(state.get("owner", -1))
-        if not force and owner > 0 and owner != os.getpid() and _alive(owner):
+        # a live owner's runs are left alone - this process' own included: a
+        # run may hold two racks at once (e.g. the SLO's hash reference while
+        # the protocol's rack is up), each cleans its own on close
+        if not force and owner > 0 and (owner == os.getpid() or _alive(owner)):
             continue
         removed += clean_run(folder.name, [int(p) for p in state.get("pids", [])])
     return removed

@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,14 @@ def node_ip(node: int) -> str:
 def node_mac(node: int) -> str:
     n = node + 1
     return f"02:00:00:00:{(n >> 8) & 255:02x}:{n & 255:02x}"
+
+
+# The controller's address: outside the node plan (netkv-switch maps it to
+# NK_NODE_NONE), so replies to packets the controller injected (a Pegasus
+# VWRITE's WRITE-REPLY) come back to the CPU port. Servers get a static ARP
+# entry for it; nothing answers ARP for it.
+CONTROLLER_IP = "10.255.255.254"
+CONTROLLER_MAC = "02:00:00:ff:ff:fe"
 
 
 class MininetMissing(RuntimeError):
@@ -62,6 +71,8 @@ class RackSpec:
     folder: Path
     switch_args: tuple[str, ...] = ()      # extra netkv-switch arguments
     server_args: tuple[str, ...] = ()      # extra kvserver arguments (workload, service)
+    # per-server extra kvserver arguments (e.g. its own --service-ns), if any
+    per_server_args: tuple[tuple[str, ...], ...] = ()
 
 
 def _make_switch_class() -> Any:
@@ -155,6 +166,8 @@ class Rack:
                 intf = host.defaultIntf()
                 host.cmd(f"ethtool -K {intf} tx off")
                 host.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
+                host.cmd(f"ip neigh replace {CONTROLLER_IP} lladdr {CONTROLLER_MAC} "
+                         f"dev {intf} nud permanent")
             self.net.staticArp()
             self.net.start()
             self.servers = [self.net.get(n) for n in names[: spec.servers]]
@@ -175,6 +188,8 @@ class Rack:
                     "--servers", str(self.spec.servers), "--clients", str(self.spec.clients),
                     "--stats-file", str(stats), "--ctl", str(self.spec.folder / f"server{i}.sock"),
                     "--tag", self.spec.tag, *self.spec.server_args]
+            if self.spec.per_server_args:
+                args += list(self.spec.per_server_args[i])
             log = open(self.spec.folder / f"server{i}.log", "w")  # noqa: SIM115
             p = host.popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
             log.close()
@@ -236,35 +251,105 @@ class Rack:
                 time.sleep(0.01)
         return out
 
-    def run_clients(self, args_for: list[list[str]], timeout_s: float) -> list[dict[str, Any]]:
-        """Run one kvclient per client host with the given arguments; their JSON."""
+    def run_clients(self, args_for: list[list[str]], run_s: float, start_delay_ms: float = 20.0,
+                    ready_timeout_s: float = 120.0,
+                    on_start: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+        """Run one kvclient per client host with the given arguments; their JSON.
+
+        Start handshake: every kvclient builds its workload (alias table,
+        permutation: seconds for millions of keys) and then prints ``ready``;
+        once all are ready they are sent the same start instant, ``now +
+        start_delay_ms`` (CLOCK_MONOTONIC ns, shared by every namespace), on
+        stdin (then ``on_start(start_ns)`` is called). ``run_s`` bounds the
+        time from that instant to their exit."""
+        import selectors
+
         from netkv.native import program_path
 
         program = str(program_path("kvclient"))
-        procs = []
-        for j, (host, args) in enumerate(zip(self.clients, args_for, strict=True)):
-            out = self.spec.folder / f"client{j}.json"
-            out.unlink(missing_ok=True)
-            p = host.popen([program, "--protocol", self.spec.protocol, "--id", str(j),
-                            "--servers", str(self.spec.servers),
-                            "--clients", str(self.spec.clients), "--out", str(out),
-                            "--tag", self.spec.tag, *args],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            self.state.add_pid(p.pid)
-            procs.append(p)
-        results = []
-        deadline = time.monotonic() + timeout_s
-        for j, p in enumerate(procs):
+        procs: list[subprocess.Popen[str]] = []
+        logs = [self.spec.folder / f"client{j}.log" for j in range(len(args_for))]
+
+        def log_tail(j: int) -> str:
             try:
-                _, err = p.communicate(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                for q in procs:
-                    q.kill()
-                raise RuntimeError(f"kvclient {j} did not finish in {timeout_s:.0f} s") from None
-            if p.returncode:
-                raise RuntimeError(f"kvclient {j} failed ({p.returncode}): {err.strip()}")
-            results.append(json.loads((self.spec.folder / f"client{j}.json").read_text()))
-        return results
+                return logs[j].read_text().strip()[-500:]
+            except OSError:
+                return ""
+
+        try:
+            for j, (host, args) in enumerate(zip(self.clients, args_for, strict=True)):
+                out = self.spec.folder / f"client{j}.json"
+                out.unlink(missing_ok=True)
+                log = open(logs[j], "w")  # noqa: SIM115
+                p = host.popen([program, "--protocol", self.spec.protocol, "--id", str(j),
+                                "--servers", str(self.spec.servers),
+                                "--clients", str(self.spec.clients), "--out", str(out),
+                                "--tag", self.spec.tag, *args, "--start-at", "stdin"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                               text=True)
+                log.close()
+                self.state.add_pid(p.pid)
+                procs.append(p)
+            # 1. wait for every client's "ready"
+            sel = selectors.DefaultSelector()
+            for j, p in enumerate(procs):
+                assert p.stdout is not None
+                sel.register(p.stdout, selectors.EVENT_READ, j)
+            waiting = set(range(len(procs)))
+            deadline = time.monotonic() + ready_timeout_s
+            while waiting:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RuntimeError(
+                        f"kvclient(s) {sorted(waiting)} not ready after {ready_timeout_s:.0f} s "
+                        "(building the workload); no load was offered")
+                for key, _ in sel.select(timeout=min(left, 1.0)):
+                    j = key.data
+                    line = key.fileobj.readline()  # type: ignore[union-attr]
+                    if line.strip() == "ready":
+                        waiting.discard(j)
+                        sel.unregister(key.fileobj)
+                    elif not line:  # EOF: it exited before being ready
+                        procs[j].wait(timeout=5)
+                        raise RuntimeError(f"kvclient {j} exited ({procs[j].returncode}) before "
+                                           f"it was ready: {log_tail(j)}")
+                for j in list(waiting):
+                    if procs[j].poll() is not None:
+                        raise RuntimeError(f"kvclient {j} exited ({procs[j].returncode}) before "
+                                           f"it was ready: {log_tail(j)}")
+            sel.close()
+            # 2. one start instant for all
+            start_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + int(start_delay_ms * 1e6)
+            for p in procs:
+                assert p.stdin is not None
+                p.stdin.write(f"{start_ns}\n")
+                p.stdin.close()
+            if on_start is not None:
+                on_start(start_ns)
+            # 3. results
+            results = []
+            deadline = time.monotonic() + start_delay_ms / 1e3 + run_s
+            for j, p in enumerate(procs):
+                try:
+                    p.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    raise RuntimeError(f"kvclient {j} did not finish within {run_s:.0f} s of "
+                                       "its start") from None
+                if p.returncode:
+                    raise RuntimeError(f"kvclient {j} failed ({p.returncode}): {log_tail(j)}")
+                results.append(json.loads((self.spec.folder / f"client{j}.json").read_text()))
+            return results
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+                for f in (p.stdin, p.stdout):
+                    if f is not None and not f.closed:
+                        try:
+                            f.close()
+                        except OSError:
+                            pass
 
     def stop(self) -> dict[str, Any]:
         """Stop servers, switch and network; return the final counters."""
@@ -282,8 +367,18 @@ class Rack:
         self.server_procs = []
         if self.net is not None:
             try:
-                self.net.stop()
-                final["switch"] = getattr(self.switch, "final", {})
+                nodes = self.net.hosts + self.net.switches
+                if all(n.shell is not None and n.shell.poll() is None for n in nodes):
+                    self.net.stop()
+                    final["switch"] = getattr(self.switch, "final", {})
+                else:
+                    # a node's shell is gone (killed from outside): Mininet's
+                    # stop would wait on it forever; clean_run below removes
+                    # the processes and interfaces carrying the tag
+                    sw = self.switch
+                    if sw.proc is not None and sw.proc.poll() is None:
+                        sw.proc.kill()
+                        sw.proc.wait()
             finally:
                 self.net = None
         clean_run(self.spec.tag, self.state.pids)

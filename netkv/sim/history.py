@@ -11,17 +11,18 @@ value is the register's initial state, ``null``.
 A process is one sequential stream of a client: an operation takes the
 lowest free stream of its client at invoke and frees it on completion; an
 operation with an unknown outcome (timeout, or still open at the end)
-completes with ``info`` and its stream is never reused, as in Jepsen.
+completes with ``info`` and its stream is never reused, as in Jepsen
+(netkv.results.history, shared with target=mininet).
 """
 
 from __future__ import annotations
 
-import heapq
-import json
 from pathlib import Path
 
 import numpy as np
 
+from netkv.results.history import OpColumns, write_lines
+from netkv.results.history import history_lines as shared_history_lines
 from netkv.sim.native import OP_OK, OWNER_INITIAL
 
 
@@ -29,66 +30,30 @@ def history_lines(ops: np.ndarray, owners: dict[tuple[int, int], int]) -> list[s
     n = len(ops)
     if n == 0:
         return []
-    invoke = ops["invoke_ns"].astype(np.int64)
-    done = ops["done_ns"].astype(np.int64)
     ok = ops["outcome"] == OP_OK
-    end = int(max(invoke.max(), done.max())) + 1
-    # events: (time, 0 = completion / 1 = invoke, op index); completions first at a tie
-    times = np.concatenate([np.where(ok, done, end), invoke])
-    kinds = np.concatenate([np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64)])
-    index = np.concatenate([np.arange(n), np.arange(n)])
-    order = np.lexsort((index, kinds, times))
-
-    free: dict[int, list[int]] = {}
-    process = np.full(n, -1, dtype=np.int64)
-    next_process = 0
-    lines: list[str] = []
-    for ev in order:
-        i = int(index[ev])
+    values: list[str | None] = []
+    for i in range(n):
         rec = ops[i]
-        client = int(rec["client"])
-        f = "write" if rec["write"] else "read"
-        key = f"k{int(rec['key'])}"
-        if kinds[ev] == 1:  # invoke
-            pool = free.setdefault(client, [])
-            if pool:
-                proc = heapq.heappop(pool)
-            else:
-                proc, next_process = next_process, next_process + 1
-            process[i] = proc
-            value = f"w{i + 1}" if rec["write"] else None
-            lines.append(json.dumps({"process": proc, "type": "invoke", "f": f, "key": key,
-                                     "value": value, "time_ns": int(invoke[i])}))
-            continue
-        proc = int(process[i])
-        if not ok[i]:
-            value = f"w{i + 1}" if rec["write"] else None
-            lines.append(json.dumps({"process": proc, "type": "info", "f": f, "key": key,
-                                     "value": value, "time_ns": end}))
-            continue
         ver = int(rec["ver"])
         if rec["write"]:
-            value: str | None = f"w{i + 1}"
-        elif not rec["found"]:
-            value = None
+            values.append(f"w{i + 1}")
+        elif not ok[i] or not rec["found"]:
+            values.append(None)
         else:
             owner = OWNER_INITIAL if ver == 1 else owners.get((int(rec["keyhash"]), ver))
             if owner == OWNER_INITIAL:
-                value = None
+                values.append(None)
             elif owner is None:
-                value = f"unattributed-v{ver}"  # no server ever stored this version
+                values.append(f"unattributed-v{ver}")  # no server ever stored this version
             else:
-                value = f"w{owner}"
-        lines.append(json.dumps({"process": proc, "type": "ok", "f": f, "key": key,
-                                 "value": value, "time_ns": int(done[i]), "ver": ver}))
-        heapq.heappush(free.setdefault(client, []), proc)
-    return lines
+                values.append(f"w{owner}")
+    return shared_history_lines(OpColumns(
+        client=ops["client"], write=ops["write"].astype(bool),
+        key=[f"k{int(k)}" for k in ops["key"]], invoke_ns=ops["invoke_ns"],
+        done_ns=ops["done_ns"], ok=ok, value=values, ver=ops["ver"]))
 
 
 def write_history(ops: np.ndarray, owners: dict[tuple[int, int], int], path: Path) -> int:
     """Write history.jsonl atomically; returns the number of operations."""
-    from netkv.results.atomic import write_text
-
-    lines = history_lines(ops, owners)
-    write_text(path, "\n".join(lines) + ("\n" if lines else ""))
+    write_lines(history_lines(ops, owners), path)
     return len(ops)

@@ -16,29 +16,30 @@ stops with one line saying what to install (exit code 2).
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from netkv.config.compose import ConfigError
 from netkv.config.schema import RunConfig
 from netkv.drivers.netkv_switch import NetkvSwitchDriver
+from netkv.protocols.base import ControlPlane, Controller
 from netkv.targets.base import PointResult, Target
 
 HIST_SUB_BITS = 7  # hist.h NK_HIST_SUB_BITS: kvclient's histogram layout
+CONTROLLER_NICE = 10  # the controller thread's nice value during a point
 
 
-class WallController(Protocol):
-    """A protocol controller run every epoch of wall time during a point."""
-
-    def epoch(self, driver: Any, t_s: float) -> None: ...
-
-
-ControllerFactory = Callable[[Any, RunConfig], WallController]
+# A protocol's controller on this target: made once per target from the
+# rack's ControlPlane (netkv.mininet.control), ``start()``ed once, then
+# ``epoch(t)`` every ``protocol.epoch_ms`` of wall time while clients run.
+ControllerFactory = Callable[[ControlPlane], Controller]
 
 
 class TargetUnavailable(ConfigError):
@@ -117,7 +118,7 @@ class MininetTarget(Target):
         """``params``: the protocol's knobs ("key=value;..."), handed to the
         pipeline, the servers' and the clients' host logic alike."""
         super().__init__(cfg)
-        self.params = params
+        self.params = self.target_params(cfg, params)
         if cfg.target.switch == "bmv2":
             missing = [p for p in ("p4c-bm2-ss", "simple_switch_grpc") if shutil.which(p) is None]
             if missing:
@@ -140,34 +141,73 @@ class MininetTarget(Target):
             check_mininet()
         except RuntimeError as exc:
             raise TargetUnavailable(str(exc)) from None
+        from netkv.sim.engine import capacity_factors
+
+        t = cfg.target
+        topo = cfg.topology
+        self.capacity = capacity_factors(cfg)
+        if (self.capacity != 1.0).any() and t.service_ns <= 0:
+            raise ConfigError("invalid config: topology.server.slow_fraction/slow_capacity on "
+                              "target=mininet need target.service_ns > 0 (a server's capacity is "
+                              "emulated by its busy-wait per request)")
         clean()  # leftovers of crashed runs (never a live run's)
         self.state = RunState.create()
         self.controller_factory = controller_factory
         self.rack: Rack | None = None
         self.driver: NetkvSwitchDriver | None = None
+        self.plane: Any = None
+        self.controller: Controller | None = None
         self.last_final: dict[str, Any] = {}
-        t = cfg.target
-        topo = cfg.topology
+        self.histories: list[Path] = []   # kvclient CSV histories since the rack started
+        self.points_run = 0
+        # req_ids go on over the points (Pegasus-AMO servers remember them)
+        self.next_req_id = [1] * cfg.topology.clients
         switch_args: tuple[str, ...] = ("--seed", str(cfg.seed))
-        pargs = ("--params", params) if params else ()
+        pargs = ("--params", self.params) if self.params else ()
         switch_args += pargs
         if t.spin_us:
             switch_args += ("--spin-us", str(t.spin_us))
+        # a server of capacity c busy-waits service_ns / c per request
+        per_server = tuple(("--service-ns", str(int(round(t.service_ns / c))))
+                           for c in self.capacity)
         spec = RackSpec(
             protocol=cfg.protocol.name, servers=topo.servers, clients=topo.clients,
             tag=self.state.tag, folder=self.state.folder, switch_args=switch_args,
-            server_args=(*self.workload_args(), "--preload", self.preload_mode(),
-                         "--service-ns", str(int(t.service_ns)), *pargs),
+            server_args=(*self.workload_args(), "--preload", self.preload_mode(), *pargs),
+            per_server_args=per_server,
         )
         try:
             self.rack = Rack(spec, self.state)
             self.driver = NetkvSwitchDriver.wait(self.rack.ctl_path)
             self.apply_faults()
+            if controller_factory is not None:
+                from netkv.mininet.control import MininetControlPlane
+
+                self.plane = MininetControlPlane(self.rack, cfg.protocol.name, self.capacity)
+                self.controller = controller_factory(self.plane)
+                self.controller.start()
+                self.plane.flush()
         except BaseException:
             self.close()
             raise
 
     # --- configuration -> program arguments -------------------------------------
+
+    @staticmethod
+    def target_params(cfg: RunConfig, params: str) -> str:
+        """The protocol's params plus this target's: the servers' load-report
+        window (``load_window_us``, read by Pegasus' host logic, ignored by
+        the rest) spans one controller epoch unless set - the controller
+        reads one report per epoch, and at the few thousand req/s a Mininet
+        rack carries the host logic's 1 ms default holds about one request
+        per server (WRR weights then chase noise)."""
+        epoch_ms = getattr(cfg.protocol, "epoch_ms", None)
+        if epoch_ms is None or "load_window_us=" in params:
+            return params
+        window_us = cfg.target.load_window_us or epoch_ms * 1e3
+        extra = f"load_window_us={max(1, int(round(window_us)))}"
+        return f"{params};{extra}" if params else extra
+
 
     def preload_mode(self) -> str:
         mode = self.cfg.target.preload
@@ -214,35 +254,54 @@ class MininetTarget(Target):
         m = topo.clients
         self.rack.check_alive()
         before = self.rack.server_stats()
-        start_at = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + int(
-            cfg.target.start_delay_ms * 1e6)
         drain_s = max(topo.drain_ms / 1e3, 0.05)
         common = [*self.workload_args(), "--rate", repr(offered_rps / m),
                   "--duration", repr(cfg.duration), "--drain", repr(drain_s),
                   "--write-ratio", repr(cfg.workload.write_ratio),
-                  "--start-at", str(start_at), "--window-ms", repr(topo.timeline_ms),
+                  "--window-ms", repr(topo.timeline_ms),
                   "--timeout-us", repr(topo.timeout_us), "--retries", str(topo.retries)]
         if self.params:
             common += ["--params", self.params]
         hist_dir = history_dir or (str(self.state.folder) if cfg.record_history else None)
         args_for = []
+        history: list[Path] = []
+        self.points_run += 1
+        point_no = self.points_run
         for j in range(m):
-            a = [*common, "--seed", str((seed + 7919 * j) & ((1 << 62) - 1))]
+            a = [*common, "--seed", str((seed + 7919 * j) & ((1 << 62) - 1)),
+                 "--first-req-id", str(self.next_req_id[j])]
             if hist_dir:
-                a += ["--history", f"{hist_dir}/history-client{j}.csv"]
+                history.append(Path(hist_dir) / f"history-p{point_no}-client{j}.csv")
+                a += ["--history", str(history[-1]), "--value-tag", str(point_no & 0xFFFF)]
             args_for.append(a)
         stop = threading.Event()
-        ctl_thread = None
-        if self.controller_factory is not None:
-            ctl_thread = threading.Thread(target=self._control_loop, args=(stop,), daemon=True)
-            ctl_thread.start()
+        failure: list[BaseException] = []
+        ctl_thread: threading.Thread | None = None
+
+        def started(start_ns: int) -> None:
+            nonlocal ctl_thread
+            if self.controller is not None:
+                ctl_thread = threading.Thread(target=self._control_loop,
+                                              args=(stop, start_ns, failure), daemon=True)
+                ctl_thread.start()
+
+        retry_s = topo.timeout_us / 1e6 * (topo.retries + 1)
         try:
-            timeout = cfg.target.start_delay_ms / 1e3 + cfg.duration + drain_s + 30.0
-            results = self.rack.run_clients(args_for, timeout)
+            results = self.rack.run_clients(
+                args_for, run_s=cfg.duration + drain_s + retry_s + 30.0,
+                start_delay_ms=cfg.target.start_delay_ms, on_start=started)
         finally:
             stop.set()
             if ctl_thread is not None:
-                ctl_thread.join(timeout=5)
+                ctl_thread.join(timeout=10)
+        if failure:
+            raise RuntimeError(f"the {cfg.protocol.name} controller failed: "
+                               f"{failure[0]!r}") from failure[0]
+        for j, r in enumerate(results):
+            self.next_req_id[j] = int(r.get("next_req_id", self.next_req_id[j]))
+        # the servers keep their store between points: a history is checkable
+        # only from the rack's start, so every recorded point so far goes in
+        self.histories += history
         after = self.rack.server_stats()
         served = np.array([a["served"] - b["served"] for a, b in zip(after, before, strict=True)],
                           dtype=np.int64)
@@ -269,24 +328,50 @@ class MininetTarget(Target):
             switch_replies=sum(r.get("switch_or_other_replies", 0) for r in results),
         )
 
-    def _control_loop(self, stop: threading.Event) -> None:
-        assert self.controller_factory is not None and self.rack is not None
+    def _control_loop(self, stop: threading.Event, start_ns: int,
+                      failure: list[BaseException]) -> None:
+        """``controller.epoch(t)`` every epoch_ms of wall time from the clients'
+        start until they are done (missed epochs are skipped, not bunched)."""
+        assert self.controller is not None and self.plane is not None
         epoch_s = getattr(self.cfg.protocol, "epoch_ms", 100.0) / 1e3
-        # a second connection: the controller never shares the target's socket
-        driver = NetkvSwitchDriver(self.rack.ctl_path)
+        # the controller stands for the switch's own control CPU; here it
+        # shares two cores with the emulated data path: let that go first
         try:
-            ctl = self.controller_factory(driver, self.cfg)
-            t0 = time.monotonic()
-            while not stop.wait(epoch_s):
-                ctl.epoch(driver, time.monotonic() - t0)
-        finally:
-            driver.close()
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), CONTROLLER_NICE)
+        except OSError:
+            pass
+        next_t = start_ns / 1e9 + epoch_s
+        try:
+            while True:
+                now = time.clock_gettime_ns(time.CLOCK_MONOTONIC) / 1e9
+                if stop.wait(max(0.0, next_t - now)):
+                    return
+                self.controller.epoch(self.plane.now_s)
+                self.plane.flush()
+                now = time.clock_gettime_ns(time.CLOCK_MONOTONIC) / 1e9
+                next_t = max(next_t + epoch_s, now + 0.2 * epoch_s)
+        except BaseException as exc:  # reported by run_point
+            failure.append(exc)
+
+    def write_history(self, path: Path) -> bool:
+        """history.jsonl of every point recorded on this rack so far (the
+        servers' store carries over from point to point, so the last point's
+        operations alone need not be linearizable from an empty store)."""
+        if not self.histories:
+            return False
+        from netkv.mininet.history import write_history
+
+        write_history(self.histories, Path(path))
+        return True
 
     def switch_counters(self) -> dict[str, int]:
         assert self.driver is not None
         return self.driver.counters()
 
     def close(self) -> None:
+        if getattr(self, "plane", None) is not None:
+            self.plane.close()
+            self.plane = None
         if self.driver is not None:
             self.driver.close()
             self.driver = None

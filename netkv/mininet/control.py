@@ -1,0 +1,235 @@
+"""MininetControlPlane: a controller's view of a Mininet rack.
+
+The same ``netkv.protocols.base.ControlPlane`` the simulator gives
+(netkv.sim.control), over real packets:
+
+- ``switch``: netkv-switch's control socket (``NetkvSwitchDriver``);
+- ``cpu_messages``: the frames the pipeline copied to the CPU port, parsed
+  (Ethernet / IPv4 / UDP of the protocol's port) and decoded with
+  ``netkv.wire.codec.decode``, with the source node from the IPv4 source
+  address (the rack plan: node n = 10.0.0.0 + n + 1);
+- ``packet_out(msg, dst)``: a whole frame from the controller's address
+  (``CONTROLLER_IP``: outside the plan, so replies to it come back to the CPU
+  port) to node ``dst``, injected into the pipeline as from the CPU port;
+- ``server_ctl``: a kvserver's control socket (Rack.server_ctl);
+- ``now_s``: wall time since the plane was made.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from netkv.drivers.base import DriverError, SwitchDriver
+from netkv.drivers.netkv_switch import NetkvSwitchDriver
+from netkv.protocols.base import ControlPlane
+from netkv.wire import codec
+from netkv.wire.codec import Msg, Proto, WireError
+
+if TYPE_CHECKING:
+    from netkv.mininet.rack import Rack
+
+ETH_HLEN, IP_HLEN, UDP_HLEN = 14, 20, 8
+ETHERTYPE_IPV4 = 0x0800
+IPPROTO_UDP = 17
+
+# netkv protocol name -> wire protocol (the host logic's nk_host_ops.proto)
+WIRE_PROTO = {"hash": Proto.PLAIN, "pegasus": Proto.PEGASUS, "netcache": Proto.NETCACHE}
+
+
+def proto_udp_port(proto: Proto) -> int:
+    """nk_proto_udp_port (io.h): the UDP port every host of the rack uses."""
+    return {
+        Proto.PLAIN: codec.PEGASUS_PORT, Proto.PEGASUS: codec.PEGASUS_PORT,
+        Proto.NETCACHE: codec.NETCACHE_PORT, Proto.KVSWITCH: codec.KVSWITCH_PORT,
+        Proto.STARCACHE: codec.STARCACHE_PORT, Proto.NETLR: codec.NETLR_PORT,
+        Proto.NETMC: codec.NETMC_PORT_BASE,
+    }[Proto(proto)]
+
+
+def _csum(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    s = int(np.frombuffer(data, dtype=">u2").sum(dtype=np.uint64))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return s
+
+
+def _ip(addr: str) -> bytes:
+    return bytes(int(x) for x in addr.split("."))
+
+
+def _mac(addr: str) -> bytes:
+    return bytes.fromhex(addr.replace(":", ""))
+
+
+def ip_node(ip: bytes) -> int:
+    """Node id of an IPv4 address (nk_ip_node), or -1 outside the plan."""
+    n = int.from_bytes(ip, "big") - 0x0A000000
+    return n - 1 if ip[0] == 10 and 1 <= n <= 65000 else -1
+
+
+def build_frame(payload: bytes, src_ip: str, src_mac: str, dst_ip: str, dst_mac: str,
+                sport: int, dport: int, ip_id: int = 0) -> bytes:
+    """Ethernet / IPv4 (checksummed) / UDP (checksummed) around ``payload``."""
+    udp_len = UDP_HLEN + len(payload)
+    sip, dip = _ip(src_ip), _ip(dst_ip)
+    ip = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, 0, IP_HLEN + udp_len, ip_id & 0xFFFF,
+                               0x4000, 64, IPPROTO_UDP, 0, sip, dip))
+    ip[10:12] = struct.pack("!H", ~_csum(bytes(ip)) & 0xFFFF)
+    udp = bytearray(struct.pack("!HHHH", sport, dport, udp_len, 0) + payload)
+    pseudo = sip + dip + struct.pack("!BBH", 0, IPPROTO_UDP, udp_len)
+    c = ~_csum(pseudo + bytes(udp)) & 0xFFFF
+    udp[6:8] = struct.pack("!H", c or 0xFFFF)
+    eth = _mac(dst_mac) + _mac(src_mac) + struct.pack("!H", ETHERTYPE_IPV4)
+    return eth + bytes(ip) + bytes(udp)
+
+
+def parse_frame(frame: bytes) -> tuple[int, int, bytes] | None:
+    """(source node, UDP destination port, payload) of an IPv4/UDP frame
+    (the CPU copy may be cut at 512 B: the payload is cut too), else None."""
+    if len(frame) < ETH_HLEN + IP_HLEN + UDP_HLEN:
+        return None
+    if struct.unpack_from("!H", frame, 12)[0] != ETHERTYPE_IPV4:
+        return None
+    ihl = (frame[ETH_HLEN] & 0xF) * 4
+    if frame[ETH_HLEN] >> 4 != 4 or ihl < IP_HLEN or frame[ETH_HLEN + 9] != IPPROTO_UDP:
+        return None
+    udp = ETH_HLEN + ihl
+    if len(frame) < udp + UDP_HLEN:
+        return None
+    src = ip_node(frame[ETH_HLEN + 12:ETH_HLEN + 16])
+    dport, ulen = struct.unpack_from("!HH", frame, udp + 2)
+    return src, dport, bytes(frame[udp + UDP_HLEN:udp + max(ulen, UDP_HLEN)])
+
+
+class BatchingDriver(NetkvSwitchDriver):
+    """netkv-switch's control socket with register writes pipelined.
+
+    A controller epoch writes hundreds of registers (the WRR schedule alone is
+    256 cells); one round trip each costs ~0.1 ms here, so an epoch took
+    longer than the 10 ms it stands for. ``reg_write`` only queues its line;
+    the queue is sent in one go (and every reply checked) before any other
+    request and on ``flush()``. The switch executes lines in order, so what a
+    later read sees is unchanged; only a refused write is reported later
+    (at the next request or flush), naming the write."""
+
+    MAX_QUEUE = 512
+
+    def __init__(self, path: str, timeout_s: float = 5.0) -> None:
+        super().__init__(path, timeout_s)
+        self._queue: list[str] = []
+
+    def reg_write(self, name: str, index: int, value: int) -> None:
+        self._queue.append(f"reg_write {name} {int(index)} {int(value)}")
+        if len(self._queue) >= self.MAX_QUEUE:
+            self.flush()
+
+    def flush(self) -> None:
+        lines, self._queue = self._queue, []
+        if not lines:
+            return
+        self.sock.sendall(("\n".join(lines) + "\n").encode())
+        failed = None
+        for line in lines:
+            while b"\n" not in self._buf:
+                chunk = self.sock.recv(1 << 20)
+                if not chunk:
+                    raise DriverError(f"{self.path}: connection closed during a batch of writes")
+                self._buf += chunk
+            reply, self._buf = self._buf.split(b"\n", 1)
+            text = reply.decode()
+            if failed is None and text != "ok" and not text.startswith("ok "):
+                failed = f"{line}: {text.removeprefix('err ')}"
+        if failed is not None:
+            raise DriverError(failed)
+
+    def request(self, line: str) -> str:
+        self.flush()
+        return super().request(line)
+
+
+class MininetControlPlane(ControlPlane):
+    """A controller's handle on a Mininet rack around netkv-switch."""
+
+    def __init__(self, rack: "Rack", protocol: str, capacity: np.ndarray,
+                 driver: NetkvSwitchDriver | None = None) -> None:
+        """``driver``: a control-socket connection of the controller's own
+        (one is opened when None; the plane closes what it opened)."""
+        from netkv.mininet.rack import CONTROLLER_IP, CONTROLLER_MAC
+
+        self.rack = rack
+        self.n_servers = rack.spec.servers
+        self.capacity = np.asarray(capacity, dtype=np.float64)
+        if len(self.capacity) != self.n_servers:
+            raise ValueError(f"capacity has {len(self.capacity)} entries for "
+                             f"{self.n_servers} servers")
+        self.proto = WIRE_PROTO[protocol]
+        self.port = proto_udp_port(self.proto)
+        self._own = driver is None
+        self._switch = driver if driver is not None else BatchingDriver.wait(rack.ctl_path)
+        self._ip, self._mac = CONTROLLER_IP, CONTROLLER_MAC
+        self._ip_id = 0
+        self._t0 = time.monotonic()
+        self.undecodable = 0   # CPU frames that were not the protocol's messages
+
+    @property
+    def switch(self) -> SwitchDriver:
+        return self._switch
+
+    def cpu_messages(self, max_packets: int = 4096) -> list[tuple[int, Msg]]:
+        out: list[tuple[int, Msg]] = []
+        while len(out) < max_packets:
+            pkts = self._switch.cpu_poll(min(512, max_packets - len(out)))
+            if not pkts:
+                break
+            for pkt in pkts:
+                parsed = parse_frame(pkt.frame)
+                if parsed is None or parsed[1] != self.port:
+                    self.undecodable += 1
+                    continue
+                src, _, payload = parsed
+                try:
+                    msg = codec.decode(self.proto, payload)
+                except WireError:
+                    self.undecodable += 1  # e.g. cut at the CPU snap length
+                    continue
+                out.append((src, msg))
+        return out
+
+    def packet_out(self, msg: Msg, dst: int) -> None:
+        from netkv.mininet.rack import node_ip, node_mac
+
+        if msg.proto != self.proto:
+            msg.proto = self.proto
+        payload = codec.encode(msg)
+        self._ip_id += 1
+        frame = build_frame(payload, self._ip, self._mac, node_ip(dst), node_mac(dst),
+                            self.port, self.port, self._ip_id)
+        self._switch.packet_out(frame, None)
+
+    def server_ctl(self, server: int, line: str) -> str:
+        """``ok ...`` or ``err ...`` as the host logic answered (ctl.h)."""
+        try:
+            rest = self.rack.server_ctl(server, line)
+        except DriverError as exc:
+            return f"err {exc}"
+        return f"ok {rest}" if rest else "ok"
+
+    @property
+    def now_s(self) -> float:
+        return time.monotonic() - self._t0
+
+    def flush(self) -> None:
+        """Send the register writes still queued (end of an epoch)."""
+        flush = getattr(self._switch, "flush", None)
+        if flush is not None:
+            flush()
+
+    def close(self) -> None:
+        if self._own:
+            self._switch.close()
