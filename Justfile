@@ -24,12 +24,15 @@ system-deps:
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
     fi
 
-# Create .venv and install netkv (builds the C library and programs via CMake).
-setup: system-deps
+# Create .venv, install netkv (builds the C library and programs via CMake)
+# and the Porcupine helper.
+setup: system-deps install porcupine
+
+# .venv with netkv installed in editable mode.
+install:
     test -x {{python}} || python3 -m venv {{venv}}
     {{python}} -m pip install -q --upgrade pip
     {{python}} -m pip install -q -e '.[dev]'
-    just porcupine
 
 # The Porcupine linearizability checker's Go helper (tools/porcupine).
 porcupine:

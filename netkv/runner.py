@@ -36,6 +36,11 @@ class UnsupportedCombination(ConfigError):
 
 
 def check_supported(cfg: RunConfig) -> None:
+    """Refuse, in one line, a run that cannot start here."""
+    if cfg.target.name == "mininet" and cfg.target.switch == "bmv2":
+        from netkv.drivers.bmv2 import require_bmv2
+
+        require_bmv2()
     info = REGISTRY.get(cfg.protocol.name)
     if info is None or cfg.target.name not in info.targets:
         ready = ", ".join(implemented_on(cfg.target.name)) or "none"
@@ -187,6 +192,12 @@ def print_summary(cfg: RunConfig, outcome: SearchOutcome, path: Path, console: C
                   f"{cfg.workload.write_ratio:g}", str(cfg.topology.servers),
                   f"{outcome.slo_ns / 1e3:.1f}", *cells)
     console.print(table)
+    if best is not None:
+        requests = best.result.server_requests
+        total = max(int(requests.sum()), 1)
+        shares = " ".join(f"{100 * r / total:.1f}" for r in requests)
+        console.print(f"per-server load at max (% of requests, server 0..{len(requests) - 1}): "
+                      f"{shares}")
     console.print(f"results: {path}")
 
 
@@ -203,10 +214,10 @@ def run_job(cfg_node: Any) -> float:
     try:
         points = execute(cfg, out_dir, sys.argv, console)
     except ConfigError as exc:
-        console.print(f"netkv: {exc}", style="red", markup=False)
+        print(f"netkv: {exc}", file=sys.stderr)  # one line, never wrapped
         raise SystemExit(2) from None
     except MeasurementError as exc:
-        console.print(f"netkv: {exc}", style="red", markup=False)
+        print(f"netkv: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
     best = points.filter(pl.col("best")) if not points.is_empty() else points
     return float(best["achieved_rps"][0]) if not best.is_empty() else 0.0

@@ -115,3 +115,14 @@ def test_default_run_directory_is_created_under_runs(tmp_path):
     assert proc.returncode == 0, proc.stderr
     runs = list((tmp_path / "runs").glob("*/*-hash-sim/points.parquet"))
     assert len(runs) == 1
+
+
+def test_bmv2_switch_absent_is_one_line_exit_2(capsys):
+    import shutil
+
+    if shutil.which("simple_switch_grpc") and shutil.which("p4c-bm2-ss"):
+        pytest.skip("BMv2 and p4c are installed here")
+    code = main(["run", "target=mininet", "target.switch=bmv2"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "simple_switch_grpc" in err and "install" in err
