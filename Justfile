@@ -24,8 +24,7 @@ system-deps:
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
     fi
 
-# Create .venv, install netkv (builds the C library and programs via CMake)
-# and the Porcupine helper.
+# Everything: Debian packages, .venv with netkv (CMake build), Porcupine helper.
 setup: system-deps install porcupine
 
 # .venv with netkv installed in editable mode.
