@@ -24,6 +24,7 @@ from netkv.lincheck import (
     check_file,
     check_file_porcupine,
     check_history,
+    check_register,
     parse_lines,
 )
 from netkv.lincheck.history import INF, Op
@@ -175,16 +176,30 @@ def test_classic_porcupine(name, porcupine_bin, tmp_path):
     assert check_file_porcupine(f, binary=porcupine_bin).ok is expect
 
 
-def test_explanation_names_key_prefix_and_blocking_op(tmp_path):
-    lines, _ = CLASSIC["stale read after completed write"]
+def test_explanation_longest_prefix_and_blocking_op(tmp_path):
+    lines, _ = CLASSIC["new then old value (no going back)"]
     res = check_file(write_history(tmp_path / "h.jsonl", lines))
     assert res.ok is False and len(res.failures) == 1
     kr = res.failures[0]
-    assert kr.key == "x" and [o.value for o in kr.prefix] == ["a", "b"]
-    assert kr.blocked.f == "read" and kr.blocked.value == "a" and kr.blocked.line == 5
+    assert kr.key == "x" and [o.value for o in kr.prefix] == ["a", "b", "b"]
+    assert kr.blocked.f == "read" and kr.blocked.value == "a" and kr.blocked.line == 6
     line = res.line()
     assert "\n" not in line and line.startswith("not linearizable")
-    assert 'key "x"' in line and "2 of 3 ops" in line and 'holds "b"' in line
+    assert 'key "x"' in line and "3 of 4 ops" in line and 'holds "b"' in line
+
+
+@pytest.mark.parametrize("name, words", [
+    ("stale read after completed write", "is stale"),
+    ("read null after completed write", "is stale"),
+    ("value never written", "no write"),
+    ("info write cannot take effect before its invoke", "began after it ended"),
+])
+def test_quick_checks_explain(name, words):
+    res = check_history(parse_lines(CLASSIC[name][0]))
+    assert res.ok is False and words in res.explanation and "\n" not in res.line()
+    # the full search agrees without the quick checks
+    h = parse_lines(CLASSIC[name][0])
+    assert all(check_register(ops, k, quick=False).ok is False for k, ops in h.by_key().items())
 
 
 def test_only_failing_keys_reported():
@@ -279,13 +294,14 @@ def test_porcupine_missing_binary_is_a_clear_error(tmp_path):
 # ---------------------------------------------------------------- randomized cross-check
 
 
-def random_history(rng: random.Random, corrupt: bool):
+def random_history(rng: random.Random, corrupt: bool, max_ops: int = 9, max_proc: int = 4,
+                   values=("a", "b", "c")):
     """Events from a real register under random concurrency (coarse integer
     times, so ties happen); `corrupt` then changes one ok read's value."""
-    n_proc = rng.randint(1, 4)
+    n_proc = rng.randint(1, max_proc)
     keys = ["x", "y"][: rng.randint(1, 2)]
-    values = ["a", "b", "c"]
-    n_ops = rng.randint(1, 9)
+    values = list(values)
+    n_ops = rng.randint(1, max_ops)
     per_proc = [[] for _ in range(n_proc)]
     clock = [0] * n_proc
     planned = []
@@ -375,18 +391,39 @@ def test_random_histories_python_vs_bruteforce_vs_porcupine(porcupine_bin, tmp_p
             assert py is True, "\n".join(lines)
         assert py is brute_force_ok(h.ops), "\n".join(lines)
         f = write_history(tmp_path / f"h{i}.jsonl", lines)
-        assert check_file_porcupine(f, binary=porcupine_bin).ok is py, "\n".join(lines)
+        # half of them: porcupine on the raw history, without the pending-write reduction
+        pc = check_file_porcupine(f, binary=porcupine_bin, reduce=i % 4 < 2)
+        assert pc.ok is py, "\n".join(lines)
         counts[py] += 1
     assert counts[True] > 60 and counts[False] > 60, counts
 
 
+def test_random_larger_histories_python_vs_porcupine(porcupine_bin, tmp_path):
+    """Longer, more concurrent histories (too big for the brute force)."""
+    rng = random.Random(99)
+    counts = {True: 0, False: 0}
+    for i in range(60):
+        lines = random_history(rng, corrupt=i % 2 == 1, max_ops=60, max_proc=8,
+                               values=("a", "b", "c", "d", "e"))
+        f = write_history(tmp_path / f"h{i}.jsonl", lines)
+        py = check_file(f).ok
+        assert check_file_porcupine(f, binary=porcupine_bin).ok is py, "\n".join(lines)
+        counts[py] += 1
+    assert counts[True] > 15 and counts[False] > 15, counts
+
+
 def test_random_histories_python_vs_bruteforce_without_go():
-    """The same property without Go, on more histories (the Python half always runs)."""
+    """The same property without Go, on more histories (the Python half always
+    runs), also with the quick checks and the pending-write reduction off."""
     rng = random.Random(7)
     for i in range(600):
         lines = random_history(rng, corrupt=i % 3 == 0)
         h = parse_lines(lines)
-        assert check_history(h).ok is brute_force_ok(h.ops), "\n".join(lines)
+        expect = brute_force_ok(h.ops)
+        assert check_history(h).ok is expect, "\n".join(lines)
+        bare = all(check_register(ops, quick=False, reduce=False).ok
+                   for ops in h.by_key().values())
+        assert bare is expect, "\n".join(lines)
 
 
 # ---------------------------------------------------------------- scale

@@ -55,12 +55,19 @@ def test_linearizable_under_loss_and_reordering_while_keys_move(tmp_path):
     assert verdicts(path) and all(v is True for v in verdicts(path))
 
 
+def test_linearizable_with_multicast_write_fanout(tmp_path):
+    """fanout_div=0.25 gives r = 4: writes are multicast to four servers."""
+    path, _ = history(tmp_path, [*FAULTS, *COLD, "protocol.fanout_div=0.25"], "fanout")
+    assert all(v is True for v in verdicts(path))
+
+
 def test_linearizable_with_duplicates_and_retries_at_most_once(tmp_path):
     path, _ = history(tmp_path, [*FAULTS, *AMO], "amo")
     assert all(v is True for v in verdicts(path))
 
 
-@pytest.mark.parametrize("faults", [[], FAULTS], ids=["clean", "faults"])
+@pytest.mark.parametrize("faults", [[], FAULTS, [*FAULTS, "protocol.fanout_div=0.25"]],
+                         ids=["clean", "faults", "fanout"])
 def test_broken_directory_is_caught(tmp_path, faults):
     path, _ = history(tmp_path, [*faults, *BROKEN], "broken")
     assert all(v is False for v in verdicts(path))

@@ -3,13 +3,15 @@
  * packet-in/packet-out, then end to end with the switch pipeline.
  *
  * Unit part: versioned store (newer only; stale writes acked with their
- * version), reply fields, RC_REQ/RC_ACK, write fan-out copies (MULTI),
- * VWRITE + VIRT + RETRY, hash-collision re-forwarding with BYPASS, the AMO
+ * version), reply fields, RC_REQ/RC_ACK, write fan-out (multicast copies,
+ * each answered; MULTI + RC_REQ for AMO), VWRITE + VIRT + RETRY (never for a
+ * multicast copy), hash-collision re-forwarding with BYPASS, the AMO
  * client table, GC and the control commands, the client.
  *
  * End-to-end part: a small rack in the test (the pegasus pipeline, 4 servers
- * with in-test stores, 3 clients) where packets are delivered in random order
- * and sometimes duplicated, while the test plays the controller (add key,
+ * with in-test stores, 3 clients; the switch's multicast groups are those the
+ * controller installs) where packets are delivered in random order and
+ * sometimes duplicated, while the test plays the controller (add key,
  * fan-out, VWRITE, draining + removal). Checked throughout: I1, I2 (every
  * rset member stores >= ver_completed when a READ is forwarded), I5 (stored
  * versions never decrease) and the version-based history check of digest §6
@@ -346,6 +348,55 @@ static void test_rc_and_fanout(void)
 	srv_free(&s);
 }
 
+/* Multicast write fan-out: every target gets the same copy (bitmap = the
+ * targets, no MULTI), applies it, and answers with its own WRITE-REPLY; no
+ * RC_REQ. A copy older than a VIRT bump is acked OK (never RETRY). */
+static void test_mcast_copies(void)
+{
+	current = "multicast copies";
+	struct nk_host_out out[NK_HOST_MAX_OUT];
+	struct srv s[3];
+	struct nk_msg w = mk(NK_PEGASUS_OP_WRITE, "hot", 0, 12);
+	static const uint8_t bytes[3] = { 1, 2, 3 };
+	w.value = bytes;
+	w.value_len = 3;
+	w.bitmap = 0x7;          /* targets 0, 1, 2 */
+	w.client_id = 2;
+	for (uint32_t id = 0; id < 3; id++) {
+		srv_init(&s[id], id, NULL);
+		EXPECT_EQ(handle(&s[id], &w, NS + 2, out), 1);
+		EXPECT_EQ(out[0].msg.op, NK_PEGASUS_OP_WRITE_REPLY);
+		EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+		EXPECT_EQ(out[0].msg.ver, 12);
+		EXPECT_EQ(out[0].msg.server_id, id);
+		EXPECT_EQ(out[0].msg.bitmap, 1u << id);
+		EXPECT_EQ(out[0].msg.req_id, w.req_id);
+		EXPECT_EQ(out[0].dst, NK_DST_SRC);       /* to the client */
+		EXPECT_EQ(ts_ver(&s[id].store, "hot"), 12);
+	}
+	/* server 0 gets a VWRITE bump to 20 (VIRT); an older unicast write is
+	 * answered RETRY, an older multicast copy OK with its own version */
+	struct nk_msg v = mk(NK_PEGASUS_OP_VWRITE, "hot", 0, 20);
+	handle(&s[0], &v, NK_NODE_NONE, out);
+	EXPECT_EQ(ts_ver(&s[0].store, "hot"), 20);
+	struct nk_msg old = mk(NK_PEGASUS_OP_WRITE, "hot", 0, 15);
+	old.value_len = 9;
+	handle(&s[0], &old, NS, out);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_RETRY);
+	old.bitmap = 0x3;
+	handle(&s[0], &old, NS, out);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	EXPECT_EQ(out[0].msg.ver, 15);
+	EXPECT_EQ(ts_ver(&s[0].store, "hot"), 20);    /* discarded */
+	EXPECT_EQ(s[0].store.e[0].value_len, 3);
+	/* the same copy at server 1 (no VIRT) is applied */
+	handle(&s[1], &old, NS, out);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	EXPECT_EQ(ts_ver(&s[1].store, "hot"), 15);
+	for (int id = 0; id < 3; id++)
+		srv_free(&s[id]);
+}
+
 static void test_vwrite_retry(void)
 {
 	current = "vwrite and retry";
@@ -656,6 +707,7 @@ struct e2e {
 	uint64_t ext[E2E_KEYS];   /* highest version externalized to a client */
 	int nw;
 	int i2_bad, i1_bad, lost;
+	int mcast, bad_group;     /* multicast writes; bad group ids */
 	const char *keys[E2E_KEYS];
 	uint8_t home[E2E_KEYS];
 	int replicated[E2E_KEYS];
@@ -744,6 +796,27 @@ static void e2e_switch(struct e2e *e, struct pkt *p)
 		e->ext[k] = p->m.ver;
 	if (act.fwd == NK_FWD_PORT) {
 		p->dst = meta.dst;
+		p->at_switch = 0;
+	} else if (act.fwd == NK_FWD_MCAST) {
+		/* the controller's group start*32 + r-1 = servers start..start+r-1
+		 * (mod n), node i behind port i: one copy per member, each
+		 * addressed to its node; p becomes the first */
+		uint32_t start = act.mcast_group / 32, r = act.mcast_group % 32 + 1;
+		if (!act.mcast_group || start >= NS || r < 2 || r > NS) {
+			e->bad_group++;
+			p->dst = NK_NODE_NONE;
+			return;
+		}
+		e->mcast++;
+		for (uint32_t i = 1; i < r; i++) {
+			if (e->nq >= QMAX) {
+				e->lost++;
+				continue;
+			}
+			e->q[e->nq++] = (struct pkt){ p->m, p->src,
+						      (uint16_t)((start + i) % NS), 0 };
+		}
+		p->dst = (uint16_t)start;
 		p->at_switch = 0;
 	} else {
 		p->dst = NK_NODE_NONE;   /* dropped or consumed */
@@ -1048,6 +1121,11 @@ static void test_end_to_end(const char *params, uint64_t seed)
 		i5 += e->srv[s].store.i5_violations;
 	EXPECT_EQ(i5, 0);
 	EXPECT(e->vwrite_fwd > 0);
+	EXPECT_EQ(e->bad_group, 0);
+	if (!strstr(params, "amo=1") && !strstr(params, "write_mcast=0"))
+		EXPECT(e->mcast > 0);
+	else
+		EXPECT_EQ(e->mcast, 0);
 	e2e_check_history(e);
 	/* removal guarantee: a removed key's home holds >= every externalized
 	 * (acknowledged) version */
@@ -1076,6 +1154,7 @@ int main(void)
 	}
 	test_versioned_store();
 	test_rc_and_fanout();
+	test_mcast_copies();
 	test_vwrite_retry();
 	test_collision();
 	test_amo();
@@ -1086,6 +1165,7 @@ int main(void)
 	test_end_to_end("selection=least_loaded", 4);
 	test_end_to_end("selection=random;amo=1", 5);
 	test_end_to_end("selection=rr;fanout=auto;fanout_div=1", 6);
+	test_end_to_end("selection=wrr;write_mcast=0", 7);
 	printf("test_pegasus_host: %d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }

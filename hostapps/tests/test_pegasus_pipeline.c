@@ -6,7 +6,8 @@
  * the edited header fields and the named registers: Algorithm 1 (stamping,
  * rkeys lookup, read selection, write targets), Algorithm 2 (rset reset /
  * extend / no change), BYPASS, VWRITE (§9.1), draining + the removal
- * condition (§9.2), AMO detector, write fan-out, each selection policy,
+ * condition (§9.2), AMO detector, write fan-out (multicast groups, and the
+ * RC_REQ path with write_mcast=0), each selection policy,
  * statistics and sampling, the control-plane hooks, and I1/I3/I4 under a
  * randomized packet mix.
  */
@@ -485,11 +486,13 @@ static void test_removal(void)
 	uint64_t L = rd(&w, "ver_last_write", 7);
 	EXPECT_EQ(L, w1.ver);
 	EXPECT(!removable(&w, 7, L, H));
-	/* writes now go to the home only, stamped, no MULTI even with fan-out */
+	/* writes now go to the home only, stamped, no MULTI or multicast even
+	 * with fan-out */
 	wr(&w, "fanout", 7, 3);
 	struct nk_msg w2 = req(NK_PEGASUS_OP_WRITE, K, H, CLIENT0, 2);
 	o = run(&w, &w2, CLIENT0, H);
 	EXPECT_EQ(o.meta.dst, H);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
 	EXPECT_EQ(w2.flags & NK_PEGASUS_FLAG_MULTI, 0);
 	EXPECT_EQ(w2.bitmap, 0);
 	EXPECT(w2.ver > L);
@@ -535,6 +538,12 @@ static void test_removal(void)
 	sw_free(&w);
 }
 
+/* Group of the write targets start..start+r-1 (docs/pegasus.md). */
+static uint16_t group(uint32_t start, uint32_t r)
+{
+	return (uint16_t)(start * 32 + r - 1);
+}
+
 static void test_fanout(void)
 {
 	current = "fanout";
@@ -544,7 +553,86 @@ static void test_fanout(void)
 	wr(&w, "fanout", 1, 3);
 	struct nk_msg m = req(NK_PEGASUS_OP_WRITE, K, 0, CLIENT0, 1);
 	struct out o = run(&w, &m, CLIENT0, 0);
-	/* rr_all = 0: targets 0, 1, 2; primary 0, MULTI, bitmap {1, 2} */
+	/* rr_all = 0: targets 0, 1, 2 as one multicast to group (0, 3); each
+	 * copy is a plain WRITE (no MULTI) with bitmap = the targets */
+	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(o.act.mcast_group, group(0, 3));
+	EXPECT_EQ(o.meta.dst, 0);
+	EXPECT_EQ(m.flags & NK_PEGASUS_FLAG_MULTI, 0);
+	EXPECT_EQ(m.bitmap, 0x7);
+	EXPECT_EQ(m.ver, 2);
+	EXPECT_EQ(rd(&w, "stats", 1), 1);            /* one write, whatever r */
+	/* every target has one more request in flight */
+	for (uint32_t t = 0; t < NS; t++)
+		EXPECT_EQ(rd(&w, "srv_inflight", t), t < 3 ? 1u : 0u);
+	m = req(NK_PEGASUS_OP_WRITE, K, 0, CLIENT0, 2);
+	o = run(&w, &m, CLIENT0, 0);
+	EXPECT_EQ(o.act.mcast_group, group(1, 3));
+	EXPECT_EQ(m.bitmap, 0xE);
+	m = req(NK_PEGASUS_OP_WRITE, K, 0, CLIENT0, 3);
+	o = run(&w, &m, CLIENT0, 0);
+	EXPECT_EQ(o.act.mcast_group, group(2, 3));   /* wraps: 2, 3, 0 */
+	EXPECT_EQ(m.bitmap, 0xD);
+	/* Algorithm 2: the first reply resets the rset, the others at the same
+	 * version join it (no RC_REQ round) */
+	uint64_t v = m.ver;
+	struct nk_msg r = reply(NK_PEGASUS_OP_WRITE_REPLY, K, 3, v);
+	o = run(&w, &r, 3, CLIENT0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);           /* every reply reaches the client */
+	EXPECT_EQ(o.act.port, PORT(CLIENT0));
+	EXPECT_EQ(rd(&w, "rset_size", 1), 1);
+	EXPECT_EQ(rd(&w, "rset_bitmap", 1), 0x8);
+	r = reply(NK_PEGASUS_OP_WRITE_REPLY, K, 0, v);
+	run(&w, &r, 0, CLIENT0);
+	r = reply(NK_PEGASUS_OP_WRITE_REPLY, K, 2, v);
+	o = run(&w, &r, 2, CLIENT0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&w, "rset_size", 1), 3);
+	EXPECT_EQ(rd(&w, "rset_bitmap", 1), 0xD);
+	EXPECT_EQ(rd(&w, "ver_completed", 1), v);
+	EXPECT(i1_holds(&w, 1));
+	/* a late reply of an older copy changes nothing */
+	r = reply(NK_PEGASUS_OP_WRITE_REPLY, K, 1, v - 1);
+	run(&w, &r, 1, CLIENT0);
+	EXPECT_EQ(rd(&w, "rset_bitmap", 1), 0xD);
+	/* r = 1: unicast, bitmap 0; the client's MULTI/bitmap are never trusted */
+	wr(&w, "fanout", 1, 1);
+	m = req(NK_PEGASUS_OP_WRITE, K, 0, CLIENT0, 4);
+	m.flags = NK_PEGASUS_FLAG_MULTI;
+	m.bitmap = 0xF;
+	o = run(&w, &m, CLIENT0, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(o.act.port, PORT(3));
+	EXPECT_EQ(m.flags & NK_PEGASUS_FLAG_MULTI, 0);
+	EXPECT_EQ(m.bitmap, 0);
+	/* fan-out is clamped to n: the group of all servers */
+	wr(&w, "fanout", 1, 200);
+	m = req(NK_PEGASUS_OP_WRITE, K, 0, CLIENT0, 5);
+	o = run(&w, &m, CLIENT0, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(o.act.mcast_group, group(0, NS));
+	EXPECT_EQ(m.bitmap, (1u << NS) - 1);
+	/* draining: the home only, whatever the fan-out */
+	wr(&w, "draining", 1, 1);
+	m = req(NK_PEGASUS_OP_WRITE, K, 0, CLIENT0, 6);
+	o = run(&w, &m, CLIENT0, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(o.meta.dst, 0);
+	EXPECT_EQ(m.bitmap, 0);
+	sw_free(&w);
+
+	/* the groups of a 32-server rack stay within 1..1023 */
+	EXPECT_EQ(group(31, 32), 1023);
+	EXPECT_EQ(group(0, 2), 1);
+
+	/* write_mcast=0: the RC_REQ path, one packet to the first target with
+	 * MULTI and bitmap = the others */
+	w = sw_new("selection=rr;write_mcast=0");
+	add_key(&w, K, 1, 0);
+	wr(&w, "fanout", 1, 3);
+	m = req(NK_PEGASUS_OP_WRITE, K, 0, CLIENT0, 1);
+	o = run(&w, &m, CLIENT0, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
 	EXPECT_EQ(o.meta.dst, 0);
 	EXPECT(m.flags & NK_PEGASUS_FLAG_MULTI);
 	EXPECT_EQ(m.bitmap, 0x6);
@@ -552,24 +640,6 @@ static void test_fanout(void)
 	o = run(&w, &m, CLIENT0, 0);
 	EXPECT_EQ(o.meta.dst, 1);
 	EXPECT_EQ(m.bitmap, 0xC);
-	m = req(NK_PEGASUS_OP_WRITE, K, 0, CLIENT0, 3);
-	o = run(&w, &m, CLIENT0, 0);
-	EXPECT_EQ(o.meta.dst, 2);
-	EXPECT_EQ(m.bitmap, 0x9);
-	/* the client's MULTI/bitmap are never trusted */
-	wr(&w, "fanout", 1, 1);
-	m = req(NK_PEGASUS_OP_WRITE, K, 0, CLIENT0, 4);
-	m.flags = NK_PEGASUS_FLAG_MULTI;
-	m.bitmap = 0xF;
-	run(&w, &m, CLIENT0, 0);
-	EXPECT_EQ(m.flags & NK_PEGASUS_FLAG_MULTI, 0);
-	EXPECT_EQ(m.bitmap, 0);
-	/* fan-out is clamped to n */
-	wr(&w, "fanout", 1, 200);
-	m = req(NK_PEGASUS_OP_WRITE, K, 0, CLIENT0, 5);
-	o = run(&w, &m, CLIENT0, 0);
-	EXPECT_EQ(popcount32(m.bitmap) + 1, NS);
-	EXPECT_EQ(m.bitmap & (1u << o.meta.dst), 0);
 	sw_free(&w);
 
 	/* fanout=auto: r = clamp(round(rd / (wr + 1) / 4), 1, n) */
@@ -577,16 +647,19 @@ static void test_fanout(void)
 	add_key(&w, K, 1, 0);
 	wr(&w, "rd_cnt", 1, 0);
 	m = req(NK_PEGASUS_OP_WRITE, K, 0, CLIENT0, 1);
-	run(&w, &m, CLIENT0, 0);     /* rd 0, wr 1 at decision: r = 1 */
+	o = run(&w, &m, CLIENT0, 0);     /* rd 0, wr 1 at decision: r = 1 */
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
 	EXPECT_EQ(m.bitmap, 0);
 	wr(&w, "rd_cnt", 1, 23);     /* wr becomes 2: 23 / 3 / 4 = 1.9 -> 2 */
 	m = req(NK_PEGASUS_OP_WRITE, K, 0, CLIENT0, 2);
-	run(&w, &m, CLIENT0, 0);
-	EXPECT_EQ(popcount32(m.bitmap), 1);
+	o = run(&w, &m, CLIENT0, 0);
+	EXPECT_EQ(o.act.mcast_group, group(1, 2));
+	EXPECT_EQ(popcount32(m.bitmap), 2);
 	wr(&w, "rd_cnt", 1, 1000);   /* huge: clamped to n */
 	m = req(NK_PEGASUS_OP_WRITE, K, 0, CLIENT0, 3);
-	run(&w, &m, CLIENT0, 0);
-	EXPECT_EQ(popcount32(m.bitmap), NS - 1);
+	o = run(&w, &m, CLIENT0, 0);
+	EXPECT_EQ(o.act.mcast_group, group(2, NS));
+	EXPECT_EQ(popcount32(m.bitmap), NS);
 	sw_free(&w);
 }
 
@@ -791,12 +864,15 @@ static void test_policies(void)
 	m = reply(NK_PEGASUS_OP_RC_ACK, 999, 1, 1);
 	run(&w, &m, 1, 0);
 	EXPECT_EQ(rd(&w, "srv_inflight", 1), before + 1);
-	/* writes: the r least loaded servers overall (1 is the least) */
+	/* writes: from the least loaded server overall (1), consecutive ids:
+	 * the group (1, 2) = servers {1, 2} */
 	wr(&w, "fanout", 0, 2);
 	m = req(NK_PEGASUS_OP_WRITE, K, 0, CLIENT0, 1);
 	o = run(&w, &m, CLIENT0, 0);
 	EXPECT_EQ(o.meta.dst, 1);
-	EXPECT_EQ(popcount32(m.bitmap), 1);
+	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(o.act.mcast_group, group(1, 2));
+	EXPECT_EQ(m.bitmap, 0x6);
 	EXPECT(!(m.bitmap & 1));                 /* 0 is the most loaded */
 	sw_free(&w);
 }

@@ -24,12 +24,19 @@ import subprocess
 from pathlib import Path
 
 from netkv.lincheck.history import History, HistoryError, Op, parse_lines, read_history
-from netkv.lincheck.wgl import KeyResult, Result, check_history, check_register
+from netkv.lincheck.wgl import (
+    DEFAULT_MAX_STATES,
+    KeyResult,
+    Result,
+    check_history,
+    check_register,
+    reduce_pending,
+)
 
 __all__ = [
-    "BUILD_HINT", "History", "HistoryError", "KeyResult", "Op", "PorcupineUnavailable",
+    "BUILD_HINT", "DEFAULT_MAX_STATES", "History", "HistoryError", "KeyResult", "Op", "PorcupineUnavailable",
     "Result", "check_file", "check_file_porcupine", "check_history", "check_register",
-    "parse_lines", "porcupine_binary", "read_history",
+    "parse_lines", "porcupine_binary", "read_history", "reduce_pending",
 ]
 
 TOOL_DIR = Path(__file__).resolve().parents[2] / "tools" / "porcupine"
@@ -41,9 +48,14 @@ class PorcupineUnavailable(RuntimeError):
     """The Go helper is not built (or not runnable)."""
 
 
-def check_file(path: str | os.PathLike, *, timeout: float | None = None) -> Result:
-    """Check ``path`` with the Python WGL checker. Raises HistoryError if malformed."""
-    return check_history(read_history(path), timeout=timeout)
+def check_file(path: str | os.PathLike, *, timeout: float | None = None,
+               max_states: int | None = DEFAULT_MAX_STATES) -> Result:
+    """Check ``path`` with the Python WGL checker. Raises HistoryError if malformed.
+
+    ``ok`` is None (unknown) past ``timeout`` seconds or ``max_states``
+    memoized search configurations for one key.
+    """
+    return check_history(read_history(path), timeout=timeout, max_states=max_states)
 
 
 def porcupine_binary(binary: str | os.PathLike | None = None) -> Path:
@@ -59,11 +71,15 @@ _ERROR = re.compile(r"^error: (.*):(\d+): (.*)$")
 
 
 def check_file_porcupine(path: str | os.PathLike, *, binary: str | os.PathLike | None = None,
-                         timeout: float | None = None) -> Result:
+                         timeout: float | None = None, reduce: bool = True) -> Result:
     """Check ``path`` with Porcupine (the Go helper). Raises HistoryError if
-    malformed, PorcupineUnavailable if the helper is not built."""
+    malformed, PorcupineUnavailable if the helper is not built. ``reduce``
+    False turns off the helper's pending-write reduction (same verdict,
+    slower)."""
     b = porcupine_binary(binary)
     cmd = [str(b)]
+    if not reduce:
+        cmd.append("-reduce=false")
     if timeout is not None:
         cmd += ["-timeout", f"{timeout}s"]
     cmd.append(str(path))

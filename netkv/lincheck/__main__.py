@@ -1,4 +1,4 @@
-"""``python -m netkv.lincheck FILE [--porcupine] [--timeout S]``: one line; exit 0/1/2/3."""
+"""``python -m netkv.lincheck FILE [--porcupine] [--timeout S] [--max-states N]``: one line; exit 0/1/2/3."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from netkv.lincheck import (
+    DEFAULT_MAX_STATES,
     HistoryError,
     PorcupineUnavailable,
     check_file,
@@ -25,12 +26,15 @@ def main(argv: list[str] | None = None) -> int:
                     "Python Wing-Gong/Lowe checker")
     ap.add_argument("--timeout", type=float, default=None, metavar="S",
                     help="give up after S seconds (exit 3)")
+    ap.add_argument("--max-states", type=int, default=DEFAULT_MAX_STATES, metavar="N",
+                    help="Python checker: give up (exit 3) after N memoized search "
+                    f"configurations for one key (default {DEFAULT_MAX_STATES}; 0: no limit)")
     a = ap.parse_args(argv)
     try:
         if a.porcupine:
             res = check_file_porcupine(a.file, timeout=a.timeout)
         else:
-            res = check_file(a.file, timeout=a.timeout)
+            res = check_file(a.file, timeout=a.timeout, max_states=a.max_states or None)
     except HistoryError as e:
         print(f"error: {e}")
         return 2

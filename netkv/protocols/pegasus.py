@@ -36,6 +36,15 @@ SAMPLE_EVERY = 128         # pipeline param `sample`
 GC_PERIOD_S = 1.0
 ADD_HYSTERESIS = 2.0       # a candidate must be this much hotter than the coldest key
 HOTNESS_DECAY = 0.5        # EWMA weight of the newest epoch
+# Candidates are seen only through 1-in-SAMPLE_EVERY samples: at 1.4 Mreq/s the
+# 64th key (Zipf 1.2) gives ~0.14 samples per 10 ms epoch, and one sample means
+# 12.8 k req/s +-100%. So a candidate's rate is averaged over ~10 epochs
+# (EWMA weight CAND_DECAY on its sample count), and it may evict a replicated
+# key only with MIN_SAMPLES (decayed) samples behind it (+-50%), else the 2x
+# ADD_HYSTERESIS margin means nothing (the artifact's dynamic controller also
+# called a key hot only after >= 5 samples).
+CAND_DECAY = 0.1
+MIN_SAMPLES = 4.0
 AMO_WINDOW = 4096          # REQIDs remembered per client (host param amo_window)
 
 
@@ -84,7 +93,7 @@ class Entry:
 class Candidate:
     hot: HotKey
     hotness: float = 0.0
-    seen: int = field(default=0)
+    seen: float = field(default=0.0)   # decayed sample count (CAND_DECAY per epoch)
 
 
 class PegasusController(Controller):
@@ -111,6 +120,7 @@ class PegasusController(Controller):
 
     def start(self) -> None:
         sw = self.plane.switch
+        self._install_write_groups()
         if self.proto.selection == "wrr":
             self._write_schedule(self.weights)
         for hot in self.prewarm:
@@ -126,6 +136,18 @@ class PegasusController(Controller):
             self._reset_entry_regs(idx)
             sw.table_add("rkeys", [hot.keyhash], [idx])  # last: the entry goes live
             self.entries[hot.keyhash] = Entry(hot, idx, spread=True)
+
+    def _install_write_groups(self) -> None:
+        """The multicast groups of write fan-out (docs/pegasus.md "Write
+        fan-out"): group ``start * 32 + (r - 1)`` replicates to the ports of
+        servers start, start+1, ..., start+r-1 (mod n), for every start < n and
+        2 <= r <= n (ids 1..1023; r = 1 is unicast). Server s is behind port s
+        on every target (the rack plan); the switch addresses each copy to the
+        node behind its port."""
+        sw = self.plane.switch
+        for start in range(self.n):
+            for r in range(2, self.n + 1):
+                sw.mcast_set(start * RSET_STRIDE + r - 1, [(start + k) % self.n for k in range(r)])
 
     def _ctl(self, server: int, line: str) -> str:
         reply = self.plane.server_ctl(server, line)
@@ -206,9 +228,9 @@ class PegasusController(Controller):
                 self.candidates[msg.keyhash] = cand
             counts[msg.keyhash] = counts.get(msg.keyhash, 0) + 1
         for keyhash, cand in list(self.candidates.items()):
-            rate = counts.get(keyhash, 0) * SAMPLE_EVERY / dt
-            cand.hotness = (1 - HOTNESS_DECAY) * cand.hotness + HOTNESS_DECAY * rate
-            if cand.hotness < 1.0 and keyhash not in counts:
+            cand.seen = (1 - CAND_DECAY) * cand.seen + counts.get(keyhash, 0)
+            cand.hotness = CAND_DECAY * cand.seen * SAMPLE_EVERY / dt
+            if cand.seen < 0.5 and keyhash not in counts:
                 del self.candidates[keyhash]
         ranked = sorted(self.candidates.values(), key=lambda c: c.hotness, reverse=True)
         active = [e for e in self.entries.values() if not e.draining]
@@ -219,6 +241,8 @@ class PegasusController(Controller):
                 self._add(cand.hot, cand.hotness)
                 active.append(self.entries[cand.hot.keyhash])
                 continue
+            if cand.seen < MIN_SAMPLES:  # ranked by hotness = by seen: none below has more
+                break
             coldest = min(active, key=lambda e: e.hotness, default=None)
             if coldest is None or cand.hotness < ADD_HYSTERESIS * max(coldest.hotness, 1.0):
                 break

@@ -10,8 +10,11 @@
  * Per packet (pegasus.c peg_process):
  *   READ/WRITE/DEL, not BYPASS   Algorithm 1: stamp every write from ver_next;
  *                                rkeys hit -> pick the destination (reads: one
- *                                rset member; writes: fan-out r targets, the
- *                                others in `bitmap` with flag MULTI);
+ *                                rset member; writes: fan-out r consecutive
+ *                                targets, r > 1 by multicast group
+ *                                start*32 + r-1, each copy readdressed in
+ *                                the egress; AMO: the detector, the others
+ *                                in `bitmap` with flag MULTI);
  *                                miss -> forward as addressed, sample to CPU
  *   READ_REPLY/WRITE_REPLY/RC_ACK, not BYPASS
  *                                srv_load[server_id] = load; Algorithm 2 on
@@ -33,6 +36,7 @@
  * The C pipeline's params (pegasus.c peg_init) are compile-time here:
  *   -DPEG_MAX_RKEYS=64 -DPEG_SELECTION=2 (0 random, 1 rr, 2 wrr, 3 least_loaded)
  *   -DPEG_AMO=0 -DPEG_SAMPLE=128 -DPEG_FANOUT_AUTO=0 -DPEG_FANOUT_DIV=4
+ *   -DPEG_WRITE_MCAST=1 (param write_mcast)
  * and the registers the C init sets (ver_next, n_servers, wrr_sched,
  * wrr_len, fanout) are written by the driver after loading the program
  * (netkv/drivers/bmv2.py initial_register_writes). BMv2 registers start at 0.
@@ -72,6 +76,9 @@
 #endif
 #ifndef PEG_FANOUT_DIV
 #define PEG_FANOUT_DIV 4
+#endif
+#ifndef PEG_WRITE_MCAST
+#define PEG_WRITE_MCAST 1
 #endif
 
 #define PEG_N 32                 /* NK_MAX_SERVERS: rset_list stride, bitmap width */
@@ -137,6 +144,7 @@ control PegasusIngress(inout headers_t hdr, inout metadata_t meta,
     bit<32> sel = 0;           /* a selected server */
     bit<32> fo_r = 1;          /* write fan-out r */
     bit<32> wr_start = 0;      /* the first write target */
+    bit<32> mc_targets = 0;    /* servers of a multicast write (0: none) */
 
     /* ---- rkeys: keyhash -> idx (control plane only) ---- */
     @name(".rkeys_hit")
@@ -451,9 +459,36 @@ control PegasusIngress(inout headers_t hdr, inout metadata_t meta,
 #define AMO_DETECTOR()
 #endif
 
-/* Write fan-out (pegasus.c handle_request): r targets over all servers,
- * r consecutive ids from the first; the primary becomes the destination,
- * the others go in `bitmap` with flag MULTI */
+/* Write fan-out (pegasus.c handle_request): r targets over all servers, the
+ * r consecutive ids from the first (wr_start). r = 1: unicast to it.
+ * r > 1: multicast to the precomputed group wr_start * 32 + (r - 1)
+ * (docs/pegasus.md "Write fan-out"; the controller installs the groups), each
+ * copy a plain WRITE with `bitmap` = the targets, readdressed per egress
+ * port in PegasusEgress. AMO: the detector gets the write with MULTI and
+ * `bitmap` = the other targets (it copies them with RC_REQ). */
+#if PEG_AMO
+#define WRITE_TO_TARGETS()                                                   \
+        if (others_ != 0) {                                                  \
+            hdr.pegasus.flags = hdr.pegasus.flags | PEGASUS_FLAG_MULTI;      \
+            hdr.pegasus.bitmap = others_;                                    \
+        }
+#elif PEG_WRITE_MCAST
+#define WRITE_TO_TARGETS()                                                   \
+        if (fo_r > 1) {                                                      \
+            hdr.pegasus.bitmap = all_;                                       \
+            sm.mcast_grp = (bit<16>)(wr_start * PEG_N + fo_r - 1);           \
+            meta.fwd = FWD_MCAST;                                            \
+            mc_targets = all_;                                               \
+        }
+#else
+/* write_mcast=0 (pegasus.c): the RC_REQ path for every write */
+#define WRITE_TO_TARGETS()                                                   \
+        if (others_ != 0) {                                                  \
+            hdr.pegasus.flags = hdr.pegasus.flags | PEGASUS_FLAG_MULTI;      \
+            hdr.pegasus.bitmap = others_;                                    \
+        }
+#endif
+
 #define SELECT_WRITE(IDX)                                                    \
     {                                                                        \
         WRITE_FANOUT(IDX)                                                    \
@@ -464,12 +499,17 @@ control PegasusIngress(inout headers_t hdr, inout metadata_t meta,
         bit<32> primary_ = wr_start;                                         \
         bit<32> others_ = all_ & ~((bit<32>)1 << (bit<8>)wr_start);          \
         AMO_DETECTOR()                                                       \
-        if (others_ != 0) {                                                  \
-            hdr.pegasus.flags = hdr.pegasus.flags | PEGASUS_FLAG_MULTI;      \
-            hdr.pegasus.bitmap = others_;                                    \
-        }                                                                    \
+        WRITE_TO_TARGETS()                                                   \
         meta.dst_node = (bit<16>)primary_;                                   \
     }
+
+/* srv_inflight += 1 at every server of a multicast write (mc_targets) */
+#define MC_INFLIGHT_STEP(t)                                                  \
+        if ((mc_targets & ((bit<32>)1 << t)) != 0) {                         \
+            bit<32> inf_;                                                    \
+            srv_inflight.read(inf_, t);                                      \
+            if (inf_ < PEG_RATE_MAX) { srv_inflight.write(t, inf_ + 1); }    \
+        }
 
     apply {
         classify.apply(hdr, meta, sm);
@@ -564,6 +604,24 @@ control PegasusIngress(inout headers_t hdr, inout metadata_t meta,
                                 SELECT_WRITE(rk_idx)
                             }
                             /* draining: the home server only, as addressed */
+                        }
+                        if (meta.fwd == FWD_MCAST) {
+                            /* no node_fwd lookup: the group's ports */
+                            want_route = false;
+                            is_req = false;
+                            @atomic {
+                                MC_INFLIGHT_STEP(0) MC_INFLIGHT_STEP(1) MC_INFLIGHT_STEP(2)
+                                MC_INFLIGHT_STEP(3) MC_INFLIGHT_STEP(4) MC_INFLIGHT_STEP(5)
+                                MC_INFLIGHT_STEP(6) MC_INFLIGHT_STEP(7) MC_INFLIGHT_STEP(8)
+                                MC_INFLIGHT_STEP(9) MC_INFLIGHT_STEP(10) MC_INFLIGHT_STEP(11)
+                                MC_INFLIGHT_STEP(12) MC_INFLIGHT_STEP(13) MC_INFLIGHT_STEP(14)
+                                MC_INFLIGHT_STEP(15) MC_INFLIGHT_STEP(16) MC_INFLIGHT_STEP(17)
+                                MC_INFLIGHT_STEP(18) MC_INFLIGHT_STEP(19) MC_INFLIGHT_STEP(20)
+                                MC_INFLIGHT_STEP(21) MC_INFLIGHT_STEP(22) MC_INFLIGHT_STEP(23)
+                                MC_INFLIGHT_STEP(24) MC_INFLIGHT_STEP(25) MC_INFLIGHT_STEP(26)
+                                MC_INFLIGHT_STEP(27) MC_INFLIGHT_STEP(28) MC_INFLIGHT_STEP(29)
+                                MC_INFLIGHT_STEP(30) MC_INFLIGHT_STEP(31)
+                            }
                         }
                     }
                 }
@@ -677,6 +735,20 @@ control PegasusEgress(inout headers_t hdr, inout metadata_t meta,
                       inout standard_metadata_t sm) {
     NetkvEgress() egress_common;
     apply {
+        /* a copy of a multicast write: address it to the node behind its
+         * egress port (the rack plan puts server s behind port s, as the
+         * controller's groups assume), as netkv-switch rewrites each copy.
+         * The ingress addressed the packet to the first target; every
+         * multicast replica (first included) has instance_type REPLICATION.
+         * The UDP checksum is recomputed after the egress (hdr_changed is
+         * set: the write was stamped). */
+        if (sm.instance_type == PKT_INSTANCE_REPLICATION && meta.fwd == FWD_MCAST &&
+            hdr.pegasus.isValid() && hdr.ipv4.isValid()) {
+            bit<32> node = (bit<32>)sm.egress_port;
+            hdr.ipv4.dst_addr = NODE_NET + node + 1;
+            hdr.ethernet.dst_addr = NODE_MAC_BASE + (bit<48>)node + 1;
+            meta.hdr_changed = 1;
+        }
         egress_common.apply(hdr, meta, sm);
     }
 }

@@ -2,7 +2,7 @@
 // github.com/anishathalye/porcupine, as an independent cross-check of the
 // Python checker in netkv/lincheck (see docs/linearizability.md).
 //
-// Usage: porcupine [-timeout 60s] [-html out.html] history.jsonl
+// Usage: porcupine [-timeout 60s] [-html out.html] [-reduce=false] history.jsonl
 //
 // Prints one line and exits 0 ("linearizable"), 1 ("not linearizable ..."),
 // 2 (malformed input or usage error: "error: FILE:LINE: ...") or
@@ -358,7 +358,7 @@ func main() {
 	html := flag.String("html", "", "write porcupine's HTML visualization to this file")
 	reduce := flag.Bool("reduce", true, "simplify pending writes first (same verdict; see reducePending)")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: porcupine [-timeout D] [-html OUT] history.jsonl\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: porcupine [-timeout D] [-html OUT] [-reduce=false] history.jsonl\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()

@@ -10,9 +10,13 @@
  *  - hash collisions: a request whose keyhash belongs to a *different*
  *    replicated key is re-forwarded to its home (request server_id) with
  *    BYPASS; the home answers with BYPASS so the switch skips Algorithm 2;
- *  - write fan-out / AMO: a WRITE with MULTI is applied, answered, and copied
- *    with RC_REQ to every server in `bitmap`; RC_REQ is applied if not older
- *    and answered with RC_ACK (the stored version) to the switch;
+ *  - write fan-out: the switch multicasts a write to its r targets; each copy
+ *    carries `bitmap` = the target set without MULTI, and every target
+ *    applies it and answers with its own WRITE-REPLY (never RETRY: see
+ *    handle_write);
+ *  - AMO (and write_mcast=0): a WRITE with MULTI is applied, answered, and
+ *    copied with RC_REQ to every server in `bitmap`; RC_REQ is applied if not
+ *    older and answered with RC_ACK (the stored version) to the switch;
  *  - VWRITE (§9.1): raise the version to VER keeping the value, set VIRT,
  *    copy with RC_REQ to `bitmap`, reply WRITE-REPLY(VER); while VIRT is set a
  *    WRITE older than the stored version is answered RETRY;
@@ -296,6 +300,13 @@ static struct amo_ent *amo_slot(struct peg_server *s, const struct nk_msg *in)
 	return &s->amo_tab[(size_t)in->client_id * s->amo_window + in->req_id % s->amo_window];
 }
 
+/* One of the r copies of a multicast write (docs/pegasus.md "Write fan-out"):
+ * the switch sets `bitmap` = the targets and no MULTI; clients send 0. */
+static inline int mcast_copy(const struct nk_msg *in)
+{
+	return !(in->flags & NK_PEGASUS_FLAG_MULTI) && in->bitmap != 0;
+}
+
 static int handle_write(struct peg_server *s, struct nk_store *store, const struct nk_msg *in,
 			uint16_t src, int bypass, uint16_t load, struct nk_host_out *out,
 			int max_out)
@@ -334,8 +345,14 @@ static int handle_write(struct peg_server *s, struct nk_store *store, const stru
 		slen = nlen;
 	} else if (v == sv) {
 		rver = v;                            /* the same write again */
-	} else if (ktab_find(&s->virt, in->keyhash, in->key, in->key_len)) {
-		result = NK_RESULT_RETRY;            /* §9.1 */
+	} else if (!mcast_copy(in) && ktab_find(&s->virt, in->keyhash, in->key, in->key_len)) {
+		/* §9.1. Not for a multicast copy: its siblings answer OK, and
+		 * a RETRY next to an OK would make the client run the write
+		 * twice. Nor is it needed: a copy was stamped while the key
+		 * was replicated (ver_last_write >= its version), so the VWRITE
+		 * was stamped when ver_completed >= that version, and its value
+		 * is this write's or a newer one's (docs/pegasus.md). */
+		result = NK_RESULT_RETRY;
 		rver = sv;
 	} else {
 		rver = v;                            /* stale: discarded, acked */

@@ -12,12 +12,19 @@
  *   invariants               - I1, I3, I4 asserted under NETKV_DEBUG
  *   control hooks            - reg_read / reg_write / table_add / table_del
  *
- * Write fan-out (r > 1 targets) is forwarded as ONE packet to the primary
- * target with flag MULTI and `bitmap` = the other targets; the primary applies
- * the write, replies to the client and copies (key, value, ver) to the others
- * with RC_REQ; their RC_ACKs join the rset by Algorithm 2 (docs/pegasus.md,
- * "Write fan-out"). The same packet shape serves Pegasus-AMO, where the
- * primary is the detector node hash(client_id, req_id) mod n.
+ * Write fan-out (r > 1 targets, digest §3.2/§3.7): the r targets are the
+ * consecutive servers start, start+1, ... (mod n) and the write leaves as a
+ * multicast to the precomputed group PEG_MCAST_GROUP(start, r) (installed by
+ * the controller; the switch addresses each copy to the node behind its
+ * port). Every target applies the write and answers with its own
+ * WRITE-REPLY; Algorithm 2 adds each replier at that version; the client
+ * completes on the first reply. The copies carry `bitmap` = the target set
+ * (without MULTI), which tells servers "one of several copies"
+ * (docs/pegasus.md, "Write fan-out"). Pegasus-AMO keeps the single-packet
+ * shape: the detector hash(client_id, req_id) mod n gets the write with flag
+ * MULTI and `bitmap` = the other targets, executes it first and copies it
+ * with RC_REQ (their RC_ACKs join the rset). write_mcast=0 selects that
+ * RC_REQ path for every write (the earlier netkv design; for comparison).
  *
  * No allocation on the per-packet path: all arrays are sized from the params
  * string in init.
@@ -35,6 +42,12 @@
 #define PEG_WRR_SLOTS 256
 #define PEG_MAX_NODES 4096
 #define PEG_RATE_MAX 0xFFFFFFFFu      /* 32-bit saturating counters */
+
+/* The multicast group of the write targets start, start+1, ..., start+r-1
+ * (mod n), for 2 <= r <= n <= 32: 1..1023 (0 is never used: "no multicast"
+ * on v1model; netkv-switch has 1024 groups). The controller installs every
+ * group at start (netkv/protocols/pegasus.py, docs/pegasus.md). */
+#define PEG_MCAST_GROUP(start, r) ((uint16_t)((start) * PEG_N + (r) - 1))
 
 enum peg_sel { SEL_RANDOM = 0, SEL_RR = 1, SEL_WRR = 2, SEL_LEAST_LOADED = 3 };
 
@@ -83,6 +96,7 @@ struct pegasus_state {
 	uint8_t unsafe_skip_version_check;  /* broken on purpose (tests only) */
 	uint8_t amo;
 	uint8_t fanout_auto;
+	uint8_t write_mcast;     /* r > 1 writes by multicast (1) or RC_REQ (0) */
 	struct nk_rng rng;
 	/* tables */
 	uint16_t *node_port;     /* node_fwd */
@@ -176,7 +190,7 @@ static int peg_init(void *st, const struct nk_pipeline_cfg *cfg)
 {
 	struct pegasus_state *s = st;
 	memset(s, 0, sizeof(*s));
-	uint64_t max_rkeys, n_servers, amo, sample, fdiv, ver0, unsafe;
+	uint64_t max_rkeys, n_servers, amo, sample, fdiv, ver0, unsafe, mcast;
 	char buf[16];
 	if (nkp_u64(cfg->params, "max_rkeys", 64, &max_rkeys) ||
 	    nkp_u64(cfg->params, "n_servers", cfg->n_servers, &n_servers) ||
@@ -185,6 +199,7 @@ static int peg_init(void *st, const struct nk_pipeline_cfg *cfg)
 	    nkp_u64(cfg->params, "fanout_div", 4, &fdiv) ||
 	    nkp_u64(cfg->params, "ver_next", 2, &ver0) ||
 	    nkp_u64(cfg->params, "unsafe_skip_version_check", 0, &unsafe) ||
+	    nkp_u64(cfg->params, "write_mcast", 1, &mcast) ||
 	    parse_selection(cfg->params, &s->selection))
 		return NK_PIPE_EINVAL;
 	if (max_rkeys < 1 || max_rkeys > (1u << 20) || n_servers < 1 || n_servers > PEG_N ||
@@ -199,6 +214,7 @@ static int peg_init(void *st, const struct nk_pipeline_cfg *cfg)
 	s->max_rkeys = (uint32_t)max_rkeys;
 	s->n_servers = n_servers;
 	s->amo = amo != 0;
+	s->write_mcast = mcast != 0;
 	s->sample_every = (uint32_t)sample;
 	s->unsafe_skip_version_check = unsafe != 0;
 	s->fanout_div = (uint32_t)fdiv;
@@ -525,43 +541,33 @@ static uint32_t select_read(struct pegasus_state *s, uint32_t idx)
 	}
 }
 
-/* r distinct write targets over all servers; out[0] is the primary. */
-static uint32_t select_write(struct pegasus_state *s, uint32_t r, uint8_t *out)
+/* The first write target (over all servers); the r targets are start,
+ * start+1, ... (mod n), so that a precomputed multicast group per (start, r)
+ * covers every choice. least_loaded: the server with the fewest requests in
+ * flight, scanning from the rotating offset rr_all (ties: the first). */
+static uint32_t select_write_start(struct pegasus_state *s)
 {
 	uint32_t n = nsrv(s), start;
 	switch (s->selection) {
 	case SEL_RANDOM:
-		start = (uint32_t)(nk_rng_next(&s->rng) % n);
-		break;
+		return (uint32_t)(nk_rng_next(&s->rng) % n);
 	case SEL_WRR:
-		start = wrr_next(s);
-		break;
+		return wrr_next(s);
 	case SEL_LEAST_LOADED: {
-		uint32_t taken = 0;
-		uint32_t off = (uint32_t)(s->rr_all % n);
+		uint32_t off = (uint32_t)(s->rr_all % n), best = off;
 		s->rr_all = (s->rr_all + 1) % n;
-		for (uint32_t k = 0; k < r; k++) {
-			uint32_t best = PEG_N;
-			for (uint32_t j = 0; j < n; j++) {
-				uint32_t c = (off + j) % n;
-				if (taken & (1u << c))
-					continue;
-				if (best == PEG_N || s->srv_inflight[c] < s->srv_inflight[best])
-					best = c;
-			}
-			taken |= 1u << best;
-			out[k] = (uint8_t)best;
+		for (uint32_t j = 1; j < n; j++) {
+			uint32_t c = (off + j) % n;
+			if (s->srv_inflight[c] < s->srv_inflight[best])
+				best = c;
 		}
-		return r;
+		return best;
 	}
 	default:
 		start = (uint32_t)(s->rr_all % n);
 		s->rr_all = (s->rr_all + 1) % n;
-		break;
+		return start;
 	}
-	for (uint32_t k = 0; k < r; k++)
-		out[k] = (uint8_t)((start + k) % n);
-	return r;
 }
 
 /* Pegasus-AMO detector node: CRC-32 over client_id (BE u16) | req_id (BE u32). */
@@ -612,6 +618,18 @@ static void forward_request(struct pegasus_state *s, struct nk_pkt_meta *meta,
 	if (act->fwd == NK_FWD_PORT && meta->dst < PEG_N &&
 	    s->srv_inflight[meta->dst] < UINT32_MAX)
 		s->srv_inflight[meta->dst]++;
+}
+
+/* A write multicast to the servers of `targets`: one more in flight at
+ * each (the group's ports are the controller's; it is not checked here). */
+static void forward_mcast(struct pegasus_state *s, uint32_t start, uint32_t r,
+			  uint32_t targets, struct nk_actions *act)
+{
+	act->fwd = NK_FWD_MCAST;
+	act->mcast_group = PEG_MCAST_GROUP(start, r);
+	for (uint32_t t = 0; t < PEG_N; t++)
+		if ((targets >> t & 1) && s->srv_inflight[t] < UINT32_MAX)
+			s->srv_inflight[t]++;
 }
 
 static inline void sat_inc(uint32_t *c)
@@ -722,28 +740,41 @@ static void handle_request(struct pegasus_state *s, struct nk_msg *m,
 		forward_request(s, meta, act);
 		return;
 	}
-	uint8_t tg[PEG_N] = { 0 };
-	uint32_t r = write_fanout(s, idx);
-	select_write(s, r, tg);
+	uint32_t r = write_fanout(s, idx), n = nsrv(s);
+	uint32_t start = select_write_start(s), all = 0;
+	for (uint32_t k = 0; k < r; k++)
+		all |= 1u << ((start + k) % n);
 	if (s->amo) {
-		/* detector first; it replaces itself or the last pick */
-		uint32_t det = amo_detector(s, m), j = r - 1;
-		for (uint32_t k = 0; k < r; k++)
-			if (tg[k] == det)
-				j = k;
-		for (uint32_t k = j; k > 0; k--)
-			tg[k] = tg[k - 1];
-		tg[0] = (uint8_t)det;
+		/* the detector goes first and gets the others in `bitmap`
+		 * (MULTI); it replaces itself in the pick, or the last pick */
+		uint32_t det = amo_detector(s, m);
+		uint32_t others = all & ~(1u << det);
+		if (!(all & (1u << det)))
+			others &= ~(1u << ((start + r - 1) % n));
+		if (others) {
+			m->flags |= NK_PEGASUS_FLAG_MULTI;
+			m->bitmap = others;
+		}
+		meta->dst = (uint16_t)det;
+		forward_request(s, meta, act);
+		return;
 	}
-	uint32_t others = 0;
-	for (uint32_t k = 1; k < r; k++)
-		others |= 1u << tg[k];
-	if (others) {
+	meta->dst = (uint16_t)start;
+	if (r == 1) {
+		forward_request(s, meta, act);
+		return;
+	}
+	if (!s->write_mcast) {
+		/* the RC_REQ path: the first target copies to the others */
 		m->flags |= NK_PEGASUS_FLAG_MULTI;
-		m->bitmap = others;
+		m->bitmap = all & ~(1u << start);
+		forward_request(s, meta, act);
+		return;
 	}
-	meta->dst = tg[0];
-	forward_request(s, meta, act);
+	/* every target gets a copy and answers; `bitmap` (no MULTI) marks the
+	 * copies and names the target set */
+	m->bitmap = all;
+	forward_mcast(s, start, r, all, act);
 }
 
 static void handle_vwrite(struct pegasus_state *s, struct nk_msg *m,
