@@ -23,7 +23,7 @@ from netkv.config.schema import HashProtocol, RunConfig
 from netkv.protocols import REGISTRY, implemented_on
 from netkv.results import provenance
 from netkv.results.rundir import RunDir, point_key
-from netkv.slo import MeasurementError, SearchOutcome, search_throughput
+from netkv.slo import MeasurementError, SearchOutcome, passes, search_throughput
 from netkv.targets.base import PointResult, Target
 
 
@@ -122,9 +122,9 @@ def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console) ->
                 return cached
             progress.update(task, description=f"{cfg.name}: {phase} {offered_rps:,.0f} req/s")
             result = target.run_point(offered_rps, seed)
-            if cfg.record_history:
-                target.write_history(run_dir.path / "points.d" / key / "history.jsonl")
             run_dir.store_point(key, phase, result, columns)
+            if cfg.record_history:  # after the commit mark: an unmarked folder is discarded
+                target.write_history(run_dir.path / "points.d" / key / "history.jsonl")
             return result
 
         ref_ns = reference_slo_ns(cfg, run_dir, columns, order, console)
@@ -132,25 +132,59 @@ def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console) ->
     return finish(run_dir, outcome, order, cfg, console)
 
 
+def execute_at(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console,
+               offered_rps: float, slo_ns: float, phase: str = "fixed") -> pl.DataFrame:
+    """One point at ``offered_rps`` (no search) into ``out_dir``, judged
+    against ``slo_ns`` (fixed elsewhere, e.g. by a search run); return points.
+
+    The long run of a timeline experiment. Stored like a search's points (a
+    fragment under points.d/, then the run-level tables), so it resumes the
+    same way: the point's key is (load, seed), and a finished point is never
+    measured again."""
+    run_dir = RunDir(out_dir)
+    prov = provenance.collect(
+        seed=cfg.seed, target=cfg.target.name, protocol=cfg.protocol.name, argv=argv
+    )
+    if run_dir.prepare(config_yaml(cfg), prov):
+        console.print(f"[dim]resuming {out_dir}: the point is already measured[/dim]")
+    seed = point_seed(cfg.seed, offered_rps)
+    key = point_key(offered_rps, seed)
+    result = run_dir.load_point(key)
+    if result is None:
+        console.print(f"[dim]{cfg.name}: {offered_rps:,.0f} req/s for {cfg.duration:g} s[/dim]")
+        with make_target(cfg) as target:
+            result = target.run_point(offered_rps, seed)
+        run_dir.store_point(key, phase, result, config_columns(cfg))
+    met = passes(result, slo_ns, cfg.slo)
+    return run_dir.finalize_tables(slo_ns, {key: met}, key if met else None, [key])
+
+
 def reference_config(cfg: RunConfig) -> RunConfig:
-    """The same rack and workload with the hash baseline: the SLO's reference."""
+    """The SLO's reference: the hash baseline on the same rack, key space and
+    sizes, with uniform popularity and no writes, so that a low load is truly
+    unloaded whatever the skew (a hot key's core would queue even at 5% of
+    the rack's capacity) and every skew of a figure gets the same bound."""
     proto = cfg.protocol
     hash_proto = HashProtocol(name="hash", max_servers=HASH_MAX_SERVERS,
                               virtual_nodes=proto.virtual_nodes, ring=proto.ring)
-    return cfg.model_copy(update={"protocol": hash_proto, "record_history": False})
+    workload = cfg.workload.model_copy(update={"kind": "uniform", "alpha": 0.0,
+                                               "write_ratio": 0.0})
+    return cfg.model_copy(update={"protocol": hash_proto, "workload": workload,
+                                  "record_history": False})
 
 
 def reference_slo_ns(cfg: RunConfig, run_dir: RunDir, columns: dict[str, Any],
                      order: list[str], console: Console) -> float | None:
     """slo.reference=hash: factor x the hash baseline's unloaded median,
     measured on the same rack and workload (stored as the run's first point)."""
-    if cfg.slo.kind != "auto" or cfg.slo.reference == "self" or cfg.protocol.name == "hash":
+    if cfg.slo.kind != "auto" or cfg.slo.reference == "self":
         return None
     key = REFERENCE_KEY
     result = run_dir.load_point(key)
     if result is None:
         ref_cfg = reference_config(cfg)
-        console.print(f"[dim]{cfg.name}: measuring the SLO reference (hash, unloaded)[/dim]")
+        console.print(f"[dim]{cfg.name}: measuring the SLO reference (hash, uniform, "
+                      "unloaded)[/dim]")
         with make_target(ref_cfg) as ref:
             rate = ref.capacity_hint_rps() * cfg.slo.unloaded_fraction
             result = ref.run_point(rate, point_seed(cfg.seed, rate))

@@ -55,6 +55,9 @@ def latency_key(percentile: float) -> str:
     return f"p{text}"
 
 
+KNEE_FLOOR = 1e-3  # the search gives up below this fraction of the capacity hint
+
+
 class MeasurementError(RuntimeError):
     """A load point measured nothing usable (no request issued or completed)."""
 
@@ -113,7 +116,8 @@ def search_throughput(measure: Measure, capacity_hint_rps: float, slo: Slo,
             return outcome
     else:
         hi = rate
-        while budget > 0 and rate > unloaded_rate:
+        # A hot key pinned to one core can cap the rack far below the hint.
+        while budget > 0 and rate > capacity_hint_rps * KNEE_FLOOR:
             rate /= 2
             if probe(rate):
                 lo = rate

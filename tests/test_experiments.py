@@ -77,3 +77,158 @@ def test_cells_cross_series_and_x_with_per_value_overrides():
 def test_every_shipped_experiment_loads():
     for name in available():
         load_experiment(name)
+
+
+# --- kind: timeline ---------------------------------------------------------------------
+
+import math  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from netkv.experiments.checks import evaluate_timeline, recovery_ms  # noqa: E402
+from netkv.experiments.timeline import (change_instants, run_overrides,  # noqa: E402
+                                        search_overrides)
+
+
+def timeline_experiment(checks: list[dict], **timeline: object) -> Experiment:
+    return Experiment.model_validate({
+        "kind": "timeline", "description": "t", "overrides": ["alpha=1.2"],
+        "x": {"key": "workload.dynamics.kind", "values": ["hot-in", "random"]},
+        "series": {"pegasus": ["protocol=pegasus", "protocol.mode=cold"],
+                   "hash": ["protocol=hash"]},
+        "timeline": {"load": 0.8, "search": {"pegasus": ["protocol.mode=prewarmed"]},
+                     "warmup_s": 0.05, **timeline},
+        "checks": checks,
+    })
+
+
+def windows(series: str, x: str, p99: list[float], slo: float = 50.0,
+            window_s: float = 0.01) -> pl.DataFrame:
+    n = len(p99)
+    return pl.DataFrame({
+        "series": [series] * n, "x": [x] * n, "t_s": np.arange(n) * window_s,
+        "window_s": [window_s] * n, "completed": [100] * n, "p99_us": p99,
+        "slo_us": [slo] * n,
+    })
+
+
+# 0.2 s per cell, changes at 0.1 (hot-in: 3 windows above, back at 0.13) and
+# the cold start at 0 (2 windows above, before the warm-up: not checked).
+HOT = [900.0, 700.0] + [30.0] * 8 + [800.0, 600.0, 60.0] + [30.0] * 7
+CALM = [900.0] + [30.0] * 19
+TIMELINE = pl.concat([windows("pegasus", "hot-in", HOT), windows("pegasus", "random", CALM)])
+RESULTS = pl.DataFrame({
+    "series": ["pegasus", "pegasus"], "x": ["hot-in", "random"],
+    "changes_s": [[0.1], [0.1]], "window_s": [0.01, 0.01], "duration_s": [0.2, 0.2],
+})
+
+
+def test_recovery_is_the_end_of_the_last_window_above_the_slo():
+    t = np.arange(20) * 0.01
+    over = np.array(HOT) > 50.0
+    assert recovery_ms(t, 0.01, over, [0.1], 0.2) == pytest.approx([30.0])
+    assert recovery_ms(t, 0.01, over, [0.0, 0.1], 0.2) == pytest.approx([20.0, 30.0])
+    # still above in the last window before the next change: never recovered
+    stuck = over.copy()
+    stuck[10:] = True
+    assert recovery_ms(t, 0.01, stuck, [0.1], 0.2) == [math.inf]
+    assert recovery_ms(t, 0.01, np.zeros(20, bool), [0.1], 0.2) == [0.0]
+
+
+def test_recovery_and_no_violation_checks():
+    exp = timeline_experiment([
+        {"kind": "recovery", "claim": "r100", "series": "pegasus", "x": "hot-in",
+         "within_ms": 100},
+        {"kind": "recovery", "claim": "r20", "series": "pegasus", "x": "hot-in",
+         "within_ms": 20},
+        {"kind": "no_violation", "claim": "calm", "series": "pegasus", "x": "random"},
+        {"kind": "no_violation", "claim": "hot", "series": "pegasus", "x": "hot-in"},
+        {"kind": "no_violation", "claim": "hot, 3 allowed", "series": "pegasus",
+         "x": "hot-in", "allowed_windows": 3},
+        {"kind": "recovery", "claim": "missing", "series": "hash", "x": "hot-in",
+         "within_ms": 100},
+    ])
+    r100, r20, calm, hot, hot3, missing = (
+        evaluate_timeline(c, RESULTS, TIMELINE, exp) for c in exp.checks)
+    assert r100.passed and not r20.passed
+    assert "30 ms after the changes at 0.1 s" in r100.measured
+    assert calm.passed and "0 of 15 windows" in calm.measured   # warm-up excluded
+    assert not hot.passed and "3 of 15 windows" in hot.measured and hot3.passed
+    assert not missing.passed and "missing" in missing.measured
+
+
+def test_a_window_with_no_completion_counts_as_above_the_slo():
+    exp = timeline_experiment([{"kind": "no_violation", "claim": "c", "series": "pegasus",
+                                "x": "random"}])
+    stalled = TIMELINE.with_columns(
+        completed=pl.when(pl.col("t_s").is_between(0.149, 0.151)).then(0)
+        .otherwise(pl.col("completed")),
+        p99_us=pl.when(pl.col("t_s").is_between(0.149, 0.151)).then(0.0)
+        .otherwise(pl.col("p99_us")))
+    assert not evaluate_timeline(exp.checks[0], RESULTS, stalled, exp).passed
+
+
+def test_timeline_experiment_validation():
+    with pytest.raises(ValidationError, match="kind 'compare' in a timeline"):
+        timeline_experiment([{"claim": "c", "left": {"series": "hash", "x": "hot-in"},
+                              "op": ">=", "right": {"value": 1}}])
+    with pytest.raises(ValidationError, match="kind 'recovery' in a grid"):
+        experiment([{"kind": "recovery", "claim": "r", "series": "hash", "x": 0,
+                     "within_ms": 100}])
+    with pytest.raises(ValidationError, match="series 'netlr'"):
+        timeline_experiment([{"kind": "no_violation", "claim": "n", "series": "netlr",
+                              "x": "all"}])
+    with pytest.raises(ValidationError, match="x = swap"):
+        timeline_experiment([{"kind": "no_violation", "claim": "n", "series": "hash",
+                              "x": "swap"}])
+    with pytest.raises(ValidationError, match="timeline.search: series 'netcache'"):
+        timeline_experiment([], search={"netcache": []})
+    with pytest.raises(ValidationError, match="required with kind: timeline"):
+        Experiment.model_validate({"kind": "timeline", "description": "t",
+                                   "x": {"key": "alpha", "values": [1]},
+                                   "series": {"h": []}})
+
+
+def test_timeline_runs_compose_search_and_long_run_overrides():
+    exp = timeline_experiment([], overrides=["topology.drain_ms=10"], window_ms=5)
+    assert search_overrides(exp, "pegasus", ["seed=3"]) == (
+        "alpha=1.2", "protocol=pegasus", "protocol.mode=cold", "protocol.mode=prewarmed",
+        "seed=3")
+    assert search_overrides(exp, "hash", []) == ("alpha=1.2", "protocol=hash")
+    assert run_overrides(exp, "hash", "random", ["seed=3"]) == (
+        "alpha=1.2", "protocol=hash", "workload.dynamics.kind=random", "topology.drain_ms=10",
+        "topology.timeline_ms=5", "seed=3")
+    assert change_instants(2.0, 8.0) == [2.0, 4.0, 6.0]
+    assert change_instants(0.3, 1.0) == pytest.approx([0.3, 0.6, 0.9])
+
+
+@pytest.mark.slow
+def test_timeline_reproduce_end_to_end_and_resume(tmp_path):
+    """A tiny timeline (hash, 4 servers, 1000 keys): search, long runs,
+    tables, plot, checks; a second run measures nothing again."""
+    from rich.console import Console
+
+    from netkv.experiments.timeline import reproduce_timeline
+
+    exp = Experiment.model_validate({
+        "kind": "timeline", "description": "tiny",
+        "overrides": ["protocol=hash", "servers=4", "keys=1000", "alpha=1.2",
+                      "workload.dynamics.period_s=0.05", "slo.max_points=6"],
+        "x": {"key": "workload.dynamics.kind", "values": ["hot-in", "random"]},
+        "series": {"hash": []},
+        "timeline": {"load": 0.5, "periods": 3, "window_ms": 10},
+        "checks": [{"kind": "no_violation", "claim": "n", "series": "hash", "x": "all",
+                    "allowed_windows": 1000}],
+    })
+    out = tmp_path / "exp"
+    console = Console(file=None, width=200, record=True, quiet=True)
+    assert reproduce_timeline(exp, "t/tiny", [], out, 1, console)
+    results = pl.read_parquet(out / "results.parquet")
+    timeline = pl.read_parquet(out / "timeline.parquet")
+    assert results["changes_s"].to_list() == [pytest.approx([0.05, 0.1])] * 2
+    assert len(timeline) == 2 * 15  # 0.15 s in 10 ms windows, per cell
+    assert (out / "plot.png").stat().st_size > 0 and (out / "checks.md").is_file()
+    marks = {p: p.stat().st_ino for p in out.rglob("points.d/*/point.parquet")}
+    assert reproduce_timeline(exp, "t/tiny", [], out, 1, console)
+    assert {p: p.stat().st_ino for p in out.rglob("points.d/*/point.parquet")} == marks
+    assert pl.read_parquet(out / "timeline.parquet").equals(timeline)

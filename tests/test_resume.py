@@ -71,3 +71,16 @@ def test_killed_sweep_resumes_without_recomputing(tmp_path):
     clean = load(fresh).select(cols).sort(["alpha", "point"])
     assert resumed.equals(clean)
     assert set(resumed["alpha"].to_list()) == {0.9, 1.2}
+
+
+def test_record_history_is_kept_with_each_point(tmp_path):
+    out = tmp_path / "hist"
+    subprocess.run([sys.executable, "-m", "netkv", "run", "protocol=pegasus", "servers=4",
+                    "keys=1000", "duration=0.02", "write_ratio=0.2", "record_history=true",
+                    f"out={out}"], capture_output=True, text=True, timeout=300, check=True)
+    points = list(out.glob("points.d/*/point.parquet"))
+    histories = list(out.glob("points.d/*/history.jsonl"))
+    assert points and len(histories) == len(points) - 1  # all but the hash SLO reference
+    from netkv.lincheck import check_file
+
+    assert check_file(histories[0]).ok

@@ -2,5 +2,6 @@
 
   spec     the experiment YAML (sweep, plot, the paper's claims as checks)
   reproduce  run every (series, x) point, collect, plot, check, report
-  checks   evaluate the claims against the measured table
+  checks   evaluate the claims against the measured tables
+  timeline  ``kind: timeline``: a fixed-load time series while the workload changes
 """

@@ -1,5 +1,7 @@
 """Run an experiment's grid, then plot it and check it against the paper.
 
+(``kind: timeline`` experiments go to netkv.experiments.timeline.)
+
 Each cell (series x value) is an ordinary run in
 ``<out>/<series>/<key>=<value>/``; cells run in parallel (joblib) and resume
 like any run. The experiment directory gets ``results.parquet`` (one row per
@@ -117,6 +119,10 @@ def reproduce(name: str, extra: list[str], out: Path | None, jobs: int,
               console: Console) -> bool:
     """Run, plot and check experiment ``name``; True when every check passes."""
     exp = load_experiment(name)
+    if exp.kind == "timeline":
+        from netkv.experiments.timeline import reproduce_timeline
+
+        return reproduce_timeline(exp, name, extra, out, jobs, console)
     grid = cells(exp, extra)
     for cell in grid:  # every cell's config is valid before anything runs
         load(list(cell.overrides))

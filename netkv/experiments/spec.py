@@ -1,18 +1,37 @@
-"""The experiment file: ``experiments/<paper>/<figure>.yaml``.
+"""The experiment file: ``experiments/<paper>/<figure>.yaml`` (docs/experiments.md).
 
-An experiment is a grid: named *series* (override lists, e.g. one per
-protocol) times the values of one *x* key (e.g. ``alpha``). Every cell is an
-ordinary ``run`` with those overrides. ``y`` names the metric to plot and
-``checks`` state the paper's claims as comparisons between cells.
+Two kinds, both over named *series* (override lists, e.g. one per protocol)
+times the values of one *x* key:
+
+``kind: grid`` (the default)
+    Every cell is an ordinary ``run`` (an SLO search) with those overrides.
+    ``y`` names the metric to plot; ``checks`` compare cells (``kind:
+    compare``, the default check kind).
+
+``kind: timeline``
+    A time series at a fixed load. Each series is first searched once (an
+    ordinary run with the series' overrides plus ``timeline.search[series]``,
+    without the x overrides) for its SLO and max throughput under SLO; then
+    every cell runs ONE point at ``timeline.load`` x that max for
+    ``timeline.periods`` dynamics periods, cut into ``timeline.window_ms``
+    windows. The x values are the panels (e.g. the dynamics kind). Checks:
+
+    ``kind: recovery``      after every popularity change (from
+                            ``timeline.warmup_s`` on), the windowed p99 is back
+                            under the SLO within ``within_ms`` and stays there
+                            until the next change;
+    ``kind: no_violation``  at most ``allowed_windows`` windows (from
+                            ``warmup_s`` on) have p99 above the SLO.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError,
+                      model_validator)
 
 from netkv.config.compose import ConfigError
 
@@ -58,6 +77,9 @@ class Ref(Strict):
 
 
 class Check(Strict):
+    """``kind: compare`` (grid experiments): left op right over cells."""
+
+    kind: Literal["compare"] = "compare"
     claim: str
     paper: str = ""
     left: Ref
@@ -66,7 +88,69 @@ class Check(Strict):
     tolerance: float = Field(0.0, ge=0.0)
 
 
+class RecoveryCheck(Strict):
+    """``kind: recovery`` (timeline experiments): after each change, the
+    windowed p99 is back under the SLO within ``within_ms`` and stays there
+    until the next change (or the end of the run)."""
+
+    kind: Literal["recovery"]
+    claim: str
+    paper: str = ""
+    series: str
+    x: float | int | str   # a panel, or "all"
+    within_ms: float = Field(gt=0.0)
+
+
+class NoViolationCheck(Strict):
+    """``kind: no_violation`` (timeline experiments): at most
+    ``allowed_windows`` windows after the warm-up have p99 above the SLO."""
+
+    kind: Literal["no_violation"]
+    claim: str
+    paper: str = ""
+    series: str
+    x: float | int | str   # a panel, or "all"
+    allowed_windows: int = Field(0, ge=0)
+
+
+TimelineCheck = RecoveryCheck | NoViolationCheck
+
+
+def _check_kind(data: Any) -> str:
+    if isinstance(data, dict):
+        return str(data.get("kind", "compare"))
+    return str(getattr(data, "kind", "compare"))
+
+
+AnyCheck = Annotated[
+    Annotated[Check, Tag("compare")]
+    | Annotated[RecoveryCheck, Tag("recovery")]
+    | Annotated[NoViolationCheck, Tag("no_violation")],
+    Discriminator(_check_kind),
+]
+
+
+class Timeline(Strict):
+    """How a ``kind: timeline`` experiment runs its cells."""
+
+    # Offered load of the long run, as a fraction of the series' max
+    # throughput under SLO (found by the search run).
+    load: float = Field(gt=0.0, le=2.0)
+    # Extra overrides of the search run, per series (e.g. a cold-start
+    # protocol searched in its steady state: protocol.mode=prewarmed).
+    search: dict[str, list[str]] = Field(default_factory=dict)
+    # The run lasts periods x workload.dynamics.period_s (so periods - 1
+    # changes), cut into windows of window_ms (topology.timeline_ms).
+    periods: int = Field(4, ge=2)
+    window_ms: float = Field(10.0, gt=0.0)
+    # Windows and changes before warmup_s are not checked (a cold start).
+    warmup_s: float = Field(0.0, ge=0.0)
+    # Extra overrides of the long run only (not of the search).
+    overrides: list[str] = Field(default_factory=list)
+
+
 class Experiment(Strict):
+    kind: Literal["grid", "timeline"] = "grid"
     description: str
     paper: str = ""
     overrides: list[str] = Field(default_factory=list)
@@ -74,12 +158,36 @@ class Experiment(Strict):
     series: dict[str, list[str]] = Field(min_length=1)
     y: Metric = Metric()
     logy: bool = False
-    checks: list[Check] = Field(default_factory=list)
+    timeline: Timeline | None = None
+    checks: list[AnyCheck] = Field(default_factory=list)
     notes: str = ""
+
+    @model_validator(mode="after")
+    def _kind_fits(self) -> "Experiment":
+        if (self.kind == "timeline") != (self.timeline is not None):
+            raise ValueError("timeline: required with kind: timeline, and only with it")
+        if self.timeline is not None:
+            for series in self.timeline.search:
+                if series not in self.series:
+                    raise ValueError(f"timeline.search: series '{series}' "
+                                     f"(allowed: {', '.join(self.series)})")
+        for check in self.checks:
+            wanted = "compare" if self.kind == "grid" else "recovery or no_violation"
+            if (check.kind == "compare") != (self.kind == "grid"):
+                raise ValueError(f"check '{check.claim}': kind '{check.kind}' in a "
+                                 f"{self.kind} experiment (allowed: {wanted})")
+        return self
 
     @model_validator(mode="after")
     def _refs_exist(self) -> "Experiment":
         for check in self.checks:
+            if not isinstance(check, Check):
+                if check.series not in self.series:
+                    raise ValueError(f"check '{check.claim}': series '{check.series}' "
+                                     f"(allowed: {', '.join(self.series)})")
+                if check.x != "all" and check.x not in self.x.values:
+                    raise ValueError(f"check '{check.claim}': x = {check.x} is not in x.values")
+                continue
             for ref in (check.left, check.right):
                 if ref.value is None and ref.series not in self.series:
                     raise ValueError(

@@ -1,0 +1,305 @@
+"""A ``kind: timeline`` experiment: p99 per window at a fixed load while the
+workload changes (e.g. Pegasus Fig. 13).
+
+1. Search: one ordinary run per series (its overrides plus
+   ``timeline.search[series]``, without the x overrides) gives the SLO and
+   the max throughput under SLO; in ``<out>/<series>/search/``.
+2. Long runs: every cell (series x value) runs ONE point at ``timeline.load``
+   x that max, for ``timeline.periods`` x ``workload.dynamics.period_s``, in
+   windows of ``timeline.window_ms`` (``runner.execute_at``: stored and
+   resumed like any point); in ``<out>/<series>/<x key>=<x>/``.
+3. The experiment directory gets ``timeline.parquet`` (one row per window of
+   every cell, inside the run: series, x, t_s, window_s, issued, completed,
+   drops, p50_us, p99_us, slo_us), ``results.parquet`` (one row per cell: the
+   load, the SLO, the change instants, the recovery after each), ``plot.png``
+   and ``checks.md``; the checks are computed from timeline.parquet.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+from rich.console import Console
+from rich.table import Table
+
+from netkv.config.compose import load
+from netkv.experiments.checks import (CheckResult, evaluate_timeline, recovery_ms,
+                                      windows_over)
+from netkv.experiments.reproduce import Cell, checks_markdown, default_out, run_cell
+from netkv.experiments.spec import Check, Experiment, RecoveryCheck, Timeline
+from netkv.results.atomic import write_parquet, write_text
+
+EPS_S = 1e-9
+
+
+def search_overrides(exp: Experiment, series: str, extra: Sequence[str]) -> tuple[str, ...]:
+    """The search run of one series: no x overrides, plus timeline.search."""
+    assert exp.timeline is not None
+    return (*exp.overrides, *exp.series[series], *exp.timeline.search.get(series, []), *extra)
+
+
+def run_overrides(exp: Experiment, series: str, x: object, extra: Sequence[str]) -> tuple[str, ...]:
+    """The long run of one cell, without its duration (see ``with_duration``)."""
+    tl = exp.timeline
+    assert tl is not None
+    per_value = exp.x.per_value.get(str(x), [])
+    return (*exp.overrides, *exp.series[series], f"{exp.x.key}={x}", *per_value,
+            *tl.overrides, f"topology.timeline_ms={tl.window_ms:g}", *extra)
+
+
+def with_duration(overrides: tuple[str, ...], tl: Timeline) -> tuple[str, ...]:
+    """Append ``duration`` = periods x the composed config's dynamics period."""
+    period = load(list(overrides)).workload.dynamics.period_s
+    return (*overrides, f"duration={tl.periods * period:g}")
+
+
+def change_instants(period_s: float, duration_s: float) -> list[float]:
+    """When the simulator changes popularity: every period, before the end."""
+    out, k = [], 1
+    while k * period_s < duration_s - EPS_S:
+        out.append(k * period_s)
+        k += 1
+    return out
+
+
+def run_long(series: str, x: str, overrides: tuple[str, ...], out_dir: str,
+             offered_rps: float, slo_ns: float) -> tuple[dict[str, Any], pl.DataFrame]:
+    """One cell's long run (module-level so that joblib workers can call it)."""
+    from netkv.runner import execute_at
+
+    cfg = load([*overrides, f"out='{out_dir}'"])
+    points = execute_at(cfg, Path(out_dir), ["reproduce", *overrides], Console(file=io.StringIO()),
+                        offered_rps, slo_ns)
+    p = points.row(0, named=True)
+    window_s = cfg.topology.timeline_ms / 1e3
+    raw = pl.read_parquet(Path(out_dir) / "timeline.parquet")
+    windows = (
+        raw.filter(pl.col("t_s") + window_s <= cfg.duration + EPS_S)
+        .select(
+            pl.lit(series).alias("series"), pl.lit(x).alias("x"), "t_s",
+            pl.lit(window_s).alias("window_s"), "issued", "completed", "drops",
+            (pl.col("p50_ns") / 1e3).alias("p50_us"), (pl.col("p99_ns") / 1e3).alias("p99_us"),
+            pl.lit(slo_ns / 1e3).alias("slo_us"),
+        )
+    )
+    dyn = cfg.workload.dynamics
+    changes = change_instants(dyn.period_s, cfg.duration) if dyn.kind != "none" else []
+    row = {
+        "series": series, "x": x, "run": out_dir, "dynamics": dyn.kind,
+        "offered_mrps": offered_rps / 1e6, "achieved_mrps": p["achieved_rps"] / 1e6,
+        "slo_us": slo_ns / 1e3, "p50_us": p["p50_ns"] / 1e3, "p99_us": p["p99_ns"] / 1e3,
+        "completion": p["completion"], "duration_s": cfg.duration, "window_s": window_s,
+        "period_s": dyn.period_s, "changes_s": changes,
+    }
+    return row, windows
+
+
+def _map(fn: Callable[..., Any], calls: list[tuple[Any, ...]], jobs: int) -> list[Any]:
+    if jobs > 1 and len(calls) > 1:
+        from joblib import Parallel, delayed
+
+        return list(Parallel(n_jobs=jobs, backend="loky")(delayed(fn)(*c) for c in calls))
+    return [fn(*c) for c in calls]
+
+
+def summarize(row: dict[str, Any], windows: pl.DataFrame, warmup_s: float) -> dict[str, Any]:
+    """Add the cell's recovery after each change, after the cold start, and
+    its windows above the SLO (from warmup_s on)."""
+    if windows.is_empty():
+        return {**row, "recovery_ms": [], "start_ms": math.nan, "windows": 0, "windows_over": 0}
+    t_s = windows["t_s"].to_numpy()
+    over = windows_over(windows)
+    changes = row["changes_s"]
+    end = row["duration_s"]
+    recs = recovery_ms(t_s, row["window_s"], over, changes, end)
+    start = recovery_ms(t_s, row["window_s"], over, [0.0], changes[0] if changes else end)[0]
+    later = t_s >= warmup_s - EPS_S
+    return {**row, "recovery_ms": recs, "start_ms": start, "windows": int(later.sum()),
+            "windows_over": int(over[later].sum())}
+
+
+def reproduce_timeline(exp: Experiment, name: str, extra: list[str], out: Path | None,
+                       jobs: int, console: Console) -> bool:
+    tl = exp.timeline
+    assert tl is not None
+    searches = {s: search_overrides(exp, s, extra) for s in exp.series}
+    for overrides in searches.values():  # every config is valid before anything runs
+        load(list(overrides))
+    longs = {(s, str(x)): with_duration(run_overrides(exp, s, x, extra), tl)
+             for s in exp.series for x in exp.x.values}
+    durations = {cell: load(list(o)).duration for cell, o in longs.items()}
+    out = out or default_out(name)
+    out.mkdir(parents=True, exist_ok=True)
+    console.print(f"{name}: {exp.description} ({len(searches)} searches, then {len(longs)} "
+                  f"timelines at {tl.load:g} x max, {jobs} at a time) -> {out}")
+    started = time.monotonic()
+
+    found = _map(run_cell, [(Cell(s, "search", o), str(out / s / "search"))
+                            for s, o in searches.items()], jobs)
+    best = {r["series"]: r for r in found}
+    for s, r in best.items():
+        console.print(f"  {s}: SLO {r['slo_us']:.1f} us, max {r['max_tput_mrps']:.3f} Mreq/s "
+                      f"under SLO -> runs at {tl.load * r['max_tput_mrps']:.3f} Mreq/s")
+
+    calls = []
+    for (s, x), overrides in longs.items():
+        rate = tl.load * best[s]["max_tput_mrps"] * 1e6
+        if rate > 0 and math.isfinite(best[s]["slo_us"]):
+            calls.append((s, x, overrides, str(out / s / f"{exp.x.key}={x}"), rate,
+                          best[s]["slo_us"] * 1e3))
+        else:
+            console.print(f"  [red]{s}: no load met the SLO in the search; {x} not run[/red]")
+    calls.sort(key=lambda c: -c[4] * durations[(c[0], c[1])])  # longest first
+    measured = _map(run_long, calls, jobs)
+
+    rows, frames = [], []
+    for row, windows in measured:
+        search = best[row["series"]]
+        rows.append(summarize({**row, "search_run": search["run"],
+                               "max_tput_mrps": search["max_tput_mrps"], "load": tl.load},
+                              windows, tl.warmup_s))
+        frames.append(windows)
+    order = {(s, str(x)): i for i, (s, x) in enumerate(longs)}
+    rows.sort(key=lambda r: order[(r["series"], r["x"])])
+    results = pl.DataFrame(rows) if rows else pl.DataFrame()
+    timeline = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+    write_parquet(out / "results.parquet", results)
+    write_parquet(out / "timeline.parquet", timeline)
+    plot_timeline(exp, results, timeline, out / "plot.png", f"{name}: {exp.description}")
+    checks = [evaluate_timeline(c, results, timeline, exp)
+              for c in exp.checks if not isinstance(c, Check)]  # spec: no compare here
+    summary = summary_markdown(results)
+    write_text(out / "checks.md", checks_markdown(exp, checks).rstrip("\n") + "\n\n" + summary)
+    write_parquet(out / "checks.parquet", pl.DataFrame(
+        [{"claim": r.claim, "paper": r.paper, "measured": r.measured, "pass": r.passed}
+         for r in checks]) if checks else pl.DataFrame())
+    show_timeline(exp, results, checks, console)
+    console.print(f"{name}: {time.monotonic() - started:.0f} s; plot {out / 'plot.png'}, "
+                  f"table {out / 'checks.md'}")
+    return all(r.passed for r in checks)
+
+
+# --- reporting ----------------------------------------------------------------------------
+
+
+def _ms_list(values: list[float]) -> str:
+    return ", ".join(f"{v:.0f}" if math.isfinite(v) else "never" for v in values) or "-"
+
+
+def summary_rows(results: pl.DataFrame) -> list[list[str]]:
+    out = []
+    for r in results.iter_rows(named=True):
+        share = r["offered_mrps"] / r["max_tput_mrps"] if r["max_tput_mrps"] else math.nan
+        out.append([
+            r["series"], r["x"],
+            f"{r['offered_mrps']:.3f} ({share:.0%} of {r['max_tput_mrps']:.3f})",
+            f"{r['slo_us']:.1f}", f"{r['p99_us']:.1f}", f"{r['windows_over']}/{r['windows']}",
+            _ms_list([c * 1e3 for c in r["changes_s"]]),
+            _ms_list(r["recovery_ms"]), _ms_list([r["start_ms"]]),
+        ])
+    return out
+
+
+SUMMARY_COLUMNS = ("series", "x", "load Mreq/s", "SLO us", "p99 us (run)",
+                   "windows > SLO (after warm-up)", "changes at (ms)",
+                   "back under SLO after (ms)", "cold start (ms)")
+
+
+def summary_markdown(results: pl.DataFrame) -> str:
+    lines = ["## Measured", "", "| " + " | ".join(SUMMARY_COLUMNS) + " |",
+             "|" + "---|" * len(SUMMARY_COLUMNS)]
+    lines += ["| " + " | ".join(row) + " |" for row in summary_rows(results)]
+    return "\n".join(lines) + "\n"
+
+
+def show_timeline(exp: Experiment, results: pl.DataFrame, checks: list[CheckResult],
+                  console: Console) -> None:
+    grid = Table(title="timeline at a fixed load", title_justify="left")
+    for col in SUMMARY_COLUMNS:
+        grid.add_column(col, justify="right")
+    for row in summary_rows(results):
+        grid.add_row(*row)
+    console.print(grid)
+    if checks:
+        table = Table(title="paper says / we measured", title_justify="left")
+        for col in ("claim", "paper says", "we measured", "pass"):
+            table.add_column(col)
+        for r in checks:
+            table.add_row(r.claim, r.paper, r.measured,
+                          "[green]pass[/green]" if r.passed else "[red]FAIL[/red]")
+        console.print(table)
+
+
+def plot_timeline(exp: Experiment, results: pl.DataFrame, timeline: pl.DataFrame, path: Path,
+                  title: str) -> None:
+    """Top: p99 per window over the whole run, per panel (x value), with the
+    SLO and the change instants. Bottom: the same around every change
+    (time since the change), with the recovery claim's bound."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tl = exp.timeline
+    assert tl is not None
+    panels = list(exp.x.values)
+    fig, axes = plt.subplots(2, len(panels), figsize=(5.2 * len(panels), 6.4), dpi=120,
+                             squeeze=False)
+    colors = {s: f"C{i}" for i, s in enumerate(exp.series)}
+    z = {s: 3 + len(exp.series) - i for i, s in enumerate(exp.series)}  # the first on top
+    bounds = [c.within_ms for c in exp.checks if isinstance(c, RecoveryCheck)]
+    for col, x in enumerate(panels):
+        top, zoom = axes[0][col], axes[1][col]
+        slo = math.nan
+        changes: list[float] = []
+        for series in exp.series:
+            if timeline.is_empty():
+                break
+            w = timeline.filter((pl.col("series") == series) & (pl.col("x") == str(x))).sort("t_s")
+            if w.is_empty():
+                continue
+            t, p99 = w["t_s"].to_numpy(), w["p99_us"].to_numpy()
+            slo = float(w["slo_us"][0])
+            top.plot(t, p99, lw=0.8, color=colors[series], label=series, drawstyle="steps-post",
+                     zorder=z[series])
+            row = results.filter((pl.col("series") == series) & (pl.col("x") == str(x)))
+            changes = list(row["changes_s"][0]) if not row.is_empty() else []
+            for i, c in enumerate(changes):
+                sel = (t >= c - 0.05) & (t <= c + 0.3)
+                zoom.plot((t[sel] - c) * 1e3, p99[sel], lw=1.0, color=colors[series],
+                          alpha=0.8, label=series if i == 0 else None, drawstyle="steps-post",
+                          zorder=z[series])
+        for ax in (top, zoom):
+            if math.isfinite(slo):
+                ax.axhline(slo, color="k", ls="--", lw=0.8, label="SLO")
+            ys = [v for line in ax.get_lines() for v in np.asarray(line.get_ydata(), float)]
+            ys = [v for v in ys if v > 0 and math.isfinite(v)]
+            if ys and max(ys) / min(ys) > 10:  # spikes: log; a calm panel stays linear
+                ax.set_yscale("log")
+            ax.grid(alpha=0.3)
+            ax.set_ylabel("p99 per window (us)")
+        for c in changes:
+            top.axvline(c, color="grey", ls=":", lw=0.8)
+        if tl.warmup_s > 0:
+            top.axvspan(0, tl.warmup_s, color="grey", alpha=0.12, lw=0)
+        zoom.axvline(0, color="grey", ls=":", lw=0.8)
+        for b in bounds:
+            zoom.axvline(b, color="r", ls="-.", lw=0.8, label=f"{b:g} ms")
+        top.set_title(f"{exp.x.label or exp.x.key} = {x}", fontsize=9)
+        top.set_xlabel("time (s)")
+        zoom.set_xlabel("time since each change (ms)")
+        top.legend(fontsize=7)
+        zoom.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    tmp.replace(path)
