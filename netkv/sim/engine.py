@@ -22,11 +22,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from netkv.config.compose import ConfigError
 from netkv.config.schema import RunConfig, SizeChoice
 from netkv.sim import native
 
 
-class SimError(ValueError):
+class SimError(ConfigError):
     """The C engine refused a configuration; str() is its one-line reason."""
 
 
