@@ -85,6 +85,7 @@ class Entry:
     idx: int
     hotness: float = 0.0
     draining: bool = False
+    fanout: int = 1           # the value in the fanout register
     drain_last_write: int = 0
     spread: bool = False      # a virtual write has extended the rset
 
@@ -110,6 +111,7 @@ class PegasusController(Controller):
         self.free_idx = list(range(self.capacity_slots - 1, -1, -1))
         self.candidates: dict[int, Candidate] = {}   # unreplicated keys seen in samples
         self.weights = np.asarray(plane.capacity, dtype=np.float64).copy()
+        self.schedule: list[int] | None = None  # the WRR slots installed now
         self.last_t = 0.0
         self.last_gc = 0.0
         self.vwrites_sent = 0
@@ -185,12 +187,15 @@ class PegasusController(Controller):
             idx = entry.idx
             rd = sw.reg_read("rd_cnt", idx)
             wr = sw.reg_read("wr_cnt", idx)
-            for name in ("rate", "rd_cnt", "wr_cnt"):
-                sw.reg_write(name, idx, 0)
+            if rd or wr:  # untouched counters need no reset (most keys, most epochs)
+                for name in ("rate", "rd_cnt", "wr_cnt"):
+                    sw.reg_write(name, idx, 0)
             rate = (rd + wr) / dt
             entry.hotness = (1 - HOTNESS_DECAY) * entry.hotness + HOTNESS_DECAY * rate
             fanout = min(max(round(rd / (wr + 1) / self.proto.fanout_div), 1), self.n)
-            sw.reg_write("fanout", idx, fanout)
+            if fanout != entry.fanout:
+                sw.reg_write("fanout", idx, fanout)
+                entry.fanout = fanout
 
     # --- weighted round robin -------------------------------------------------------------
 
@@ -208,10 +213,15 @@ class PegasusController(Controller):
         self._write_schedule(self.weights)
 
     def _write_schedule(self, weights: np.ndarray) -> None:
+        """Install the schedule, writing only the slots that changed."""
         sw = self.plane.switch
-        for slot, server in enumerate(smooth_wrr(weights, WRR_SLOTS)):
-            sw.reg_write("wrr_sched", slot, server)
-        sw.reg_write("wrr_len", 0, WRR_SLOTS)
+        schedule = smooth_wrr(weights, WRR_SLOTS)
+        for slot, server in enumerate(schedule):
+            if self.schedule is None or self.schedule[slot] != server:
+                sw.reg_write("wrr_sched", slot, server)
+        if self.schedule is None:
+            sw.reg_write("wrr_len", 0, WRR_SLOTS)
+        self.schedule = schedule
 
     # --- cold mode: learning, adding, spreading, removing ---------------------------------
 
