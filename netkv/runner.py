@@ -208,17 +208,25 @@ def finish(run_dir: RunDir, outcome: SearchOutcome, order: list[str], cfg: RunCo
     return points
 
 
+def human_rate(rps: float) -> str:
+    """3 significant digits with k/M: 1.73 M, 4.21 k."""
+    for scale, unit in ((1e6, " M"), (1e3, " k")):
+        if rps >= scale:
+            return f"{rps / scale:.3g}{unit}"
+    return f"{rps:.3g}"
+
+
 def print_summary(cfg: RunConfig, outcome: SearchOutcome, path: Path, console: Console) -> None:
     table = Table(title=f"{cfg.name}: throughput under SLO", title_justify="left")
     for column in ("protocol", "target", "alpha", "writes", "servers", "SLO us",
-                   "Mreq/s", "p50 us", "p99 us", "max/mean"):
+                   "max req/s", "p50 us", "p99 us", "max/mean"):
         table.add_column(column, justify="right")
     best = outcome.best
     if best is not None:
         res = best.result
         requests = res.server_requests
         spread = float(requests.max() / requests.mean()) if requests.mean() else 0.0
-        cells = [f"{res.achieved_rps / 1e6:.3f}", f"{res.latency_ns['p50'] / 1e3:.1f}",
+        cells = [human_rate(res.achieved_rps), f"{res.latency_ns['p50'] / 1e3:.1f}",
                  f"{res.latency_ns['p99'] / 1e3:.1f}", f"{spread:.2f}"]
     else:
         cells = ["none met", "-", "-", "-"]

@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -52,11 +53,19 @@
 #define WIRE_ERRS 11      /* -1 .. -10 and "other" */
 
 static volatile sig_atomic_t stop_flag;
+/* the handler also writes here: the idle ppoll() has no timeout, and a
+ * signal that lands between the stop_flag check and ppoll() must wake it */
+static int stop_fd = -1;
 
 static void on_signal(int sig)
 {
 	(void)sig;
 	stop_flag = 1;
+	if (stop_fd >= 0) {
+		uint64_t one = 1;
+		ssize_t w = write(stop_fd, &one, sizeof(one));
+		(void)w;
+	}
 }
 
 struct fault {
@@ -894,6 +903,11 @@ int main(int argc, char **argv)
 		s.have_ctl = 1;
 	}
 
+	stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (stop_fd < 0) {
+		perror("netkv-switch: eventfd");
+		return 1;
+	}
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
@@ -901,7 +915,7 @@ int main(int argc, char **argv)
 	fprintf(stderr, "netkv-switch: protocol %s, %u ports, %u servers, %u clients, ready\n",
 		proto, s.n_ports, s.n_servers, s.n_clients);
 
-	struct pollfd pfd[MAX_PORTS + 1 + NK_CTL_MAX_CONN];
+	struct pollfd pfd[MAX_PORTS + 2 + NK_CTL_MAX_CONN];
 	uint64_t next_stats = nk_now_ns() + 1000000000ull, last_ctl = 0;
 	uint64_t last_frames = 0, last_busy = 0;
 	while (!stop_flag) {
@@ -965,10 +979,11 @@ int main(int argc, char **argv)
 		int nfd = 0;
 		for (uint32_t p = 0; p < s.n_ports; p++)
 			pfd[nfd++] = (struct pollfd){.fd = s.port[p].fd, .events = POLLIN};
+		pfd[nfd++] = (struct pollfd){.fd = stop_fd, .events = POLLIN};
 		int ctl_first = nfd;
 		if (s.have_ctl)
 			nfd += nk_ctl_pollfds(&s.ctl, pfd + nfd, NK_CTL_MAX_CONN + 1);
-		uint64_t wake = next_stats;
+		uint64_t wake = stats ? next_stats : UINT64_MAX;
 		if (s.heap_n && s.heap[0].at_ns < wake)
 			wake = s.heap[0].at_ns;
 		uint64_t now = nk_now_ns();
@@ -978,7 +993,7 @@ int main(int argc, char **argv)
 			ts.tv_sec = (time_t)(d / 1000000000ull);
 			ts.tv_nsec = (long)(d % 1000000000ull);
 		}
-		int r = ppoll(pfd, (nfds_t)nfd, &ts, NULL);
+		int r = ppoll(pfd, (nfds_t)nfd, wake == UINT64_MAX ? NULL : &ts, NULL);
 		if (r < 0 && errno != EINTR) {
 			perror("netkv-switch: ppoll");
 			break;
