@@ -191,6 +191,8 @@ class Target(Strict):
     # servers' load reports (Pegasus `load_window_us`) cover this long; 0 = one
     # controller epoch (at Mininet's thousands of req/s a 1 ms window holds ~1)
     load_window_us: NonNeg = 0.0
+    min_duration_s: NonNeg = 0.0  # mininet: a point lasts at least this long
+    min_epoch_ms: NonNeg = 0.0  # mininet: the controller epoch is at least this long
 
 
 class Slo(Strict):

@@ -108,6 +108,13 @@ def fault_per_egress(p: float) -> float:
     return 1.0 - (1.0 - p) ** 2
 
 
+def controller_epoch_ms(cfg: RunConfig) -> float | None:
+    """The controller epoch: the protocol's, but at least target.min_epoch_ms
+    (an epoch costs a few ms of CPU on the hosts' own two cores here)."""
+    epoch = getattr(cfg.protocol, "epoch_ms", None)
+    return None if epoch is None else max(epoch, cfg.target.min_epoch_ms)
+
+
 class MininetTarget(Target):
     """One rack of Mininet hosts around netkv-switch."""
 
@@ -193,6 +200,15 @@ class MininetTarget(Target):
 
     # --- configuration -> program arguments -------------------------------------
 
+    @property
+    def duration_s(self) -> float:
+        """A point lasts at least target.min_duration_s: with real processes at
+        thousands of req/s, a p99 needs thousands of requests behind it."""
+        return max(self.cfg.duration, self.cfg.target.min_duration_s)
+
+    def epoch_ms(self) -> float | None:
+        return controller_epoch_ms(self.cfg)
+
     @staticmethod
     def target_params(cfg: RunConfig, params: str) -> str:
         """The protocol's params plus this target's: the servers' load-report
@@ -201,7 +217,7 @@ class MininetTarget(Target):
         reads one report per epoch, and at the few thousand req/s a Mininet
         rack carries the host logic's 1 ms default holds about one request
         per server (WRR weights then chase noise)."""
-        epoch_ms = getattr(cfg.protocol, "epoch_ms", None)
+        epoch_ms = controller_epoch_ms(cfg)
         if epoch_ms is None or "load_window_us=" in params:
             return params
         window_us = cfg.target.load_window_us or epoch_ms * 1e3
@@ -256,7 +272,7 @@ class MininetTarget(Target):
         before = self.rack.server_stats()
         drain_s = max(topo.drain_ms / 1e3, 0.05)
         common = [*self.workload_args(), "--rate", repr(offered_rps / m),
-                  "--duration", repr(cfg.duration), "--drain", repr(drain_s),
+                  "--duration", repr(self.duration_s), "--drain", repr(drain_s),
                   "--write-ratio", repr(cfg.workload.write_ratio),
                   "--window-ms", repr(topo.timeline_ms),
                   "--timeout-us", repr(topo.timeout_us), "--retries", str(topo.retries)]
@@ -288,7 +304,7 @@ class MininetTarget(Target):
         retry_s = topo.timeout_us / 1e6 * (topo.retries + 1)
         try:
             results = self.rack.run_clients(
-                args_for, run_s=cfg.duration + drain_s + retry_s + 30.0,
+                args_for, run_s=self.duration_s + drain_s + retry_s + 30.0,
                 start_delay_ms=cfg.target.start_delay_ms, on_start=started)
         finally:
             stop.set()
@@ -315,7 +331,7 @@ class MininetTarget(Target):
                 / completed) if completed else float("inf")
         return PointResult(
             offered_rps=offered_rps,
-            duration_s=cfg.duration,
+            duration_s=self.duration_s,
             issued=issued,
             completed=completed,
             dropped=timeouts + unfinished,
@@ -333,7 +349,7 @@ class MininetTarget(Target):
         """``controller.epoch(t)`` every epoch_ms of wall time from the clients'
         start until they are done (missed epochs are skipped, not bunched)."""
         assert self.controller is not None and self.plane is not None
-        epoch_s = getattr(self.cfg.protocol, "epoch_ms", 100.0) / 1e3
+        epoch_s = (self.epoch_ms() or 100.0) / 1e3
         # the controller stands for the switch's own control CPU; here it
         # shares two cores with the emulated data path: let that go first
         try:
