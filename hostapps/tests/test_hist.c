@@ -6,16 +6,7 @@
 #include "netkv/hist.h"
 #include "netkv/rng.h"
 
-static int failures;
-#define CHECK(c, ...)                                             \
-	do {                                                      \
-		if (!(c)) {                                       \
-			failures++;                               \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);             \
-			fputc('\n', stderr);                      \
-		}                                                 \
-	} while (0)
+#include "expect.h"
 
 static int cmp_u64(const void *a, const void *b)
 {

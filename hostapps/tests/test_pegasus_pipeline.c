@@ -19,31 +19,7 @@
 #include "netkv/rng.h"
 #include "netkv/wire.h"
 
-static int passed, failed;
-static const char *current;
-
-#define EXPECT(cond)                                                              \
-	do {                                                                      \
-		if (cond) {                                                       \
-			passed++;                                                 \
-		} else {                                                          \
-			failed++;                                                 \
-			fprintf(stderr, "FAIL %s:%d [%s]: %s\n", __FILE__, __LINE__,  \
-				current, #cond);                                  \
-		}                                                                 \
-	} while (0)
-#define EXPECT_EQ(a, b)                                                           \
-	do {                                                                      \
-		unsigned long long a_ = (unsigned long long)(a);                  \
-		unsigned long long b_ = (unsigned long long)(b);                  \
-		if (a_ == b_) {                                                   \
-			passed++;                                                 \
-		} else {                                                          \
-			failed++;                                                 \
-			fprintf(stderr, "FAIL %s:%d [%s]: %s == %s (%llu vs %llu)\n", \
-				__FILE__, __LINE__, current, #a, #b, a_, b_);     \
-		}                                                                 \
-	} while (0)
+#include "expect.h"
 
 #define NS 4            /* servers 0..3 */
 #define NC 4            /* clients 4..7 */

@@ -8,16 +8,7 @@
 
 #include "netkv/sim.h"
 
-static int failures;
-#define CHECK(c, ...)                                             \
-	do {                                                      \
-		if (!(c)) {                                       \
-			failures++;                               \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);             \
-			fputc('\n', stderr);                      \
-		}                                                 \
-	} while (0)
+#include "expect.h"
 
 static struct nk_workload *mkwl(uint32_t servers, uint32_t keys, double alpha)
 {

@@ -7,16 +7,7 @@
 #include "netkv/wire.h"
 #include "netkv/workload.h"
 
-static int failures;
-#define CHECK(c, ...)                                             \
-	do {                                                      \
-		if (!(c)) {                                       \
-			failures++;                               \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);             \
-			fputc('\n', stderr);                      \
-		}                                                 \
-	} while (0)
+#include "expect.h"
 
 int main(void)
 {
