@@ -41,6 +41,7 @@
 #include "netkv/io.h"
 #include "netkv/rng.h"
 #include "netkv/wire.h"
+#include "netkv/bytes.h"
 #include "netkv/workload.h"
 
 #define MAX_BATCH 64
@@ -147,22 +148,6 @@ static uint64_t handshake_start(void)
 	if (errno || end == line || (*end && *end != '\n'))
 		return 0;
 	return (uint64_t)v;
-}
-
-static void put_be64(uint8_t *p, uint64_t v)
-{
-	for (int i = 7; i >= 0; i--) {
-		p[i] = (uint8_t)v;
-		v >>= 8;
-	}
-}
-
-static uint64_t get_be64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | p[i];
-	return v;
 }
 
 static void json_hist(FILE *o, const struct nk_hist *h)
@@ -465,7 +450,7 @@ int main(int argc, char **argv)
 				struct nk_msg m;
 				uint16_t dst = ops->client_request(hst, &sp, &m);
 				if (w && m.value_len >= 8) {
-					put_be64(valbuf, q->value_id);
+					nk_put64(valbuf, q->value_id);
 					m.value = valbuf;
 				}
 				int n = nk_wire_encode(&m, tbuf[nt], BUF_SIZE);
@@ -481,8 +466,8 @@ int main(int argc, char **argv)
 								.sin_addr.s_addr = htonl(nk_node_ip(dst))};
 			} else {
 				memset(tbuf[nt], 0, payload);
-				put_be64(tbuf[nt], rid);
-				put_be64(tbuf[nt] + 8, next_send);
+				nk_put64(tbuf[nt], rid);
+				nk_put64(tbuf[nt] + 8, next_send);
 				tiov[nt].iov_len = payload;
 				q->kind = NK_KIND_READ;
 			}
@@ -542,7 +527,7 @@ int main(int argc, char **argv)
 					bad++;
 					continue;
 				}
-				rid = (uint32_t)get_be64(rbuf[i]);
+				rid = (uint32_t)nk_get64(rbuf[i]);
 			}
 			got++;
 			struct req *q = &tab[rid & (cap - 1)];
@@ -571,7 +556,7 @@ int main(int argc, char **argv)
 					struct nk_msg rq;
 					uint16_t dst = ops->client_request(hst, &sp, &rq);
 					if (q->kind == NK_KIND_WRITE && rq.value_len >= 8) {
-						put_be64(valbuf, q->value_id);
+						nk_put64(valbuf, q->value_id);
 						rq.value = valbuf;
 					}
 					uint8_t pkt[BUF_SIZE];
@@ -604,7 +589,7 @@ int main(int argc, char **argv)
 			if (hf) {
 				uint64_t vid = q->value_id;
 				if (m_kv && q->kind == NK_KIND_READ)
-					vid = m.value && m.value_len >= 8 ? get_be64(m.value) : 0;
+					vid = m.value && m.value_len >= 8 ? nk_get64(m.value) : 0;
 				fprintf(hf, "%u,%u,%c,%u,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%d,%s\n",
 					id, rid, q->kind == NK_KIND_WRITE ? 'w' : 'r', q->key, q->intended_ns,
 					rnow, vid, m_kv ? m.ver : 0, m_kv ? (int)m.server_id : -1,
@@ -637,7 +622,7 @@ int main(int argc, char **argv)
 				struct nk_msg rq;
 				uint16_t dst = ops->client_request(hst, &sp, &rq);
 				if (q->kind == NK_KIND_WRITE && rq.value_len >= 8) {
-					put_be64(valbuf, q->value_id);
+					nk_put64(valbuf, q->value_id);
 					rq.value = valbuf;
 				}
 				uint8_t pkt[BUF_SIZE];

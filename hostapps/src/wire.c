@@ -11,44 +11,9 @@
 #include <string.h>
 
 #include "netkv/wire.h"
+#include "netkv/bytes.h"
 
 /* ---- big-endian helpers ------------------------------------------------- */
-
-static inline uint16_t get16(const uint8_t *p)
-{
-	return (uint16_t)((p[0] << 8) | p[1]);
-}
-
-static inline uint32_t get32(const uint8_t *p)
-{
-	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
-	       ((uint32_t)p[2] << 8) | (uint32_t)p[3];
-}
-
-static inline uint64_t get64(const uint8_t *p)
-{
-	return ((uint64_t)get32(p) << 32) | get32(p + 4);
-}
-
-static inline void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-static inline void put32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static inline void put64(uint8_t *p, uint64_t v)
-{
-	put32(p, (uint32_t)(v >> 32));
-	put32(p + 4, (uint32_t)v);
-}
 
 /* Copy n bytes from src, or write n zeros when src is NULL (the simulator
  * carries value lengths without value bytes). */
@@ -247,14 +212,14 @@ static int pegasus_decode(enum nk_proto proto, const uint8_t *b, size_t len,
 	const size_t fixed = NK_PEGASUS_HDR_LEN + NK_PEGASUS_PAYLOAD_HDR_LEN;
 	if (len < fixed)
 		return NK_WIRE_ETRUNC;
-	if (get16(b) != pegasus_magic(proto))
+	if (nk_get16(b) != pegasus_magic(proto))
 		return NK_WIRE_EMAGIC;
 	if (!pegasus_ops.kind1[b[2]])
 		return NK_WIRE_EOP;
 	if (b[11] != 0 || b[39] != 0)   /* header rsvd, payload rsvd */
 		return NK_WIRE_EFIELD;
-	uint16_t key_len = get16(b + 40);
-	uint32_t value_len = get32(b + 42);
+	uint16_t key_len = nk_get16(b + 40);
+	uint32_t value_len = nk_get32(b + 42);
 	if (key_len > NK_MAX_KEY_LEN)
 		return NK_WIRE_EKEYLEN;
 	int rc = check_total(len, fixed + key_len + (size_t)value_len);
@@ -263,14 +228,14 @@ static int pegasus_decode(enum nk_proto proto, const uint8_t *b, size_t len,
 
 	m->op = b[2];
 	m->flags = b[3];
-	m->keyhash = get32(b + 4);
-	m->client_id = get16(b + 8);
+	m->keyhash = nk_get32(b + 4);
+	m->client_id = nk_get16(b + 8);
 	m->server_id = b[10];
-	m->load = get16(b + 12);
-	m->ver = get64(b + 14);
-	m->bitmap = get32(b + 22);
-	m->req_id = get32(b + 26);
-	m->send_ns = get64(b + 30);
+	m->load = nk_get16(b + 12);
+	m->ver = nk_get64(b + 14);
+	m->bitmap = nk_get32(b + 22);
+	m->req_id = nk_get32(b + 26);
+	m->send_ns = nk_get64(b + 30);
 	m->result = b[38];
 	m->key_len = (uint8_t)key_len;
 	memcpy(m->key, b + fixed, key_len);
@@ -294,22 +259,22 @@ static int pegasus_size(const struct nk_msg *m)
 
 static void pegasus_encode(const struct nk_msg *m, uint8_t *b)
 {
-	put16(b, pegasus_magic((enum nk_proto)m->proto));
+	nk_put16(b, pegasus_magic((enum nk_proto)m->proto));
 	b[2] = m->op;
 	b[3] = m->flags;
-	put32(b + 4, m->keyhash);
-	put16(b + 8, m->client_id);
+	nk_put32(b + 4, m->keyhash);
+	nk_put16(b + 8, m->client_id);
 	b[10] = m->server_id;
 	b[11] = 0;
-	put16(b + 12, m->load);
-	put64(b + 14, m->ver);
-	put32(b + 22, m->bitmap);
-	put32(b + 26, m->req_id);
-	put64(b + 30, m->send_ns);
+	nk_put16(b + 12, m->load);
+	nk_put64(b + 14, m->ver);
+	nk_put32(b + 22, m->bitmap);
+	nk_put32(b + 26, m->req_id);
+	nk_put64(b + 30, m->send_ns);
 	b[38] = m->result;
 	b[39] = 0;
-	put16(b + 40, m->key_len);
-	put32(b + 42, m->value_len);
+	nk_put16(b + 40, m->key_len);
+	nk_put32(b + 42, m->value_len);
 	memcpy(b + 46, m->key, m->key_len);
 	put_bytes(b + 46 + m->key_len, m->value, m->value_len);
 }
@@ -333,7 +298,7 @@ static int netcache_decode(const uint8_t *b, size_t len, struct nk_msg *m)
 		return NK_WIRE_EKEYLEN;
 	if (b[11] != 0 || !all_zero(b + 24 + key_len, NK_NETCACHE_KEY_LEN - key_len))
 		return NK_WIRE_EFIELD;
-	uint16_t vlen = get16(b + 12);
+	uint16_t vlen = nk_get16(b + 12);
 	if (b[0] == NK_NETCACHE_OP_CACHE_UPDATE && vlen > NK_NETCACHE_MAX_CACHED_VALUE)
 		return NK_WIRE_EVALUE;
 	size_t area = netcache_value_area(vlen);
@@ -347,11 +312,11 @@ static int netcache_decode(const uint8_t *b, size_t len, struct nk_msg *m)
 	m->result = b[1];
 	m->flags = b[2];
 	m->key_len = key_len;
-	m->req_id = get32(b + 4);
-	m->client_id = get16(b + 8);
+	m->req_id = nk_get32(b + 4);
+	m->client_id = nk_get16(b + 8);
 	m->server_id = b[10];
-	m->load = get16(b + 14);
-	m->send_ns = get64(b + 16);
+	m->load = nk_get16(b + 14);
+	m->send_ns = nk_get64(b + 16);
 	memcpy(m->key, b + 24, key_len);
 	m->value_len = vlen;
 	m->value = vlen ? b + NK_NETCACHE_HDR_LEN : NULL;
@@ -379,13 +344,13 @@ static void netcache_encode(const struct nk_msg *m, uint8_t *b)
 	b[1] = m->result;
 	b[2] = m->flags;
 	b[3] = m->key_len;
-	put32(b + 4, m->req_id);
-	put16(b + 8, m->client_id);
+	nk_put32(b + 4, m->req_id);
+	nk_put16(b + 8, m->client_id);
 	b[10] = m->server_id;
 	b[11] = 0;
-	put16(b + 12, (uint16_t)m->value_len);
-	put16(b + 14, m->load);
-	put64(b + 16, m->send_ns);
+	nk_put16(b + 12, (uint16_t)m->value_len);
+	nk_put16(b + 14, m->load);
+	nk_put64(b + 16, m->send_ns);
 	memset(b + 24, 0, NK_NETCACHE_KEY_LEN);
 	memcpy(b + 24, m->key, m->key_len);
 	put_bytes(b + NK_NETCACHE_HDR_LEN, m->value, m->value_len);
@@ -400,7 +365,7 @@ static int kvswitch_decode(const uint8_t *b, size_t len, struct nk_msg *m)
 		return NK_WIRE_ETRUNC;
 	if (!kvswitch_ops.kind1[b[0]])
 		return NK_WIRE_EOP;
-	uint16_t vlen = get16(b + 2);
+	uint16_t vlen = nk_get16(b + 2);
 	int rc = check_total(len, (size_t)NK_KVSWITCH_HDR_LEN + vlen);
 	if (rc)
 		return rc;
@@ -408,8 +373,8 @@ static int kvswitch_decode(const uint8_t *b, size_t len, struct nk_msg *m)
 	m->op = b[0];
 	m->result = b[1];
 	m->value_len = vlen;
-	m->req_id = get32(b + 4);
-	m->ver = get32(b + 8);
+	m->req_id = nk_get32(b + 4);
+	m->ver = nk_get32(b + 8);
 	m->key_len = NK_KVSWITCH_KEY_LEN;
 	memcpy(m->key, b + 12, NK_KVSWITCH_KEY_LEN);
 	m->value = vlen ? b + NK_KVSWITCH_HDR_LEN : NULL;
@@ -433,9 +398,9 @@ static void kvswitch_encode(const struct nk_msg *m, uint8_t *b)
 {
 	b[0] = m->op;
 	b[1] = m->result;
-	put16(b + 2, (uint16_t)m->value_len);
-	put32(b + 4, m->req_id);
-	put32(b + 8, (uint32_t)m->ver);
+	nk_put16(b + 2, (uint16_t)m->value_len);
+	nk_put32(b + 4, m->req_id);
+	nk_put32(b + 8, (uint32_t)m->ver);
 	memcpy(b + 12, m->key, NK_KVSWITCH_KEY_LEN);
 	put_bytes(b + NK_KVSWITCH_HDR_LEN, m->value, m->value_len);
 }
@@ -449,8 +414,8 @@ static int starcache_decode(const uint8_t *b, size_t len, struct nk_msg *m)
 		return NK_WIRE_ETRUNC;
 	if (!starcache_ops.kind1[b[0]])
 		return NK_WIRE_EOP;
-	uint16_t klen = get16(b + 28);
-	uint16_t vlen = get16(b + 30);
+	uint16_t klen = nk_get16(b + 28);
+	uint16_t vlen = nk_get16(b + 30);
 	uint8_t flag = b[21], frag = b[32];
 	if (klen > NK_MAX_KEY_LEN)
 		return NK_WIRE_EKEYLEN;
@@ -462,12 +427,12 @@ static int starcache_decode(const uint8_t *b, size_t len, struct nk_msg *m)
 		return rc;
 
 	m->op = b[0];
-	m->req_id = get32(b + 1);
-	m->hkey[0] = get64(b + 5);
-	m->hkey[1] = get64(b + 13);
+	m->req_id = nk_get32(b + 1);
+	m->hkey[0] = nk_get64(b + 5);
+	m->hkey[1] = nk_get64(b + 13);
 	m->frag_cnt = flag;
 	m->flags = b[22];           /* CACHED */
-	m->send_ns = get32(b + 23); /* LAT: low 32 bits of the send time */
+	m->send_ns = nk_get32(b + 23); /* LAT: low 32 bits of the send time */
 	m->server_id = b[27];       /* PARID */
 	m->frag_idx = frag;
 	m->key_len = (uint8_t)klen;
@@ -495,15 +460,15 @@ static void starcache_encode(const struct nk_msg *m, uint8_t *b)
 {
 	const size_t fixed = NK_STARCACHE_HDR_LEN + NK_STARCACHE_PAYLOAD_HDR_LEN;
 	b[0] = m->op;
-	put32(b + 1, m->req_id);
-	put64(b + 5, m->hkey[0]);
-	put64(b + 13, m->hkey[1]);
+	nk_put32(b + 1, m->req_id);
+	nk_put64(b + 5, m->hkey[0]);
+	nk_put64(b + 13, m->hkey[1]);
 	b[21] = m->frag_cnt;
 	b[22] = m->flags;
-	put32(b + 23, (uint32_t)m->send_ns);   /* LAT wraps every 4.29 s */
+	nk_put32(b + 23, (uint32_t)m->send_ns);   /* LAT wraps every 4.29 s */
 	b[27] = m->server_id;
-	put16(b + 28, m->key_len);
-	put16(b + 30, (uint16_t)m->value_len);
+	nk_put16(b + 28, m->key_len);
+	nk_put16(b + 30, (uint16_t)m->value_len);
 	b[32] = m->frag_idx;
 	b[33] = 0;
 	memcpy(b + fixed, m->key, m->key_len);
@@ -529,12 +494,12 @@ static int netlr_decode(const uint8_t *b, size_t len, struct nk_msg *m)
 		return NK_WIRE_EFIELD;
 
 	m->op = b[0];
-	m->keyhash = get32(b + 1);
-	m->ver = get32(b + 5);
+	m->keyhash = nk_get32(b + 1);
+	m->ver = nk_get32(b + 5);
 	m->key_len = NK_NETLR_OID_LEN;
 	memcpy(m->key, b + 9, NK_NETLR_OID_LEN);   /* oid, big-endian */
-	m->req_id = get32(b + 13);
-	m->epoch = get16(b + 17);
+	m->req_id = nk_get32(b + 13);
+	m->epoch = nk_get16(b + 17);
 	m->flags = b[19];
 	m->value_len = has_value ? NK_NETLR_VALUE_LEN : 0;
 	m->value = has_value ? b + 20 : NULL;
@@ -557,11 +522,11 @@ static int netlr_size(const struct nk_msg *m)
 static void netlr_encode(const struct nk_msg *m, uint8_t *b)
 {
 	b[0] = m->op;
-	put32(b + 1, m->keyhash);
-	put32(b + 5, (uint32_t)m->ver);
+	nk_put32(b + 1, m->keyhash);
+	nk_put32(b + 5, (uint32_t)m->ver);
 	memcpy(b + 9, m->key, NK_NETLR_OID_LEN);
-	put32(b + 13, m->req_id);
-	put16(b + 17, m->epoch);
+	nk_put32(b + 13, m->req_id);
+	nk_put16(b + 17, m->epoch);
 	b[19] = m->flags;
 	memset(b + 20, 0, NK_NETLR_VALUE_LEN);
 	put_bytes(b + 20, m->value, m->value_len);
@@ -596,7 +561,7 @@ static int netmc_walk_pairs(const uint8_t *items, size_t len, unsigned keylen,
 	for (unsigned i = 0; i < npairs; i++) {
 		if (len - off < (size_t)keylen + 2)
 			return NK_WIRE_ETRUNC;
-		uint16_t vlen = items ? get16(items + off + keylen) : 0;
+		uint16_t vlen = items ? nk_get16(items + off + keylen) : 0;
 		off += (size_t)keylen + 2;
 		if (len - off < vlen)
 			return NK_WIRE_ETRUNC;
@@ -642,14 +607,14 @@ static int netmc_decode(const uint8_t *b, size_t len, struct nk_msg *m)
 		} else {
 			if (rest < (size_t)keylen + 2)
 				return NK_WIRE_ETRUNC;
-			rc = check_total(rest, (size_t)keylen + 2 + get16(items + keylen));
+			rc = check_total(rest, (size_t)keylen + 2 + nk_get16(items + keylen));
 		}
 		if (rc)
 			return rc;
 		m->key_len = keylen;
 		memcpy(m->key, items, keylen);
 		if (shape == NETMC_ONE_PAIR) {
-			m->value_len = get16(items + keylen);
+			m->value_len = nk_get16(items + keylen);
 			m->value = m->value_len ? items + keylen + 2 : NULL;
 		}
 	} else {
@@ -668,17 +633,17 @@ static int netmc_decode(const uint8_t *b, size_t len, struct nk_msg *m)
 	}
 
 	m->op = op;
-	m->req_id = get32(b + 1);
+	m->req_id = nk_get32(b + 1);
 	m->oid = b[5];
 	m->nkeys = b[6];
-	m->keyidx = get16(b + 7);
+	m->keyidx = nk_get16(b + 7);
 	m->startidx = b[9];
 	m->clo = b[10];
 	memcpy(m->srv, b + 11, NK_NETMC_N);
 	m->key_slot_len = keylen;
 	m->key_slots = nslots;
 	m->result = pre[2];
-	m->send_ns = get64(pre + 4);
+	m->send_ns = nk_get64(pre + 4);
 	return 0;
 }
 
@@ -725,10 +690,10 @@ static void netmc_encode(const struct nk_msg *m, uint8_t *b)
 	uint8_t *items = pre + NK_NETMC_PAYLOAD_HDR_LEN;
 	enum netmc_items shape = netmc_items_of(m->op);
 	b[0] = m->op;
-	put32(b + 1, m->req_id);
+	nk_put32(b + 1, m->req_id);
 	b[5] = m->oid;
 	b[6] = m->nkeys;
-	put16(b + 7, (uint16_t)m->keyidx);
+	nk_put16(b + 7, (uint16_t)m->keyidx);
 	b[9] = m->startidx;
 	b[10] = m->clo;
 	memcpy(b + 11, m->srv, NK_NETMC_N);
@@ -736,14 +701,14 @@ static void netmc_encode(const struct nk_msg *m, uint8_t *b)
 	pre[1] = (shape == NETMC_KEYS || shape == NETMC_PAIRS) ? m->key_slots : 1;
 	pre[2] = m->result;
 	pre[3] = 0;
-	put64(pre + 4, m->send_ns);
+	nk_put64(pre + 4, m->send_ns);
 	if (shape == NETMC_KEYS || shape == NETMC_PAIRS) {
 		put_bytes(items, m->items, m->items_len);
 		return;
 	}
 	memcpy(items, m->key, m->key_len);
 	if (shape == NETMC_ONE_PAIR) {
-		put16(items + m->key_len, (uint16_t)m->value_len);
+		nk_put16(items + m->key_len, (uint16_t)m->value_len);
 		put_bytes(items + m->key_len + 2, m->value, m->value_len);
 	}
 }
@@ -760,7 +725,7 @@ int nk_wire_netmc_next_pair(const struct nk_msg *m, size_t *off,
 		return *off == len ? 0 : NK_WIRE_EINVAL;
 	if (len - *off < keylen + 2)
 		return NK_WIRE_ETRUNC;
-	uint16_t n = get16(m->items + *off + keylen);
+	uint16_t n = nk_get16(m->items + *off + keylen);
 	if (len - *off - keylen - 2 < n)
 		return NK_WIRE_ETRUNC;
 	*key = m->items + *off;

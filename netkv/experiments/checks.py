@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+from rich.console import Console
+from rich.table import Table
 
 from netkv.experiments.spec import Check, Experiment, RecoveryCheck, Ref, TimelineCheck
 
@@ -187,3 +189,16 @@ def evaluate_timeline(check: TimelineCheck, results: pl.DataFrame, timeline: pl.
             parts.append(f"{label}: {count} of {len(windows)} windows above the SLO "
                          f"({_fmt(slo)} us; max window p99 {_fmt(peak)} us)")
     return CheckResult(check.claim, check.paper, "; ".join(parts), ok)
+
+
+def print_checks(results: list[CheckResult], console: Console) -> None:
+    """The "paper says / we measured / pass" table."""
+    if not results:
+        return
+    table = Table(title="paper says / we measured", title_justify="left")
+    for col in ("claim", "paper says", "we measured", "pass"):
+        table.add_column(col)
+    for r in results:
+        table.add_row(r.claim, r.paper, r.measured,
+                      "[green]pass[/green]" if r.passed else "[red]FAIL[/red]")
+    console.print(table)

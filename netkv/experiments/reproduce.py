@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from netkv.config.compose import load
-from netkv.experiments.checks import CheckResult, evaluate
+from netkv.experiments.checks import CheckResult, evaluate, print_checks
 from netkv.experiments.spec import METRICS, Experiment, load_experiment
 from netkv.results.atomic import write_parquet, write_text
 
@@ -169,11 +169,4 @@ def show(exp: Experiment, table: pl.DataFrame, results: list[CheckResult],
             cells_text.append(f"{rows[exp.y.metric][0]:.3g}" if not rows.is_empty() else "-")
         grid.add_row(series, *cells_text)
     console.print(grid)
-    if results:
-        checks = Table(title="paper says / we measured", title_justify="left")
-        for col in ("claim", "paper says", "we measured", "pass"):
-            checks.add_column(col)
-        for r in results:
-            checks.add_row(r.claim, r.paper, r.measured,
-                           "[green]pass[/green]" if r.passed else "[red]FAIL[/red]")
-        console.print(checks)
+    print_checks(results, console)

@@ -30,7 +30,7 @@ from rich.console import Console
 from rich.table import Table
 
 from netkv.config.compose import load
-from netkv.experiments.checks import (CheckResult, evaluate_timeline, recovery_ms,
+from netkv.experiments.checks import (CheckResult, evaluate_timeline, print_checks, recovery_ms,
                                       windows_over)
 from netkv.experiments.reproduce import Cell, checks_markdown, default_out, run_cell
 from netkv.experiments.spec import Check, Experiment, RecoveryCheck, Timeline
@@ -227,14 +227,7 @@ def show_timeline(exp: Experiment, results: pl.DataFrame, checks: list[CheckResu
     for row in summary_rows(results):
         grid.add_row(*row)
     console.print(grid)
-    if checks:
-        table = Table(title="paper says / we measured", title_justify="left")
-        for col in ("claim", "paper says", "we measured", "pass"):
-            table.add_column(col)
-        for r in checks:
-            table.add_row(r.claim, r.paper, r.measured,
-                          "[green]pass[/green]" if r.passed else "[red]FAIL[/red]")
-        console.print(table)
+    print_checks(checks, console)
 
 
 def plot_timeline(exp: Experiment, results: pl.DataFrame, timeline: pl.DataFrame, path: Path,

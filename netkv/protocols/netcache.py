@@ -309,17 +309,6 @@ class NetCacheController(Controller):
 # --- on the simulator ---------------------------------------------------------------------
 
 
-class _SimEpochs:
-    """Adapts a Controller to SimEngine.run's ``epoch(engine, t)`` hook."""
-
-    def __init__(self, controller: NetCacheController) -> None:
-        self.controller = controller
-
-    def epoch(self, engine: object, t_s: float) -> None:
-        del engine
-        self.controller.epoch(t_s)
-
-
 def value_size_oracle(workload: "Workload") -> Callable[[int], int]:
     """keyhash -> the key's value size (a function of the keyhash alone)."""
     info = workload.rank_info()
@@ -356,13 +345,13 @@ def hottest_cacheable(workload: "Workload", ffi: object, lib: object, count: int
 
 
 def sim_controller_factory(cfg: RunConfig):  # type: ignore[no-untyped-def]
-    from netkv.sim.control import SimControlPlane
+    from netkv.sim.control import SimControlPlane, SimEpochs
 
     proto = cfg.protocol
     assert isinstance(proto, NetCacheProtocol)
     memo: list[tuple["Workload", list[CacheKey], Callable[[int], int]]] = []
 
-    def factory(engine: "SimEngine") -> _SimEpochs:
+    def factory(engine: "SimEngine") -> "SimEpochs":
         plane = SimControlPlane(engine)
         wl = engine.workload
         if not memo or memo[0][0] is not wl:  # the workload is shared by every load point
@@ -374,7 +363,7 @@ def sim_controller_factory(cfg: RunConfig):  # type: ignore[no-untyped-def]
         controller = NetCacheController(plane, proto, prewarm, sizes)
         controller.start()
         factory.last = controller  # type: ignore[attr-defined]
-        return _SimEpochs(controller)
+        return SimEpochs(controller)
 
     return factory
 

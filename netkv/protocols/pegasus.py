@@ -352,17 +352,6 @@ def smooth_wrr(weights: np.ndarray, slots: int) -> list[int]:
 # --- on the simulator ---------------------------------------------------------------------
 
 
-class _SimEpochs:
-    """Adapts a Controller to SimEngine.run's ``epoch(engine, t)`` hook."""
-
-    def __init__(self, controller: Controller) -> None:
-        self.controller = controller
-
-    def epoch(self, engine: object, t_s: float) -> None:
-        del engine
-        self.controller.epoch(t_s)
-
-
 def hottest_keys(engine: "SimEngine", count: int) -> list[HotKey]:
     """The workload's ``count`` most popular keys (prewarmed mode knows them,
     as the artifact's preloaded hot-key list does)."""
@@ -370,18 +359,18 @@ def hottest_keys(engine: "SimEngine", count: int) -> list[HotKey]:
 
 
 def sim_controller_factory(cfg: RunConfig):  # type: ignore[no-untyped-def]
-    from netkv.sim.control import SimControlPlane
+    from netkv.sim.control import SimControlPlane, SimEpochs
 
     proto = cfg.protocol
     assert isinstance(proto, PegasusProtocol)
 
-    def factory(engine: "SimEngine") -> _SimEpochs:
+    def factory(engine: "SimEngine") -> "SimEpochs":
         plane = SimControlPlane(engine)
         prewarm = hottest_keys(engine, cfg.replicated_keys()) if proto.mode == "prewarmed" else []
         controller = PegasusController(plane, cfg, prewarm)
         controller.start()
         factory.last = controller  # type: ignore[attr-defined]  # for tests and diagnostics
-        return _SimEpochs(controller)
+        return SimEpochs(controller)
 
     return factory
 

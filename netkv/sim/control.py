@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from netkv.drivers.base import CpuPacket, DriverError, SwitchDriver
-from netkv.protocols.base import ControlPlane
+from netkv.protocols.base import ControlPlane, Controller
 from netkv.sim.engine import SimEngine
 from netkv.wire.codec import Msg, Proto
 
@@ -110,3 +110,14 @@ class SimControlPlane(ControlPlane):
     @property
     def now_s(self) -> float:
         return self.engine.now_s
+
+
+class SimEpochs:
+    """Adapts a protocol Controller to SimEngine.run's ``epoch(engine, t)`` hook."""
+
+    def __init__(self, controller: Controller) -> None:
+        self.controller = controller
+
+    def epoch(self, engine: object, t_s: float) -> None:
+        del engine
+        self.controller.epoch(t_s)

@@ -9,32 +9,9 @@
 #include <time.h>
 
 #include "netkv/io.h"
+#include "netkv/bytes.h"
 #include "netkv/msg.h"
 #include "netkv/wire.h"
-
-static inline uint16_t rd16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
-
-static inline uint32_t rd32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static inline void wr16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-static inline void wr32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
 
 uint32_t nk_csum_add(uint32_t sum, const void *buf, size_t len)
 {
@@ -75,7 +52,7 @@ int nk_frame_parse(const uint8_t *buf, uint32_t len, struct nk_frame *f)
 		return NK_FRAME_ETRUNC;
 	f->dst_mac = buf;
 	f->src_mac = buf + 6;
-	f->ethertype = rd16(buf + 12);
+	f->ethertype = nk_get16(buf + 12);
 	if (f->ethertype != NK_ETHERTYPE_IPV4)
 		return NK_FRAME_NOT_IP;
 	const uint8_t *ip = buf + NK_ETH_HLEN;
@@ -88,7 +65,7 @@ int nk_frame_parse(const uint8_t *buf, uint32_t len, struct nk_frame *f)
 	f->ip_hlen = (uint16_t)((ip[0] & 0xF) * 4);
 	if (avail < f->ip_hlen)
 		return NK_FRAME_ETRUNC;
-	f->ip_len = rd16(ip + 2);
+	f->ip_len = nk_get16(ip + 2);
 	if (f->ip_len < f->ip_hlen)
 		return NK_FRAME_ELEN;
 	if (f->ip_len > avail)
@@ -97,18 +74,18 @@ int nk_frame_parse(const uint8_t *buf, uint32_t len, struct nk_frame *f)
 		return NK_FRAME_ECSUM;
 	f->ttl = ip[8];
 	f->ip_proto = ip[9];
-	f->src_ip = rd32(ip + 12);
-	f->dst_ip = rd32(ip + 16);
-	uint16_t frag = rd16(ip + 6);
+	f->src_ip = nk_get32(ip + 12);
+	f->dst_ip = nk_get32(ip + 16);
+	uint16_t frag = nk_get16(ip + 6);
 	if (f->ip_proto != NK_IPPROTO_UDP || (frag & 0x3FFF))
 		return NK_FRAME_OTHER_IP;
 	const uint8_t *udp = ip + f->ip_hlen;
 	uint32_t l4 = (uint32_t)f->ip_len - f->ip_hlen;
 	if (l4 < NK_UDP_HLEN)
 		return NK_FRAME_ETRUNC;
-	f->sport = rd16(udp);
-	f->dport = rd16(udp + 2);
-	uint16_t ulen = rd16(udp + 4);
+	f->sport = nk_get16(udp);
+	f->dport = nk_get16(udp + 2);
+	uint16_t ulen = nk_get16(udp + 4);
 	if (ulen < NK_UDP_HLEN || ulen > l4)
 		return NK_FRAME_ELEN;
 	f->payload_off = (uint16_t)(f->ip_off + f->ip_hlen + NK_UDP_HLEN);
@@ -122,26 +99,26 @@ uint32_t nk_frame_build_udp(uint8_t *buf, const uint8_t dst_mac[6], const uint8_
 {
 	memcpy(buf, dst_mac, 6);
 	memcpy(buf + 6, src_mac, 6);
-	wr16(buf + 12, NK_ETHERTYPE_IPV4);
+	nk_put16(buf + 12, NK_ETHERTYPE_IPV4);
 	uint8_t *ip = buf + NK_ETH_HLEN;
 	uint16_t ip_len = (uint16_t)(NK_IP_HLEN + NK_UDP_HLEN + payload_len);
 	ip[0] = 0x45;
 	ip[1] = 0;
-	wr16(ip + 2, ip_len);
-	wr16(ip + 4, ip_id);
-	wr16(ip + 6, 0x4000); /* DF */
+	nk_put16(ip + 2, ip_len);
+	nk_put16(ip + 4, ip_id);
+	nk_put16(ip + 6, 0x4000); /* DF */
 	ip[8] = 64;
 	ip[9] = NK_IPPROTO_UDP;
-	wr16(ip + 10, 0);
-	wr32(ip + 12, src_ip);
-	wr32(ip + 16, dst_ip);
-	wr16(ip + 10, nk_ip_csum(ip, NK_IP_HLEN));
+	nk_put16(ip + 10, 0);
+	nk_put32(ip + 12, src_ip);
+	nk_put32(ip + 16, dst_ip);
+	nk_put16(ip + 10, nk_ip_csum(ip, NK_IP_HLEN));
 	uint8_t *udp = ip + NK_IP_HLEN;
-	wr16(udp, sport);
-	wr16(udp + 2, dport);
-	wr16(udp + 4, (uint16_t)(NK_UDP_HLEN + payload_len));
-	wr16(udp + 6, 0);
-	wr16(udp + 6, nk_udp_csum(src_ip, dst_ip, udp, (uint16_t)(NK_UDP_HLEN + payload_len)));
+	nk_put16(udp, sport);
+	nk_put16(udp + 2, dport);
+	nk_put16(udp + 4, (uint16_t)(NK_UDP_HLEN + payload_len));
+	nk_put16(udp + 6, 0);
+	nk_put16(udp + 6, nk_udp_csum(src_ip, dst_ip, udp, (uint16_t)(NK_UDP_HLEN + payload_len)));
 	uint32_t flen = NK_HDRS_LEN + payload_len;
 	if (flen < 60) {
 		memset(buf + flen, 0, 60 - flen);
@@ -167,16 +144,16 @@ void nk_frame_set_dst(uint8_t *buf, const struct nk_frame *f, const uint8_t mac[
 {
 	memcpy(buf, mac, 6);
 	uint8_t *iph = buf + f->ip_off;
-	uint32_t old = rd32(iph + 16);
+	uint32_t old = nk_get32(iph + 16);
 	if (old == ip)
 		return;
-	wr32(iph + 16, ip);
-	wr16(iph + 10, csum_replace32(rd16(iph + 10), old, ip));
+	nk_put32(iph + 16, ip);
+	nk_put16(iph + 10, csum_replace32(nk_get16(iph + 10), old, ip));
 	uint8_t *udp = iph + f->ip_hlen;
-	uint16_t uc = rd16(udp + 6);
+	uint16_t uc = nk_get16(udp + 6);
 	if (uc) { /* 0 = no UDP checksum: stays 0 */
 		uc = csum_replace32(uc, old, ip);
-		wr16(udp + 6, uc ? uc : 0xFFFF);
+		nk_put16(udp + 6, uc ? uc : 0xFFFF);
 	}
 }
 
