@@ -309,7 +309,7 @@ def test_pegasus_defines_and_initial_registers_mirror_c_init() -> None:
     d = bmv2.program_defines("pegasus", {"selection": "least_loaded", "amo": "true",
                                          "sample": 0, "fanout": "auto", "max_rkeys": 16})
     assert d == {"PEG_MAX_RKEYS": 16, "PEG_SELECTION": 3, "PEG_AMO": 1, "PEG_SAMPLE": 0,
-                 "PEG_FANOUT_AUTO": 1, "PEG_FANOUT_DIV": 4}
+                 "PEG_FANOUT_AUTO": 1, "PEG_FANOUT_DIV": 1}
     assert bmv2.program_defines("hash") == {}
     assert bmv2.program_defines("netcache", {"cache_items": 100})["NC_CACHE_ITEMS"] == 100
     with pytest.raises(DriverError, match="multiple of 16"):

@@ -54,8 +54,8 @@ class PegasusProtocol(ProtocolBase):
     ring: Ring = "consistent"
     # Write fan-out r = clamp(round(reads / (writes + 1) / fanout_div), 1, n)
     # per key and epoch: proportional to reads per write (the paper gives no
-    # formula; 4 is the digest's choice).
-    fanout_div: Pos = 4.0
+    # formula). 1, not the digest's 4: see docs/pegasus.md "Write fan-out".
+    fanout_div: Pos = 1.0
     # Deliberately broken directory (stale replicas join the replica set):
     # only for showing that the linearizability check catches it.
     unsafe_skip_version_check: bool = False

@@ -146,7 +146,7 @@ def program_defines(program: str, params: Mapping[str, Any] | None = None) -> di
             "PEG_AMO": int(bool(_as_int(_param(params, "amo", 0)))),
             "PEG_SAMPLE": _as_int(_param(params, "sample", 128)),
             "PEG_FANOUT_AUTO": int(fanout == "auto"),
-            "PEG_FANOUT_DIV": _as_int(_param(params, "fanout_div", 4)),
+            "PEG_FANOUT_DIV": _as_int(_param(params, "fanout_div", 1)),
         }
     if program == "netcache":
         maxv = _as_int(_param(params, "max_value_bytes", 128))

@@ -35,7 +35,7 @@
  *             srv_inflight sample_cnt stats
  * The C pipeline's params (pegasus.c peg_init) are compile-time here:
  *   -DPEG_MAX_RKEYS=64 -DPEG_SELECTION=2 (0 random, 1 rr, 2 wrr, 3 least_loaded)
- *   -DPEG_AMO=0 -DPEG_SAMPLE=128 -DPEG_FANOUT_AUTO=0 -DPEG_FANOUT_DIV=4
+ *   -DPEG_AMO=0 -DPEG_SAMPLE=128 -DPEG_FANOUT_AUTO=0 -DPEG_FANOUT_DIV=1
  *   -DPEG_WRITE_MCAST=1 (param write_mcast)
  * and the registers the C init sets (ver_next, n_servers, wrr_sched,
  * wrr_len, fanout) are written by the driver after loading the program
@@ -75,7 +75,7 @@
 #define PEG_FANOUT_AUTO 0
 #endif
 #ifndef PEG_FANOUT_DIV
-#define PEG_FANOUT_DIV 4
+#define PEG_FANOUT_DIV 1
 #endif
 #ifndef PEG_WRITE_MCAST
 #define PEG_WRITE_MCAST 1

@@ -196,7 +196,7 @@ static int peg_init(void *st, const struct nk_pipeline_cfg *cfg)
 	    nkp_u64(cfg->params, "n_servers", cfg->n_servers, &n_servers) ||
 	    nkp_u64(cfg->params, "amo", 0, &amo) ||
 	    nkp_u64(cfg->params, "sample", 128, &sample) ||
-	    nkp_u64(cfg->params, "fanout_div", 4, &fdiv) ||
+	    nkp_u64(cfg->params, "fanout_div", 1, &fdiv) ||
 	    nkp_u64(cfg->params, "ver_next", 2, &ver0) ||
 	    nkp_u64(cfg->params, "unsafe_skip_version_check", 0, &unsafe) ||
 	    nkp_u64(cfg->params, "write_mcast", 1, &mcast) ||
