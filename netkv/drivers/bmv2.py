@@ -24,13 +24,23 @@ The parts a target needs:
 - ``compile_program()``          p4c-bm2-ss -> BMv2 JSON + P4Info
 - ``switch_command()``           the simple_switch_grpc command line (run it in
                                  the switch's namespace / Mininet node)
-- ``Bmv2Driver.connect()``       push the program, install the flood group and
-                                 the CPU clone session, write the registers the
+- ``Bmv2Driver.connect()``       push the program, install the flood group,
+                                 the CPU clone session and the rack plan's
+                                 ``node_fwd`` entries, write the registers the
                                  C pipeline's init sets (``initial_register_writes``)
+
+and for target=mininet (``switch=bmv2``):
+- ``compile_cached()``           compile_program into a cache folder keyed by the
+                                 sources, defines and compiler (p4c takes tens of s)
+- ``free_endpoint()``            gRPC and Thrift ports of one rack's switch
+- ``configure_in_child()``       connect + close in a child process, for a switch
+                                 no controller drives (one client per process)
+- ``BatchedWrites``              a driver whose register writes go in one CLI run
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -38,6 +48,8 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -127,6 +139,18 @@ def _as_int(value: Any) -> int:
             return int(low == "true")
         return int(low, 0)
     return int(value)
+
+
+def parse_params(text: str) -> dict[str, str]:
+    """The ``key=value;...`` params string the C pipelines and host logic
+    read at init, as the mapping ``program_defines`` and
+    ``initial_register_writes`` take."""
+    out: dict[str, str] = {}
+    for item in text.split(";"):
+        key, sep, value = item.partition("=")
+        if sep and key.strip():
+            out[key.strip()] = value.strip()
+    return out
 
 
 def program_defines(program: str, params: Mapping[str, Any] | None = None) -> dict[str, int]:
@@ -227,6 +251,85 @@ def compile_program(
         raise DriverError(f"{COMPILER} failed on {src} (exit {res.returncode}):\n{tail}")
     return CompiledProgram(program, out / f"{name}.json", out / f"{name}.p4info.txtpb",
                            dict(defines or {}))
+
+
+def p4_cache_dir() -> Path:
+    """Where compiled programs are kept: $NETKV_P4_CACHE, else
+    $XDG_CACHE_HOME/netkv/p4 (~/.cache/netkv/p4)."""
+    override = os.environ.get("NETKV_P4_CACHE")
+    if override:
+        return Path(override)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "netkv" / "p4"
+
+
+def program_digest(program: str, defines: Mapping[str, int]) -> str:
+    """What a compiled program depends on: every ``.p4`` under p4src/ (the
+    programs include common/), the defines and the compiler binary (path
+    and mtime, so a rebuilt p4c recompiles)."""
+    h = hashlib.sha256()
+    h.update(program.encode())
+    h.update(json.dumps(sorted((k, int(v)) for k, v in defines.items())).encode())
+    compiler = shutil.which(COMPILER)
+    h.update(f"{compiler}:{os.stat(compiler).st_mtime_ns if compiler else 0}".encode())
+    root = p4src_dir()
+    for f in sorted(root.rglob("*.p4")):
+        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def compile_cached(program: str, defines: Mapping[str, int] | None = None,
+                   cache_dir: str | Path | None = None) -> CompiledProgram:
+    """``compile_program`` into ``<cache>/<program>-<digest>/``, reused while
+    the sources, defines and compiler stay the same: p4c takes tens of
+    seconds, and a run builds up to two racks (the SLO's hash reference)."""
+    defines = {k: int(v) for k, v in (defines or {}).items()}
+    root = Path(cache_dir) if cache_dir is not None else p4_cache_dir()
+    out = root / f"{program}-{program_digest(program, defines)}"
+    name = program_source(program).stem
+    done = CompiledProgram(program, out / f"{name}.json", out / f"{name}.p4info.txtpb", defines)
+    if done.json_path.is_file() and done.p4info_path.is_file():
+        return done
+    root.mkdir(parents=True, exist_ok=True)
+    # compiled next to the cache and renamed into place: a concurrent run (or
+    # a compiler killed half-way) never leaves a folder with half its files
+    tmp = Path(tempfile.mkdtemp(prefix=f".{program}-", dir=root))
+    try:
+        compile_program(program, tmp, defines)
+        try:
+            tmp.rename(out)
+        except OSError:
+            if not done.json_path.is_file():  # not another run's finished copy
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return done
+
+
+@dataclass(frozen=True)
+class Bmv2Endpoint:
+    """Where one simple_switch_grpc listens for P4Runtime (gRPC) and Thrift."""
+
+    grpc_addr: str = "127.0.0.1:9559"
+    thrift_port: int = 9090
+    device_id: int = 0
+
+
+def free_endpoint(host: str = "127.0.0.1") -> Bmv2Endpoint:
+    """Two TCP ports free right now. Every rack's switch runs in the root
+    namespace, and a run may hold two racks (the SLO's hash reference next
+    to the protocol's rack) beside other runs: fixed ports would collide."""
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(2):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            socks.append(s)
+            s.bind((host, 0))   # both held open until both are chosen: two different ports
+        grpc_port, thrift_port = (s.getsockname()[1] for s in socks)
+    finally:
+        for s in socks:
+            s.close()
+    return Bmv2Endpoint(f"{host}:{grpc_port}", thrift_port)
 
 
 def switch_command(
@@ -365,10 +468,15 @@ class Bmv2Driver(SwitchDriver):
     @classmethod
     def connect(cls, compiled: CompiledProgram, *, data_ports: Sequence[int] = (),
                 n_servers: int = 0, params: Mapping[str, Any] | None = None,
+                node_ports: Mapping[int, int] | None = None,
                 connect_timeout_s: float = 30.0, **kw: Any) -> "Bmv2Driver":
         """Push ``compiled`` to a running simple_switch_grpc, then install
-        the flood group (``data_ports``), the CPU clone session and the
-        registers the C pipeline's init sets."""
+        the flood group (``data_ports``), the CPU clone session, the
+        ``node_fwd`` entries node -> port of ``node_ports`` and the
+        registers the C pipeline's init sets. ``node_ports`` is what
+        netkv-switch hands its pipeline at init (``cfg->node_port``, the
+        rack plan): the P4 table starts empty, so without it nothing is
+        forwarded."""
         global _ACTIVE
         if _ACTIVE is not None:
             raise DriverError("p4runtime-shell drives one switch per process; close the other first")
@@ -394,6 +502,8 @@ class Bmv2Driver(SwitchDriver):
             if data_ports:
                 drv.mcast_set(FLOOD_MCAST_GRP, data_ports)
             drv._clone_session(CPU_CLONE_SESSION, [drv.cpu_port])
+            for node, port in sorted((node_ports or {}).items()):
+                drv.table_add("node_fwd", [node], [port])
             writes = initial_register_writes(compiled.program, n_servers, params)
             if writes:
                 drv.regs.write(writes)
@@ -461,10 +571,20 @@ class Bmv2Driver(SwitchDriver):
         self._stats["reg_writes"] += 1
 
     def reg_write_many(self, cells: Iterable[tuple[str, int, int]]) -> None:
-        """Several writes in one CLI run (the CLI costs ~100 ms per start)."""
-        cells = list(cells)
-        self.regs.write(cells)
-        self._stats["reg_writes"] += len(cells)
+        """Several writes in one CLI run (the CLI costs ~100 ms per start),
+        in order; netcache's ``sketch_clear`` stays the control action
+        ``reg_write`` makes of it."""
+        plain: list[tuple[str, int, int]] = []
+        for name, index, value in cells:
+            if self.compiled.program == "netcache" and name == "sketch_clear":
+                self.regs.write(plain)
+                self._stats["reg_writes"] += len(plain)
+                plain = []
+                self.reg_write(name, index, value)
+            else:
+                plain.append((name, int(index), int(value)))
+        self.regs.write(plain)
+        self._stats["reg_writes"] += len(plain)
 
     # -- tables (P4Runtime) --------------------------------------------------------------------
 
@@ -601,3 +721,148 @@ def start_switch(ports: Mapping[int, str], *, log_file: str | None = None,
         return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     except FileNotFoundError:
         raise DriverError(f"{SWITCH} not found: {INSTALL_HINT}") from None
+
+
+class BatchedWrites(SwitchDriver):
+    """A driver whose register writes are queued and sent in one
+    ``simple_switch_CLI`` run (``reg_write_many``) before any other request
+    and on ``flush()``: one CLI start costs ~100 ms and a Pegasus epoch
+    writes hundreds of cells (the WRR schedule alone is 256). The same
+    contract as netkv-switch's BatchingDriver (netkv.mininet.control): what
+    a later read, table write or packet sees is unchanged; a refused write
+    is reported at the next request or flush."""
+
+    MAX_QUEUE = 4096
+
+    def __init__(self, inner: SwitchDriver) -> None:
+        self.inner = inner
+        self._queue: list[tuple[str, int, int]] = []
+
+    def flush(self) -> None:
+        cells, self._queue = self._queue, []
+        if not cells:
+            return
+        many = getattr(self.inner, "reg_write_many", None)
+        if many is not None:
+            many(cells)
+        else:
+            for name, index, value in cells:
+                self.inner.reg_write(name, index, value)
+
+    def reg_write(self, name: str, index: int, value: int) -> None:
+        self._queue.append((name, int(index), int(value)))
+        if len(self._queue) >= self.MAX_QUEUE:
+            self.flush()
+
+    def reg_read(self, name: str, index: int) -> int:
+        self.flush()
+        return self.inner.reg_read(name, index)
+
+    def reg_read_range(self, name: str, first: int, count: int) -> list[int]:
+        self.flush()
+        return self.inner.reg_read_range(name, first, count)
+
+    def table_add(self, table: str, key: Sequence[int], args: Sequence[int] = ()) -> None:
+        self.flush()
+        self.inner.table_add(table, key, args)
+
+    def table_delete(self, table: str, key: Sequence[int]) -> None:
+        self.flush()
+        self.inner.table_delete(table, key)
+
+    def mcast_set(self, group: int, ports: Sequence[int]) -> None:
+        self.flush()
+        self.inner.mcast_set(group, ports)
+
+    def counters(self) -> dict[str, int]:
+        self.flush()
+        return self.inner.counters()
+
+    def cpu_poll(self, max_packets: int = 64) -> list[CpuPacket]:
+        self.flush()
+        return self.inner.cpu_poll(max_packets)
+
+    def packet_out(self, frame: bytes, port: int | None = None) -> None:
+        self.flush()
+        self.inner.packet_out(frame, port)
+
+    def cpu_sample(self, every: int) -> None:
+        self.flush()
+        self.inner.cpu_sample(every)
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        except DriverError:
+            pass  # the rack is being torn down: what was still queued is moot
+        finally:
+            self.inner.close()
+
+
+# ---- configuring a switch from a child process -------------------------------------------
+
+
+def _package_root() -> str:
+    return str(Path(__file__).resolve().parents[2])
+
+
+def configure_in_child(compiled: CompiledProgram, endpoint: Bmv2Endpoint, *,
+                       data_ports: Sequence[int] = (), n_servers: int = 0,
+                       params: Mapping[str, Any] | None = None,
+                       node_ports: Mapping[int, int] | None = None,
+                       connect_timeout_s: float = 30.0, timeout_s: float = 180.0) -> None:
+    """``Bmv2Driver.connect`` then ``close`` in a child Python process, for a
+    switch no controller drives (hash). p4runtime-shell allows one client
+    per process, and a run measures the SLO's hash reference while the
+    protocol's rack and its controller's driver are up; BMv2 keeps the
+    pipeline, entries and registers after the client leaves."""
+    spec = {
+        "program": compiled.program, "json": str(compiled.json_path),
+        "p4info": str(compiled.p4info_path), "defines": compiled.defines,
+        "grpc_addr": endpoint.grpc_addr, "thrift_port": endpoint.thrift_port,
+        "device_id": endpoint.device_id, "data_ports": [int(p) for p in data_ports],
+        "node_ports": sorted((int(n), int(p)) for n, p in (node_ports or {}).items()),
+        "n_servers": n_servers, "params": {k: str(v) for k, v in (params or {}).items()},
+        "connect_timeout_s": connect_timeout_s,
+    }
+    env = dict(os.environ)
+    # the child imports this very package, wherever it was imported from
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH")) if p)
+    try:
+        res = subprocess.run([sys.executable, "-m", "netkv.drivers.bmv2", "configure"],
+                             input=json.dumps(spec), capture_output=True, text=True,
+                             timeout=timeout_s, env=env)
+    except subprocess.TimeoutExpired:
+        raise DriverError(f"configuring BMv2 at {endpoint.grpc_addr}: no answer after "
+                          f"{timeout_s:.0f} s") from None
+    if res.returncode != 0:
+        lines = [ln for ln in (res.stderr or res.stdout).strip().splitlines() if ln.strip()]
+        raise DriverError(f"configuring BMv2 at {endpoint.grpc_addr}: "
+                          f"{lines[-1] if lines else f'exit {res.returncode}'}")
+
+
+def _configure_main(text: str) -> int:
+    """The child of ``configure_in_child``: the spec as JSON on stdin; one
+    error line on stderr and exit 1 when it fails."""
+    spec = json.loads(text)
+    compiled = CompiledProgram(spec["program"], Path(spec["json"]), Path(spec["p4info"]),
+                               {k: int(v) for k, v in spec["defines"].items()})
+    try:
+        drv = Bmv2Driver.connect(
+            compiled, data_ports=spec["data_ports"], n_servers=spec["n_servers"],
+            params=spec["params"], node_ports=dict(spec["node_ports"]),
+            connect_timeout_s=spec["connect_timeout_s"], grpc_addr=spec["grpc_addr"],
+            thrift_port=spec["thrift_port"], device_id=spec["device_id"])
+        drv.close()
+    except (DriverError, ConfigError, OSError) as exc:
+        # one line: the parent reports the child's last stderr line
+        print(f"{type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["configure"]:
+        print("usage: python -m netkv.drivers.bmv2 configure < spec.json", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(_configure_main(sys.stdin.read()))

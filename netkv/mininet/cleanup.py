@@ -3,12 +3,15 @@
 Every run gets a short tag (``nk`` + 3 base-36 characters) that prefixes all
 its node and interface names, and a state folder ``STATE_ROOT/<tag>/`` with
 ``state.json``: the owner's pid, and every pid the run started (Mininet's
-node shells, netkv-switch, kvservers, kvclients). ``clean()`` looks at each
-folder whose owner is gone (or every folder with ``force=True``), stops the
-recorded processes (only if /proc still shows them carrying the tag or the
-run's program paths, so a recycled pid is never hit), deletes interfaces
-named with the tag, and removes the folder. Killing a node's shell frees its
-network namespace, and with it the host end of every veth.
+node shells, netkv-switch or BMv2's simple_switch_grpc, kvservers,
+kvclients; a switch carries the tag in its command line through its
+interface names: ``--port nkab1sw-eth1``, ``-i 0@nkab1sw-eth1``).
+``clean()`` looks at each folder whose owner is gone (or every folder with
+``force=True``), stops the recorded processes (only if /proc still shows
+them carrying the tag or the run's program paths, so a recycled pid is never
+hit), deletes interfaces named with the tag, and removes the folder.
+Killing a node's shell frees its network namespace, and with it the host
+end of every veth.
 """
 
 from __future__ import annotations
@@ -25,7 +28,10 @@ from pathlib import Path
 
 STATE_ROOT = Path(os.environ.get("NETKV_MININET_STATE", "/run/netkv/mininet"))
 TAG_PREFIX = "nk"
-PROGRAMS = ("netkv-switch", "kvserver", "kvclient", "mnexec", "bash", "simple_switch_grpc")
+# a BMv2 build tree's simple_switch_grpc is a libtool wrapper that execs
+# .libs/lt-simple_switch_grpc (same pid, new name): both count
+PROGRAMS = ("netkv-switch", "kvserver", "kvclient", "mnexec", "bash", "simple_switch_grpc",
+            "lt-simple_switch_grpc")
 
 
 @dataclass

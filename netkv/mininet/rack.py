@@ -4,6 +4,9 @@
                     first) gets 10.0.0.(n+1) and MAC 02:00:00:00:HH:LL, and
                     is linked to switch port n - netkv's rack plan (io.h)
   NetkvSwitchNode   a Mininet ``Switch`` that runs netkv-switch on its ports
+  Bmv2SwitchNode    the same with BMv2's simple_switch_grpc (``switch=bmv2``):
+                    same ports (node n on port n, CPU port 255), the program
+                    pushed afterwards over P4Runtime (netkv.drivers.bmv2)
   Rack              the running network: built, switch and kvservers
                     started, every pid recorded for ``netkv clean``; runs
                     kvclients for a load point and collects their results
@@ -18,9 +21,12 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from netkv.drivers import bmv2
+from netkv.drivers.base import DriverError
 from netkv.mininet.cleanup import RunState, clean_run
 
 
@@ -73,6 +79,32 @@ class RackSpec:
     server_args: tuple[str, ...] = ()      # extra kvserver arguments (workload, service)
     # per-server extra kvserver arguments (e.g. its own --service-ns), if any
     per_server_args: tuple[tuple[str, ...], ...] = ()
+    # None: netkv-switch; else BMv2's simple_switch_grpc, listening there
+    bmv2_endpoint: bmv2.Bmv2Endpoint | None = None
+
+
+def switch_ports(node: Any) -> list[Any]:
+    """A switch node's data interfaces in port order: the i-th link added
+    (node i of the rack plan) is port i, whatever Mininet numbers it."""
+    return sorted((i for i in node.intfList() if i.name != "lo"), key=lambda i: node.ports[i])
+
+
+def wait_listening(proc: subprocess.Popen[Any], addr: str, timeout_s: float, log: Path,
+                   label: str) -> None:
+    """Wait until ``proc`` listens on ``addr``; fail at once (with its log)
+    if it exits first instead of waiting out the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace").strip()[-500:] if log.exists() else ""
+            raise DriverError(f"{label} exited ({proc.returncode}) before listening on "
+                              f"{addr}: {tail}")
+        try:
+            bmv2.wait_for_tcp(addr, min(0.5, max(0.0, deadline - time.monotonic())))
+            return
+        except DriverError:
+            if time.monotonic() > deadline:
+                raise
 
 
 def _make_switch_class() -> Any:
@@ -80,6 +112,8 @@ def _make_switch_class() -> Any:
 
     class NetkvSwitchNode(Switch):
         """netkv-switch on this switch's ports (port i = the i-th link added)."""
+
+        label = "netkv-switch"
 
         def __init__(self, name: str, program: str = "", protocol: str = "", servers: int = 0,
                      clients: int = 0, ctl_path: str = "", tag: str = "",
@@ -92,17 +126,20 @@ def _make_switch_class() -> Any:
             self.proc: subprocess.Popen[str] | None = None
             self.final: dict[str, Any] = {}
 
+        @property
+        def log_path(self) -> Path:
+            return Path(self.ctl_path).with_suffix(".log")
+
         def start(self, controllers: list[Any]) -> None:
             del controllers
-            intfs = sorted((i for i in self.intfList() if i.name != "lo"),
-                           key=lambda i: self.ports[i])
+            intfs = switch_ports(self)
             args = [self.program, "--protocol", self.protocol, "--servers", str(self.n_servers),
                     "--clients", str(self.n_clients), "--ctl", self.ctl_path, "--tag", self.tag,
                     *self.extra]
             for intf in intfs:
                 subprocess.run(["ethtool", "-K", intf.name, "tx", "off"], capture_output=True)
                 args += ["--port", intf.name]
-            log = open(Path(self.ctl_path).with_suffix(".log"), "w")  # noqa: SIM115
+            log = open(self.log_path, "w")  # noqa: SIM115
             self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
             log.close()
             if self.state:
@@ -122,12 +159,84 @@ def _make_switch_class() -> Any:
     return NetkvSwitchNode
 
 
+def _make_bmv2_switch_class() -> Any:
+    from mininet.node import Switch
+
+    class Bmv2SwitchNode(Switch):
+        """simple_switch_grpc on this switch's ports: data port i = the i-th
+        link added (as NetkvSwitchNode), the CPU port for packet-in/out.
+        Started without a program (``--no-p4``); the target pushes it over
+        P4Runtime once the gRPC port answers."""
+
+        label = bmv2.SWITCH
+
+        def __init__(self, name: str, endpoint: bmv2.Bmv2Endpoint | None = None,
+                     log_path: str = "", state: RunState | None = None,
+                     start_timeout_s: float = 30.0, **params: Any) -> None:
+            super().__init__(name, dpid="1", **params)
+            self.endpoint = endpoint or bmv2.Bmv2Endpoint()
+            self.log_path = Path(log_path)
+            self.state, self.start_timeout_s = state, start_timeout_s
+            self.proc: subprocess.Popen[str] | None = None
+            self.final: dict[str, Any] = {}  # BMv2 has no exit report
+
+        def command(self) -> list[str]:
+            ep = self.endpoint
+            ports = {port: intf.name for port, intf in enumerate(switch_ports(self))}
+            # no --log-file: BMv2 then logs every packet event, which costs
+            # more than the switching itself
+            return bmv2.switch_command(ports, grpc_addr=ep.grpc_addr,
+                                       thrift_port=ep.thrift_port, device_id=ep.device_id)
+
+        def start(self, controllers: list[Any]) -> None:
+            del controllers
+            cmd = self.command()
+            for intf in switch_ports(self):
+                # a userspace switch forwards what the kernel left unchecksummed
+                subprocess.run(["ethtool", "-K", intf.name, "tx", "off"], capture_output=True)
+            log = open(self.log_path, "w")  # noqa: SIM115
+            try:
+                self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
+            except FileNotFoundError:
+                raise DriverError(f"{bmv2.SWITCH} not found: {bmv2.INSTALL_HINT}") from None
+            finally:
+                log.close()
+            if self.state:
+                self.state.add_pid(self.proc.pid)
+            wait_listening(self.proc, self.endpoint.grpc_addr, self.start_timeout_s,
+                           self.log_path, self.label)
+
+        def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 - Mininet's name
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+            super().stop(deleteIntfs)
+
+    return Bmv2SwitchNode
+
+
+def switch_factory(spec: RackSpec, state: RunState, ctl_path: str) -> Any:
+    """The switch node class Mininet builds for ``spec``, its arguments bound."""
+    if spec.bmv2_endpoint is not None:
+        return partial(_make_bmv2_switch_class(), endpoint=spec.bmv2_endpoint,
+                       log_path=str(spec.folder / "switch.log"), state=state)
+    from netkv.native import program_path
+
+    return partial(
+        _make_switch_class(), program=str(program_path("netkv-switch")), protocol=spec.protocol,
+        servers=spec.servers, clients=spec.clients, ctl_path=ctl_path, tag=spec.tag,
+        extra=spec.switch_args, state=state)
+
+
 class Rack:
-    """A running rack: Mininet network, netkv-switch, one kvserver per server."""
+    """A running rack: Mininet network, netkv-switch (or BMv2), one kvserver
+    per server."""
 
     def __init__(self, spec: RackSpec, state: RunState) -> None:
-        from functools import partial
-
         from mininet.link import Link
         from mininet.net import Mininet
         from mininet.node import Host
@@ -136,7 +245,7 @@ class Rack:
         from netkv.native import program_path
 
         self.spec, self.state = spec, state
-        self.ctl_path = str(spec.folder / "switch.sock")
+        self.ctl_path = str(spec.folder / "switch.sock")   # netkv-switch's control socket
         self.servers: list[Any] = []
         self.clients: list[Any] = []
         self.server_procs: list[subprocess.Popen[str]] = []
@@ -150,10 +259,7 @@ class Rack:
         for node, name in enumerate(names):
             topo.addHost(name, ip=f"{node_ip(node)}/8", mac=node_mac(node))
             topo.addLink(name, sw)  # switch port `node`
-        switch_cls = partial(
-            _make_switch_class(), program=str(program_path("netkv-switch")), protocol=spec.protocol,
-            servers=spec.servers, clients=spec.clients, ctl_path=self.ctl_path, tag=tag,
-            extra=spec.switch_args, state=state)
+        switch_cls = switch_factory(spec, state, self.ctl_path)
         try:
             self.net = Mininet(topo=topo, switch=switch_cls, host=Host, link=Link,
                                controller=None, autoSetMacs=False, autoStaticArp=False,
@@ -223,8 +329,11 @@ class Rack:
                 raise RuntimeError(f"kvserver {i} exited with {p.returncode}: {log.strip()}")
         sw = self.switch
         if sw.proc is None or sw.proc.poll() is not None:
-            log = Path(self.ctl_path).with_suffix(".log").read_text()[-500:]
-            raise RuntimeError(f"netkv-switch exited: {log.strip()}")
+            try:
+                log = Path(sw.log_path).read_text(errors="replace")[-500:]
+            except OSError:
+                log = ""
+            raise RuntimeError(f"{sw.label} exited: {log.strip()}")
 
     def server_stats(self, timeout_s: float = 10.0) -> list[dict[str, Any]]:
         """Every kvserver's counters now (SIGUSR1 -> a fresh stats file)."""

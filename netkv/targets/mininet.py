@@ -10,14 +10,20 @@ and merges their histograms, timelines and counters into the same
 ``PointResult`` the simulator fills. Per-server load is what each kvserver
 served during the point (counter snapshots before and after, via SIGUSR1).
 
-``switch=bmv2`` needs p4c and simple_switch_grpc; without them the run
-stops with one line saying what to install (exit code 2).
+``switch=bmv2`` puts BMv2's simple_switch_grpc in the switch node instead
+(same ports: server s on port s, clients after, CPU port 255), running the
+protocol's P4 program (p4src/, compiled with p4c-bm2-ss before the network
+starts, cached), driven by the same controller through ``Bmv2Driver``
+(P4Runtime + Thrift CLI) instead of netkv-switch's control socket. It needs
+p4c-bm2-ss, simple_switch_grpc, simple_switch_CLI and p4runtime-shell;
+without one of them the run stops with one line saying what to install
+(exit code 2). netkv-switch's fault injection has no BMv2 counterpart:
+faults other than 0 are refused on BMv2.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +34,8 @@ import numpy as np
 
 from netkv.config.compose import ConfigError
 from netkv.config.schema import RunConfig
+from netkv.drivers import bmv2
+from netkv.drivers.base import DriverError, SwitchDriver
 from netkv.drivers.netkv_switch import NetkvSwitchDriver
 from netkv.protocols.base import ControlPlane, Controller
 from netkv.targets.base import PointResult, Target
@@ -115,8 +123,33 @@ def controller_epoch_ms(cfg: RunConfig) -> float | None:
     return None if epoch is None else max(epoch, cfg.target.min_epoch_ms)
 
 
+def has_faults(cfg: RunConfig) -> bool:
+    f = cfg.target.faults
+    return bool(f.loss or f.duplicate or f.reorder or f.delay_us)
+
+
+def check_bmv2(cfg: RunConfig, params: str) -> dict[str, int]:
+    """Refuse in one line what ``switch=bmv2`` cannot run here; else the
+    program's compile-time defines (from the same params as the C pipeline)."""
+    try:
+        bmv2.require_bmv2()
+    except ConfigError as exc:
+        raise TargetUnavailable(str(exc)) from None
+    proto = cfg.protocol.name
+    if proto not in bmv2.PROGRAMS:
+        raise TargetUnavailable(f"target.switch = 'bmv2': no P4 program for protocol = "
+                                f"'{proto}' (have {', '.join(sorted(bmv2.PROGRAMS))})")
+    if has_faults(cfg):
+        raise TargetUnavailable("target.faults (loss, duplicate, reorder, delay_us) are "
+                                "injected by netkv-switch: use target.switch=netkv")
+    try:
+        return bmv2.program_defines(proto, bmv2.parse_params(params))
+    except (DriverError, ValueError) as exc:
+        raise ConfigError(f"invalid config: target.switch = 'bmv2': {exc}") from None
+
+
 class MininetTarget(Target):
-    """One rack of Mininet hosts around netkv-switch."""
+    """One rack of Mininet hosts around netkv-switch (or BMv2)."""
 
     name = "mininet"
 
@@ -126,16 +159,10 @@ class MininetTarget(Target):
         pipeline, the servers' and the clients' host logic alike."""
         super().__init__(cfg)
         self.params = self.target_params(cfg, params)
+        defines: dict[str, int] | None = None   # None: netkv-switch
         if cfg.target.switch == "bmv2":
-            missing = [p for p in ("p4c-bm2-ss", "simple_switch_grpc") if shutil.which(p) is None]
-            if missing:
-                raise TargetUnavailable(
-                    f"target.switch = 'bmv2' needs {' and '.join(missing)}, not found on PATH; "
-                    "install BMv2 and p4c (https://github.com/p4lang/behavioral-model, "
-                    "https://github.com/p4lang/p4c) or use target.switch=netkv")
-            raise TargetUnavailable("target.switch = 'bmv2': the BMv2 path is not implemented yet "
-                                    "(use target.switch=netkv)")
-        if cfg.target.switch != "netkv":
+            defines = check_bmv2(cfg, self.params)
+        elif cfg.target.switch != "netkv":
             raise TargetUnavailable(f"target.switch = '{cfg.target.switch}' is not available on "
                                     "target=mininet (allowed: netkv, bmv2)")
         if cfg.workload.kind == "trace" or not isinstance(cfg.workload.value_size, int):
@@ -157,11 +184,16 @@ class MininetTarget(Target):
             raise ConfigError("invalid config: topology.server.slow_fraction/slow_capacity on "
                               "target=mininet need target.service_ns > 0 (a server's capacity is "
                               "emulated by its busy-wait per request)")
+        # before anything is started: a compile error leaves nothing behind
+        self.compiled = (None if defines is None
+                         else bmv2.compile_cached(cfg.protocol.name, defines))
         clean()  # leftovers of crashed runs (never a live run's)
         self.state = RunState.create()
         self.controller_factory = controller_factory
         self.rack: Rack | None = None
-        self.driver: NetkvSwitchDriver | None = None
+        # netkv-switch's control socket, or BMv2's driver when a controller
+        # drives the switch (None otherwise: see connect_bmv2)
+        self.driver: SwitchDriver | None = None
         self.plane: Any = None
         self.controller: Controller | None = None
         self.last_final: dict[str, Any] = {}
@@ -182,15 +214,23 @@ class MininetTarget(Target):
             tag=self.state.tag, folder=self.state.folder, switch_args=switch_args,
             server_args=(*self.workload_args(), "--preload", self.preload_mode(), *pargs),
             per_server_args=per_server,
+            bmv2_endpoint=None if self.compiled is None else bmv2.free_endpoint(),
         )
         try:
             self.rack = Rack(spec, self.state)
-            self.driver = NetkvSwitchDriver.wait(self.rack.ctl_path)
-            self.apply_faults()
+            if self.compiled is None:
+                self.driver = NetkvSwitchDriver.wait(self.rack.ctl_path)
+                self.apply_faults()
+            else:
+                self.driver = self.connect_bmv2(spec, controller_factory is not None)
             if controller_factory is not None:
                 from netkv.mininet.control import MininetControlPlane
 
-                self.plane = MininetControlPlane(self.rack, cfg.protocol.name, self.capacity)
+                # netkv-switch: the plane opens a control socket of its own;
+                # BMv2: one P4Runtime client per process, so the plane shares it
+                self.plane = MininetControlPlane(
+                    self.rack, cfg.protocol.name, self.capacity,
+                    driver=None if self.compiled is None else self.driver)  # type: ignore[arg-type]
                 self.controller = controller_factory(self.plane)
                 self.controller.start()
                 self.plane.flush()
@@ -243,8 +283,29 @@ class MininetTarget(Target):
                 "--ring", "equal" if ring == "equal_ranges" else "consistent",
                 "--wl-seed", str(self.cfg.seed)]
 
+    def connect_bmv2(self, spec: Any, with_controller: bool) -> SwitchDriver | None:
+        """Push the program to the rack's running simple_switch_grpc and set
+        it up as netkv-switch's init would (flood group, CPU clone session,
+        node n -> port n, the C init's registers). A controller gets the
+        driver (its register writes batched, as over netkv-switch's socket);
+        without one it is done in a child process and nothing stays
+        connected (p4runtime-shell: one client per process, and the SLO's
+        hash reference rack comes up while the protocol's rack is held)."""
+        assert self.compiled is not None and spec.bmv2_endpoint is not None
+        nodes = range(spec.servers + spec.clients)
+        setup: dict[str, Any] = {
+            "data_ports": list(nodes), "node_ports": {n: n for n in nodes},
+            "n_servers": spec.servers, "params": bmv2.parse_params(self.params)}
+        ep = spec.bmv2_endpoint
+        if not with_controller:
+            bmv2.configure_in_child(self.compiled, ep, **setup)
+            return None
+        drv = bmv2.Bmv2Driver.connect(self.compiled, grpc_addr=ep.grpc_addr,
+                                      thrift_port=ep.thrift_port, device_id=ep.device_id, **setup)
+        return bmv2.BatchedWrites(drv)
+
     def apply_faults(self) -> None:
-        assert self.driver is not None
+        assert isinstance(self.driver, NetkvSwitchDriver)
         f = self.cfg.target.faults
         s, c = self.cfg.topology.servers, self.cfg.topology.clients
         ports = {"all": range(s + c), "servers": range(s), "clients": range(s, s + c)}[f.links]
@@ -264,7 +325,7 @@ class MininetTarget(Target):
         return float(hint)
 
     def run_point(self, offered_rps: float, seed: int, history_dir: str | None = None) -> PointResult:
-        assert self.rack is not None and self.driver is not None
+        assert self.rack is not None
         cfg = self.cfg
         topo = cfg.topology
         m = topo.clients
@@ -381,7 +442,11 @@ class MininetTarget(Target):
         return True
 
     def switch_counters(self) -> dict[str, int]:
-        assert self.driver is not None
+        """The switch's counters; BMv2 without a controller has no driver
+        left connected, hence none."""
+        if self.driver is None:
+            assert self.compiled is not None, "the rack is closed"
+            return {}
         return self.driver.counters()
 
     def close(self) -> None:
