@@ -7,8 +7,13 @@
 3. Bisect between the last passing and the first failing load until they
    are within ``precision`` of each other (as mutilate's --search does).
 
-The answer is the highest *achieved* throughput among passing points. The
-search is deterministic: the same measurements give the same sequence of
+The answer is the highest *achieved* throughput among passing points,
+the unloaded point included. A passing unloaded point is also a floor for
+step 2: the search never probes below a load already seen to pass. Latency
+need not fall with load on a real target (on a small VM a quiet flow pays a
+process wakeup per packet, so a few hundred req/s can have a worse p99 than a
+few thousand); without the floor one failing probe sent the search down to
+loads where nothing passes. The search is deterministic: the same measurements give the same sequence of
 offered loads, which is what lets an interrupted run resume from cached points.
 """
 
@@ -40,7 +45,9 @@ class SearchOutcome:
 
     @property
     def best(self) -> Evaluated | None:
-        passing = [p for p in self.points if p.slo_met]
+        """The passing point with the highest achieved rate (search points
+        first on ties), the unloaded point included."""
+        passing = [p for p in (*self.points, self.unloaded) if p.slo_met]
         return max(passing, key=lambda p: p.result.achieved_rps) if passing else None
 
     @property
@@ -102,6 +109,7 @@ def search_throughput(measure: Measure, capacity_hint_rps: float, slo: Slo,
         return ok
 
     # Knee: start at a quarter of the hint and move by 2x until the outcome flips.
+    floor = unloaded_rate if outcome.unloaded.slo_met else 0.0
     rate = capacity_hint_rps / 4
     lo, hi = 0.0, 0.0
     if probe(rate):
@@ -119,6 +127,9 @@ def search_throughput(measure: Measure, capacity_hint_rps: float, slo: Slo,
         # A hot key pinned to one core can cap the rack far below the hint.
         while budget > 0 and rate > capacity_hint_rps * KNEE_FLOOR:
             rate /= 2
+            if rate <= floor:  # known to pass: bisect from there
+                lo = floor
+                break
             if probe(rate):
                 lo = rate
                 break

@@ -84,3 +84,58 @@ def test_a_point_that_measured_nothing_never_passes_and_stops_the_search():
     assert not passes(empty, math.inf, slo())
     with pytest.raises(MeasurementError, match="completed 0 of 0"):
         search_throughput(lambda rate, phase: empty, MU, slo())
+
+
+def test_a_passing_unloaded_point_is_a_floor_and_a_candidate():
+    """Latency that is worse at low load than at the unloaded point (a VM's
+    wakeups): the search must not wander below the unloaded rate, and the
+    unloaded point's throughput counts when no search point passes."""
+    hint = 50_000.0
+    unloaded_rate = hint * 0.05
+    probed: list[float] = []
+
+    def wakeup_bound(rate: float, phase: str) -> PointResult:
+        point = mm1_point(rate, phase)
+        if phase == "search":
+            probed.append(rate)
+            # every search point misses a 20 x p50 SLO: p99 at 1 ms
+            point.latency_ns = {**point.latency_ns, "p99": 1e6}
+        return point
+
+    out = search_throughput(wakeup_bound, hint, slo())
+    assert out.unloaded.slo_met
+    assert min(probed) > unloaded_rate, probed
+    assert out.best is out.unloaded
+    assert out.max_throughput_rps == pytest.approx(unloaded_rate)
+    # a search point that passes still wins over the unloaded one
+    out = search_throughput(mm1_point, hint, slo())
+    assert out.best is not out.unloaded and out.max_throughput_rps > unloaded_rate
+
+
+def test_summary_warns_when_the_unloaded_point_misses_the_slo():
+    """Mininet on a small VM: no better tail at low load. The summary says the
+    maximum is noise, not load; a normal search prints no warning."""
+    from io import StringIO
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from netkv.config.compose import load
+    from netkv.runner import print_summary
+
+    cfg = load(["protocol=hash", "servers=1"])
+
+    def summary(measure) -> str:
+        buf = StringIO()
+        out = search_throughput(measure, MU, slo(kind="fixed", p99_us=100.0))
+        print_summary(cfg, out, Path("runs/x"), Console(file=buf, width=200))
+        return buf.getvalue()
+
+    def noisy(rate: float, phase: str) -> PointResult:
+        point = mm1_point(rate, phase)
+        if phase == "unloaded":
+            point.latency_ns = {**point.latency_ns, "p99": 5e5}
+        return point
+
+    assert "already misses the SLO (p99 500.0 us > 100.0 us)" in summary(noisy)
+    assert "warning" not in summary(mm1_point)
