@@ -15,7 +15,7 @@ removed at the start (leftovers of a crashed run) and at the end, also on error.
 Results go to benchmarks/bench-emu.last.json; the previous file's numbers are
 printed next to the new ones.
 
-    python benchmarks/bench_emu.py [--seconds 2] [--rounds 3] [--spin-us 1000] [--rtt-rate 2000] [--cpu 0]
+    python benchmarks/bench_emu.py [--seconds 2] [--rounds 5] [--spin-us 1000] [--rtt-rate 2000] [--cpu 0]
 
 Why one vCPU for the RTT: on this project's 2-vCPU VMs a wakeup across vCPUs
 costs ~20 us (the idle vCPU halts; a pipe ping-pong between two processes is
@@ -45,6 +45,8 @@ from netkv.native import program_path  # noqa: E402
 RESULTS = Path(__file__).resolve().parent / "bench-emu.last.json"
 NS = ("nkbench-a", "nkbench-b", "nkbench-c", "nkbench-d")
 ROOT_IFS = ("nkbenchs0", "nkbenchs1")
+DIRECT = ("nkbench-a", "nkbench-b")     # (a): client namespace, server namespace
+SWITCHED = ("nkbench-c", "nkbench-d")   # (b): the same through netkv-switch
 MAC = {1: "02:00:00:00:00:01", 2: "02:00:00:00:00:02"}
 
 
@@ -133,33 +135,40 @@ def measure_rtt(src: str, dst: str, seconds: float, rtt_rate: float,
             "completion": res["completed"] / max(res["issued"], 1)}
 
 
-def measure_path(src: str, dst: str, seconds: float, rtt_rate: float, cpu: int,
-                 switch_pid: int | None = None) -> dict:
-    """pps of a blaster into a sink, then the RTT of a low-rate echo: pinned to
-    `cpu` (with the switch, if any, moved there for the while) and unpinned."""
+def measure_pps(src: str, dst: str, seconds: float) -> dict:
+    """Packets per second of a blaster into a sink."""
     server = str(program_path("kvserver"))
-    out: dict = {}
     sink = Proc([server, "--mode", "sink", "--port", "9001"], dst)
     time.sleep(0.3)
     blast = run_client(src, ["--mode", "blast", "--target", "10.0.0.2:9001", "--rate", "0",
                              "--duration", str(seconds), "--payload", "64", "--drain", "0"])
     time.sleep(0.2)
     got = sink.stop()
-    out["sent_pps"] = blast["sent_packets"] / seconds
-    out["pps"] = got["rx"] / seconds
-    all_cpus = os.sched_getaffinity(0)
-    if switch_pid is not None:
-        os.sched_setaffinity(switch_pid, {cpu})
-    try:
-        pinned = measure_rtt(src, dst, seconds, rtt_rate, cpu)
-    finally:
-        if switch_pid is not None:
+    return {"sent_pps": blast["sent_packets"] / seconds, "pps": got["rx"] / seconds}
+
+
+def measure_round(seconds: float, rtt_rate: float, cpu: int, switch_pid: int) -> tuple[dict, dict]:
+    """One round, each measurement of the direct path right before the same
+    one through the switch: pps, the RTT on one vCPU (the switch moved there
+    for the while), the RTT unpinned."""
+    direct = measure_pps(*DIRECT, seconds)
+    switched = measure_pps(*SWITCHED, seconds)
+    for pinned in (True, False):
+        where = cpu if pinned else None
+        key = "" if pinned else "unpinned_"
+        d = measure_rtt(*DIRECT, seconds, rtt_rate, where)
+        all_cpus = os.sched_getaffinity(0)
+        if pinned:
+            os.sched_setaffinity(switch_pid, {cpu})
+        try:
+            s = measure_rtt(*SWITCHED, seconds, rtt_rate, where)
+        finally:
             os.sched_setaffinity(switch_pid, all_cpus)
-    free = measure_rtt(src, dst, seconds, rtt_rate, None)
-    out["rtt_p50_us"], out["rtt_p99_us"] = pinned["p50"], pinned["p99"]
-    out["latency_p50_us"], out["echo_completion"] = pinned["latency_p50"], pinned["completion"]
-    out["unpinned_rtt_p50_us"], out["unpinned_rtt_p99_us"] = free["p50"], free["p99"]
-    return out
+        for out, res in ((direct, d), (switched, s)):
+            out[f"{key}rtt_p50_us"], out[f"{key}rtt_p99_us"] = res["p50"], res["p99"]
+            if pinned:
+                out["latency_p50_us"], out["echo_completion"] = res["latency_p50"], res["completion"]
+    return direct, switched
 
 
 def measure_server(seconds: float) -> dict:
@@ -191,13 +200,23 @@ def median_of(rounds: list[dict]) -> dict:
     return {k: float(sorted(r[k] for r in rounds)[len(rounds) // 2]) for k in keys}
 
 
+def median_added(direct: list[dict], switched: list[dict], key: str) -> float:
+    """The switch's added latency: the median over rounds of (switched -
+    direct) measured back to back in the same round. This machine's speed
+    drifts between rounds (a direct p50 of 34 us in one round, 46 in the
+    next), and pairing cancels what both paths of a round share, which a
+    difference of the two medians does not."""
+    diffs = sorted(s[key] - d[key] for d, s in zip(direct, switched))
+    return float(diffs[len(diffs) // 2])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--spin-us", type=float, default=1000.0,
                     help="netkv-switch busy-polls this long after traffic before sleeping")
     ap.add_argument("--rtt-rate", type=float, default=2000.0, help="echo requests/s for the RTT")
-    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds (medians reported)")
+    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds (medians reported)")
     ap.add_argument("--cpu", type=int, default=0,
                     help="the vCPU the RTT measurement's processes share (see above)")
     ap.add_argument("--out", type=Path, default=RESULTS)
@@ -220,10 +239,9 @@ def main() -> int:
         time.sleep(0.3)
         try:
             for _ in range(args.rounds):
-                direct.append(measure_path("nkbench-a", "nkbench-b", args.seconds, args.rtt_rate,
-                                           args.cpu))
-                switched.append(measure_path("nkbench-c", "nkbench-d", args.seconds, args.rtt_rate,
-                                             args.cpu, switch.p.pid))
+                d, s = measure_round(args.seconds, args.rtt_rate, args.cpu, switch.p.pid)
+                direct.append(d)
+                switched.append(s)
         finally:
             result["switch_counters"] = switch.stop().get("netkv_switch", {})
         for _ in range(args.rounds):
@@ -236,8 +254,8 @@ def main() -> int:
     d, s, v = result["direct"], result["switch"], result["server"]
     result["checks"] = {
         "switch_pps_ratio": s["pps"] / d["pps"] if d["pps"] else 0.0,
-        "switch_added_p50_us": s["rtt_p50_us"] - d["rtt_p50_us"],
-        "unpinned_switch_added_p50_us": s["unpinned_rtt_p50_us"] - d["unpinned_rtt_p50_us"],
+        "switch_added_p50_us": median_added(direct, switched, "rtt_p50_us"),
+        "unpinned_switch_added_p50_us": median_added(direct, switched, "unpinned_rtt_p50_us"),
         "kvserver_vs_echo": v["kvserver_vs_echo"],
     }
     c = result["checks"]
@@ -260,10 +278,10 @@ def print_table(new: dict, old: dict | None, path: Path) -> None:
         ("direct veth RTT p99 (us), one vCPU", ("direct", "rtt_p99_us"), "{:.1f}"),
         ("netkv-switch RTT p50 (us), one vCPU", ("switch", "rtt_p50_us"), "{:.1f}"),
         ("netkv-switch RTT p99 (us), one vCPU", ("switch", "rtt_p99_us"), "{:.1f}"),
-        ("  added p50 (us), one vCPU", ("checks", "switch_added_p50_us"), "{:.1f}"),
+        ("  added p50 (us), one vCPU *", ("checks", "switch_added_p50_us"), "{:.1f}"),
         ("direct veth RTT p50 (us), unpinned", ("direct", "unpinned_rtt_p50_us"), "{:.1f}"),
         ("netkv-switch RTT p50 (us), unpinned", ("switch", "unpinned_rtt_p50_us"), "{:.1f}"),
-        ("  added p50 (us), unpinned", ("checks", "unpinned_switch_added_p50_us"), "{:.1f}"),
+        ("  added p50 (us), unpinned *", ("checks", "unpinned_switch_added_p50_us"), "{:.1f}"),
         ("kvserver req/s", ("server", "kvserver_rps"), "{:,.0f}"),
         ("UDP echo replies/s", ("server", "echo_rps"), "{:,.0f}"),
         ("  ratio kvserver/echo", ("checks", "kvserver_vs_echo"), "{:.2f}"),
@@ -276,10 +294,11 @@ def print_table(new: dict, old: dict | None, path: Path) -> None:
             return None
 
     print(f"{'bench-emu':34} {'this run':>14} {'previous':>14}")
-    for label, path, fmt in rows:
-        a, b = get(new, path), get(old, path)
+    for label, cell, fmt in rows:
+        a, b = get(new, cell), get(old, cell)
         print(f"{label:34} {fmt.format(a) if a is not None else '-':>14} "
               f"{fmt.format(b) if b is not None else '-':>14}")
+    print("  * median over rounds of (switched - direct), each pair measured back to back")
     for k, ok in new["pass"].items():
         print(f"  {'PASS' if ok else 'FAIL'}  {k}")
     print(f"results: {path}")
