@@ -29,6 +29,7 @@ hosts each round) for --spin-us after traffic, longer than the echo's mean gap.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -126,10 +127,13 @@ def measure_rtt(src: str, dst: str, seconds: float, rtt_rate: float,
                 cpu: int | None) -> dict:
     """p50/p99 round trip of a low-rate UDP echo from src to dst."""
     echo = Proc([str(program_path("kvserver")), "--mode", "echo", "--port", "9002"], dst, cpu)
-    time.sleep(0.3)
-    res = run_client(src, ["--mode", "echo", "--target", "10.0.0.2:9002", "--rate", str(rtt_rate),
-                           "--duration", str(seconds), "--payload", "64"], cpu)
-    echo.stop()
+    try:
+        time.sleep(0.3)
+        res = run_client(src, ["--mode", "echo", "--target", "10.0.0.2:9002",
+                               "--rate", str(rtt_rate), "--duration", str(seconds),
+                               "--payload", "64"], cpu)
+    finally:
+        echo.stop()
     return {"p50": res["rtt_ns"]["p50"] / 1e3, "p99": res["rtt_ns"]["p99"] / 1e3,
             "latency_p50": res["latency_ns"]["p50"] / 1e3,
             "completion": res["completed"] / max(res["issued"], 1)}
@@ -139,11 +143,13 @@ def measure_pps(src: str, dst: str, seconds: float) -> dict:
     """Packets per second of a blaster into a sink."""
     server = str(program_path("kvserver"))
     sink = Proc([server, "--mode", "sink", "--port", "9001"], dst)
-    time.sleep(0.3)
-    blast = run_client(src, ["--mode", "blast", "--target", "10.0.0.2:9001", "--rate", "0",
-                             "--duration", str(seconds), "--payload", "64", "--drain", "0"])
-    time.sleep(0.2)
-    got = sink.stop()
+    try:
+        time.sleep(0.3)
+        blast = run_client(src, ["--mode", "blast", "--target", "10.0.0.2:9001", "--rate", "0",
+                                 "--duration", str(seconds), "--payload", "64", "--drain", "0"])
+        time.sleep(0.2)
+    finally:
+        got = sink.stop()
     return {"sent_pps": blast["sent_packets"] / seconds, "pps": got["rx"] / seconds}
 
 
@@ -163,7 +169,8 @@ def measure_round(seconds: float, rtt_rate: float, cpu: int, switch_pid: int) ->
         try:
             s = measure_rtt(*SWITCHED, seconds, rtt_rate, where)
         finally:
-            os.sched_setaffinity(switch_pid, all_cpus)
+            with contextlib.suppress(ProcessLookupError):  # a dead switch: keep its error
+                os.sched_setaffinity(switch_pid, all_cpus)
         for out, res in ((direct, d), (switched, s)):
             out[f"{key}rtt_p50_us"], out[f"{key}rtt_p99_us"] = res["p50"], res["p99"]
             if pinned:
@@ -179,17 +186,21 @@ def measure_server(seconds: float) -> dict:
     common = ["--servers", "1", "--clients", "1", "--keys", keys, "--key-size", "16",
               "--value-size", "64"]
     kv = Proc([server, "--protocol", "hash", "--id", "0", *common], "nkbench-a")
-    time.sleep(0.5)
-    # the client is node 1 (10.0.0.2); the server is node 0 (10.0.0.1)
-    run_client("nkbench-b", ["--protocol", "hash", "--id", "0", *common, "--rate", "0",
-                             "--duration", str(seconds), "--drain", "0.2"])
-    got = kv.stop()
+    try:
+        time.sleep(0.5)
+        # the client is node 1 (10.0.0.2); the server is node 0 (10.0.0.1)
+        run_client("nkbench-b", ["--protocol", "hash", "--id", "0", *common, "--rate", "0",
+                                 "--duration", str(seconds), "--drain", "0.2"])
+    finally:
+        got = kv.stop()
     out["kvserver_rps"] = got["served"] / seconds
     echo = Proc([server, "--mode", "echo", "--port", "9003"], "nkbench-a")
-    time.sleep(0.3)
-    run_client("nkbench-b", ["--mode", "echo", "--target", "10.0.0.1:9003", "--rate", "0",
-                             "--duration", str(seconds), "--payload", "64", "--drain", "0.2"])
-    got = echo.stop()
+    try:
+        time.sleep(0.3)
+        run_client("nkbench-b", ["--mode", "echo", "--target", "10.0.0.1:9003", "--rate", "0",
+                                 "--duration", str(seconds), "--payload", "64", "--drain", "0.2"])
+    finally:
+        got = echo.stop()
     out["echo_rps"] = got["tx"] / seconds
     out["kvserver_vs_echo"] = out["kvserver_rps"] / out["echo_rps"] if out["echo_rps"] else 0.0
     return out

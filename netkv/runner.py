@@ -23,7 +23,7 @@ from netkv.config.schema import HashProtocol, RunConfig
 from netkv.protocols import REGISTRY, implemented_on
 from netkv.results import provenance
 from netkv.results.rundir import RunDir, point_key
-from netkv.slo import MeasurementError, SearchOutcome, passes, search_throughput
+from netkv.slo import MeasurementError, SearchOutcome, latency_key, passes, search_throughput
 from netkv.targets.base import PointResult, Target
 
 
@@ -241,13 +241,18 @@ def print_summary(cfg: RunConfig, outcome: SearchOutcome, path: Path, console: C
     console.print(table)
     unloaded = outcome.unloaded
     if not unloaded.slo_met:
-        # e.g. Mininet on a small VM: a quiet flow pays wakeups, so the tail
-        # is no better at low load and the search ends wherever noise lets a point pass
-        p99 = unloaded.result.latency_ns.get("p99", float("inf")) / 1e3
-        console.print(f"[yellow]warning: the unloaded point ({unloaded.result.offered_rps:,.0f} "
-                      f"req/s) already misses the SLO (p99 {p99:.1f} us > "
-                      f"{outcome.slo_ns / 1e3:.1f} us): the maximum above is set by "
-                      "latency noise on this target, not by load[/yellow]")
+        # e.g. Mininet on a small VM, where a quiet flow pays wakeups (the tail
+        # is no better at low load), or a protocol that cannot meet the
+        # reference's bound at all: either way the maximum is not a knee
+        res, key = unloaded.result, latency_key(cfg.slo.percentile)
+        tail = res.latency_ns.get(key, float("inf")) / 1e3
+        if res.completion < cfg.slo.min_completion:
+            why = f"completion {res.completion:.3f} < {cfg.slo.min_completion:g}"
+        else:
+            why = f"{key} {tail:.1f} us > {outcome.slo_ns / 1e3:.1f} us"
+        console.print(f"[yellow]warning: the unloaded point ({res.offered_rps:,.0f} req/s) "
+                      f"already misses the SLO ({why}): the maximum above is not where "
+                      "load starts to cost latency[/yellow]")
     if best is not None:
         requests = best.result.server_requests
         total = max(int(requests.sum()), 1)

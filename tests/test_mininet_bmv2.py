@@ -300,8 +300,11 @@ def _bmv2_node(tmp_path: Path) -> Any:
 
 def test_bmv2_node_command_line_follows_the_rack_plan(tmp_path: Path) -> None:
     node = _bmv2_node(tmp_path)
+    # a notifications socket of its own: the default one in /tmp is shared by
+    # every switch with device id 0, and a second switch exits on it
     assert node.command() == [
         "simple_switch_grpc", "--no-p4", "--device-id", "0", "--thrift-port", "50102",
+        "--notifications-addr", f"ipc://{tmp_path / 'bmv2-notify.ipc'}",
         "-i", "0@nkt1sw-eth1", "-i", "1@nkt1sw-eth2", "-i", "2@nkt1sw-eth3",
         "--", "--grpc-server-addr", "127.0.0.1:50101", "--cpu-port", "255"]
 

@@ -138,4 +138,5 @@ def test_summary_warns_when_the_unloaded_point_misses_the_slo():
         return point
 
     assert "already misses the SLO (p99 500.0 us > 100.0 us)" in summary(noisy)
+    assert "completion" not in summary(noisy)
     assert "warning" not in summary(mm1_point)

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import inspect
 import json
 import os
 import re
@@ -340,11 +341,17 @@ def switch_command(
     device_id: int = 0,
     cpu_port: int = CPU_PORT,
     log_file: str | None = None,
+    notifications_addr: str | None = None,
 ) -> list[str]:
     """The simple_switch_grpc command line: no program yet (pushed over
     P4Runtime), one ``-i port@iface`` per data port, the CPU port for
-    packet-in/out."""
+    packet-in/out. ``notifications_addr`` (e.g. ``ipc:///run/x/notify.ipc``):
+    BMv2 binds ``ipc:///tmp/bmv2-<device>-notifications.ipc`` by default and
+    exits when that is taken, so two switches at once (a rack and the SLO's
+    hash reference rack) need one each."""
     cmd = [SWITCH, "--no-p4", "--device-id", str(device_id), "--thrift-port", str(thrift_port)]
+    if notifications_addr:
+        cmd += ["--notifications-addr", notifications_addr]
     for port, iface in sorted(ports.items()):
         if port == cpu_port:
             raise DriverError(f"data port {port} is the CPU port")
@@ -488,10 +495,13 @@ class Bmv2Driver(SwitchDriver):
         except ImportError:
             raise DriverError(f"p4runtime-shell not installed: {INSTALL_HINT}") from None
         try:
+            kw: dict[str, Any] = {}
+            if "verbose" in inspect.signature(sh.setup).parameters:  # newer releases only
+                kw["verbose"] = False
             sh.setup(device_id=drv.device_id, grpc_addr=drv.grpc_addr,
                      election_id=drv.election_id,
                      config=sh.FwdPipeConfig(str(compiled.p4info_path), str(compiled.json_path)),
-                     verbose=False)
+                     **kw)
         except SystemExit:
             # setup() already tore its client down
             raise DriverError(f"P4Runtime setup on {drv.grpc_addr} failed (see the log above)") from None

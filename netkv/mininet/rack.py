@@ -104,7 +104,7 @@ def wait_listening(proc: subprocess.Popen[Any], addr: str, timeout_s: float, log
             return
         except DriverError:
             if time.monotonic() > deadline:
-                raise
+                raise DriverError(f"{label} not listening on {addr} after {timeout_s:g} s") from None
 
 
 def _make_switch_class() -> Any:
@@ -185,8 +185,10 @@ def _make_bmv2_switch_class() -> Any:
             ports = {port: intf.name for port, intf in enumerate(switch_ports(self))}
             # no --log-file: BMv2 then logs every packet event, which costs
             # more than the switching itself
-            return bmv2.switch_command(ports, grpc_addr=ep.grpc_addr,
-                                       thrift_port=ep.thrift_port, device_id=ep.device_id)
+            return bmv2.switch_command(
+                ports, grpc_addr=ep.grpc_addr, thrift_port=ep.thrift_port,
+                device_id=ep.device_id,
+                notifications_addr=f"ipc://{self.log_path.parent / 'bmv2-notify.ipc'}")
 
         def start(self, controllers: list[Any]) -> None:
             del controllers

@@ -183,16 +183,19 @@ class PegasusController(Controller):
 
     def _counters(self, dt: float) -> None:
         sw = self.plane.switch
+        slots = max((entry.idx for entry in self.entries.values()), default=-1) + 1
+        # one ranged read per register: a driver may batch it (BMv2: one CLI run)
+        rd_cnt = sw.reg_read_range("rd_cnt", 0, slots)
+        wr_cnt = sw.reg_read_range("wr_cnt", 0, slots)
         for entry in self.entries.values():
             idx = entry.idx
-            rd = sw.reg_read("rd_cnt", idx)
-            wr = sw.reg_read("wr_cnt", idx)
+            rd, wr = rd_cnt[idx], wr_cnt[idx]
             if rd or wr:  # untouched counters need no reset (most keys, most epochs)
                 for name in ("rate", "rd_cnt", "wr_cnt"):
                     sw.reg_write(name, idx, 0)
             rate = (rd + wr) / dt
             entry.hotness = (1 - HOTNESS_DECAY) * entry.hotness + HOTNESS_DECAY * rate
-            fanout = min(max(round(rd / (wr + 1) / self.proto.fanout_div), 1), self.n)
+            fanout = min(max(fanout_of(rd, wr, self.proto.fanout_div), 1), self.n)
             if fanout != entry.fanout:
                 sw.reg_write("fanout", idx, fanout)
                 entry.fanout = fanout
@@ -201,7 +204,7 @@ class PegasusController(Controller):
 
     def _update_weights(self) -> None:
         sw = self.plane.switch
-        load = np.array([sw.reg_read("srv_load", s) for s in range(self.n)], dtype=np.float64)
+        load = np.array(sw.reg_read_range("srv_load", 0, self.n), dtype=np.float64)
         if load.sum() <= 0:
             return
         util = load / self.plane.capacity
@@ -331,6 +334,13 @@ class PegasusController(Controller):
                 self._ctl(s, f"rkey_ver {entry.hot.keyhash} {completed}")
         for s in range(self.n):
             self._ctl(s, "gc")
+
+
+def fanout_of(reads: int, writes: int, fanout_div: float) -> int:
+    """Write fan-out before clamping: reads / (writes + 1) / fanout_div, rounded
+    half up as the C pipeline and the P4 program do (Python's round() would
+    send 2.5 to 2 where they give 3)."""
+    return math.floor(reads / ((writes + 1) * fanout_div) + 0.5)
 
 
 def smooth_wrr(weights: np.ndarray, slots: int) -> list[int]:
