@@ -120,6 +120,43 @@ static void sleep_until(uint64_t t)
 		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
 }
 
+/* What a resend of a request needs: the protocol's client logic, the
+ * workload's rank table and the socket. */
+struct resender {
+	const struct nk_host_ops *ops;
+	void *hst;
+	const struct nk_workload *wl;
+	uint32_t key_size, client_id;
+	int fd, port;
+	uint8_t *keybuf, *valbuf;
+};
+
+/* Send request q again with its own req_id (after RETRY or a timeout).
+ * 1 if the datagram was handed to the kernel. */
+static int resend(const struct resender *rs, const struct req *q)
+{
+	const struct nk_rank_info *ri = &rs->wl->ranks[q->rank];
+	nk_key_bytes(q->key, rs->key_size, rs->keybuf);
+	struct nk_req_spec sp = {
+		.kind = q->kind, .key_len = (uint8_t)rs->key_size,
+		.client_id = (uint16_t)rs->client_id, .home = ri->home,
+		.req_id = q->req_id, .keyhash = ri->keyhash,
+		.value_len = q->kind == NK_KIND_WRITE ? ri->value_len : 0,
+		.send_ns = q->intended_ns, .key = rs->keybuf,
+	};
+	struct nk_msg rq;
+	uint16_t dst = rs->ops->client_request(rs->hst, &sp, &rq);
+	if (q->kind == NK_KIND_WRITE && rq.value_len >= 8) {
+		nk_put64(rs->valbuf, q->value_id);
+		rq.value = rs->valbuf;
+	}
+	uint8_t pkt[BUF_SIZE];
+	int n = nk_wire_encode(&rq, pkt, sizeof(pkt));
+	struct sockaddr_in d = {.sin_family = AF_INET, .sin_port = htons((uint16_t)rs->port),
+				.sin_addr.s_addr = htonl(nk_node_ip(dst))};
+	return n > 0 && sendto(rs->fd, pkt, (size_t)n, 0, (struct sockaddr *)&d, sizeof(d)) > 0;
+}
+
 /* Wait until t or until a datagram arrives on fd, whichever comes first
  * (the main loop re-checks the clock: an early wakeup is intended here). */
 static void wait_io(int fd, uint64_t t)
@@ -366,6 +403,9 @@ int main(int argc, char **argv)
 						  .msg_iov = &riov[i], .msg_iovlen = 1};
 	}
 	static uint8_t keybuf[NK_MAX_KEY_LEN], valbuf[65536];
+	const struct resender rs = {.ops = ops, .hst = hst, .wl = wl, .key_size = key_size,
+				    .client_id = id, .fd = fd, .port = port,
+				    .keybuf = keybuf, .valbuf = valbuf};
 
 	struct nk_rng rng;
 	nk_rng_seed(&rng, seed, 0xC11E + id);
@@ -544,27 +584,7 @@ int main(int argc, char **argv)
 					continue;
 				if (v == NK_REPLY_RETRY) {
 					/* resend at once with the same req_id */
-					struct nk_req_spec sp = {
-						.kind = q->kind, .key_len = (uint8_t)key_size,
-						.client_id = (uint16_t)id,
-						.home = wl->ranks[q->rank].home, .req_id = rid,
-						.keyhash = wl->ranks[q->rank].keyhash,
-						.value_len = q->kind == NK_KIND_WRITE ? wl->ranks[q->rank].value_len : 0,
-						.send_ns = q->intended_ns, .key = keybuf,
-					};
-					nk_key_bytes(q->key, key_size, keybuf);
-					struct nk_msg rq;
-					uint16_t dst = ops->client_request(hst, &sp, &rq);
-					if (q->kind == NK_KIND_WRITE && rq.value_len >= 8) {
-						nk_put64(valbuf, q->value_id);
-						rq.value = valbuf;
-					}
-					uint8_t pkt[BUF_SIZE];
-					int n = nk_wire_encode(&rq, pkt, sizeof(pkt));
-					struct sockaddr_in d = {.sin_family = AF_INET,
-								.sin_port = htons((uint16_t)port),
-								.sin_addr.s_addr = htonl(nk_node_ip(dst))};
-					if (n > 0 && sendto(fd, pkt, (size_t)n, 0, (struct sockaddr *)&d, sizeof(d)) > 0)
+					if (resend(&rs, q))
 						n_retries++;
 					q->sent_ns = rnow;
 					continue;
@@ -610,27 +630,7 @@ int main(int argc, char **argv)
 				continue;
 			if (q->attempts <= retries && m_kv) {
 				q->attempts++;
-				nk_key_bytes(q->key, key_size, keybuf);
-				const struct nk_rank_info *ri = &wl->ranks[q->rank];
-				struct nk_req_spec sp = {
-					.kind = q->kind, .key_len = (uint8_t)key_size,
-					.client_id = (uint16_t)id, .home = ri->home,
-					.req_id = q->req_id, .keyhash = ri->keyhash,
-					.value_len = q->kind == NK_KIND_WRITE ? ri->value_len : 0,
-					.send_ns = q->intended_ns, .key = keybuf,
-				};
-				struct nk_msg rq;
-				uint16_t dst = ops->client_request(hst, &sp, &rq);
-				if (q->kind == NK_KIND_WRITE && rq.value_len >= 8) {
-					nk_put64(valbuf, q->value_id);
-					rq.value = valbuf;
-				}
-				uint8_t pkt[BUF_SIZE];
-				int n = nk_wire_encode(&rq, pkt, sizeof(pkt));
-				struct sockaddr_in d = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-							.sin_addr.s_addr = htonl(nk_node_ip(dst))};
-				if (n > 0)
-					(void)sendto(fd, pkt, (size_t)n, 0, (struct sockaddr *)&d, sizeof(d));
+				(void)resend(&rs, q);
 				n_retries++;
 				q->sent_ns = rnow;
 				tq[tq_tail & (cap - 1)] = (struct tmo){rnow + tmo_ns, q->req_id, q->attempts};
