@@ -115,6 +115,18 @@ def checks_markdown(exp: Experiment, results: list[CheckResult]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_checks(out: Path, exp: Experiment, results: list[CheckResult],
+                 appendix: str = "") -> None:
+    """checks.md (the table, the notes, then ``appendix``) and checks.parquet."""
+    text = checks_markdown(exp, results)
+    if appendix:
+        text = text.rstrip("\n") + "\n\n" + appendix
+    write_text(out / "checks.md", text)
+    write_parquet(out / "checks.parquet", pl.DataFrame(
+        [{"claim": r.claim, "paper": r.paper, "measured": r.measured, "pass": r.passed}
+         for r in results]) if results else pl.DataFrame())
+
+
 def reproduce(name: str, extra: list[str], out: Path | None, jobs: int,
               console: Console) -> bool:
     """Run, plot and check experiment ``name``; True when every check passes."""
@@ -146,10 +158,7 @@ def reproduce(name: str, extra: list[str], out: Path | None, jobs: int,
     write_parquet(out / "results.parquet", table)
     plot(exp, table, out / "plot.png", f"{name}: {exp.description}")
     results = [evaluate(check, table, exp) for check in exp.checks]
-    write_text(out / "checks.md", checks_markdown(exp, results))
-    write_parquet(out / "checks.parquet", pl.DataFrame(
-        [{"claim": r.claim, "paper": r.paper, "measured": r.measured, "pass": r.passed}
-         for r in results]) if results else pl.DataFrame())
+    write_checks(out, exp, results)
     show(exp, table, results, console)
     console.print(f"{name}: {time.monotonic() - started:.0f} s; plot {out / 'plot.png'}, "
                   f"table {out / 'checks.md'}")

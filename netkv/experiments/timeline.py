@@ -32,9 +32,9 @@ from rich.table import Table
 from netkv.config.compose import load
 from netkv.experiments.checks import (CheckResult, evaluate_timeline, print_checks, recovery_ms,
                                       windows_over)
-from netkv.experiments.reproduce import Cell, checks_markdown, default_out, run_cell
+from netkv.experiments.reproduce import Cell, default_out, run_cell, write_checks
 from netkv.experiments.spec import Check, Experiment, RecoveryCheck, Timeline
-from netkv.results.atomic import write_parquet, write_text
+from netkv.results.atomic import write_parquet
 
 EPS_S = 1e-9
 
@@ -175,11 +175,7 @@ def reproduce_timeline(exp: Experiment, name: str, extra: list[str], out: Path |
     plot_timeline(exp, results, timeline, out / "plot.png", f"{name}: {exp.description}")
     checks = [evaluate_timeline(c, results, timeline, exp)
               for c in exp.checks if not isinstance(c, Check)]  # spec: no compare here
-    summary = summary_markdown(results)
-    write_text(out / "checks.md", checks_markdown(exp, checks).rstrip("\n") + "\n\n" + summary)
-    write_parquet(out / "checks.parquet", pl.DataFrame(
-        [{"claim": r.claim, "paper": r.paper, "measured": r.measured, "pass": r.passed}
-         for r in checks]) if checks else pl.DataFrame())
+    write_checks(out, exp, checks, summary_markdown(results))
     show_timeline(exp, results, checks, console)
     console.print(f"{name}: {time.monotonic() - started:.0f} s; plot {out / 'plot.png'}, "
                   f"table {out / 'checks.md'}")
