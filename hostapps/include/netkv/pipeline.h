@@ -29,6 +29,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#include <string.h>
 
 #include "netkv/msg.h"
 
@@ -112,6 +114,48 @@ static inline void nk_fwd_to_node(const uint16_t *node_port, uint32_t n_nodes,
 		act->port = node_port[meta->dst];
 	} else {
 		act->fwd = NK_FWD_DROP;
+	}
+}
+
+/* Helpers shared by pipelines: a register array addressed by name, as
+ * reg_read/reg_write see it. Cells are `esize` bytes in memory; writes are
+ * masked to `bits`. */
+struct nk_reg_desc {
+	const char *name;
+	void *base;
+	uint32_t n;             /* cells */
+	uint8_t esize;          /* bytes per cell in memory (1, 2, 4, 8) */
+	uint8_t bits;           /* width: writes are masked to it */
+};
+
+static inline const struct nk_reg_desc *nk_reg_find(const struct nk_reg_desc *regs,
+						    unsigned nregs, const char *name)
+{
+	for (unsigned i = 0; i < nregs; i++)
+		if (!strcmp(regs[i].name, name))
+			return &regs[i];
+	return NULL;
+}
+
+static inline uint64_t nk_reg_get(const struct nk_reg_desc *r, uint32_t i)
+{
+	switch (r->esize) {
+	case 1: return ((const uint8_t *)r->base)[i];
+	case 2: return ((const uint16_t *)r->base)[i];
+	case 4: return ((const uint32_t *)r->base)[i];
+	default: return ((const uint64_t *)r->base)[i];
+	}
+}
+
+static inline void nk_reg_set(const struct nk_reg_desc *r, uint32_t i, uint64_t v)
+{
+	if (r->bits < 64)
+		v &= (1ull << r->bits) - 1;
+	switch (r->esize) {
+	case 1: ((uint8_t *)r->base)[i] = (uint8_t)v; break;
+	case 2: ((uint16_t *)r->base)[i] = (uint16_t)v; break;
+	case 4: ((uint32_t *)r->base)[i] = (uint32_t)v; break;
+	default: ((uint64_t *)r->base)[i] = v; break;
 	}
 }
 

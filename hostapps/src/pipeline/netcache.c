@@ -58,13 +58,6 @@ struct nc_slot {
 	uint8_t used;
 };
 
-struct nc_reg {
-	const char *name;
-	void *base;
-	uint32_t n;
-	uint8_t esize, bits;
-};
-
 #define NC_NREGS 16
 
 struct netcache_state {
@@ -85,7 +78,7 @@ struct netcache_state {
 	uint8_t *bf;               /* [bf_bits] one byte per bit (P4: bit<1> register) */
 	uint64_t sketch_clear;
 	uint64_t stats[NS_COUNT];
-	struct nc_reg regs[NC_NREGS];
+	struct nk_reg_desc regs[NC_NREGS];  /* esize 0: cache_value (bytes) */
 	unsigned nregs;
 };
 
@@ -108,7 +101,7 @@ static void nc_fini(void *st)
 static void add_reg(struct netcache_state *s, const char *name, void *base, uint32_t n,
 		    uint8_t esize, uint8_t bits)
 {
-	s->regs[s->nregs++] = (struct nc_reg){ name, base, n, esize, bits };
+	s->regs[s->nregs++] = (struct nk_reg_desc){ name, base, n, esize, bits };
 }
 
 static int nc_init(void *st, const struct nk_pipeline_cfg *cfg)
@@ -170,18 +163,15 @@ static int nc_init(void *st, const struct nk_pipeline_cfg *cfg)
 
 /* ---- registers ------------------------------------------------------------- */
 
-static const struct nc_reg *reg_find(const struct netcache_state *s, const char *name)
+static const struct nk_reg_desc *reg_find(const struct netcache_state *s, const char *name)
 {
-	for (unsigned i = 0; i < s->nregs; i++)
-		if (!strcmp(s->regs[i].name, name))
-			return &s->regs[i];
-	return NULL;
+	return nk_reg_find(s->regs, s->nregs, name);
 }
 
 static int nc_reg_read(void *st, const char *name, uint32_t idx, uint64_t *val)
 {
 	struct netcache_state *s = st;
-	const struct nc_reg *r = reg_find(s, name);
+	const struct nk_reg_desc *r = reg_find(s, name);
 	if (!r)
 		return NK_PIPE_ENOENT;
 	if (idx >= r->n)
@@ -196,19 +186,14 @@ static int nc_reg_read(void *st, const char *name, uint32_t idx, uint64_t *val)
 		*val = v;
 		return 0;
 	}
-	switch (r->esize) {
-	case 1: *val = ((uint8_t *)r->base)[idx]; break;
-	case 2: *val = ((uint16_t *)r->base)[idx]; break;
-	case 4: *val = ((uint32_t *)r->base)[idx]; break;
-	default: *val = ((uint64_t *)r->base)[idx]; break;
-	}
+	*val = nk_reg_get(r, idx);
 	return 0;
 }
 
 static int nc_reg_write(void *st, const char *name, uint32_t idx, uint64_t val)
 {
 	struct netcache_state *s = st;
-	const struct nc_reg *r = reg_find(s, name);
+	const struct nk_reg_desc *r = reg_find(s, name);
 	if (!r)
 		return NK_PIPE_ENOENT;
 	if (idx >= r->n)
@@ -225,15 +210,8 @@ static int nc_reg_write(void *st, const char *name, uint32_t idx, uint64_t val)
 		}
 		return 0;
 	}
-	if (r->bits < 64)
-		val &= (1ull << r->bits) - 1;
-	switch (r->esize) {
-	case 1: ((uint8_t *)r->base)[idx] = (uint8_t)val; break;
-	case 2: ((uint16_t *)r->base)[idx] = (uint16_t)val; break;
-	case 4: ((uint32_t *)r->base)[idx] = (uint32_t)val; break;
-	default: ((uint64_t *)r->base)[idx] = val; break;
-	}
-	if (!strcmp(name, "sketch_clear") && val) {
+	nk_reg_set(r, idx, val);
+	if (!strcmp(name, "sketch_clear") && nk_reg_get(r, idx)) {
 		/* control action: clear the count-min sketch and the Bloom filter */
 		memset(s->cm, 0, (size_t)NC_CM_ROWS * s->cm_width * sizeof(uint16_t));
 		memset(s->bf, 0, s->bf_bits);

@@ -76,14 +76,6 @@ struct rk_slot {
 	uint8_t used;
 };
 
-struct reg_desc {
-	const char *name;
-	void *base;
-	uint32_t n;             /* cells */
-	uint8_t esize;          /* bytes per cell in memory */
-	uint8_t bits;           /* width: writes are masked to it */
-};
-
 #define PEG_NREGS 26
 
 struct pegasus_state {
@@ -125,7 +117,7 @@ struct pegasus_state {
 	uint32_t srv_load[PEG_N];
 	uint32_t srv_inflight[PEG_N];
 	uint64_t stats[ST_COUNT];
-	struct reg_desc regs[PEG_NREGS];
+	struct nk_reg_desc regs[PEG_NREGS];
 	unsigned nregs;
 };
 
@@ -134,7 +126,7 @@ struct pegasus_state {
 static void add_reg(struct pegasus_state *s, const char *name, void *base, uint32_t n,
 		    uint8_t esize, uint8_t bits)
 {
-	s->regs[s->nregs++] = (struct reg_desc){ name, base, n, esize, bits };
+	s->regs[s->nregs++] = (struct nk_reg_desc){ name, base, n, esize, bits };
 }
 
 static void wrr_uniform(struct pegasus_state *s)
@@ -280,51 +272,26 @@ static int peg_init(void *st, const struct nk_pipeline_cfg *cfg)
 
 /* ---- registers by name ---------------------------------------------------- */
 
-static const struct reg_desc *reg_find(const struct pegasus_state *s, const char *name)
+static const struct nk_reg_desc *reg_find(const struct pegasus_state *s, const char *name)
 {
-	for (unsigned i = 0; i < s->nregs; i++)
-		if (!strcmp(s->regs[i].name, name))
-			return &s->regs[i];
-	return NULL;
-}
-
-static uint64_t cell_get(const struct reg_desc *r, uint32_t i)
-{
-	switch (r->esize) {
-	case 1: return ((const uint8_t *)r->base)[i];
-	case 2: return ((const uint16_t *)r->base)[i];
-	case 4: return ((const uint32_t *)r->base)[i];
-	default: return ((const uint64_t *)r->base)[i];
-	}
-}
-
-static void cell_set(const struct reg_desc *r, uint32_t i, uint64_t v)
-{
-	if (r->bits < 64)
-		v &= (1ull << r->bits) - 1;
-	switch (r->esize) {
-	case 1: ((uint8_t *)r->base)[i] = (uint8_t)v; break;
-	case 2: ((uint16_t *)r->base)[i] = (uint16_t)v; break;
-	case 4: ((uint32_t *)r->base)[i] = (uint32_t)v; break;
-	default: ((uint64_t *)r->base)[i] = v; break;
-	}
+	return nk_reg_find(s->regs, s->nregs, name);
 }
 
 static int peg_reg_read(void *st, const char *name, uint32_t idx, uint64_t *val)
 {
-	const struct reg_desc *r = reg_find(st, name);
+	const struct nk_reg_desc *r = reg_find(st, name);
 	if (!r)
 		return NK_PIPE_ENOENT;
 	if (idx >= r->n)
 		return NK_PIPE_ERANGE;
-	*val = cell_get(r, idx);
+	*val = nk_reg_get(r, idx);
 	return 0;
 }
 
 static int peg_reg_write(void *st, const char *name, uint32_t idx, uint64_t val)
 {
 	struct pegasus_state *s = st;
-	const struct reg_desc *r = reg_find(s, name);
+	const struct nk_reg_desc *r = reg_find(s, name);
 	if (!r)
 		return NK_PIPE_ENOENT;
 	if (idx >= r->n)
@@ -340,7 +307,7 @@ static int peg_reg_write(void *st, const char *name, uint32_t idx, uint64_t val)
 		return NK_PIPE_ERANGE;
 	if (!strcmp(name, "wrr_cursor") && val >= PEG_WRR_SLOTS)
 		return NK_PIPE_ERANGE;
-	cell_set(r, idx, val);
+	nk_reg_set(r, idx, val);
 	if (!strcmp(name, "n_servers"))
 		s->rr_all %= val;
 	return 0;
