@@ -42,16 +42,21 @@ class CtlSocket:
                     raise DriverError(f"control socket {path} not answering") from None
                 time.sleep(0.05)
 
-    def request(self, line: str) -> str:
-        """Send one command; return the text after ``ok`` or raise DriverError."""
-        self.sock.sendall(line.encode() + b"\n")
+    def reply_line(self, context: str) -> str:
+        """The switch's next reply line (``context`` names what was sent, for
+        the error when the connection closes)."""
         while b"\n" not in self._buf:
             chunk = self.sock.recv(1 << 20)
             if not chunk:
-                raise DriverError(f"{self.path}: connection closed after {line.split()[0]!r}")
+                raise DriverError(f"{self.path}: connection closed {context}")
             self._buf += chunk
         reply, self._buf = self._buf.split(b"\n", 1)
-        text = reply.decode()
+        return reply.decode()
+
+    def request(self, line: str) -> str:
+        """Send one command; return the text after ``ok`` or raise DriverError."""
+        self.sock.sendall(line.encode() + b"\n")
+        text = self.reply_line(f"after {line.split()[0]!r}")
         if text == "ok" or text.startswith("ok "):
             return text[3:]
         raise DriverError(f"{line.split()[0]}: {text.removeprefix('err ')}")

@@ -136,13 +136,7 @@ class BatchingDriver(NetkvSwitchDriver):
         self.sock.sendall(("\n".join(lines) + "\n").encode())
         failed = None
         for line in lines:
-            while b"\n" not in self._buf:
-                chunk = self.sock.recv(1 << 20)
-                if not chunk:
-                    raise DriverError(f"{self.path}: connection closed during a batch of writes")
-                self._buf += chunk
-            reply, self._buf = self._buf.split(b"\n", 1)
-            text = reply.decode()
+            text = self.reply_line("during a batch of writes")
             if failed is None and text != "ok" and not text.startswith("ok "):
                 failed = f"{line}: {text.removeprefix('err ')}"
         if failed is not None:
