@@ -27,7 +27,7 @@ import pytest
 
 from netkv.config.compose import ConfigError, load
 from netkv.drivers import bmv2
-from netkv.drivers.base import CpuPacket, DriverError, SwitchDriver
+from netkv.drivers.base import BatchedWrites, CpuPacket, DriverError, SwitchDriver
 from netkv.mininet import cleanup
 from netkv.mininet import rack as rack_mod
 
@@ -223,7 +223,7 @@ def test_controller_drives_bmv2_through_the_driver(fake_bmv2: list[tuple[Any, ..
             ("table_add", "rkeys", [77], [0]),
             ("reg_write_many", [("rset_size", 0, 2)]),
         ]
-        assert isinstance(seen["switch"], bmv2.BatchedWrites)
+        assert isinstance(seen["switch"], BatchedWrites)
         assert seen["switch"] is target.driver
         assert target.switch_counters() == {"packet_in": 3}
         assert "configure_in_child" not in kinds
@@ -448,7 +448,7 @@ class InnerDriver(FakeDriver):
 
 def test_batched_writes_go_first_and_in_order() -> None:
     calls: list[tuple[Any, ...]] = []
-    drv = bmv2.BatchedWrites(InnerDriver(calls))
+    drv = BatchedWrites(InnerDriver(calls))
     drv.reg_write("a", 0, 1)
     drv.reg_write("a", 1, 2)
     assert calls == []                                      # queued
@@ -461,7 +461,7 @@ def test_batched_writes_go_first_and_in_order() -> None:
     assert calls == [("reg_write_many", [("a", 0, 1), ("a", 1, 2)]), ("reg_read", "a", 0),
                      ("reg_write_many", [("b", 0, 3)]), ("packet_out", None),
                      ("reg_write_many", [("c", 0, 4)])]
-    failing = bmv2.BatchedWrites(InnerDriver(calls, fail_writes=True))
+    failing = BatchedWrites(InnerDriver(calls, fail_writes=True))
     failing.reg_write("d", 0, 1)
     with pytest.raises(DriverError):
         failing.table_add("t", [1], [2])                    # a refused write is reported
@@ -673,7 +673,7 @@ def test_low_load_on_bmv2_loses_nothing_and_leaves_nothing(protocol: str) -> Non
         res = target.run_point(500.0, seed=7)
         if protocol == "pegasus":
             assert target.controller is not None
-            assert isinstance(target.driver, bmv2.BatchedWrites)
+            assert isinstance(target.driver, BatchedWrites)
             hits = target.driver.reg_read("stats", 0)  # READs to replicated keys
     assert res.issued > 300
     assert res.completed == res.issued, (res.issued, res.completed, res.timeouts)

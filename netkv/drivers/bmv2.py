@@ -35,7 +35,7 @@ and for target=mininet (``switch=bmv2``):
 - ``free_endpoint()``            gRPC and Thrift ports of one rack's switch
 - ``configure_in_child()``       connect + close in a child process, for a switch
                                  no controller drives (one client per process)
-- ``BatchedWrites``              a driver whose register writes go in one CLI run
+- ``netkv.drivers.base.BatchedWrites``  register writes in one CLI run
 """
 
 from __future__ import annotations
@@ -731,82 +731,6 @@ def start_switch(ports: Mapping[int, str], *, log_file: str | None = None,
         return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     except FileNotFoundError:
         raise DriverError(f"{SWITCH} not found: {INSTALL_HINT}") from None
-
-
-class BatchedWrites(SwitchDriver):
-    """A driver whose register writes are queued and sent in one
-    ``simple_switch_CLI`` run (``reg_write_many``) before any other request
-    and on ``flush()``: one CLI start costs ~100 ms and a Pegasus epoch
-    writes hundreds of cells (the WRR schedule alone is 256). The same
-    contract as netkv-switch's BatchingDriver (netkv.mininet.control): what
-    a later read, table write or packet sees is unchanged; a refused write
-    is reported at the next request or flush."""
-
-    MAX_QUEUE = 4096
-
-    def __init__(self, inner: SwitchDriver) -> None:
-        self.inner = inner
-        self._queue: list[tuple[str, int, int]] = []
-
-    def flush(self) -> None:
-        cells, self._queue = self._queue, []
-        if not cells:
-            return
-        many = getattr(self.inner, "reg_write_many", None)
-        if many is not None:
-            many(cells)
-        else:
-            for name, index, value in cells:
-                self.inner.reg_write(name, index, value)
-
-    def reg_write(self, name: str, index: int, value: int) -> None:
-        self._queue.append((name, int(index), int(value)))
-        if len(self._queue) >= self.MAX_QUEUE:
-            self.flush()
-
-    def reg_read(self, name: str, index: int) -> int:
-        self.flush()
-        return self.inner.reg_read(name, index)
-
-    def reg_read_range(self, name: str, first: int, count: int) -> list[int]:
-        self.flush()
-        return self.inner.reg_read_range(name, first, count)
-
-    def table_add(self, table: str, key: Sequence[int], args: Sequence[int] = ()) -> None:
-        self.flush()
-        self.inner.table_add(table, key, args)
-
-    def table_delete(self, table: str, key: Sequence[int]) -> None:
-        self.flush()
-        self.inner.table_delete(table, key)
-
-    def mcast_set(self, group: int, ports: Sequence[int]) -> None:
-        self.flush()
-        self.inner.mcast_set(group, ports)
-
-    def counters(self) -> dict[str, int]:
-        self.flush()
-        return self.inner.counters()
-
-    def cpu_poll(self, max_packets: int = 64) -> list[CpuPacket]:
-        self.flush()
-        return self.inner.cpu_poll(max_packets)
-
-    def packet_out(self, frame: bytes, port: int | None = None) -> None:
-        self.flush()
-        self.inner.packet_out(frame, port)
-
-    def cpu_sample(self, every: int) -> None:
-        self.flush()
-        self.inner.cpu_sample(every)
-
-    def close(self) -> None:
-        try:
-            self.flush()
-        except DriverError:
-            pass  # the rack is being torn down: what was still queued is moot
-        finally:
-            self.inner.close()
 
 
 # ---- configuring a switch from a child process -------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from netkv.drivers.base import CpuPacket, DriverError, SwitchDriver
@@ -68,6 +68,10 @@ class CtlSocket:
             pass
 
 
+# lines sent before their replies are read: a few KB of replies at most, far
+# below the socket buffers, so neither side can block the other
+PIPELINE_CHUNK = 512
+
 class NetkvSwitchDriver(CtlSocket, SwitchDriver):
     """Talks to one netkv-switch over its control socket."""
 
@@ -88,6 +92,22 @@ class NetkvSwitchDriver(CtlSocket, SwitchDriver):
 
     def reg_write(self, name: str, index: int, value: int) -> None:
         self.request(f"reg_write {name} {int(index)} {int(value)}")
+
+    def reg_write_many(self, cells: Iterable[tuple[str, int, int]]) -> None:
+        """Pipelined: a chunk of lines in one send, then every reply checked
+        (the switch executes lines in order). The first refusal is raised,
+        naming its line, after the whole chunk is answered."""
+        lines = [f"reg_write {name} {int(index)} {int(value)}" for name, index, value in cells]
+        for start in range(0, len(lines), PIPELINE_CHUNK):
+            chunk = lines[start:start + PIPELINE_CHUNK]
+            self.sock.sendall(("\n".join(chunk) + "\n").encode())
+            failed = None
+            for line in chunk:
+                text = self.reply_line("during a batch of writes")
+                if failed is None and text != "ok" and not text.startswith("ok "):
+                    failed = f"{line}: {text.removeprefix('err ')}"
+            if failed is not None:
+                raise DriverError(failed)
 
     def table_add(self, table: str, key: Sequence[int], args: Sequence[int] = ()) -> None:
         self.request(f"table_add {table} {_ints(key)} {_ints(args)}")

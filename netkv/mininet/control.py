@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from netkv.drivers.base import DriverError, SwitchDriver
+from netkv.drivers.base import BatchedWrites, DriverError, SwitchDriver
 from netkv.drivers.netkv_switch import NetkvSwitchDriver
 from netkv.protocols.base import ControlPlane
 from netkv.wire import codec
@@ -107,53 +107,15 @@ def parse_frame(frame: bytes) -> tuple[int, int, bytes] | None:
     return src, dport, bytes(frame[udp + UDP_HLEN:udp + max(ulen, UDP_HLEN)])
 
 
-class BatchingDriver(NetkvSwitchDriver):
-    """netkv-switch's control socket with register writes pipelined.
-
-    A controller epoch writes hundreds of registers (the WRR schedule alone is
-    256 cells); one round trip each costs ~0.1 ms here, so an epoch took
-    longer than the 10 ms it stands for. ``reg_write`` only queues its line;
-    the queue is sent in one go (and every reply checked) before any other
-    request and on ``flush()``. The switch executes lines in order, so what a
-    later read sees is unchanged; only a refused write is reported later
-    (at the next request or flush), naming the write."""
-
-    MAX_QUEUE = 512
-
-    def __init__(self, path: str, timeout_s: float = 5.0) -> None:
-        super().__init__(path, timeout_s)
-        self._queue: list[str] = []
-
-    def reg_write(self, name: str, index: int, value: int) -> None:
-        self._queue.append(f"reg_write {name} {int(index)} {int(value)}")
-        if len(self._queue) >= self.MAX_QUEUE:
-            self.flush()
-
-    def flush(self) -> None:
-        lines, self._queue = self._queue, []
-        if not lines:
-            return
-        self.sock.sendall(("\n".join(lines) + "\n").encode())
-        failed = None
-        for line in lines:
-            text = self.reply_line("during a batch of writes")
-            if failed is None and text != "ok" and not text.startswith("ok "):
-                failed = f"{line}: {text.removeprefix('err ')}"
-        if failed is not None:
-            raise DriverError(failed)
-
-    def request(self, line: str) -> str:
-        self.flush()
-        return super().request(line)
-
-
 class MininetControlPlane(ControlPlane):
     """A controller's handle on a Mininet rack around netkv-switch."""
 
     def __init__(self, rack: "Rack", protocol: str, capacity: np.ndarray,
-                 driver: NetkvSwitchDriver | None = None) -> None:
-        """``driver``: a control-socket connection of the controller's own
-        (one is opened when None; the plane closes what it opened)."""
+                 driver: SwitchDriver | None = None) -> None:
+        """``driver``: the switch's driver (BMv2: the target's one P4Runtime
+        client). When None, the plane opens a control-socket connection of its
+        own to netkv-switch and closes it at the end. Either way its register
+        writes are batched (BatchedWrites)."""
         from netkv.mininet.rack import CONTROLLER_IP, CONTROLLER_MAC
 
         self.rack = rack
@@ -165,7 +127,8 @@ class MininetControlPlane(ControlPlane):
         self.proto = WIRE_PROTO[protocol]
         self.port = proto_udp_port(self.proto)
         self._own = driver is None
-        self._switch = driver if driver is not None else BatchingDriver.wait(rack.ctl_path)
+        self._switch = driver if driver is not None else BatchedWrites(
+            NetkvSwitchDriver.wait(rack.ctl_path))
         self._ip, self._mac = CONTROLLER_IP, CONTROLLER_MAC
         self._ip_id = 0
         self._t0 = time.monotonic()
@@ -220,7 +183,7 @@ class MininetControlPlane(ControlPlane):
 
     def flush(self) -> None:
         """Send the register writes still queued (end of an epoch)."""
-        flush = getattr(self._switch, "flush", None)
+        flush = getattr(self._switch, "flush", None)  # a BatchedWrites, or a driver as given
         if flush is not None:
             flush()
 

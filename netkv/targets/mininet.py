@@ -35,7 +35,7 @@ import numpy as np
 from netkv.config.compose import ConfigError
 from netkv.config.schema import RunConfig
 from netkv.drivers import bmv2
-from netkv.drivers.base import DriverError, SwitchDriver
+from netkv.drivers.base import BatchedWrites, DriverError, SwitchDriver
 from netkv.drivers.netkv_switch import NetkvSwitchDriver
 from netkv.protocols.base import ControlPlane, Controller
 from netkv.targets.base import PointResult, Target
@@ -302,7 +302,7 @@ class MininetTarget(Target):
             return None
         drv = bmv2.Bmv2Driver.connect(self.compiled, grpc_addr=ep.grpc_addr,
                                       thrift_port=ep.thrift_port, device_id=ep.device_id, **setup)
-        return bmv2.BatchedWrites(drv)
+        return BatchedWrites(drv)
 
     def apply_faults(self) -> None:
         assert isinstance(self.driver, NetkvSwitchDriver)
