@@ -554,7 +554,10 @@ class TableEntry:
 @pytest.fixture
 def fake_shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A p4runtime_sh package that logs what the driver asks of it, importable
-    here and by a child process (PYTHONPATH)."""
+    here and by a child process (PYTHONPATH). A real p4runtime_sh imported by
+    an earlier test (tests/test_p4.py on a machine with BMv2) is set aside
+    for the test and put back after: it keeps its client in module globals."""
+    real = {m: sys.modules.pop(m) for m in list(sys.modules) if m.split(".")[0] == "p4runtime_sh"}
     pkg = tmp_path / "fake_sh" / "p4runtime_sh"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
@@ -569,6 +572,7 @@ def fake_shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
     yield log
     for name in [m for m in sys.modules if m.split(".")[0] == "p4runtime_sh"]:
         del sys.modules[name]
+    sys.modules.update(real)
 
 
 def _compiled(tmp_path: Path) -> bmv2.CompiledProgram:
@@ -603,18 +607,36 @@ def _listeners() -> tuple[list[socket.socket], bmv2.Bmv2Endpoint]:
     return socks, ep
 
 
-def test_connect_installs_the_rack_plan(tmp_path: Path, fake_shell: Path) -> None:
+def _connect_and_close(tmp_path: Path, log: Path, nodes: int) -> None:
+    """Connect a driver to listening stand-in ports, close it, and check what
+    it asked of p4runtime_sh: the rack plan of ``nodes`` nodes."""
     compiled = _compiled(tmp_path)
     socks, ep = _listeners()
     try:
-        drv = bmv2.Bmv2Driver.connect(compiled, data_ports=range(3), n_servers=2,
-                                      node_ports={n: n for n in range(3)},
+        drv = bmv2.Bmv2Driver.connect(compiled, data_ports=range(nodes), n_servers=nodes - 1,
+                                      node_ports={n: n for n in range(nodes)},
                                       grpc_addr=ep.grpc_addr, thrift_port=ep.thrift_port)
         drv.close()
     finally:
         for s in socks:
             s.close()
-    assert _events(fake_shell) == _expected(ep.grpc_addr, compiled, 3)
+    assert _events(log) == _expected(ep.grpc_addr, compiled, nodes)
+
+
+def test_connect_installs_the_rack_plan(tmp_path: Path, fake_shell: Path) -> None:
+    _connect_and_close(tmp_path, fake_shell, 3)
+
+
+def test_connect_after_a_real_shell_was_imported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                request: pytest.FixtureRequest) -> None:
+    """On a machine with BMv2, tests/test_p4.py imports the real p4runtime_sh
+    first (it keeps its client in module globals); the fake must still be the
+    one the driver talks to."""
+    import types
+
+    monkeypatch.setitem(sys.modules, "p4runtime_sh", types.ModuleType("p4runtime_sh"))
+    monkeypatch.setitem(sys.modules, "p4runtime_sh.shell", types.ModuleType("p4runtime_sh.shell"))
+    _connect_and_close(tmp_path, request.getfixturevalue("fake_shell"), 2)
 
 
 def test_child_configures_the_switch_and_reports_failure_in_one_line(
@@ -659,6 +681,7 @@ def _target(cfg: Any) -> Any:
 
 
 @pytest.mark.mininet
+@pytest.mark.bmv2
 @needs_bmv2_rack
 @pytest.mark.parametrize("protocol", ["hash", "pegasus"])
 def test_low_load_on_bmv2_loses_nothing_and_leaves_nothing(protocol: str) -> None:
@@ -685,6 +708,7 @@ def test_low_load_on_bmv2_loses_nothing_and_leaves_nothing(protocol: str) -> Non
 
 
 @pytest.mark.mininet
+@pytest.mark.bmv2
 @needs_bmv2_rack
 def test_pegasus_rack_and_hash_reference_rack_at_once() -> None:
     """The SLO's hash reference is measured while the protocol's rack (and its

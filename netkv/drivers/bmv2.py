@@ -75,7 +75,7 @@ INSTALL_HINT = (
 #: constants of p4src/common/types.p4
 CPU_PORT = 255
 CPU_CLONE_SESSION = 100
-FLOOD_MCAST_GRP = 0xFFFF
+FLOOD_MCAST_GRP = 0x7FFF
 
 
 def missing_bmv2() -> list[str]:
@@ -172,6 +172,7 @@ def program_defines(program: str, params: Mapping[str, Any] | None = None) -> di
             "PEG_SAMPLE": _as_int(_param(params, "sample", 128)),
             "PEG_FANOUT_AUTO": int(fanout == "auto"),
             "PEG_FANOUT_DIV": _as_int(_param(params, "fanout_div", 1)),
+            "PEG_WRITE_MCAST": int(bool(_as_int(_param(params, "write_mcast", 1)))),
         }
     if program == "netcache":
         maxv = _as_int(_param(params, "max_value_bytes", 128))

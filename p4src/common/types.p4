@@ -21,7 +21,7 @@ const bit<32> CPU_CLONE_SESSION = 100;
 /* The multicast group the driver fills with every data port: non-IP
  * broadcast (ARP) is flooded through it, as netkv-switch floods. Protocol
  * groups (SwitchDriver multicast) must use other ids. */
-const bit<16> FLOOD_MCAST_GRP = 0xFFFF;
+const bit<16> FLOOD_MCAST_GRP = 0x7FFF;
 
 /* ---- the rack addressing plan (hostapps/include/netkv/io.h) ------------------ */
 /* node n: IPv4 10.0.0.0 + n + 1, MAC 02:00:00:00:HH:LL with HHLL = n + 1 */

@@ -408,8 +408,9 @@ control PegasusIngress(inout headers_t hdr, inout metadata_t meta,
     }
 #elif PEG_SELECTION == SEL_LEAST_LOADED
 /* the server with the fewest requests in flight, scanning from the rotating
- * offset rr_all (ties: the first in scan order). pegasus.c takes the r
- * smallest; here the others are the r - 1 ids after it (docs/p4.md) */
+ * offset rr_all (ties: the first in scan order); the other targets are the
+ * r - 1 ids after it, as in pegasus.c select_write_start (one multicast
+ * group per (start, r)) */
 #define WRITE_START()                                                        \
     {                                                                        \
         bit<8> ra_;                                                          \
