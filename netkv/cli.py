@@ -135,14 +135,15 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from netkv.experiments.checks import exit_code
     from netkv.experiments.reproduce import reproduce
 
     try:
-        ok = reproduce(args.experiment, list(args.overrides),
-                       Path(args.out) if args.out else None, args.jobs, Console())
+        results = reproduce(args.experiment, list(args.overrides),
+                            Path(args.out) if args.out else None, args.jobs, Console())
     except (ConfigError, RunDirConflict) as exc:
         return _fail(str(exc))
-    return 0 if ok else 1
+    return exit_code(results)
 
 
 # --- clean ---------------------------------------------------------------------------

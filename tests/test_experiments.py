@@ -222,13 +222,149 @@ def test_timeline_reproduce_end_to_end_and_resume(tmp_path):
     })
     out = tmp_path / "exp"
     console = Console(file=None, width=200, record=True, quiet=True)
-    assert reproduce_timeline(exp, "t/tiny", [], out, 1, console)
+    verdicts = reproduce_timeline(exp, "t/tiny", [], out, 1, console)
+    assert [r.verdict for r in verdicts] == ["holds"]
     results = pl.read_parquet(out / "results.parquet")
     timeline = pl.read_parquet(out / "timeline.parquet")
     assert results["changes_s"].to_list() == [pytest.approx([0.05, 0.1])] * 2
     assert len(timeline) == 2 * 15  # 0.15 s in 10 ms windows, per cell
     assert (out / "plot.png").stat().st_size > 0 and (out / "checks.md").is_file()
     marks = {p: p.stat().st_ino for p in out.rglob("points.d/*/point.parquet")}
-    assert reproduce_timeline(exp, "t/tiny", [], out, 1, console)
+    verdicts = reproduce_timeline(exp, "t/tiny", [], out, 1, console)
+    assert [r.verdict for r in verdicts] == ["holds"]
     assert {p: p.stat().st_ino for p in out.rglob("points.d/*/point.parquet")} == marks
     assert pl.read_parquet(out / "timeline.parquet").equals(timeline)
+
+
+# --- honest checks (issue #17) --------------------------------------------------------
+
+from netkv.experiments.checks import exit_code, summarize_verdicts  # noqa: E402
+
+
+def test_a_none_met_cell_is_never_a_value_and_fails_every_check_touching_it():
+    """Two "none met" cells (stored as 0.0 before) passed both "<= 0.5 x" and
+    ">= 12 x"; now each check touching one fails and names it."""
+    table = pl.DataFrame({"series": ["hash", "hash", "pegasus", "pegasus"],
+                          "x": ["0", "1.2", "0", "1.2"], "met": [False, False, True, True],
+                          "max_tput_mrps": [0.0, 0.0, 3.0, 2.9]})
+    exp = experiment([
+        {"claim": "le", "left": {"series": "hash", "x": 1.2}, "op": "<=",
+         "right": {"series": "hash", "x": 0, "times": 0.5}},
+        {"claim": "ge", "left": {"series": "pegasus", "x": 1.2}, "op": ">=",
+         "right": {"series": "hash", "x": 1.2, "times": 12}},
+        {"claim": "ok", "left": {"series": "pegasus", "x": 1.2}, "op": ">=",
+         "right": {"series": "pegasus", "x": 0, "times": 0.9}},
+    ])
+    le, ge, ok = (evaluate(c, table, exp) for c in exp.checks)
+    assert not le.passed and le.verdict == "FAIL" and "hash@1.2 none met" in le.measured
+    assert "0.5 x hash@0 none met" in le.measured
+    assert not ge.passed and "12 x hash@1.2 none met" in ge.measured
+    assert ok.passed and ok.verdict == "holds"
+
+
+def test_every_check_reports_how_many_cells_it_used_and_none_fails():
+    exp = experiment([
+        {"claim": "all", "left": {"series": "pegasus", "x": "all"}, "op": "within",
+         "right": {"series": "pegasus", "x": 0}, "tolerance": 0.05},
+        {"claim": "one", "left": {"series": "hash", "x": 1.2}, "op": "<=",
+         "right": {"value": 1.5}},
+        {"claim": "nothing", "left": {"value": 1.0}, "op": "<=", "right": {"value": 2.0}},
+    ])
+    flat, one, nothing = (evaluate(c, TABLE, exp) for c in exp.checks)
+    assert flat.used == 2 and "(2 cells)" in flat.measured
+    assert one.used == 1 and "(1 cell)" in one.measured
+    assert nothing.used == 0 and not nothing.passed and nothing.verdict == "FAIL"
+    assert "compares no measured cell" in nothing.measured
+
+
+def test_a_declared_difference_is_differs_with_by_how_much_and_the_exit_code_says_so():
+    why = "our servers have one core (notes)"
+    exp = experiment([
+        {"claim": "10 x", "left": {"series": "pegasus", "x": 1.2}, "op": ">=",
+         "right": {"series": "hash", "x": 1.2, "times": 10}, "differs": why},
+        {"claim": "3 x, undeclared", "left": {"series": "pegasus", "x": 1.2}, "op": ">=",
+         "right": {"series": "hash", "x": 1.2, "times": 3}},
+        {"claim": "2 x", "left": {"series": "pegasus", "x": 1.2}, "op": ">=",
+         "right": {"series": "hash", "x": 1.2, "times": 2}, "differs": "stale"},
+    ])
+    ten, three, two = (evaluate(c, TABLE, exp) for c in exp.checks)
+    assert ten.verdict == "differs" and not ten.passed and ten.why == why
+    assert "3.45 x" in ten.by   # needs >= 10 x hash = 10, measured 2.9: 10 / 2.9
+    assert three.verdict == "FAIL"
+    assert two.verdict == "holds"   # a declared difference that holds is a hold
+    assert exit_code([two]) == 0
+    assert exit_code([two, ten]) == 3
+    assert exit_code([two, ten, three]) == 1
+    assert summarize_verdicts([two, ten, three]) == {"holds": 1, "differs": 1, "FAIL": 1}
+
+
+def test_a_declared_difference_on_a_none_met_cell_is_a_failure():
+    table = TABLE.with_columns(met=pl.Series([True, False, True, True]))
+    exp = experiment([{"claim": "c", "left": {"series": "pegasus", "x": 1.2}, "op": ">=",
+                       "right": {"series": "hash", "x": 1.2, "times": 10}, "differs": "why"}])
+    assert evaluate(exp.checks[0], table, exp).verdict == "FAIL"
+
+
+def test_timeline_checks_fail_with_no_window_after_the_warm_up_or_after_a_change():
+    exp = timeline_experiment([
+        {"kind": "no_violation", "claim": "calm", "series": "pegasus", "x": "random"},
+        {"kind": "recovery", "claim": "r", "series": "pegasus", "x": "hot-in",
+         "within_ms": 100},
+    ], warmup_s=0.5)
+    # every window ends before the warm-up: "0 of 0 windows above" used to pass
+    calm, rec = (evaluate_timeline(c, RESULTS.with_columns(changes_s=pl.Series([[0.6], [0.6]])),
+                                   TIMELINE, exp) for c in exp.checks)
+    assert not calm.passed and calm.used == 0 and "no window after the warm-up" in calm.measured
+    # a change at 0.6 s with every window (all at 9,999 us) before it: "0 ms" used to pass
+    assert not rec.passed and rec.used == 0 and "no window" in rec.measured
+    slow = TIMELINE.with_columns(p99_us=pl.lit(9999.0))
+    exp0 = timeline_experiment(exp.checks and [exp.checks[1].model_dump()], warmup_s=0.0)
+    late = RESULTS.with_columns(changes_s=pl.Series([[0.25], [0.25]]))
+    got = evaluate_timeline(exp0.checks[0], late, slow, exp0)
+    assert not got.passed and got.verdict == "FAIL" and "no window" in got.measured
+
+
+def test_timeline_checks_report_the_windows_they_used():
+    exp = timeline_experiment([
+        {"kind": "recovery", "claim": "r", "series": "pegasus", "x": "hot-in", "within_ms": 100},
+        {"kind": "no_violation", "claim": "calm", "series": "pegasus", "x": "random"},
+    ])
+    rec, calm = (evaluate_timeline(c, RESULTS, TIMELINE, exp) for c in exp.checks)
+    assert rec.passed and rec.used == 10 and "10 windows" in rec.measured
+    assert calm.passed and calm.used == 15
+
+
+def test_no_shipped_check_compares_cells_that_differ_only_in_dead_knobs():
+    """AMO without writes, a selection policy with nothing replicated: both
+    sides would be the same measurement, a check that cannot fail."""
+    from netkv.experiments.knobs import dead_comparisons
+
+    found = [f"{name}: {d}" for name in available()
+             for d in dead_comparisons(load_experiment(name))
+             if load_experiment(name).kind == "grid"]
+    assert not found, "\n".join(found)
+
+
+def test_dead_knob_pairs_are_flagged():
+    from netkv.experiments.knobs import dead_comparisons
+
+    exp = Experiment.model_validate({
+        "description": "t", "overrides": ["protocol=pegasus", "servers=4", "keys=1000"],
+        "x": {"key": "write_ratio", "values": [0, 0.5]},
+        "series": {"pegasus": [], "amo": ["protocol.amo=true"],
+                   "none": ["protocol.replicated_keys=0", "protocol.selection=random"],
+                   "none-wrr": ["protocol.replicated_keys=0"]},
+        "checks": [
+            {"claim": "amo", "left": {"series": "amo", "x": "all"}, "op": "within",
+             "right": {"series": "pegasus", "x": "all"}, "tolerance": 0.1},
+            {"claim": "wrr", "left": {"series": "none", "x": 0.5}, "op": ">=",
+             "right": {"series": "pegasus", "x": 0.5}},
+            {"claim": "sel", "left": {"series": "none", "x": 0.5}, "op": ">=",
+             "right": {"series": "none-wrr", "x": 0.5}},
+        ],
+    })
+    found = dead_comparisons(exp)
+    # amo@0.5 is live; "none" vs "pegasus" differ in replicated_keys, a live knob
+    assert len(found) == 2
+    assert found[0].startswith("amo: amo@0 vs pegasus@0") and "protocol.amo" in found[0]
+    assert found[1].startswith("sel: none@0.5 vs none-wrr@0.5") and "selection" in found[1]

@@ -21,31 +21,63 @@ from rich.table import Table
 from netkv.experiments.spec import Check, Experiment, RecoveryCheck, Ref, TimelineCheck
 
 
+VERDICTS = ("holds", "differs", "FAIL")
+
+
 @dataclass
 class CheckResult:
+    """One claim evaluated at the paper's value.
+
+    ``verdict``: ``holds`` (true as the paper states it), ``differs`` (false,
+    and the experiment declares why ours differs: ``differs``) or ``FAIL``
+    (false and undeclared, or it could not be evaluated: a missing or "none
+    met" cell, nothing to compare)."""
+
     claim: str
     paper: str
     measured: str
-    passed: bool
+    passed: bool          # holds as the paper states it
+    used: int = 0         # cells, or windows, the verdict rests on
+    verdict: str = "FAIL"
+    why: str = ""         # the declared reason ours differs
+    by: str = ""          # by how much it misses the paper's value
+
+
+def verdict(passed: bool, measurable: bool, differs: str) -> str:
+    if passed:
+        return "holds"
+    return "differs" if measurable and differs else "FAIL"
 
 
 def _fmt(value: float) -> str:
     return f"{value:.3g}" if math.isfinite(value) else str(value)
 
 
-def _cell(table: pl.DataFrame, series: str, x: object, metric: str) -> float:
+NONE_MET = "none met"
+
+
+def _cell(table: pl.DataFrame, series: str, x: object, metric: str) -> float | str:
+    """A cell's value; "missing" (not run) or "none met" (no load passed)."""
     rows = table.filter((pl.col("series") == series) & (pl.col("x") == str(x)))
     if rows.is_empty():
-        return math.nan
-    return float(rows[metric][0])
+        return "missing"
+    if "met" in rows.columns and not rows["met"][0]:
+        return NONE_MET
+    value = rows[metric][0]
+    return "missing" if value is None else float(value)
 
 
-def _values(table: pl.DataFrame, ref: Ref, exp: Experiment, xs: list[object]) -> list[float]:
+def _values(table: pl.DataFrame, ref: Ref, exp: Experiment,
+            xs: list[object]) -> list[float | str]:
     if ref.value is not None:
         return [ref.value * ref.times for _ in xs]
     metric = ref.metric or exp.y.metric
     assert ref.series is not None
-    return [_cell(table, ref.series, x, metric) * ref.times for x in xs]
+    out: list[float | str] = []
+    for x in xs:
+        v = _cell(table, ref.series, x, metric)
+        out.append(v * ref.times if isinstance(v, float) else v)
+    return out
 
 
 def _label(ref: Ref, x: object) -> str:
@@ -55,20 +87,68 @@ def _label(ref: Ref, x: object) -> str:
     return f"{times}{ref.series}@{x}"
 
 
+def xs_of(ref: Ref, exp: Experiment) -> list[object]:
+    """The x values a side names: one, a list, or "all"."""
+    if ref.x == "all":
+        return list(exp.x.values)
+    return list(ref.x) if isinstance(ref.x, list) else [ref.x]
+
+
+def pairs(check: Check, exp: Experiment) -> list[tuple[object, object]]:
+    """(left x, right x) pairs a check compares: a side with several x values
+    pairs with the other side's same x (or its single x). A cell compared
+    with itself is left out: it measures nothing."""
+    xs = xs_of(check.left, exp)
+    rxs = xs_of(check.right, exp)
+    right_xs = xs if len(rxs) > 1 or check.right.x == "all" else rxs * len(xs)
+    same = (check.left.value is None and check.right.value is None
+            and check.left.series == check.right.series)
+    return [(x, rx) for x, rx in zip(xs, right_xs) if not (same and str(x) == str(rx))]
+
+
+def _cells_used(check: Check, todo: list[tuple[object, object]]) -> int:
+    used = set()
+    for x, rx in todo:
+        for ref, at in ((check.left, x), (check.right, rx)):
+            if ref.value is None:
+                used.add((ref.series, str(at)))
+    return len(used)
+
+
+def _miss(op: str, lv: float, rv: float, tolerance: float) -> float:
+    """How far a pair is from the claim, as a factor (1 = on the bound)."""
+    if op == "within":
+        return abs(lv / rv - 1.0) / tolerance if rv and tolerance else math.inf
+    if op == ">=":
+        return rv / lv if lv > 0 else math.inf
+    return lv / rv if rv > 0 else math.inf
+
+
 def evaluate(check: Check, table: pl.DataFrame, exp: Experiment) -> CheckResult:
-    xs: list[object] = list(exp.x.values) if check.left.x == "all" else [check.left.x]
-    right_xs = xs if check.right.x == "all" else [check.right.x] * len(xs)
+    """``left op right`` at the paper's value, over every x pair. A missing
+    or "none met" cell fails the check and says so; so does a check that
+    compares no measured cell."""
+    todo = pairs(check, exp)
+    xs = [x for x, _ in todo]
+    right_xs = [rx for _, rx in todo]
     left = _values(table, check.left, exp, xs)
     right = [
         v for x in right_xs
         for v in _values(table, check.right.model_copy(update={"x": x}), exp, [x])
     ]
-    parts, ok = [], True
+    used = _cells_used(check, todo)
+    parts, ok, measurable, worst = [], used > 0, used > 0, 0.0
+    if not used:
+        parts.append("compares no measured cell")
     for x, rx, lv, rv in zip(xs, right_xs, left, right):
-        if not (math.isfinite(lv) and math.isfinite(rv)):
-            ok = False
-            parts.append(f"{_label(check.left, x)} missing")
+        bad = [(ref, at, v) for ref, at, v in ((check.left, x, lv), (check.right, rx, rv))
+               if not isinstance(v, float) or not math.isfinite(v)]
+        if bad:
+            ok = measurable = False
+            parts += [f"{_label(ref, at)} {v if isinstance(v, str) else 'missing'}"
+                      for ref, at, v in bad]
             continue
+        assert isinstance(lv, float) and isinstance(rv, float)
         if check.op == ">=":
             good = lv >= rv
         elif check.op == "<=":
@@ -76,13 +156,21 @@ def evaluate(check: Check, table: pl.DataFrame, exp: Experiment) -> CheckResult:
         else:
             good = rv != 0 and abs(lv / rv - 1.0) <= check.tolerance
         ok &= good
+        if not good:
+            worst = max(worst, _miss(check.op, lv, rv, check.tolerance))
         if check.op == "within":
             ratio = lv / rv if rv else math.inf
             parts.append(f"{_label(check.left, x)}/{_label(check.right, rx)} = {_fmt(ratio)}")
         else:
             parts.append(f"{_label(check.left, x)} = {_fmt(lv)} {check.op} "
                          f"{_label(check.right, rx)} = {_fmt(rv)}")
-    return CheckResult(check.claim, check.paper, "; ".join(parts), ok)
+    parts.append(f"({used} cell{'s' if used != 1 else ''})")
+    by = ""
+    if measurable and not ok:
+        by = (f"|ratio - 1| up to {_fmt(worst)} x the tolerance" if check.op == "within"
+              else f"misses the bound by {_fmt(worst)} x")
+    return CheckResult(check.claim, check.paper, "; ".join(parts[:-1]) + " " + parts[-1], ok,
+                       used, verdict(ok, measurable, check.differs), check.differs, by)
 
 
 # --- timeline experiments ------------------------------------------------------------
@@ -110,13 +198,17 @@ def recovery_ms(t_s: np.ndarray, window_s: float, over: np.ndarray, changes: lis
     """For each change instant: how long until the windowed p99 is back under
     the SLO for good, i.e. the end of the last window above the SLO before the
     next change, minus the change (0 if none; inf if the last window before
-    the next change is still above). A window belongs to the change it
-    overlaps last."""
+    the next change is still above; nan if no window follows the change:
+    nothing was measured, which is not a recovery). A window belongs to the
+    change it overlaps last."""
     out = []
     bounds = [*changes[1:], end_s]
     for change, nxt in zip(changes, bounds):
         sel = (t_s + window_s > change + EPS_S) & (t_s < nxt - EPS_S)
         ts, bad = t_s[sel], over[sel]
+        if not len(ts):
+            out.append(math.nan)
+            continue
         if not bad.any():
             out.append(0.0)
             continue
@@ -128,77 +220,143 @@ def recovery_ms(t_s: np.ndarray, window_s: float, over: np.ndarray, changes: lis
     return out
 
 
+def windows_after(t_s: np.ndarray, window_s: float, changes: list[float],
+                  end_s: float) -> list[int]:
+    """How many windows each change's recovery rests on (see recovery_ms)."""
+    bounds = [*changes[1:], end_s]
+    return [int(((t_s + window_s > c + EPS_S) & (t_s < n - EPS_S)).sum())
+            for c, n in zip(changes, bounds)]
+
+
 def _cell_row(results: pl.DataFrame, series: str, x: object) -> dict[str, Any] | None:
     rows = results.filter((pl.col("series") == series) & (pl.col("x") == str(x)))
     return None if rows.is_empty() else rows.row(0, named=True)
 
 
 def cell_recoveries(timeline: pl.DataFrame, results: pl.DataFrame, series: str, x: object,
-                    warmup_s: float) -> tuple[list[float], list[float]] | None:
-    """(change instants from warmup_s on, recovery after each) of one cell."""
+                    warmup_s: float) -> tuple[list[float], list[float], list[int]] | None:
+    """(change instants from warmup_s on, recovery after each, windows after
+    each) of one cell."""
     row = _cell_row(results, series, x)
     windows = cell_windows(timeline, series, x)
     if row is None or windows.is_empty():
         return None
     changes = [c for c in (row["changes_s"] or []) if c >= warmup_s - EPS_S]
     t_s = windows["t_s"].to_numpy()
-    recs = recovery_ms(t_s, float(row["window_s"]), windows_over(windows), changes,
-                       float(row["duration_s"]))
-    return changes, recs
+    window_s, end_s = float(row["window_s"]), float(row["duration_s"])
+    recs = recovery_ms(t_s, window_s, windows_over(windows), changes, end_s)
+    return changes, recs, windows_after(t_s, window_s, changes, end_s)
 
 
-def _ms(value: float) -> str:
+def ms_text(value: float) -> str:
+    if math.isnan(value):
+        return "no window"
     return f"{value:.0f}" if math.isfinite(value) else "never"
 
 
 def evaluate_timeline(check: TimelineCheck, results: pl.DataFrame, timeline: pl.DataFrame,
                       exp: Experiment) -> CheckResult:
-    """A ``recovery`` or ``no_violation`` check on the windows of timeline.parquet."""
+    """A ``recovery`` or ``no_violation`` check on the windows of
+    timeline.parquet. It fails when a cell has no window after the warm-up,
+    or a change has no window after it: "nothing measured" never passes."""
     assert exp.timeline is not None
     warmup = exp.timeline.warmup_s
     xs = list(exp.x.values) if check.x == "all" else [check.x]
-    parts, ok = [], True
+    parts, ok, measurable, used, worst = [], True, True, 0, 0.0
     for x in xs:
         label = f"{check.series}@{x}"
         if isinstance(check, RecoveryCheck):
             got = cell_recoveries(timeline, results, check.series, x, warmup)
             if got is None or not got[0]:
-                ok = False
+                ok = measurable = False
                 parts.append(f"{label}: {'missing' if got is None else 'no change measured'}")
                 continue
-            changes, recs = got
-            good = all(r <= check.within_ms for r in recs)
+            changes, recs, counts = got
+            used += sum(counts)
+            if not all(counts):
+                ok = measurable = False
+            good = all(n > 0 and r <= check.within_ms for r, n in zip(recs, counts))
             ok &= good
+            finite = [r for r in recs if not math.isnan(r)]
+            peak = max(finite) if finite else math.nan
+            if not good and math.isfinite(peak) and peak > check.within_ms:
+                worst = max(worst, peak / check.within_ms)
             at = ", ".join(f"{c:g}" for c in changes)
-            parts.append(f"{label}: back under the SLO {', '.join(_ms(r) for r in recs)} ms "
-                         f"after the changes at {at} s (max {_ms(max(recs))} ms "
-                         f"{'<=' if good else '>'} {check.within_ms:g})")
+            parts.append(f"{label}: back under the SLO {', '.join(ms_text(r) for r in recs)} ms "
+                         f"after the changes at {at} s (max {ms_text(peak)} ms "
+                         f"{'<=' if good else '>'} {check.within_ms:g}; "
+                         f"{sum(counts)} windows)")
         else:
             windows = cell_windows(timeline, check.series, x)
             if windows.is_empty():
-                ok = False
+                ok = measurable = False
                 parts.append(f"{label}: missing")
                 continue
             windows = windows.filter(pl.col("t_s") >= warmup - EPS_S)
+            used += len(windows)
+            if windows.is_empty():
+                ok = measurable = False
+                parts.append(f"{label}: no window after the warm-up ({warmup:g} s)")
+                continue
             over = windows_over(windows)
             count = int(over.sum())
             good = count <= check.allowed_windows
             ok &= good
-            slo = float(windows["slo_us"][0]) if not windows.is_empty() else math.nan
-            peak = float(windows["p99_us"].max()) if not windows.is_empty() else math.nan
+            if not good:
+                worst = max(worst, count / max(check.allowed_windows, 1))
+            slo = float(windows["slo_us"][0])
+            peak = float(windows["p99_us"].max())
             parts.append(f"{label}: {count} of {len(windows)} windows above the SLO "
                          f"({_fmt(slo)} us; max window p99 {_fmt(peak)} us)")
-    return CheckResult(check.claim, check.paper, "; ".join(parts), ok)
+    by = ""
+    if measurable and not ok:
+        by = (f"recovers {_fmt(worst)} x slower than the bound"
+              if isinstance(check, RecoveryCheck) and worst else
+              f"{_fmt(worst)} x the windows allowed above the SLO" if worst else "")
+    return CheckResult(check.claim, check.paper, "; ".join(parts), ok, used,
+                       verdict(ok, measurable, check.differs), check.differs, by)
+
+
+def summarize_verdicts(results: list[CheckResult]) -> dict[str, int]:
+    """How many checks hold as the paper states them, differ, or fail."""
+    return {v: sum(r.verdict == v for r in results) for v in VERDICTS}
+
+
+EXIT_HOLDS, EXIT_FAIL, EXIT_DIFFERS = 0, 1, 3
+
+
+def exit_code(results: list[CheckResult]) -> int:
+    """0: every claim holds as the paper states it. 1: a claim fails that the
+    experiment does not declare as differing (a regression, or a check that
+    measured nothing). 3: every claim that does not hold is a declared
+    "differs" (a known, explained gap: CI accepts 0 or 3, never 1)."""
+    counts = summarize_verdicts(results)
+    if counts["FAIL"]:
+        return EXIT_FAIL
+    return EXIT_DIFFERS if counts["differs"] else EXIT_HOLDS
+
+
+VERDICT_STYLE = {"holds": "[green]holds[/green]", "differs": "[yellow]differs[/yellow]",
+                 "FAIL": "[red]FAIL[/red]"}
+
+
+def differs_text(r: CheckResult) -> str:
+    """The "differs" note of a row: by how much, and the declared reason."""
+    if r.verdict != "differs":
+        return ""
+    return "; ".join(t for t in (r.by, r.why.strip()) if t)
 
 
 def print_checks(results: list[CheckResult], console: Console) -> None:
-    """The "paper says / we measured / pass" table."""
+    """The "paper says / we measured / verdict" table."""
     if not results:
         return
     table = Table(title="paper says / we measured", title_justify="left")
-    for col in ("claim", "paper says", "we measured", "pass"):
+    for col in ("claim (the paper's)", "paper says", "we measured", "verdict", "why it differs"):
         table.add_column(col)
     for r in results:
-        table.add_row(r.claim, r.paper, r.measured,
-                      "[green]pass[/green]" if r.passed else "[red]FAIL[/red]")
+        table.add_row(r.claim, r.paper, r.measured, VERDICT_STYLE[r.verdict], differs_text(r))
     console.print(table)
+    counts = summarize_verdicts(results)
+    console.print(f"{counts['holds']} of {len(results)} claims hold as the paper states them, "
+                  f"{counts['differs']} differ (declared), {counts['FAIL']} fail")

@@ -23,7 +23,8 @@ from rich.console import Console
 from rich.table import Table
 
 from netkv.config.compose import load
-from netkv.experiments.checks import CheckResult, evaluate, print_checks
+from netkv.experiments.checks import (CheckResult, differs_text, evaluate, print_checks,
+                                      summarize_verdicts)
 from netkv.experiments.spec import METRICS, Experiment, load_experiment
 from netkv.results.atomic import write_parquet, write_text
 
@@ -58,12 +59,12 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
     best = points.filter(pl.col("best")) if not points.is_empty() else points
     row: dict[str, Any] = {"series": cell.series, "x": str(cell.x), "run": out_dir}
     slo_us = float(points["slo_ns"][0]) / 1e3 if not points.is_empty() else math.nan
-    if best.is_empty():
-        row.update(max_tput_mrps=0.0, p50_us=math.nan, p99_us=math.nan,
+    if best.is_empty():  # "none met": no value, never 0 (a check touching it fails)
+        row.update(met=False, max_tput_mrps=math.nan, p50_us=math.nan, p99_us=math.nan,
                    max_over_mean=math.nan, max_server_share=math.nan, slo_us=slo_us)
     else:
         b = best.row(0, named=True)
-        row.update(max_tput_mrps=b["achieved_rps"] / 1e6, p50_us=b["p50_ns"] / 1e3,
+        row.update(met=True, max_tput_mrps=b["achieved_rps"] / 1e6, p50_us=b["p50_ns"] / 1e3,
                    p99_us=b["p99_ns"] / 1e3, max_over_mean=b["max_over_mean"],
                    max_server_share=b["max_server_share"], slo_us=slo_us)
     return row
@@ -106,10 +107,15 @@ def plot(exp: Experiment, table: pl.DataFrame, path: Path, title: str) -> None:
 
 
 def checks_markdown(exp: Experiment, results: list[CheckResult]) -> str:
+    counts = summarize_verdicts(results)
     lines = [f"# {exp.description}", "", f"Source: {exp.paper}", "",
-             "| claim | paper says | we measured | pass |", "|---|---|---|---|"]
+             f"{counts['holds']} of {len(results)} claims hold as the paper states them; "
+             f"{counts['differs']} differ (declared, with the reason); {counts['FAIL']} fail.",
+             "", "| claim (the paper's) | paper says | we measured | verdict | why it differs |",
+             "|---|---|---|---|---|"]
     for r in results:
-        lines.append(f"| {r.claim} | {r.paper} | {r.measured} | {'yes' if r.passed else 'NO'} |")
+        lines.append(f"| {r.claim} | {r.paper} | {r.measured} | {r.verdict} | "
+                     f"{differs_text(r)} |")
     if exp.notes:
         lines += ["", exp.notes.strip()]
     return "\n".join(lines) + "\n"
@@ -123,13 +129,15 @@ def write_checks(out: Path, exp: Experiment, results: list[CheckResult],
         text = text.rstrip("\n") + "\n\n" + appendix
     write_text(out / "checks.md", text)
     write_parquet(out / "checks.parquet", pl.DataFrame(
-        [{"claim": r.claim, "paper": r.paper, "measured": r.measured, "pass": r.passed}
+        [{"claim": r.claim, "paper": r.paper, "measured": r.measured, "pass": r.passed,
+          "verdict": r.verdict, "used": r.used, "by": r.by, "why": r.why}
          for r in results]) if results else pl.DataFrame())
 
 
 def reproduce(name: str, extra: list[str], out: Path | None, jobs: int,
-              console: Console) -> bool:
-    """Run, plot and check experiment ``name``; True when every check passes."""
+              console: Console) -> list[CheckResult]:
+    """Run, plot and check experiment ``name``; the checks' results
+    (``checks.exit_code`` turns them into the command's exit code)."""
     exp = load_experiment(name)
     if exp.kind == "timeline":
         from netkv.experiments.timeline import reproduce_timeline
@@ -162,7 +170,7 @@ def reproduce(name: str, extra: list[str], out: Path | None, jobs: int,
     show(exp, table, results, console)
     console.print(f"{name}: {time.monotonic() - started:.0f} s; plot {out / 'plot.png'}, "
                   f"table {out / 'checks.md'}")
-    return all(r.passed for r in results)
+    return results
 
 
 def show(exp: Experiment, table: pl.DataFrame, results: list[CheckResult],
@@ -175,7 +183,12 @@ def show(exp: Experiment, table: pl.DataFrame, results: list[CheckResult],
         cells_text = []
         for x in exp.x.values:
             rows = table.filter((pl.col("series") == series) & (pl.col("x") == str(x)))
-            cells_text.append(f"{rows[exp.y.metric][0]:.3g}" if not rows.is_empty() else "-")
+            if rows.is_empty():
+                cells_text.append("-")
+            elif "met" in rows.columns and not rows["met"][0]:
+                cells_text.append("none met")
+            else:
+                cells_text.append(f"{rows[exp.y.metric][0]:.3g}")
         grid.add_row(series, *cells_text)
     console.print(grid)
     print_checks(results, console)

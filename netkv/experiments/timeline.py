@@ -30,8 +30,8 @@ from rich.console import Console
 from rich.table import Table
 
 from netkv.config.compose import load
-from netkv.experiments.checks import (CheckResult, evaluate_timeline, print_checks, recovery_ms,
-                                      windows_over)
+from netkv.experiments.checks import (CheckResult, evaluate_timeline, ms_text, print_checks,
+                                      recovery_ms, windows_over)
 from netkv.experiments.reproduce import Cell, default_out, run_cell, write_checks
 from netkv.experiments.spec import Check, Experiment, RecoveryCheck, Timeline
 from netkv.results.atomic import write_parquet
@@ -126,7 +126,7 @@ def summarize(row: dict[str, Any], windows: pl.DataFrame, warmup_s: float) -> di
 
 
 def reproduce_timeline(exp: Experiment, name: str, extra: list[str], out: Path | None,
-                       jobs: int, console: Console) -> bool:
+                       jobs: int, console: Console) -> list[CheckResult]:
     tl = exp.timeline
     assert tl is not None
     searches = {s: search_overrides(exp, s, extra) for s in exp.series}
@@ -151,7 +151,7 @@ def reproduce_timeline(exp: Experiment, name: str, extra: list[str], out: Path |
     calls = []
     for (s, x), overrides in longs.items():
         rate = tl.load * best[s]["max_tput_mrps"] * 1e6
-        if rate > 0 and math.isfinite(best[s]["slo_us"]):
+        if best[s]["met"] and rate > 0 and math.isfinite(best[s]["slo_us"]):
             calls.append((s, x, overrides, str(out / s / f"{exp.x.key}={x}"), rate,
                           best[s]["slo_us"] * 1e3))
         else:
@@ -179,14 +179,14 @@ def reproduce_timeline(exp: Experiment, name: str, extra: list[str], out: Path |
     show_timeline(exp, results, checks, console)
     console.print(f"{name}: {time.monotonic() - started:.0f} s; plot {out / 'plot.png'}, "
                   f"table {out / 'checks.md'}")
-    return all(r.passed for r in checks)
+    return checks
 
 
 # --- reporting ----------------------------------------------------------------------------
 
 
 def _ms_list(values: list[float]) -> str:
-    return ", ".join(f"{v:.0f}" if math.isfinite(v) else "never" for v in values) or "-"
+    return ", ".join(ms_text(v) for v in values) or "-"
 
 
 def summary_rows(results: pl.DataFrame) -> list[list[str]]:

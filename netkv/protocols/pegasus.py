@@ -72,6 +72,20 @@ def pipeline_params(cfg: RunConfig) -> str:
     return ";".join(f"{k}={v}" for k, v in knobs.items())
 
 
+def dead_knobs(cfg: RunConfig) -> set[str]:
+    """Config keys with no effect on this run: AMO and the write fan-out act
+    only on writes; the selection policy only picks among a replicated
+    key's servers (none replicated, or one server: nothing to pick)."""
+    proto = cfg.protocol
+    assert isinstance(proto, PegasusProtocol)
+    dead = set()
+    if cfg.workload.write_ratio == 0 and cfg.workload.kind != "trace":
+        dead |= {"protocol.amo", "protocol.fanout_div"}
+    if cfg.replicated_keys() == 0 or cfg.topology.servers == 1:
+        dead.add("protocol.selection")
+    return dead
+
+
 @dataclass
 class HotKey:
     key: bytes
