@@ -4,6 +4,7 @@
   list       protocols, targets, workloads, topologies, SLOs and experiments
   reproduce  rerun a paper figure, plot it, check it against the paper
   clean      remove what a crashed Mininet run left behind
+  wireshark  install the Wireshark/tshark dissectors for every wire format
 """
 
 from __future__ import annotations
@@ -159,6 +160,20 @@ def cmd_clean(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- wireshark -------------------------------------------------------------------------
+
+
+def cmd_wireshark(args: argparse.Namespace) -> int:
+    from netkv.wire.wireshark import install, lua_source
+
+    if args.print:
+        print(lua_source(), end="")
+        return 0
+    path = install(Path(args.dir) if args.dir else None)
+    print(f"wrote {path} (restart Wireshark, or `tshark -r FILE` picks it up)")
+    return 0
+
+
 # --- entry -------------------------------------------------------------------------
 
 
@@ -210,6 +225,14 @@ def build_parser() -> argparse.ArgumentParser:
     cln.add_argument("--force", action="store_true",
                      help="also remove the state of runs whose owner still looks alive")
     cln.set_defaults(func=cmd_clean)
+
+    ws = sub.add_parser(
+        "wireshark", help="install the Wireshark/tshark dissectors (netkv.lua)",
+        description="Generate netkv.lua from the wire layout (netkv/wire/layout.py) and write "
+                    "it into your personal Wireshark Lua plugin folder (`tshark -G folders`).")
+    ws.add_argument("--dir", help="plugin folder to write to instead")
+    ws.add_argument("--print", action="store_true", help="print the plugin instead of installing")
+    ws.set_defaults(func=cmd_wireshark)
     return parser
 
 
