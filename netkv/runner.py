@@ -196,6 +196,26 @@ def reference_slo_ns(cfg: RunConfig, run_dir: RunDir, columns: dict[str, Any],
     return cfg.slo.factor * p50
 
 
+def measure_slo_ns(cfg: RunConfig, out_dir: Path, argv: list[str],
+                   console: Console) -> float | None:
+    """The bound many runs share (one SLO per figure): factor x the SLO
+    reference's unloaded median on ``cfg``'s rack, measured once into
+    ``out_dir`` (a run directory holding only the reference point; resumed
+    like any point). None when there is nothing to share: a fixed SLO is
+    already one bound, and ``slo.reference=self`` is each protocol's own."""
+    if cfg.slo.kind != "auto" or cfg.slo.reference == "self":
+        return None
+    run_dir = RunDir(out_dir)
+    prov = provenance.collect(
+        seed=cfg.seed, target=cfg.target.name, protocol=cfg.protocol.name, argv=argv
+    )
+    run_dir.prepare(config_yaml(cfg), prov)
+    order: list[str] = []
+    slo_ns = reference_slo_ns(cfg, run_dir, config_columns(cfg), order, console)
+    run_dir.finalize_tables(slo_ns, {}, None, order)
+    return slo_ns
+
+
 def finish(run_dir: RunDir, outcome: SearchOutcome, order: list[str], cfg: RunConfig,
            console: Console) -> pl.DataFrame:
     measured = [k for k in order if k != REFERENCE_KEY]  # unloaded, then the search

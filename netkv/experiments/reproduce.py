@@ -39,14 +39,56 @@ class Cell:
         return f"{self.series}/{key}={self.x}"
 
 
-def cells(exp: Experiment, extra: list[str]) -> list[Cell]:
+Pins = dict[str, tuple[str, ...]]
+"""Overrides that fix the SLO bound, by str(x); "" = every x."""
+
+
+def cells(exp: Experiment, extra: list[str], pins: Pins | None = None) -> list[Cell]:
     out = []
+    pins = pins or {}
     for series, series_overrides in exp.series.items():
         for x in exp.x.values:
             per_value = exp.x.per_value.get(str(x), [])
-            overrides = (*exp.overrides, *series_overrides, f"{exp.x.key}={x}", *per_value, *extra)
+            pin = pins.get(str(x), pins.get("", ()))
+            overrides = (*exp.overrides, *series_overrides, f"{exp.x.key}={x}", *per_value,
+                         *extra, *pin)
             out.append(Cell(series, x, overrides))
     return out
+
+
+SLO_DIR = "slo-reference"
+
+
+def slo_bases(exp: Experiment, extra: list[str]) -> dict[str, list[str]]:
+    """The configuration(s) the figure's SLO is measured on, by str(x) (""
+    = one for every x): the experiment's overrides plus ``slo.base``, no
+    series and no x (with ``slo.per_x``: plus each x)."""
+    base = [*exp.overrides, *exp.slo.base]
+    if not exp.slo.per_x:
+        return {"": [*base, *extra]}
+    return {str(x): [*base, f"{exp.x.key}={x}", *exp.x.per_value.get(str(x), []), *extra]
+            for x in exp.x.values}
+
+
+def pin_slo(exp: Experiment, extra: list[str], out: Path, console: Console) -> Pins:
+    """Measure the figure's SLO once (the reference protocol's unloaded
+    median on the base configuration, in ``<out>/slo-reference/``) and return
+    the overrides that give every cell that same bound."""
+    from netkv.runner import measure_slo_ns
+
+    pins: Pins = {}
+    for x, overrides in slo_bases(exp, extra).items():
+        folder = out / SLO_DIR / (f"{exp.x.key}={x}" if x else "")
+        slo_ns = measure_slo_ns(load([*overrides, f"out='{folder}'"]), folder,
+                                ["reproduce", *overrides],
+                                Console(file=io.StringIO()))
+        if slo_ns is None:  # a fixed bound is one already; reference=self is per protocol
+            pins[x] = ()
+            continue
+        pins[x] = ("slo.kind=fixed", f"slo.p99_us={slo_ns / 1e3!r}")
+        console.print(f"  SLO{f' at {exp.x.key}={x}' if x else ''}: {slo_ns / 1e3:.1f} us "
+                      f"(reference measured in {folder})")
+    return pins
 
 
 def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
@@ -121,6 +163,16 @@ def checks_markdown(exp: Experiment, results: list[CheckResult]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def slo_markdown(table: pl.DataFrame) -> str:
+    """The bound(s) the cells were judged against (one per figure)."""
+    if table.is_empty() or "slo_us" not in table.columns:
+        return ""
+    bounds = sorted({round(float(v), 3) for v in table["slo_us"].to_list()})
+    text = ", ".join(f"{b:g} us" for b in bounds)
+    one = "one bound for every cell" if len(bounds) == 1 else "one per x (slo.per_x)"
+    return f"SLO: {text} ({one}; reference run in `{SLO_DIR}/`)\n"
+
+
 def write_checks(out: Path, exp: Experiment, results: list[CheckResult],
                  appendix: str = "") -> None:
     """checks.md (the table, the notes, then ``appendix``) and checks.parquet."""
@@ -143,13 +195,13 @@ def reproduce(name: str, extra: list[str], out: Path | None, jobs: int,
         from netkv.experiments.timeline import reproduce_timeline
 
         return reproduce_timeline(exp, name, extra, out, jobs, console)
-    grid = cells(exp, extra)
-    for cell in grid:  # every cell's config is valid before anything runs
+    for cell in cells(exp, extra):  # every cell's config is valid before anything runs
         load(list(cell.overrides))
     out = out or default_out(name)
     out.mkdir(parents=True, exist_ok=True)
-    console.print(f"{name}: {exp.description} ({len(grid)} runs, {jobs} at a time) -> {out}")
     started = time.monotonic()
+    grid = cells(exp, extra, pin_slo(exp, extra, out, console))
+    console.print(f"{name}: {exp.description} ({len(grid)} runs, {jobs} at a time) -> {out}")
     dirs = [str(out / cell.subdir(exp.x.key)) for cell in grid]
     if jobs > 1:
         from joblib import Parallel, delayed
@@ -166,7 +218,7 @@ def reproduce(name: str, extra: list[str], out: Path | None, jobs: int,
     write_parquet(out / "results.parquet", table)
     plot(exp, table, out / "plot.png", f"{name}: {exp.description}")
     results = [evaluate(check, table, exp) for check in exp.checks]
-    write_checks(out, exp, results)
+    write_checks(out, exp, results, slo_markdown(table))
     show(exp, table, results, console)
     console.print(f"{name}: {time.monotonic() - started:.0f} s; plot {out / 'plot.png'}, "
                   f"table {out / 'checks.md'}")

@@ -157,6 +157,17 @@ class Timeline(Strict):
     overrides: list[str] = Field(default_factory=list)
 
 
+class SloSpec(Strict):
+    """One SLO per figure, as the papers define it: ``factor`` x the SLO
+    reference's unloaded median on the figure's base configuration
+    (``overrides`` + ``base``: the paper's default rack, not a cell's), pinned
+    for every series and x. ``per_x`` (the paper's reason) declares the one
+    exception: a bound per x value, measured on the base plus that x."""
+
+    base: list[str] = Field(default_factory=list)
+    per_x: str = ""
+
+
 class Experiment(Strict):
     kind: Literal["grid", "timeline"] = "grid"
     description: str
@@ -167,6 +178,7 @@ class Experiment(Strict):
     y: Metric = Metric()
     logy: bool = False
     timeline: Timeline | None = None
+    slo: SloSpec = SloSpec()
     checks: list[AnyCheck] = Field(default_factory=list)
     notes: str = ""
 
@@ -174,6 +186,8 @@ class Experiment(Strict):
     def _kind_fits(self) -> "Experiment":
         if (self.kind == "timeline") != (self.timeline is not None):
             raise ValueError("timeline: required with kind: timeline, and only with it")
+        if self.kind == "timeline" and self.slo.per_x:
+            raise ValueError("slo.per_x: a timeline's searches have no x (allowed: grid only)")
         if self.timeline is not None:
             for series in self.timeline.search:
                 if series not in self.series:

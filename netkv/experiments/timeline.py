@@ -32,7 +32,7 @@ from rich.table import Table
 from netkv.config.compose import load
 from netkv.experiments.checks import (CheckResult, evaluate_timeline, ms_text, print_checks,
                                       recovery_ms, windows_over)
-from netkv.experiments.reproduce import Cell, default_out, run_cell, write_checks
+from netkv.experiments.reproduce import Cell, default_out, pin_slo, run_cell, write_checks
 from netkv.experiments.spec import Check, Experiment, RecoveryCheck, Timeline
 from netkv.results.atomic import write_parquet
 
@@ -129,14 +129,17 @@ def reproduce_timeline(exp: Experiment, name: str, extra: list[str], out: Path |
                        jobs: int, console: Console) -> list[CheckResult]:
     tl = exp.timeline
     assert tl is not None
-    searches = {s: search_overrides(exp, s, extra) for s in exp.series}
-    for overrides in searches.values():  # every config is valid before anything runs
-        load(list(overrides))
-    longs = {(s, str(x)): with_duration(run_overrides(exp, s, x, extra), tl)
-             for s in exp.series for x in exp.x.values}
-    durations = {cell: load(list(o)).duration for cell, o in longs.items()}
+    for s in exp.series:  # every config is valid before anything runs
+        load(list(search_overrides(exp, s, extra)))
+        for x in exp.x.values:
+            load(list(run_overrides(exp, s, x, extra)))
     out = out or default_out(name)
     out.mkdir(parents=True, exist_ok=True)
+    pinned = [*extra, *pin_slo(exp, extra, out, console)[""]]  # one SLO for every run
+    searches = {s: search_overrides(exp, s, pinned) for s in exp.series}
+    longs = {(s, str(x)): with_duration(run_overrides(exp, s, x, pinned), tl)
+             for s in exp.series for x in exp.x.values}
+    durations = {cell: load(list(o)).duration for cell, o in longs.items()}
     console.print(f"{name}: {exp.description} ({len(searches)} searches, then {len(longs)} "
                   f"timelines at {tl.load:g} x max, {jobs} at a time) -> {out}")
     started = time.monotonic()
