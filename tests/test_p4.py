@@ -225,9 +225,11 @@ def test_name_check_fails_on_a_missing_name(tmp_path: Path) -> None:
 
 def test_hash_program_mirrors_hash_c() -> None:
     regs, tables = c_names(PIPE / "hash.c")
-    assert regs == {"port_pkts", "dropped"} and tables == {"node_fwd"}
+    assert regs == {"port_pkts", "dropped", "host_server_op", "n_servers"}
+    assert tables == {"node_fwd"}
     p4_regs, p4_tables, p4_actions = p4_objects(p4_text(P4SRC / "hash" / "hash.p4"))
-    assert p4_regs == {"port_pkts": ("64", "HASH_MAX_PORTS"), "dropped": ("64", "1")}
+    assert p4_regs == {"port_pkts": ("64", "HASH_MAX_PORTS"), "dropped": ("64", "1"),
+                       "host_server_op": ("64", "1"), "n_servers": ("8", "1")}
     assert "node_fwd" in p4_tables and "set_port" in p4_actions
 
 

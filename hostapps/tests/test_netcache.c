@@ -96,7 +96,7 @@ static void rig_init(struct rig *r, const char *params)
 		fprintf(stderr, "netcache not registered\n");
 		exit(2);
 	}
-	uint16_t ports[NS + NC] = { 10, 11, 12, 13 };
+	uint16_t ports[NS + NC] = { 10, 11, 12, 13 };   /* node i on port 10 + i */
 	struct nk_pipeline_cfg cfg = { .n_servers = NS, .n_clients = NC, .n_nodes = NS + NC,
 				       .node_port = ports, .cpu_port = 99, .params = params };
 	r->sw = calloc(1, r->P->state_size);
@@ -138,7 +138,9 @@ static struct nk_msg mk(uint8_t op, const char *key, uint32_t req_id)
 static struct nk_actions sw(struct rig *r, struct nk_msg *m, uint16_t src, uint16_t dst,
 			    uint16_t *out_dst)
 {
-	struct nk_pkt_meta meta = { .src = src, .dst = dst, .from_cpu = src == NK_NODE_NONE };
+	/* node i is behind port 10 + i (rig_init); the controller's is 99 */
+	struct nk_pkt_meta meta = { .src = src, .dst = dst, .from_cpu = src == NK_NODE_NONE,
+				    .ingress_port = src == NK_NODE_NONE ? 99 : (uint16_t)(10 + src) };
 	struct nk_actions act;
 	memset(&act, 0xAB, sizeof act);
 	r->P->process(r->sw, m, &meta, &act);
@@ -468,8 +470,64 @@ static void test_client(void)
 	EXPECT(!memcmp(back.key, key, 16));
 }
 
+/* The trust boundary (docs/security.md): a client port may not refresh the
+ * cache (a forged WRITE_REPLY matching its own write) nor answer a fetch. */
+static void test_trust(void)
+{
+	current = "trust boundary";
+	struct rig r;
+	rig_init(&r, "cache_items=4");
+	EXPECT_EQ(cache_add(&r, "hot", 0), 0);
+	struct nk_msg w = mk(NK_NETCACHE_OP_WRITE, "hot", 9);
+	w.value_len = 3;
+	sw(&r, &w, CL, 1, NULL);              /* invalidates; (client 0, req 9) recorded */
+	struct nk_msg fake = mk(NK_NETCACHE_OP_WRITE_REPLY, "hot", 9);
+	fake.flags = NK_NETCACHE_FLAG_REFRESH;
+	fake.value = (const uint8_t *)"evil";
+	fake.value_len = 4;
+	struct nk_actions a = sw(&r, &fake, CL + 1, CL, NULL);
+	EXPECT_EQ(a.fwd, NK_FWD_DROP);
+	EXPECT_EQ(rd(&r, "cache_valid", 0), 0);
+	/* a CACHE_UPDATE from a client is neither a fetch nor its answer */
+	struct nk_msg cu = mk(NK_NETCACHE_OP_CACHE_UPDATE, "hot", 1);
+	a = sw(&r, &cu, CL, 1, NULL);
+	EXPECT_EQ(a.fwd, NK_FWD_DROP);
+	EXPECT_EQ(rd(&r, "stats", 10), 2);    /* NS_HOST_SERVER_OP */
+	EXPECT_EQ(rd(&r, "stats", 6), 0);     /* no fetch started */
+	/* the same reply from the server's port refreshes */
+	fake.value = (const uint8_t *)"good";
+	a = sw(&r, &fake, 1, CL, NULL);
+	EXPECT_EQ(a.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "cache_valid", 0), 1);
+	rig_free(&r);
+
+	/* hash: replies are the servers' */
+	const struct nk_pipeline_ops *h = nk_pipeline_find("hash");
+	void *hs = calloc(1, h->state_size);
+	uint16_t ports[NS + NC] = { 10, 11, 12, 13 };
+	struct nk_pipeline_cfg cfg = { .n_servers = NS, .n_clients = NC, .n_nodes = NS + NC,
+				       .node_port = ports, .cpu_port = 99 };
+	EXPECT_EQ(h->init(hs, &cfg), 0);
+	struct nk_msg rep;
+	memset(&rep, 0, sizeof rep);
+	rep.proto = NK_PROTO_PLAIN;
+	rep.op = NK_PEGASUS_OP_READ_REPLY;
+	struct nk_pkt_meta meta = { .src = 1, .dst = CL, .ingress_port = 10 + CL + 1 };
+	h->process(hs, &rep, &meta, &a);
+	EXPECT_EQ(a.fwd, NK_FWD_DROP);
+	meta = (struct nk_pkt_meta){ .src = 1, .dst = CL, .ingress_port = 11 };
+	h->process(hs, &rep, &meta, &a);
+	EXPECT_EQ(a.fwd, NK_FWD_PORT);
+	uint64_t v = 0;
+	EXPECT_EQ(h->reg_read(hs, "host_server_op", 0, &v), 0);
+	EXPECT_EQ(v, 1);
+	h->fini(hs);
+	free(hs);
+}
+
 int main(void)
 {
+	test_trust();
 	test_hit_miss_write();
 	test_races_and_limits();
 	test_hot_keys();

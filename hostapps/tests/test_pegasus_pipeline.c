@@ -143,6 +143,34 @@ static struct out run(struct sw *w, struct nk_msg *m, uint16_t src, uint16_t dst
 	return o;
 }
 
+/* Send m arriving on switch port `port` (not a node's: the inter-rack link). */
+static struct out run_port(struct sw *w, struct nk_msg *m, uint16_t port, uint16_t dst)
+{
+	struct out o;
+	memset(&o, 0, sizeof o);
+	o.meta.src = NK_NODE_NONE;
+	o.meta.dst = dst;
+	o.meta.ingress_port = port;
+	w->ops->process(w->st, m, &o.meta, &o.act);
+	return o;
+}
+
+/* A WRITE to `key` is dropped without using a version (stats[stat] reaches
+ * `count`), and a READ still flows. */
+static void expect_write_refused(struct sw *w, uint32_t key, uint8_t home, uint32_t req_id,
+				 uint32_t stat, uint64_t count)
+{
+	uint64_t vn = rd(w, "ver_next", 0);
+	struct nk_msg m = req(NK_PEGASUS_OP_WRITE, key, home, CLIENT0, req_id);
+	struct out o = run(w, &m, CLIENT0, home);
+	EXPECT_EQ(o.act.fwd, NK_FWD_DROP);
+	EXPECT_EQ(rd(w, "ver_next", 0), vn);
+	EXPECT_EQ(rd(w, "stats", stat), count);
+	m = req(NK_PEGASUS_OP_READ, key, home, CLIENT0, req_id + 1);
+	o = run(w, &m, CLIENT0, home);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+}
+
 static int popcount32(uint32_t x)
 {
 	int c = 0;
@@ -228,7 +256,7 @@ static void test_unreplicated(void)
 static void test_algorithm1_2(void)
 {
 	current = "algorithms 1 and 2";
-	struct sw w = sw_new("selection=rr");
+	struct sw w = sw_new("selection=rr;trusted_ports=50");
 	const uint32_t K = 0xABCDE;
 	/* some unreplicated writes first, so ver_next has moved */
 	struct nk_msg m = req(NK_PEGASUS_OP_WRITE, K, 1, CLIENT0, 1);
@@ -331,11 +359,12 @@ static void test_algorithm1_2(void)
 	m = reply(NK_PEGASUS_OP_READ_REPLY, 0x777, 3, 50);
 	o = run(&w, &m, 3, CLIENT0 + 1);
 	EXPECT_EQ(o.act.port, PORT(CLIENT0 + 1));
-	/* multi-rack: a WRITE arriving with VER set keeps it, ver_next = max */
+	/* multi-rack: a WRITE arriving with VER set on the trusted inter-rack
+	 * port keeps it, ver_next = max */
 	uint64_t vn = rd(&w, "ver_next", 0);
 	m = req(NK_PEGASUS_OP_WRITE, 0x777, 3, CLIENT0, 9);
 	m.ver = vn + 100;
-	run(&w, &m, CLIENT0, 3);
+	run_port(&w, &m, 50, 3);
 	EXPECT_EQ(m.ver, vn + 100);
 	EXPECT_EQ(rd(&w, "ver_next", 0), vn + 101);
 	sw_free(&w);
@@ -683,15 +712,7 @@ static void test_amo(void)
 	EXPECT_EQ(o.meta.dst, 1);
 	/* paused: writes dropped (clients retry), reads still served */
 	wr(&w, "paused", 3, 1);
-	uint64_t vn = rd(&w, "ver_next", 0);
-	m = req(NK_PEGASUS_OP_WRITE, K, 2, CLIENT0, 6);
-	o = run(&w, &m, CLIENT0, 2);
-	EXPECT_EQ(o.act.fwd, NK_FWD_DROP);
-	EXPECT_EQ(rd(&w, "ver_next", 0), vn);
-	EXPECT_EQ(rd(&w, "stats", 10), 1);
-	m = req(NK_PEGASUS_OP_READ, K, 2, CLIENT0, 7);
-	o = run(&w, &m, CLIENT0, 2);
-	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+	expect_write_refused(&w, K, 2, 6, 10, 1);
 	sw_free(&w);
 }
 
@@ -983,6 +1004,121 @@ static void test_random_invariants(void)
 	}
 }
 
+/* The trust boundary (docs/security.md, issue #21): what a client port may
+ * not set or send. */
+static void test_trust(void)
+{
+	current = "trust boundary";
+	const uint32_t K = 0x4242, HOT = 0x5151;
+	struct sw w = sw_new("selection=rr;trusted_ports=50");
+	add_key(&w, HOT, 0, 1);
+	/* the issue's first sequence: VER = 2^64-2, then VER = 0. Today the
+	 * switch keeps the client's VER, ver_next wraps to 0 and the servers
+	 * ack later writes as stale. Now the client's VER is overwritten. */
+	uint64_t vn = rd(&w, "ver_next", 0);
+	struct nk_msg m = req(NK_PEGASUS_OP_WRITE, K, 2, CLIENT0, 1);
+	m.ver = UINT64_MAX - 1;
+	struct out o = run(&w, &m, CLIENT0, 2);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(m.ver, vn);
+	m = req(NK_PEGASUS_OP_WRITE, K, 2, CLIENT0, 2);
+	run(&w, &m, CLIENT0, 2);
+	EXPECT_EQ(m.ver, vn + 1);
+	EXPECT_EQ(rd(&w, "ver_next", 0), vn + 2);
+	/* the same on a replicated key, and on a DEL */
+	m = req(NK_PEGASUS_OP_WRITE, HOT, 1, CLIENT0, 3);
+	m.ver = UINT64_MAX;
+	run(&w, &m, CLIENT0, 1);
+	EXPECT_EQ(m.ver, vn + 2);
+	EXPECT_EQ(rd(&w, "ver_last_write", 0), vn + 2);
+	m = req(NK_PEGASUS_OP_DEL, K, 2, CLIENT0, 4);
+	m.ver = 7;
+	run(&w, &m, CLIENT0, 2);
+	EXPECT_EQ(m.ver, vn + 3);
+	EXPECT_EQ(rd(&w, "stats", 14), 3);      /* ST_FORGED_VER */
+	/* a client's BYPASS (keep VER, no directory) and MULTI/bitmap are
+	 * cleared: the write is stamped and redirected like any other */
+	m = req(NK_PEGASUS_OP_WRITE, HOT, 1, CLIENT0, 5);
+	m.flags = NK_PEGASUS_FLAG_BYPASS | NK_PEGASUS_FLAG_MULTI;
+	m.bitmap = 0xF;
+	m.ver = UINT64_MAX;
+	run(&w, &m, CLIENT0, 1);
+	EXPECT_EQ(m.flags, 0);
+	EXPECT_EQ(m.bitmap, 0);
+	EXPECT_EQ(m.ver, vn + 4);
+	EXPECT_EQ(rd(&w, "stats", 15), 1);      /* ST_FORGED_FLAGS */
+	EXPECT_EQ(rd(&w, "stats", 4), 0);       /* not taken as BYPASS */
+	/* server-only and controller-only ops from a client port: dropped,
+	 * the directory untouched */
+	static const uint8_t server_ops[] = {
+		NK_PEGASUS_OP_READ_REPLY, NK_PEGASUS_OP_WRITE_REPLY, NK_PEGASUS_OP_RC_ACK,
+		NK_PEGASUS_OP_RC_REQ, NK_PEGASUS_OP_PUT_FWD, NK_PEGASUS_OP_VWRITE,
+	};
+	uint64_t vc = rd(&w, "ver_completed", 0), nx = rd(&w, "ver_next", 0);
+	for (unsigned i = 0; i < sizeof server_ops; i++) {
+		m = reply(server_ops[i], HOT, 3, UINT64_MAX - 1);
+		o = run(&w, &m, CLIENT0 + 1, CLIENT0);
+		EXPECT_EQ(o.act.fwd, NK_FWD_DROP);
+	}
+	EXPECT_EQ(rd(&w, "stats", 16), sizeof server_ops);  /* ST_HOST_SERVER_OP */
+	EXPECT_EQ(rd(&w, "ver_completed", 0), vc);
+	EXPECT_EQ(rd(&w, "rset_bitmap", 0), 1u << 1);
+	EXPECT_EQ(rd(&w, "ver_next", 0), nx);
+	/* the same reply from the server's own port is Algorithm 2's */
+	m = reply(NK_PEGASUS_OP_WRITE_REPLY, HOT, 3, vc + 1);
+	o = run(&w, &m, 3, CLIENT0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&w, "rset_bitmap", 0), 1u << 3);
+	/* a VWRITE is the controller's: dropped from a server port too */
+	m = req(NK_PEGASUS_OP_VWRITE, HOT, 1, 0, 0);
+	o = run(&w, &m, 2, 1);
+	EXPECT_EQ(o.act.fwd, NK_FWD_DROP);
+	EXPECT_EQ(rd(&w, "stats", 16), sizeof server_ops + 1);
+	/* a server's non-BYPASS request cannot carry VER either */
+	m = req(NK_PEGASUS_OP_WRITE, K, 2, CLIENT0, 6);
+	m.ver = UINT64_MAX - 1;
+	run(&w, &m, 3, 2);
+	EXPECT(m.ver < UINT64_MAX - 1);
+	/* the trusted port keeps VER, but never past the top of the range */
+	nx = rd(&w, "ver_next", 0);
+	m = req(NK_PEGASUS_OP_WRITE, K, 2, CLIENT0, 7);
+	m.ver = UINT64_MAX;
+	o = run_port(&w, &m, 50, 2);
+	EXPECT_EQ(o.act.fwd, NK_FWD_DROP);
+	EXPECT_EQ(rd(&w, "ver_next", 0), nx);
+	m = reply(NK_PEGASUS_OP_PUT_FWD, K, 2, UINT64_MAX);
+	o = run_port(&w, &m, 50, 2);
+	EXPECT_EQ(o.act.fwd, NK_FWD_DROP);
+	EXPECT_EQ(rd(&w, "stats", 17), 2);      /* ST_VER_EXHAUSTED */
+	m = req(NK_PEGASUS_OP_WRITE, K, 2, CLIENT0, 8);
+	m.ver = UINT64_MAX - 1;
+	o = run_port(&w, &m, 50, 2);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(m.ver, UINT64_MAX - 1);
+	EXPECT_EQ(rd(&w, "ver_next", 0), UINT64_MAX);
+	/* ver_next exhausted: writes are refused, never stamped with a
+	 * wrapped version (I4); reads still flow */
+	expect_write_refused(&w, K, 2, 9, 17, 3);
+	expect_write_refused(&w, HOT, 1, 11, 17, 4);
+	sw_free(&w);
+
+	/* no trusted port configured: the inter-rack port is a client's */
+	w = sw_new("selection=rr");
+	m = req(NK_PEGASUS_OP_WRITE, K, 2, CLIENT0, 1);
+	m.ver = 1000;
+	run_port(&w, &m, 50, 2);
+	EXPECT_EQ(m.ver, 2);
+	sw_free(&w);
+	/* a malformed list is a config error */
+	const struct nk_pipeline_ops *ops = nk_pipeline_find("pegasus");
+	void *st = calloc(1, ops->state_size);
+	uint16_t ports[NS + NC] = {0};
+	struct nk_pipeline_cfg cfg = { .n_servers = NS, .n_clients = NC, .n_nodes = NS + NC,
+				       .node_port = ports, .params = "trusted_ports=3,x" };
+	EXPECT(ops->init(st, &cfg) != 0);
+	free(st);
+}
+
 int main(void)
 {
 	test_unreplicated();
@@ -995,6 +1131,7 @@ int main(void)
 	test_policies();
 	test_control();
 	test_random_invariants();
+	test_trust();
 	printf("test_pegasus_pipeline: %d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }

@@ -42,6 +42,11 @@ control NetkvClassify(inout headers_t hdr, inout metadata_t meta,
         meta.out_port = 0;
         meta.in_port = (bit<16>)sm.ingress_port;
         meta.cpu_reason = 0;
+        meta.origin = ORIGIN_CLIENT;     /* the program sets SERVER (port < n_servers) */
+        if (meta.from_cpu == 1 || sm.ingress_port == NETKV_TRUSTED_PORT ||
+            sm.instance_type != PKT_INSTANCE_NORMAL) {
+            meta.origin = ORIGIN_TRUSTED;
+        }
         meta.fwd = FWD_DROP;
 
         if (sm.parser_error != error.NoError || sm.checksum_error == 1) {

@@ -73,6 +73,19 @@ const bit<3> FWD_MCAST = 2;   /* NK_FWD_MCAST: standard_metadata.mcast_grp */
 const bit<3> FWD_FLOOD = 3;   /* non-IP broadcast */
 const bit<3> FWD_PORT = 4;    /* meta.out_port as is (packet-out direct) */
 
+/* ---- the trust boundary (pipeline.h nk_origin_of, docs/security.md) --------------- *
+ * Where a packet entered, never its addresses, decides what it may carry. A
+ * client port may send requests only, and no switch-owned field. Server s is
+ * behind port s (the rack plan), so a port < n_servers is a server's; each
+ * program upgrades CLIENT to SERVER with its n_servers. NETKV_TRUSTED_PORT
+ * (the C pipelines' param trusted_ports, one port here) is the inter-rack link. */
+const bit<2> ORIGIN_CLIENT = 0;
+const bit<2> ORIGIN_SERVER = 1;
+const bit<2> ORIGIN_TRUSTED = 2;
+#ifndef NETKV_TRUSTED_PORT
+#define NETKV_TRUSTED_PORT 0x1FF     /* none */
+#endif
+
 struct metadata_t {
     /* where the packet came from (nk_pkt_meta) */
     bit<16> src_node;       /* NODE_NONE when outside the plan */
@@ -87,6 +100,7 @@ struct metadata_t {
     bit<1>  node_hit;       /* node_fwd matched */
     bit<9>  out_port;       /* FWD_PORT / node_fwd result */
     bit<8>  nc_slices;      /* NetCache value slices still to extract */
+    bit<2>  origin;         /* ORIGIN_* (pipeline.h enum nk_origin): the trust boundary */
     /* copied into clones for the packet-in header */
     @field_list(1)
     bit<16> in_port;

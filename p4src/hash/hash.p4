@@ -34,6 +34,8 @@ control HashIngress(inout headers_t hdr, inout metadata_t meta,
                     inout standard_metadata_t sm) {
     @name(".port_pkts") register<bit<64>>(HASH_MAX_PORTS) port_pkts;
     @name(".dropped") register<bit<64>>(1) dropped;
+    @name(".host_server_op") register<bit<64>>(1) host_server_op;
+    @name(".n_servers") register<bit<8>>(1) n_servers;   /* server s behind port s */
 
     NetkvClassify() classify;
     PegasusWireCheck() wire_check;
@@ -50,6 +52,22 @@ control HashIngress(inout headers_t hdr, inout metadata_t meta,
             }
         } else {
             meta.is_proto = 0;
+        }
+        /* the trust boundary (hash.c, docs/security.md): a reply from a
+         * client port answers another client's request - dropped. Enforced
+         * once the controller has written n_servers (docs/security.md, BMv2) */
+        bit<8> n8;
+        n_servers.read(n8, 0);
+        if (meta.is_proto == 1 && meta.origin == ORIGIN_CLIENT && n8 != 0 &&
+            meta.in_port >= (bit<16>)n8 &&
+            hdr.pegasus.op != PEGASUS_OP_READ && hdr.pegasus.op != PEGASUS_OP_WRITE) {
+            meta.fwd = FWD_DROP;
+            meta.is_proto = 0;
+            @atomic {
+                bit<64> n;
+                host_server_op.read(n, 0);
+                host_server_op.write(0, n + 1);
+            }
         }
 
         forward.apply(hdr, meta, sm);

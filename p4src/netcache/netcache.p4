@@ -97,7 +97,8 @@ const bit<32> NS_FETCHES = 6;
 const bit<32> NS_UPDATES = 7;
 const bit<32> NS_HOT_REPORTS = 8;
 const bit<32> NS_NO_ROUTE = 9;
-#define NS_COUNT 10
+const bit<32> NS_HOST_SERVER_OP = 10;   /* the trust boundary (docs/security.md) */
+#define NS_COUNT 11
 
 control NetcacheIngress(inout headers_t hdr, inout metadata_t meta,
                         inout standard_metadata_t sm) {
@@ -111,6 +112,7 @@ control NetcacheIngress(inout headers_t hdr, inout metadata_t meta,
     @name(".bloom")        register<bit<1>>(NC_BF_BITS) bloom;
     @name(".sketch_clear") register<bit<1>>(1) sketch_clear;   /* driver: register_reset */
     @name(".stats")        register<bit<64>>(NS_COUNT) stats;
+    @name(".n_servers")    register<bit<8>>(1) n_servers;  /* server s behind port s */
 
     NetkvClassify() classify;
     NetcacheWireCheck() wire_check;
@@ -298,6 +300,21 @@ control NetcacheIngress(inout headers_t hdr, inout metadata_t meta,
             cache.apply();
             bit<8> op = hdr.netcache.op;
             want_route = true;
+            /* the trust boundary (netcache.c nc_process, docs/security.md):
+             * a client port sends requests only */
+            bit<8> n8;
+            n_servers.read(n8, 0);
+            if (meta.origin == ORIGIN_CLIENT && meta.in_port < (bit<16>)n8) {
+                meta.origin = ORIGIN_SERVER;
+            }
+            /* enforced once the controller has written n_servers (BMv2) */
+            if (meta.origin == ORIGIN_CLIENT && n8 != 0 && op != NETCACHE_OP_READ &&
+                op != NETCACHE_OP_WRITE && op != NETCACHE_OP_DELETE) {
+                stat(NS_HOST_SERVER_OP);
+                meta.fwd = FWD_DROP;
+                want_route = false;
+                op = 0xFF;                  /* no op: nothing below applies */
+            }
 
             if (op == NETCACHE_OP_READ) {
                 bit<1> valid = 0;
@@ -368,7 +385,7 @@ control NetcacheIngress(inout headers_t hdr, inout metadata_t meta,
                     STRIP_VALUE()
                 }
             } else if (op == NETCACHE_OP_CACHE_UPDATE) {
-                if (meta.from_cpu == 1 || meta.src_node == NODE_NONE) {
+                if (meta.origin == ORIGIN_TRUSTED) {
                     /* controller fetch: remember it, ask the server */
                     if (c_hit == 0) {
                         meta.fwd = FWD_DROP;

@@ -101,7 +101,12 @@ const bit<32> ST_PAUSED_DROP = 10;
 const bit<32> ST_NO_ROUTE = 11;
 const bit<32> ST_TO_CPU = 12;
 const bit<32> ST_BAD_SERVER = 13;
-#define ST_COUNT 14
+const bit<32> ST_FORGED_VER = 14;       /* the trust boundary (docs/security.md) */
+const bit<32> ST_FORGED_FLAGS = 15;
+const bit<32> ST_HOST_SERVER_OP = 16;
+const bit<32> ST_VER_EXHAUSTED = 17;
+#define ST_COUNT 18
+const bit<64> VER_TOP = 0xFFFFFFFFFFFFFFFF;   /* versions never wrap */
 
 /* x mod m for a runtime m >= 1: the identity hash reduced by its `max`
  * (BMv2 computes base + hash % max) - P4 has no runtime `%`. */
@@ -145,6 +150,7 @@ control PegasusIngress(inout headers_t hdr, inout metadata_t meta,
     bit<32> fo_r = 1;          /* write fan-out r */
     bit<32> wr_start = 0;      /* the first write target */
     bit<32> mc_targets = 0;    /* servers of a multicast write (0: none) */
+    bool stamp_refused = false; /* STAMP(): no version left (ST_VER_EXHAUSTED) */
 
     /* ---- rkeys: keyhash -> idx (control plane only) ---- */
     @name(".rkeys_hit")
@@ -192,19 +198,27 @@ control PegasusIngress(inout headers_t hdr, inout metadata_t meta,
         if (v_ < PEG_RATE_MAX) { REG.write(I, v_ + 1); }                     \
     }
 
-/* Algorithm 1 stamp (pegasus.c stamp): a fresh version unless VER is
- * already set (multi-rack: keep it, ver_next = max(ver_next, VER + 1)) */
+/* Algorithm 1 stamp (pegasus.c stamp): a fresh version, unless VER is
+ * already set and the packet came from a trusted port (multi-rack: keep it,
+ * ver_next = max(ver_next, VER + 1)). Never wraps: stamp_refused at the top. */
 #define STAMP()                                                              \
     {                                                                        \
         bit<64> vn_;                                                         \
         ver_next.read(vn_, 0);                                               \
-        if (hdr.pegasus.ver == 0) {                                          \
+        if (hdr.pegasus.ver != 0 && meta.origin == ORIGIN_TRUSTED) {         \
+            if (hdr.pegasus.ver == VER_TOP) {                                \
+                stamp_refused = true;                                        \
+            } else if (hdr.pegasus.ver >= vn_) {                             \
+                ver_next.write(0, hdr.pegasus.ver + 1);                      \
+            }                                                                \
+        } else if (vn_ == VER_TOP) {                                         \
+            stamp_refused = true;                                            \
+        } else {                                                             \
             hdr.pegasus.ver = vn_;                                           \
             ver_next.write(0, vn_ + 1);                                      \
             meta.hdr_changed = 1;                                            \
-        } else if (hdr.pegasus.ver >= vn_) {                                 \
-            ver_next.write(0, hdr.pegasus.ver + 1);                          \
         }                                                                    \
+        if (stamp_refused) { stat(ST_VER_EXHAUSTED); }                       \
     }
 
 /* rr_in_rset: the per-key round-robin cursor over rset_list -> sel */
@@ -534,8 +548,41 @@ control PegasusIngress(inout headers_t hdr, inout metadata_t meta,
             rkeys.apply();
 
             bit<8> op = hdr.pegasus.op;
-            bool bypass = (hdr.pegasus.flags & PEGASUS_FLAG_BYPASS) != 0;
             want_route = true;
+            /* the trust boundary (pegasus.c peg_process, docs/security.md) */
+            bool req_op = op == PEGASUS_OP_READ || op == PEGASUS_OP_WRITE ||
+                          op == PEGASUS_OP_DEL;
+            if (meta.origin == ORIGIN_CLIENT && (bit<32>)meta.in_port < nsrv) {
+                meta.origin = ORIGIN_SERVER;     /* server s is behind port s */
+            }
+            if (meta.origin == ORIGIN_CLIENT) {
+                if (!req_op) {
+                    stat(ST_HOST_SERVER_OP);
+                    meta.fwd = FWD_DROP;
+                    want_route = false;
+                    op = 0xFF;                  /* no op: nothing below applies */
+                } else {
+                    if (hdr.pegasus.ver != 0) {
+                        hdr.pegasus.ver = 0;
+                        stat(ST_FORGED_VER);
+                        meta.hdr_changed = 1;
+                    }
+                    if ((hdr.pegasus.flags & (PEGASUS_FLAG_BYPASS | PEGASUS_FLAG_MULTI)) != 0 ||
+                        hdr.pegasus.bitmap != 0) {
+                        hdr.pegasus.flags = hdr.pegasus.flags &
+                                            ~(PEGASUS_FLAG_BYPASS | PEGASUS_FLAG_MULTI);
+                        hdr.pegasus.bitmap = 0;
+                        stat(ST_FORGED_FLAGS);
+                        meta.hdr_changed = 1;
+                    }
+                }
+            } else if (meta.origin == ORIGIN_SERVER && req_op && hdr.pegasus.ver != 0 &&
+                       (hdr.pegasus.flags & PEGASUS_FLAG_BYPASS) == 0) {
+                hdr.pegasus.ver = 0;          /* VER is the switch's; servers echo it */
+                stat(ST_FORGED_VER);
+                meta.hdr_changed = 1;
+            }
+            bool bypass = (hdr.pegasus.flags & PEGASUS_FLAG_BYPASS) != 0;
 
             if (op == PEGASUS_OP_READ || op == PEGASUS_OP_WRITE || op == PEGASUS_OP_DEL) {
                 is_req = true;
@@ -591,9 +638,10 @@ control PegasusIngress(inout headers_t hdr, inout metadata_t meta,
                     } else {
                         /* ---- a WRITE/DEL to a replicated key ---- */
                         @atomic {
+                            STAMP()
+                            if (!stamp_refused) {
                             SAT_INC(rate, rk_idx)
                             SAT_INC(wr_cnt, rk_idx)
-                            STAMP()
                             ver_last_write.write(rk_idx, hdr.pegasus.ver);
                             stat(ST_WRITES);
                             hdr.pegasus.flags = hdr.pegasus.flags & ~PEGASUS_FLAG_MULTI;
@@ -605,6 +653,7 @@ control PegasusIngress(inout headers_t hdr, inout metadata_t meta,
                                 SELECT_WRITE(rk_idx)
                             }
                             /* draining: the home server only, as addressed */
+                            }
                         }
                         if (meta.fwd == FWD_MCAST) {
                             /* no node_fwd lookup: the group's ports */
@@ -625,6 +674,11 @@ control PegasusIngress(inout headers_t hdr, inout metadata_t meta,
                             }
                         }
                     }
+                }
+                if (stamp_refused) {
+                    meta.fwd = FWD_DROP;
+                    want_route = false;
+                    is_req = false;
                 }
             } else if (op == PEGASUS_OP_READ_REPLY || op == PEGASUS_OP_WRITE_REPLY ||
                        op == PEGASUS_OP_RC_ACK) {
@@ -670,19 +724,23 @@ control PegasusIngress(inout headers_t hdr, inout metadata_t meta,
                 if (rk_hit == 1) {
                     rset_size.read(size, rk_idx);
                 }
-                if (rk_hit == 0 || size == 0) {
+                if (meta.origin != ORIGIN_TRUSTED) {
+                    stat(ST_HOST_SERVER_OP);     /* the controller's alone */
+                } else if (rk_hit == 0 || size == 0) {
                     stat(ST_VWRITE_DROP);
                 } else {
                     @atomic {
                         bit<64> lw;
                         bit<64> vc;
+                        bit<64> vn;
                         ver_last_write.read(lw, rk_idx);
                         ver_completed.read(vc, rk_idx);
+                        ver_next.read(vn, 0);
                         if (lw != vc) {
                             stat(ST_VWRITE_DROP);
+                        } else if (vn == VER_TOP) {
+                            stat(ST_VER_EXHAUSTED);      /* versions never wrap */
                         } else {
-                            bit<64> vn;
-                            ver_next.read(vn, 0);
                             hdr.pegasus.ver = vn;
                             ver_next.write(0, vn + 1);
                             ver_last_write.write(rk_idx, vn);
@@ -699,9 +757,13 @@ control PegasusIngress(inout headers_t hdr, inout metadata_t meta,
             } else if (op == PEGASUS_OP_PUT_FWD) {
                 /* multi-rack (§9.6): a chain-forwarded write leaving a local
                  * server counts as its WRITE-REPLY; keep VER everywhere */
-                if (!bypass) {
+                if (!bypass && hdr.pegasus.ver == VER_TOP) {
+                    stat(ST_VER_EXHAUSTED);       /* ver + 1 would wrap */
+                    meta.fwd = FWD_DROP;
+                    want_route = false;
+                } else if (!bypass) {
                     @atomic {
-                        if (rk_hit == 1 && (bit<32>)meta.src_node < nsrv) {
+                        if (rk_hit == 1 && meta.origin == ORIGIN_SERVER) {
                             DIRECTORY_UPDATE()
                         }
                         bit<64> vn;

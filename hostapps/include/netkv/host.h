@@ -98,6 +98,17 @@ struct nk_host_ops {
 			  size_t cap);
 };
 
+/* The version a server gives a write it orders itself (nothing stamped
+ * it): stored + 1, 1 for a new key. It saturates at 2^64-1 rather than wrap
+ * to a version older than the stored one: a wrapped write would be judged
+ * stale, acknowledged and discarded (docs/security.md). */
+static inline uint64_t nk_ver_after(int found, uint64_t stored)
+{
+	if (!found)
+		return 1;
+	return stored == UINT64_MAX ? stored : stored + 1;
+}
+
 /* Host logic registered under `name` (the protocol name), or NULL. */
 const struct nk_host_ops *nk_host_find(const char *name);
 

@@ -117,6 +117,43 @@ static inline void nk_fwd_to_node(const uint16_t *node_port, uint32_t n_nodes,
 	}
 }
 
+/* The trust boundary (docs/security.md). Where a packet entered the switch,
+ * never its addresses (any host can forge those), decides what it may carry:
+ * switch-owned header fields (Pegasus' VER, ...) and server-only message
+ * types (replies, cache and replica updates, acks) are honoured only from a
+ * server's port, the controller, recirculation, or a port configured as
+ * trusted (the inter-rack link of multi-rack Pegasus). Every other port is a
+ * client's: untrusted. */
+enum nk_origin {
+	NK_ORIGIN_CLIENT = 0,
+	NK_ORIGIN_SERVER = 1,
+	NK_ORIGIN_TRUSTED = 2,
+};
+
+#define NK_MAX_TRUSTED_PORTS 8
+
+struct nk_trust {
+	uint32_t n_servers;
+	uint32_t n_trusted;
+	uint16_t trusted[NK_MAX_TRUSTED_PORTS];
+};
+
+/* `node_port` is the pipeline's node -> port table (node_fwd): servers are
+ * nodes 0..n_servers-1, so a server's port is node_port[s]. */
+static inline enum nk_origin nk_origin_of(const struct nk_trust *t, const uint16_t *node_port,
+					  const struct nk_pkt_meta *meta)
+{
+	if (meta->from_cpu || meta->recirculated)
+		return NK_ORIGIN_TRUSTED;
+	for (uint32_t i = 0; i < t->n_trusted; i++)
+		if (t->trusted[i] == meta->ingress_port)
+			return NK_ORIGIN_TRUSTED;
+	for (uint32_t s = 0; s < t->n_servers; s++)
+		if (node_port[s] == meta->ingress_port)
+			return NK_ORIGIN_SERVER;
+	return NK_ORIGIN_CLIENT;
+}
+
 /* Helpers shared by pipelines: a register array addressed by name, as
  * reg_read/reg_write see it. Cells are `esize` bytes in memory; writes are
  * masked to `bits`. */

@@ -71,7 +71,7 @@ static int nc_server_handle(void *st, struct nk_store *store, const struct nk_ms
 		r->value_len = live ? vlen : 0;   /* the embedder fills the bytes */
 		return 1;
 	case NK_NETCACHE_OP_WRITE:
-		store->ops->put(store->impl, in, found ? ver + 1 : 1, in->value_len);
+		store->ops->put(store->impl, in, nk_ver_after(found, ver), in->value_len);
 		mk_reply(s, in, r, NK_NETCACHE_OP_WRITE_REPLY, NK_RESULT_OK);
 		if (in->flags & NK_NETCACHE_FLAG_REFRESH) {
 			r->flags |= NK_NETCACHE_FLAG_REFRESH;
@@ -80,7 +80,7 @@ static int nc_server_handle(void *st, struct nk_store *store, const struct nk_ms
 		}
 		return 1;
 	case NK_NETCACHE_OP_DELETE:
-		store->ops->put(store->impl, in, found ? ver + 1 : 1, NC_TOMBSTONE);
+		store->ops->put(store->impl, in, nk_ver_after(found, ver), NC_TOMBSTONE);
 		mk_reply(s, in, r, NK_NETCACHE_OP_DELETE_REPLY, NK_RESULT_OK);
 		r->flags &= (uint8_t)~NK_NETCACHE_FLAG_REFRESH;
 		return 1;

@@ -331,10 +331,14 @@ static int handle_write(struct peg_server *s, struct nk_store *store, const stru
 	int found = store->ops->get(store->impl, in, &sv, &slen) == 0;
 	uint8_t result = NK_RESULT_OK;
 	uint64_t rver;
-	if (v == 0)     /* unstamped (no Pegasus switch on the path) */
-		v = found ? sv + 1 : 1;
+	/* unstamped (no Pegasus switch on the path): this server orders it
+	 * after what it stores, so it is always applied; at 2^64-1 the version
+	 * saturates (nothing can be newer) and the value is still replaced */
+	int unstamped = v == 0;
+	if (unstamped)
+		v = nk_ver_after(found, sv);
 	uint32_t nlen = in->op == NK_PEGASUS_OP_DEL ? NK_PEGASUS_TOMBSTONE : in->value_len;
-	if (!found || v > sv) {
+	if (!found || v > sv || unstamped) {
 		store->ops->put(store->impl, in, v, nlen);
 		struct ktab_ent *ve = ktab_find(&s->virt, in->keyhash, in->key, in->key_len);
 		if (ve)

@@ -53,7 +53,7 @@ static int plain_server_handle(void *st, struct nk_store *store, const struct nk
 		r->value_len = found ? vlen : 0;
 		return 1;
 	case NK_PEGASUS_OP_WRITE:
-		ver = found ? ver + 1 : 1;
+		ver = nk_ver_after(found, ver);
 		store->ops->put(store->impl, in, ver, in->value_len);
 		r->op = NK_PEGASUS_OP_WRITE_REPLY;
 		r->kind = NK_KIND_WRITE_REPLY;

@@ -7,11 +7,17 @@
  *   table    node_fwd[node] -> (port)       exact match on the node id
  *   register port_pkts[port]                packets sent out of each port
  *   register dropped[0]                     packets with no node_fwd entry
+ *   register host_server_op[0]              replies from a client port, dropped
+ *                                           (docs/security.md)
+ *   register n_servers[0]                   servers 0..n-1: their ports are trusted
+ *                                           to send replies
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "netkv/pipeline.h"
+#include "netkv/wire.h"
+#include "peg_params.h"
 
 #define HASH_MAX_NODES 4096
 #define HASH_MAX_PORTS 4096
@@ -21,7 +27,17 @@ struct hash_state {
 	uint16_t node_port[HASH_MAX_NODES];
 	uint64_t port_pkts[HASH_MAX_PORTS];
 	uint64_t dropped;
+	uint64_t host_server_op;
+	struct nk_trust trust;
+	struct nk_reg_desc regs[4];
+	unsigned nregs;
 };
+
+static void add_reg(struct hash_state *s, const char *name, void *base, uint32_t n,
+		    uint8_t esize, uint8_t bits)
+{
+	s->regs[s->nregs++] = (struct nk_reg_desc){ name, base, n, esize, bits };
+}
 
 static int hash_init(void *st, const struct nk_pipeline_cfg *cfg)
 {
@@ -29,7 +45,13 @@ static int hash_init(void *st, const struct nk_pipeline_cfg *cfg)
 	memset(s, 0, sizeof(*s));
 	if (cfg->n_nodes > HASH_MAX_NODES)
 		return NK_PIPE_ERANGE;
+	if (nkp_trust(cfg->params, cfg->n_servers, &s->trust))
+		return NK_PIPE_EINVAL;
 	s->n_nodes = HASH_MAX_NODES;
+	add_reg(s, "port_pkts", s->port_pkts, HASH_MAX_PORTS, 8, 64);
+	add_reg(s, "dropped", &s->dropped, 1, 8, 64);
+	add_reg(s, "host_server_op", &s->host_server_op, 1, 8, 64);
+	add_reg(s, "n_servers", &s->trust.n_servers, 1, 4, 8);   /* the trust boundary */
 	for (uint32_t i = 0; i < HASH_MAX_NODES; i++)
 		s->node_port[i] = i < cfg->n_nodes && cfg->node_port ? cfg->node_port[i] : NK_NODE_NONE;
 	return 0;
@@ -44,7 +66,15 @@ static void hash_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 			 struct nk_actions *act)
 {
 	struct hash_state *s = st;
-	(void)m;
+	memset(act, 0, sizeof(*act));
+	if (m->proto == NK_PROTO_PLAIN && m->op != NK_PEGASUS_OP_READ &&
+	    m->op != NK_PEGASUS_OP_WRITE &&
+	    nk_origin_of(&s->trust, s->node_port, meta) == NK_ORIGIN_CLIENT) {
+		/* a client answering another client's request (a forged reply) */
+		s->host_server_op++;
+		act->fwd = NK_FWD_DROP;
+		return;
+	}
 	nk_fwd_to_node(s->node_port, s->n_nodes, meta, act);
 	if (act->fwd == NK_FWD_PORT && act->port < HASH_MAX_PORTS)
 		s->port_pkts[act->port]++;
@@ -55,37 +85,25 @@ static void hash_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 static int hash_reg_read(void *st, const char *name, uint32_t idx, uint64_t *val)
 {
 	struct hash_state *s = st;
-	if (!strcmp(name, "port_pkts")) {
-		if (idx >= HASH_MAX_PORTS)
-			return NK_PIPE_ERANGE;
-		*val = s->port_pkts[idx];
-		return 0;
-	}
-	if (!strcmp(name, "dropped")) {
-		if (idx)
-			return NK_PIPE_ERANGE;
-		*val = s->dropped;
-		return 0;
-	}
-	return NK_PIPE_ENOENT;
+	const struct nk_reg_desc *r = nk_reg_find(s->regs, s->nregs, name);
+	if (!r)
+		return NK_PIPE_ENOENT;
+	if (idx >= r->n)
+		return NK_PIPE_ERANGE;
+	*val = nk_reg_get(r, idx);
+	return 0;
 }
 
 static int hash_reg_write(void *st, const char *name, uint32_t idx, uint64_t val)
 {
 	struct hash_state *s = st;
-	if (!strcmp(name, "port_pkts")) {
-		if (idx >= HASH_MAX_PORTS)
-			return NK_PIPE_ERANGE;
-		s->port_pkts[idx] = val;
-		return 0;
-	}
-	if (!strcmp(name, "dropped")) {
-		if (idx)
-			return NK_PIPE_ERANGE;
-		s->dropped = val;
-		return 0;
-	}
-	return NK_PIPE_ENOENT;
+	const struct nk_reg_desc *r = nk_reg_find(s->regs, s->nregs, name);
+	if (!r)
+		return NK_PIPE_ENOENT;
+	if (idx >= r->n)
+		return NK_PIPE_ERANGE;
+	nk_reg_set(r, idx, val);
+	return 0;
 }
 
 static int hash_table_add(void *st, const char *table, const uint64_t *key, unsigned nkey,

@@ -49,6 +49,7 @@ enum nc_stat {
 	NS_UPDATES,            /* slots filled by a fetch answer */
 	NS_HOT_REPORTS,        /* hot uncached keys reported */
 	NS_NO_ROUTE,
+	NS_HOST_SERVER_OP,     /* a server- or controller-only op from a client port: dropped */
 	NS_COUNT
 };
 
@@ -58,11 +59,12 @@ struct nc_slot {
 	uint8_t used;
 };
 
-#define NC_NREGS 16
+#define NC_NREGS 17
 
 struct netcache_state {
 	uint32_t cache_items, max_value, hot_threshold, cm_width, bf_bits;
 	uint32_t n_servers;
+	struct nk_trust trust;     /* which ports are servers' (docs/security.md) */
 	uint16_t *node_port;
 	struct nc_slot *tab;
 	uint32_t tab_cap, tab_count;
@@ -113,7 +115,8 @@ static int nc_init(void *st, const struct nk_pipeline_cfg *cfg)
 	    nkp_u64(cfg->params, "max_value_bytes", NK_NETCACHE_MAX_CACHED_VALUE, &maxv) ||
 	    nkp_u64(cfg->params, "hot_threshold", 128, &thr) ||
 	    nkp_u64(cfg->params, "cm_width", 65536, &cmw) ||
-	    nkp_u64(cfg->params, "bf_bits", 262144, &bfb))
+	    nkp_u64(cfg->params, "bf_bits", 262144, &bfb) ||
+	    nkp_trust(cfg->params, cfg->n_servers, &s->trust))
 		return NK_PIPE_EINVAL;
 	if (items < 1 || items > 65536 || maxv < 1 || maxv > NK_NETCACHE_MAX_CACHED_VALUE ||
 	    thr < 1 || thr > 0xFFFF || cmw < 16 || cmw > (1u << 24) || bfb < 64 ||
@@ -158,6 +161,7 @@ static int nc_init(void *st, const struct nk_pipeline_cfg *cfg)
 	add_reg(s, "bloom", s->bf, s->bf_bits, 1, 1);
 	add_reg(s, "sketch_clear", &s->sketch_clear, 1, 8, 1);
 	add_reg(s, "stats", s->stats, NS_COUNT, 8, 64);
+	add_reg(s, "n_servers", &s->trust.n_servers, 1, 4, 8);   /* the trust boundary */
 	return 0;
 }
 
@@ -389,6 +393,15 @@ static void nc_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 		forward(s, meta, act);
 		return;
 	}
+	enum nk_origin from = nk_origin_of(&s->trust, s->node_port, meta);
+	if (from == NK_ORIGIN_CLIENT && m->op != NK_NETCACHE_OP_READ &&
+	    m->op != NK_NETCACHE_OP_WRITE && m->op != NK_NETCACHE_OP_DELETE) {
+		/* a forged reply or cache update would put a value no server
+		 * stores into the cache, or answer another client */
+		s->stats[NS_HOST_SERVER_OP]++;
+		act->fwd = NK_FWD_DROP;
+		return;
+	}
 	uint64_t k0, k1;
 	key_words(m, &k0, &k1);
 	int64_t hit = tab_lookup(s, k0, k1);
@@ -453,7 +466,7 @@ static void nc_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 		forward(s, meta, act);
 		return;
 	case NK_NETCACHE_OP_CACHE_UPDATE:
-		if (meta->from_cpu || meta->src == NK_NODE_NONE) {
+		if (from == NK_ORIGIN_TRUSTED) {
 			/* controller fetch: remember it, ask the server */
 			if (hit < 0) {
 				act->fwd = NK_FWD_DROP;

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "netkv/pipeline.h"
+
 /* Copy the value of `key` into buf (NUL-terminated, truncated to cap-1).
  * Returns 1 if the key is present, 0 otherwise. */
 static inline int nkp_get(const char *params, const char *key, char *buf, size_t cap)
@@ -62,6 +64,29 @@ static inline int nkp_u64(const char *params, const char *key, uint64_t def, uin
 	if (!buf[0] || (e && *e))
 		return -1;
 	*out = v;
+	return 0;
+}
+
+/* The trust boundary of a pipeline (pipeline.h, docs/security.md): the rack's
+ * servers, and the knob `trusted_ports` = comma-separated switch ports whose
+ * packets keep switch-owned fields (the inter-rack link of multi-rack
+ * Pegasus; none by default). Returns -1 on a malformed list. */
+static inline int nkp_trust(const char *params, uint32_t n_servers, struct nk_trust *t)
+{
+	char buf[128];
+	memset(t, 0, sizeof(*t));
+	t->n_servers = n_servers;
+	if (!nkp_get(params, "trusted_ports", buf, sizeof buf) || !buf[0])
+		return 0;
+	for (char *p = buf; *p;) {
+		char *e = NULL;
+		unsigned long v = strtoul(p, &e, 0);
+		if (e == p || v >= 0xFFFF || t->n_trusted >= NK_MAX_TRUSTED_PORTS ||
+		    (*e && *e != ','))
+			return -1;
+		t->trusted[t->n_trusted++] = (uint16_t)v;
+		p = *e ? e + 1 : e;
+	}
 	return 0;
 }
 

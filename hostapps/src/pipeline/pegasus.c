@@ -67,6 +67,11 @@ enum peg_stat {
 	ST_NO_ROUTE,            /* no node_fwd entry for the destination */
 	ST_TO_CPU,              /* replies addressed to the controller */
 	ST_BAD_SERVER,          /* replies with server_id >= n_servers */
+	/* the trust boundary (docs/security.md): refusals by reason */
+	ST_FORGED_VER,          /* a request from an untrusted port carried VER: overwritten */
+	ST_FORGED_FLAGS,        /* ... a client's BYPASS/MULTI/bitmap: cleared */
+	ST_HOST_SERVER_OP,      /* a server- or controller-only op from a client port: dropped */
+	ST_VER_EXHAUSTED,       /* a write needing a version past 2^64-1: dropped */
 	ST_COUNT
 };
 
@@ -90,6 +95,7 @@ struct pegasus_state {
 	uint8_t fanout_auto;
 	uint8_t write_mcast;     /* r > 1 writes by multicast (1) or RC_REQ (0) */
 	struct nk_rng rng;
+	struct nk_trust trust;   /* which ports may set switch-owned fields */
 	/* tables */
 	uint16_t *node_port;     /* node_fwd */
 	struct rk_slot *rk;      /* rkeys, rk_cap slots (power of two) */
@@ -192,7 +198,8 @@ static int peg_init(void *st, const struct nk_pipeline_cfg *cfg)
 	    nkp_u64(cfg->params, "ver_next", 2, &ver0) ||
 	    nkp_u64(cfg->params, "unsafe_skip_version_check", 0, &unsafe) ||
 	    nkp_u64(cfg->params, "write_mcast", 1, &mcast) ||
-	    parse_selection(cfg->params, &s->selection))
+	    parse_selection(cfg->params, &s->selection) ||
+	    nkp_trust(cfg->params, (uint32_t)n_servers, &s->trust))
 		return NK_PIPE_EINVAL;
 	if (max_rkeys < 1 || max_rkeys > (1u << 20) || n_servers < 1 || n_servers > PEG_N ||
 	    fdiv < 1 || ver0 < 1 || cfg->n_nodes > PEG_MAX_NODES)
@@ -642,28 +649,64 @@ static void directory_update(struct pegasus_state *s, const struct nk_msg *m)
 	CHECK(m->ver <= s->ver_completed[idx], "I3", s, idx);   /* I3 */
 }
 
-/* Stamp a WRITE (Algorithm 1): a fresh version unless VER is already set
- * (multi-rack: only the head rack stamps; keep VER, ver_next = max). */
-static void stamp(struct pegasus_state *s, struct nk_msg *m)
+/* ver_next = max(ver_next, ver + 1) for a version stamped elsewhere (a
+ * trusted port: multi-rack). -1 (refused) when ver + 1 would wrap. */
+static int ver_follow(struct pegasus_state *s, uint64_t ver)
 {
-	if (m->ver == 0) {
-		m->ver = s->ver_next++;
-		CHECK(s->ver_next > m->ver, "I4 (ver_next wrapped)", s, 0);
-	} else if (m->ver >= s->ver_next) {
-		s->ver_next = m->ver + 1;
+	if (ver == UINT64_MAX) {
+		s->stats[ST_VER_EXHAUSTED]++;
+		return -1;
+	}
+	if (ver >= s->ver_next)
+		s->ver_next = ver + 1;
+	return 0;
+}
+
+/* Stamp a WRITE (Algorithm 1): a fresh version, unless VER is already set
+ * and the packet came from a trusted port (multi-rack: only the head rack
+ * stamps; keep VER, ver_next = max). Versions never wrap: -1 (the write is
+ * refused) once ver_next reaches 2^64-1. */
+static int stamp(struct pegasus_state *s, struct nk_msg *m, enum nk_origin from)
+{
+	if (m->ver != 0 && from == NK_ORIGIN_TRUSTED)
+		return ver_follow(s, m->ver);
+	if (s->ver_next == UINT64_MAX) {
+		s->stats[ST_VER_EXHAUSTED]++;
+		return -1;
+	}
+	m->ver = s->ver_next++;
+	CHECK(s->ver_next > m->ver, "I4 (ver_next wrapped)", s, 0);
+	return 0;
+}
+
+/* A request from a client port: the switch-owned fields it may not set
+ * (VER; BYPASS, MULTI and the target bitmap) are cleared and counted. */
+static void sanitize_request(struct pegasus_state *s, struct nk_msg *m)
+{
+	if (m->ver) {
+		m->ver = 0;
+		s->stats[ST_FORGED_VER]++;
+	}
+	uint8_t owned = NK_PEGASUS_FLAG_BYPASS | NK_PEGASUS_FLAG_MULTI;
+	if ((m->flags & owned) || m->bitmap) {
+		m->flags &= (uint8_t)~owned;
+		m->bitmap = 0;
+		s->stats[ST_FORGED_FLAGS]++;
 	}
 }
 
 static void handle_request(struct pegasus_state *s, struct nk_msg *m,
-			   struct nk_pkt_meta *meta, struct nk_actions *act)
+			   struct nk_pkt_meta *meta, struct nk_actions *act, enum nk_origin from)
 {
 	int is_write = m->op != NK_PEGASUS_OP_READ;
 	int64_t hit = rk_lookup(s, m->keyhash);
 	if (hit < 0) {
 		/* unreplicated: stamp writes, L3-forward to the addressed home
 		 * server, sample to the controller */
-		if (is_write)
-			stamp(s, m);
+		if (is_write && stamp(s, m, from)) {
+			act->fwd = NK_FWD_DROP;
+			return;
+		}
 		s->stats[ST_MISS]++;
 		if (s->sample_every && ++s->sample_cnt >= s->sample_every) {
 			s->sample_cnt = 0;
@@ -677,8 +720,10 @@ static void handle_request(struct pegasus_state *s, struct nk_msg *m,
 	if (s->rset_size[idx] == 0) {
 		/* entry installed without its registers (controller bug):
 		 * treat as unreplicated rather than index an empty rset */
-		if (is_write)
-			stamp(s, m);
+		if (is_write && stamp(s, m, from)) {
+			act->fwd = NK_FWD_DROP;
+			return;
+		}
 		forward_request(s, meta, act);
 		return;
 	}
@@ -696,8 +741,11 @@ static void handle_request(struct pegasus_state *s, struct nk_msg *m,
 		CHECK_I1(s, idx);
 		return;
 	}
+	if (stamp(s, m, from)) {
+		act->fwd = NK_FWD_DROP;
+		return;
+	}
 	sat_inc(&s->wr_cnt[idx]);
-	stamp(s, m);
 	s->ver_last_write[idx] = m->ver;
 	s->stats[ST_WRITES]++;
 	m->flags &= (uint8_t)~NK_PEGASUS_FLAG_MULTI;
@@ -759,8 +807,9 @@ static void handle_vwrite(struct pegasus_state *s, struct nk_msg *m,
 		s->stats[ST_VWRITE_DROP]++;
 		return;
 	}
-	m->ver = s->ver_next++;
-	CHECK(s->ver_next > m->ver, "I4 (ver_next wrapped)", s, idx);
+	m->ver = 0;
+	if (stamp(s, m, NK_ORIGIN_CLIENT))
+		return;
 	s->ver_last_write[idx] = m->ver;
 	meta->dst = (uint16_t)select_read(s, idx);
 	s->stats[ST_VWRITE_FWD]++;
@@ -776,6 +825,23 @@ static void peg_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 		forward(s, meta, act);
 		return;
 	}
+	enum nk_origin from = nk_origin_of(&s->trust, s->node_port, meta);
+	int request = m->op == NK_PEGASUS_OP_READ || m->op == NK_PEGASUS_OP_WRITE ||
+		      m->op == NK_PEGASUS_OP_DEL;
+	if (from == NK_ORIGIN_CLIENT) {
+		/* clients send requests only; what they may not set is theirs
+		 * to lose, never the directory's or the servers' versions */
+		if (!request) {
+			s->stats[ST_HOST_SERVER_OP]++;
+			act->fwd = NK_FWD_DROP;
+			return;
+		}
+		sanitize_request(s, m);
+	} else if (from == NK_ORIGIN_SERVER && request && m->ver &&
+		   !(m->flags & NK_PEGASUS_FLAG_BYPASS)) {
+		m->ver = 0;     /* VER is the switch's; servers only echo it */
+		s->stats[ST_FORGED_VER]++;
+	}
 	int bypass = (m->flags & NK_PEGASUS_FLAG_BYPASS) != 0;
 	switch (m->op) {
 	case NK_PEGASUS_OP_READ:
@@ -786,7 +852,7 @@ static void peg_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 			forward_request(s, meta, act);
 			return;
 		}
-		handle_request(s, m, meta, act);
+		handle_request(s, m, meta, act, from);
 		return;
 	case NK_PEGASUS_OP_READ_REPLY:
 	case NK_PEGASUS_OP_WRITE_REPLY:
@@ -815,16 +881,23 @@ static void peg_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 		forward(s, meta, act);
 		return;
 	case NK_PEGASUS_OP_VWRITE:
+		if (from != NK_ORIGIN_TRUSTED) {    /* the controller's alone */
+			s->stats[ST_HOST_SERVER_OP]++;
+			act->fwd = NK_FWD_DROP;
+			return;
+		}
 		handle_vwrite(s, m, meta, act);
 		return;
 	case NK_PEGASUS_OP_PUT_FWD:
 		/* multi-rack (§9.6): a chain-forwarded write leaving a local
 		 * server counts as its WRITE-REPLY; keep VER everywhere */
 		if (!bypass) {
-			if (meta->src < nsrv(s))
+			if (ver_follow(s, m->ver)) {
+				act->fwd = NK_FWD_DROP;
+				return;
+			}
+			if (from == NK_ORIGIN_SERVER)
 				directory_update(s, m);
-			if (m->ver >= s->ver_next)
-				s->ver_next = m->ver + 1;
 		}
 		forward(s, meta, act);
 		return;
