@@ -45,13 +45,15 @@ class RunState:
 
     @classmethod
     def create(cls) -> "RunState":
-        STATE_ROOT.mkdir(parents=True, exist_ok=True)
+        # owner-only: run folders hold control sockets and logs (docs/security.md)
+        STATE_ROOT.mkdir(mode=0o700, parents=True, exist_ok=True)
+        STATE_ROOT.chmod(0o700)
         alphabet = string.ascii_lowercase + string.digits
         for _ in range(1000):
             tag = TAG_PREFIX + "".join(random.choice(alphabet) for _ in range(3))
             folder = STATE_ROOT / tag
             try:
-                folder.mkdir()
+                folder.mkdir(mode=0o700)
             except FileExistsError:
                 continue
             state = cls(tag, folder)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -23,7 +24,14 @@ int nk_ctl_open(struct nk_ctl *c, const char *path, size_t out_cap, char *err, s
 		return -1;
 	}
 	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
-	snprintf(c->path, sizeof(c->path), "%s", path);
+	/* never replace what stands at the path unless it is a (stale) socket:
+	 * a typo must not delete a file (docs/security.md) */
+	struct stat st;
+	if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+		snprintf(err, errlen, "control socket %s: exists and is not a socket (refusing to "
+			 "replace it; remove it or choose another path)", path);
+		return -1;
+	}
 	c->out = malloc(out_cap);
 	c->out_cap = out_cap;
 	if (!c->out) {
@@ -36,10 +44,18 @@ int nk_ctl_open(struct nk_ctl *c, const char *path, size_t out_cap, char *err, s
 		return -1;
 	}
 	unlink(path);
-	if (bind(c->lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(c->lfd, 8) < 0) {
+	/* owner-only from the start: the control plane is trusted and reachable
+	 * only by its owner (umask around bind, then chmod for odd umasks) */
+	mode_t old = umask(0177);
+	int rc = bind(c->lfd, (struct sockaddr *)&a, sizeof(a));
+	umask(old);
+	if (rc < 0 || chmod(path, 0600) < 0 || listen(c->lfd, 8) < 0) {
 		snprintf(err, errlen, "control socket %s: %s", path, strerror(errno));
+		close(c->lfd);
+		c->lfd = -1;
 		return -1;
 	}
+	snprintf(c->path, sizeof(c->path), "%s", path);
 	return 0;
 }
 
