@@ -40,6 +40,10 @@ porcupine:
     if ! command -v go >/dev/null; then echo "go not found: the Porcupine cross-checks will skip"; exit 0; fi
     cd tools/porcupine && GOFLAGS=-mod=mod go build -o bin/porcupine .
 
+# Regenerate the shared constants (C header, P4 include, Python module) from spec/constants.toml.
+constants:
+    {{python}} tools/gen_constants.py
+
 # Run an experiment: `just run protocol=pegasus alpha=1.2` (default: the README's).
 run *ARGS: setup
     {{python}} -m netkv run {{ARGS}}

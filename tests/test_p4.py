@@ -340,7 +340,7 @@ def test_pegasus_defines_and_initial_registers_mirror_c_init() -> None:
     d = bmv2.program_defines("pegasus", {"selection": "least_loaded", "amo": "true",
                                          "sample": 0, "fanout": "auto", "max_rkeys": 16})
     assert d == {"PEG_MAX_RKEYS": 16, "PEG_SELECTION": 3, "PEG_AMO": 1, "PEG_SAMPLE": 0,
-                 "PEG_FANOUT_AUTO": 1, "PEG_FANOUT_DIV": 1, "PEG_WRITE_MCAST": 1}
+                 "PEG_FANOUT_AUTO": 1, "PEG_FANOUT_DIV16": 16, "PEG_WRITE_MCAST": 1}
     # the RC_REQ write path (write_mcast=0) reaches the program too
     assert bmv2.program_defines("pegasus", {"write_mcast": 0})["PEG_WRITE_MCAST"] == 0
     assert bmv2.program_defines("hash") == {}

@@ -1,21 +1,58 @@
-"""The controller's write fan-out rounds like the C pipeline's fanout=auto."""
+"""The controller's write fan-out is the C pipeline's fanout=auto formula
+(spec/constants.toml: one integer formula, fanout_div in sixteenths), for
+integer and fractional divisors alike."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from netkv.config.compose import ConfigError, load
+from netkv.pipeline import FWD_MCAST, Pipeline
 from netkv.protocols.pegasus import fanout_of
+from netkv.wire.codec import Msg, PegasusOp, Proto, encode
 
 
 @pytest.mark.parametrize(("rd", "wr", "div", "want"), [
-    (5, 1, 1.0, 3),      # 2.5 rounds up (C: (2rd + den) / (2den)), not to even
+    (5, 1, 1.0, 3),      # 2.5 rounds up, not to even
     (9, 0, 4.0, 2),      # 2.25
     (14, 3, 1.0, 4),     # 3.5
     (0, 10, 1.0, 0),     # clamped to 1 by the caller
     (30, 1, 0.25, 60),
+    (7, 1, 1.5, 2),      # 2.33
+    (3, 0, 0.0625, 48),
 ])
 def test_fanout_rounds_half_up_like_the_pipeline(rd: int, wr: int, div: float, want: int) -> None:
-    assert fanout_of(rd, wr, div) == want
-    if div >= 1 and div == int(div):
-        den = (wr + 1) * int(div)
-        assert fanout_of(rd, wr, div) == (2 * rd + den) // (2 * den)  # pegasus.c write_fanout
+    assert fanout_of(rd, wr, round(div * 16)) == want
+
+
+def _c_auto_fanout(rd: int, wr: int, div16: int) -> int:
+    """r as pegasus.c picks it with fanout=auto for a write that finds rd
+    reads and wr writes (itself included) in the epoch: read back from the
+    multicast group it chooses (start * 32 + r - 1), or 1 for a unicast."""
+    with Pipeline("pegasus", n_servers=32, n_clients=1,
+                  params=f"selection=rr;fanout=auto;fanout_div16={div16}") as p:
+        p.table_add("rkeys", [77], [0])
+        p.reg_write("rset_size", 0, 1)
+        p.reg_write("rd_cnt", 0, rd)
+        p.reg_write("wr_cnt", 0, wr - 1)
+        w = Msg(proto=Proto.PEGASUS, op=PegasusOp.WRITE, keyhash=77, key=b"k", value=b"v")
+        d = p.process(encode(w), src=32, dst=0, port=32)
+        assert d is not None
+        return d.mcast_group % 32 + 1 if d.fwd == FWD_MCAST else 1
+
+
+def test_controller_fanout_equals_the_c_pipeline_on_fractional_divisors() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        rd, wr = int(rng.integers(0, 3000)), int(rng.integers(1, 300))
+        div16 = int(rng.choice([1, 3, 4, 8, 16, 24, 40, 64]))
+        want = min(max(fanout_of(rd, wr, div16), 1), 32)
+        assert _c_auto_fanout(rd, wr, div16) == want, (rd, wr, div16)
+
+
+def test_fanout_div_must_be_sixteenths() -> None:
+    assert load(["protocol=pegasus", "protocol.fanout_div=0.25"]).protocol.fanout_div16 == 4
+    with pytest.raises(ConfigError, match="multiple of 1/16") as e:
+        load(["protocol=pegasus", "protocol.fanout_div=0.3"])
+    assert "\n" not in str(e.value)

@@ -293,8 +293,9 @@ def test_python_encode_rejects_bad_messages() -> None:
 
 def _msg_cdef() -> str:
     """struct nk_msg as cffi source, read from msg.h so it cannot go stale."""
-    text = (ROOT / "hostapps" / "include" / "netkv" / "msg.h").read_text()
-    consts = dict(re.findall(r"#define\s+(NK_\w+)\s+(\w+)", text))
+    inc = ROOT / "hostapps" / "include" / "netkv"
+    text = (inc / "msg.h").read_text()
+    consts = dict(re.findall(r"#define\s+(NK_\w+)\s+(\w+)", text + (inc / "constants.h").read_text()))
     body = re.search(r"struct nk_msg \{(.*?)\n\};", text, re.S)
     assert body, "struct nk_msg not found in msg.h"
     src = re.sub(r"/\*.*?\*/", "", body.group(1), flags=re.S)

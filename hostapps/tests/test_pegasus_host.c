@@ -1182,7 +1182,7 @@ int main(void)
 	test_end_to_end("selection=wrr", 3);
 	test_end_to_end("selection=least_loaded", 4);
 	test_end_to_end("selection=random;amo=1", 5);
-	test_end_to_end("selection=rr;fanout=auto;fanout_div=1", 6);
+	test_end_to_end("selection=rr;fanout=auto;fanout_div16=16", 6);
 	test_end_to_end("selection=wrr;write_mcast=0", 7);
 	printf("test_pegasus_host: %d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;

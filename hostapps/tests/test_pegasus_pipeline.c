@@ -648,7 +648,7 @@ static void test_fanout(void)
 	sw_free(&w);
 
 	/* fanout=auto: r = clamp(round(rd / (wr + 1) / 4), 1, n) */
-	w = sw_new("selection=rr;fanout=auto;fanout_div=4");
+	w = sw_new("selection=rr;fanout=auto;fanout_div16=64");
 	add_key(&w, K, 1, 0);
 	wr(&w, "rd_cnt", 1, 0);
 	m = req(NK_PEGASUS_OP_WRITE, K, 0, CLIENT0, 1);

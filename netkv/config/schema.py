@@ -12,6 +12,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from netkv.constants import PEG_FANOUT_DIV_UNIT
+
 Frac = Annotated[float, Field(ge=0.0, le=1.0)]
 NonNeg = Annotated[float, Field(ge=0.0)]
 Pos = Annotated[float, Field(gt=0.0)]
@@ -55,10 +57,27 @@ class PegasusProtocol(ProtocolBase):
     # Write fan-out r = clamp(round(reads / (writes + 1) / fanout_div), 1, n)
     # per key and epoch: proportional to reads per write (the paper gives no
     # formula). 1, not the digest's 4: see docs/pegasus.md "Write fan-out".
+    # C and P4 divide integers: the divisor is carried in sixteenths
+    # (PEG_FANOUT_DIV_UNIT), so it must be a multiple of 1/16.
     fanout_div: Pos = 1.0
     # Deliberately broken directory (stale replicas join the replica set):
     # only for showing that the linearizability check catches it.
     unsafe_skip_version_check: bool = False
+
+
+    @model_validator(mode="after")
+    def _fanout_div_in_sixteenths(self) -> "PegasusProtocol":
+        d16 = self.fanout_div * PEG_FANOUT_DIV_UNIT
+        if d16 != round(d16) or not 1 <= d16 <= 0xFFFF:
+            raise ValueError(
+                f"protocol.fanout_div {self.fanout_div:g}: a multiple of 1/{PEG_FANOUT_DIV_UNIT} "
+                f"in 1/{PEG_FANOUT_DIV_UNIT}..4095 (the switch divides in sixteenths)")
+        return self
+
+    @property
+    def fanout_div16(self) -> int:
+        """fanout_div in sixteenths, as the C pipeline and the P4 program take it."""
+        return round(self.fanout_div * PEG_FANOUT_DIV_UNIT)
 
 
 class NetCacheProtocol(ProtocolBase):

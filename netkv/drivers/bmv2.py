@@ -58,6 +58,16 @@ from pathlib import Path
 from typing import Any
 
 from netkv.config.compose import ConfigError
+from netkv.constants import (  # p4src/common/constants.p4 (spec/constants.toml)
+    CPU_CLONE_SESSION,
+    CPU_PORT,
+    FLOOD_MCAST_GRP,
+    PEG_FANOUT_DIV_UNIT,
+    PEG_VER_NEXT_INITIAL,
+    PEG_WRR_SLOTS,
+    peg_wrr_len_initial,
+    peg_wrr_sched_initial,
+)
 from netkv.drivers.base import CpuPacket, DriverError, SwitchDriver
 
 # ---- what BMv2 needs --------------------------------------------------------------
@@ -72,10 +82,6 @@ INSTALL_HINT = (
     "docker images; pip install 'netkv[bmv2]' for p4runtime-shell"
 )
 
-#: constants of p4src/common/types.p4
-CPU_PORT = 255
-CPU_CLONE_SESSION = 100
-FLOOD_MCAST_GRP = 0x7FFF
 
 
 def missing_bmv2() -> list[str]:
@@ -171,7 +177,7 @@ def program_defines(program: str, params: Mapping[str, Any] | None = None) -> di
             "PEG_AMO": int(bool(_as_int(_param(params, "amo", 0)))),
             "PEG_SAMPLE": _as_int(_param(params, "sample", 128)),
             "PEG_FANOUT_AUTO": int(fanout == "auto"),
-            "PEG_FANOUT_DIV": _as_int(_param(params, "fanout_div", 1)),
+            "PEG_FANOUT_DIV16": _as_int(_param(params, "fanout_div16", PEG_FANOUT_DIV_UNIT)),
             "PEG_WRITE_MCAST": int(bool(_as_int(_param(params, "write_mcast", 1)))),
         }
     if program == "netcache":
@@ -201,10 +207,11 @@ def initial_register_writes(
     if not 1 <= n <= 32:
         raise DriverError(f"pegasus n_servers {n}: 1..32")
     k = _as_int(_param(params, "max_rkeys", 64))
-    writes = [("ver_next", 0, _as_int(_param(params, "ver_next", 2))), ("n_servers", 0, n)]
+    writes = [("ver_next", 0, _as_int(_param(params, "ver_next", PEG_VER_NEXT_INITIAL))),
+              ("n_servers", 0, n)]
     # pegasus.c wrr_uniform()
-    writes.append(("wrr_len", 0, 256 - 256 % n))
-    writes += [("wrr_sched", i, i % n) for i in range(256)]
+    writes.append(("wrr_len", 0, peg_wrr_len_initial(n)))
+    writes += [("wrr_sched", i, peg_wrr_sched_initial(i, n)) for i in range(PEG_WRR_SLOTS)]
     writes.append(("wrr_cursor", 0, 0))
     writes += [("fanout", i, 1) for i in range(k)]
     return writes

@@ -35,11 +35,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from netkv.config.schema import NetCacheProtocol, RunConfig
+from netkv.constants import NC_CM_ROWS, NC_FETCH_CLIENT, NC_HASH_ROW_MUL, NC_HASH_SEED0, NC_HASH_SEED1
 from netkv.protocols.base import ControlPlane, Controller
 from netkv.wire.codec import NETCACHE_KEY_LEN, Msg, NetcacheOp, Proto, Result
 
-CM_ROWS = 4               # count-min rows (pipeline constant)
-FETCH_CLIENT = 0xFFFF     # client_id of a controller fetch (cache_wcli marker)
+CM_ROWS = NC_CM_ROWS            # count-min rows (pipeline constant)
+FETCH_CLIENT = NC_FETCH_CLIENT  # client_id of a controller fetch (cache_wcli marker)
 FETCH_TIMEOUT_EPOCHS = 2  # an unanswered fetch is resent after this many epochs
 MAX_FETCHES = 4           # fetches of one key before it is given up
 
@@ -71,10 +72,11 @@ def key_words(key: bytes) -> tuple[int, int]:
 
 
 def row_hash(row: int, key: bytes) -> int:
-    """The pipeline's sketch/Bloom row hash: CRC-32 over row, 'N', 'C',
-    row*31 mod 256, k0 (BE), k1 (BE)."""
+    """The pipeline's sketch/Bloom row hash: CRC-32 over row, the two seed
+    bytes, row * NC_HASH_ROW_MUL mod 256, k0 (BE), k1 (BE) (spec/constants.toml)."""
     k = wire_key(key).ljust(NETCACHE_KEY_LEN, b"\0")
-    return zlib.crc32(bytes([row & 0xFF, 0x4E, 0x43, (row * 31) & 0xFF]) + k)
+    return zlib.crc32(bytes([row & 0xFF, NC_HASH_SEED0, NC_HASH_SEED1,
+                             (row * NC_HASH_ROW_MUL) & 0xFF]) + k)
 
 
 @dataclass

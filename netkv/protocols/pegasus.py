@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from netkv.config.schema import PegasusProtocol, RunConfig
+from netkv.constants import PEG_N, PEG_VER_NEXT_INITIAL, PEG_WRR_SLOTS, peg_fanout_round, peg_mcast_group
 from netkv.protocols.base import ControlPlane, Controller
 from netkv.wire.codec import Msg, PegasusOp, Proto
 
-RSET_STRIDE = 32           # rset_list[idx * 32 + i]
-WRR_SLOTS = 256
+RSET_STRIDE = PEG_N        # rset_list[idx * 32 + i]
+WRR_SLOTS = PEG_WRR_SLOTS
 SAMPLE_EVERY = 128         # pipeline param `sample`
 GC_PERIOD_S = 1.0
 ADD_HYSTERESIS = 2.0       # a candidate must be this much hotter than the coldest key
@@ -61,7 +62,8 @@ def pipeline_params(cfg: RunConfig) -> str:
         "amo": int(proto.amo),
         "sample": SAMPLE_EVERY,
         "fanout": "reg",
-        "ver_next": 2,
+        "fanout_div16": proto.fanout_div16,
+        "ver_next": PEG_VER_NEXT_INITIAL,
     }
     if proto.amo:
         # The client table must remember every REQID a client can still retry:
@@ -163,7 +165,7 @@ class PegasusController(Controller):
         sw = self.plane.switch
         for start in range(self.n):
             for r in range(2, self.n + 1):
-                sw.mcast_set(start * RSET_STRIDE + r - 1, [(start + k) % self.n for k in range(r)])
+                sw.mcast_set(peg_mcast_group(start, r), [(start + k) % self.n for k in range(r)])
 
     def _ctl(self, server: int, line: str) -> str:
         reply = self.plane.server_ctl(server, line)
@@ -209,7 +211,7 @@ class PegasusController(Controller):
                     sw.reg_write(name, idx, 0)
             rate = (rd + wr) / dt
             entry.hotness = (1 - HOTNESS_DECAY) * entry.hotness + HOTNESS_DECAY * rate
-            fanout = min(max(fanout_of(rd, wr, self.proto.fanout_div), 1), self.n)
+            fanout = min(max(fanout_of(rd, wr, self.proto.fanout_div16), 1), self.n)
             if fanout != entry.fanout:
                 sw.reg_write("fanout", idx, fanout)
                 entry.fanout = fanout
@@ -350,11 +352,11 @@ class PegasusController(Controller):
             self._ctl(s, "gc")
 
 
-def fanout_of(reads: int, writes: int, fanout_div: float) -> int:
+def fanout_of(reads: int, writes: int, fanout_div16: int) -> int:
     """Write fan-out before clamping: reads / (writes + 1) / fanout_div, rounded
-    half up as the C pipeline and the P4 program do (Python's round() would
-    send 2.5 to 2 where they give 3)."""
-    return math.floor(reads / ((writes + 1) * fanout_div) + 0.5)
+    half up in integers, the C pipeline's and the P4 program's formula
+    (spec/constants.toml; fanout_div in sixteenths)."""
+    return peg_fanout_round(reads, writes, fanout_div16)
 
 
 def smooth_wrr(weights: np.ndarray, slots: int) -> list[int]:

@@ -18,23 +18,41 @@ from enum import IntEnum
 
 import numpy as np
 
+from netkv.constants import (  # generated from spec/constants.toml (re-exported)
+    KVSWITCH_PORT,
+    MAX_SERVERS,
+    NETCACHE_FLAG_CACHED,
+    NETCACHE_FLAG_REFRESH,
+    NETCACHE_PORT,
+    NETLR_FLAG_STAMPED,
+    NETLR_FLAG_SUPERSEDED,
+    NETLR_PORT,
+    NETMC_BASELINE_PORT_BASE,
+    NETMC_PORT_BASE,
+    NETMC_PORT_MASK,
+    PEGASUS_FLAG_BYPASS,
+    PEGASUS_FLAG_MULTI,
+    PEGASUS_MAGIC,
+    PEGASUS_PORT,
+    PLAIN_MAGIC,
+    RESULT_NOT_FOUND,
+    RESULT_OK,
+    RESULT_RETRY,
+    SERVER_NONE,
+    STARCACHE_PORT,
+    STARCACHE_REPORT_TCP_PORT,
+    KvswitchOp,
+    NetcacheOp,
+    NetlrOp,
+    NetmcOp,
+    PegasusOp,
+    Proto,
+    StarcacheOp,
+)
+
 # ---- shared constants (wire.h) -----------------------------------------------
 
 MAX_KEY_LEN = 64
-MAX_SERVERS = 32
-SERVER_NONE = 0xFF
-
-
-class Proto(IntEnum):
-    """enum nk_proto: values appear in golden vectors and in the C API."""
-
-    PLAIN = 0
-    PEGASUS = 1
-    NETCACHE = 2
-    KVSWITCH = 3
-    STARCACHE = 4
-    NETLR = 5
-    NETMC = 6
 
 
 class Kind(IntEnum):
@@ -50,9 +68,9 @@ class Kind(IntEnum):
 
 
 class Result(IntEnum):
-    OK = 0
-    NOT_FOUND = 1
-    RETRY = 2  # Pegasus RETRY, KVSwitch ERROR
+    OK = RESULT_OK
+    NOT_FOUND = RESULT_NOT_FOUND
+    RETRY = RESULT_RETRY  # Pegasus RETRY, KVSwitch ERROR
 
 
 class WireErrorCode(IntEnum):
@@ -99,111 +117,29 @@ def strerror(code: int) -> str:
 
 # ---- per-protocol constants ----------------------------------------------------
 
-PEGASUS_PORT = 5047
-PEGASUS_MAGIC = 0x5047
-PLAIN_MAGIC = 0x1573
 PEGASUS_HDR_LEN = 30
 PEGASUS_PAYLOAD_HDR_LEN = 16
-PEGASUS_FLAG_BYPASS = 0x01
-PEGASUS_FLAG_MULTI = 0x02
 
-NETCACHE_PORT = 5050
 NETCACHE_HDR_LEN = 40
 NETCACHE_KEY_LEN = 16
 NETCACHE_VALUE_CHUNK = 16
 NETCACHE_MAX_CACHED_VALUE = 128
-NETCACHE_FLAG_CACHED = 0x01
 
-KVSWITCH_PORT = 8888
 KVSWITCH_HDR_LEN = 28
 KVSWITCH_KEY_LEN = 16
 
-STARCACHE_PORT = 5008
-STARCACHE_REPORT_TCP_PORT = 5009
 STARCACHE_HDR_LEN = 28
 STARCACHE_PAYLOAD_HDR_LEN = 6
 
-NETLR_PORT = 1234
 NETLR_LEN = 36
 NETLR_VALUE_LEN = 16
 NETLR_OID_LEN = 4
-NETLR_FLAG_SUPERSEDED = 0x01
-NETLR_FLAG_STAMPED = 0x02
 
-NETMC_PORT_BASE = 1000
-NETMC_PORT_MASK = 0xFFF0
-NETMC_BASELINE_PORT_BASE = 2000
 NETMC_N = 32
 NETMC_KEYIDX_BITS = 16
 NETMC_HDR_LEN = 11 + NETMC_N
 NETMC_PAYLOAD_HDR_LEN = 12
 NETMC_MAX_KEYS = NETMC_KEYIDX_BITS
-
-
-class PegasusOp(IntEnum):  # also the plain baseline's ops
-    READ = 0
-    WRITE = 1
-    DEL = 2
-    READ_REPLY = 3
-    WRITE_REPLY = 4
-    RC_REQ = 5
-    RC_ACK = 6
-    PUT_FWD = 7
-    VWRITE = 8
-
-
-class NetcacheOp(IntEnum):
-    READ = 0
-    WRITE = 1
-    DELETE = 2
-    READ_REPLY = 3
-    WRITE_REPLY = 4
-    DELETE_REPLY = 5
-    CACHE_UPDATE = 6
-    CACHE_UPDATE_ACK = 7
-    HOT_REPORT = 8
-
-
-class KvswitchOp(IntEnum):
-    GET = 0x01
-    SET = 0x02
-    DEL = 0x03
-    UPDATE = 0x10
-    UPDATE_DEL = 0x11
-    UPDATE_ACK = 0x12
-    REPL_CMD = 0x20
-    REPL_PUSH = 0x21
-    REPL_EVICT = 0x22
-    GET_REPLY = 0x81
-    SET_REPLY = 0x82
-    DEL_REPLY = 0x83
-
-
-class StarcacheOp(IntEnum):
-    R_REQ = 1
-    W_REQ = 2
-    R_REP = 3
-    W_REP = 4
-    F_REQ = 5
-    F_REP = 6
-    CRN_REQ = 7
-
-
-class NetlrOp(IntEnum):
-    READ = 0
-    R_REPLY = 1
-    WRITE = 2
-    W_REPLY = 3
-    NACK = 4
-
-
-class NetmcOp(IntEnum):
-    GET = 0
-    GET_REPLY = 1
-    PUT = 2
-    PUT_REPLY = 3
-    MGET = 4
-    MGET_REPLY = 5
 
 
 OPS: dict[Proto, type[IntEnum]] = {

@@ -16,16 +16,8 @@
 #ifndef NETKV_HEADERS_P4
 #define NETKV_HEADERS_P4
 
-/* ---- ports and magic numbers (wire.h) --------------------------------- */
-const bit<16> PEGASUS_PORT = 5047;
-const bit<16> PEGASUS_MAGIC = 0x5047;
-const bit<16> PLAIN_MAGIC = 0x1573;
-const bit<16> NETCACHE_PORT = 5050;
-const bit<16> KVSWITCH_PORT = 8888;
-const bit<16> STARCACHE_PORT = 5008;
-const bit<16> NETLR_PORT = 1234;
-const bit<16> NETMC_PORT_BASE = 1000;  /* worker i: 1000 + i */
-const bit<16> NETMC_PORT_MASK = 0xFFF0;
+/* ports, magic numbers, flags and op codes: generated from spec/constants.toml */
+#include "constants.p4"
 
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<8> IPPROTO_UDP = 17;
@@ -61,18 +53,6 @@ header udp_t {
 
 /* ---- Pegasus and the static baseline (30 B) ------------------------------ */
 /* op codes */
-const bit<8> PEGASUS_OP_READ = 0;
-const bit<8> PEGASUS_OP_WRITE = 1;
-const bit<8> PEGASUS_OP_DEL = 2;
-const bit<8> PEGASUS_OP_READ_REPLY = 3;
-const bit<8> PEGASUS_OP_WRITE_REPLY = 4;
-const bit<8> PEGASUS_OP_RC_REQ = 5;
-const bit<8> PEGASUS_OP_RC_ACK = 6;
-const bit<8> PEGASUS_OP_PUT_FWD = 7;
-const bit<8> PEGASUS_OP_VWRITE = 8;
-const bit<8> PEGASUS_FLAG_BYPASS = 0x01;
-const bit<8> PEGASUS_FLAG_MULTI = 0x02;
-const bit<8> PEGASUS_SERVER_NONE = 0xFF;
 
 header pegasus_t {
     bit<16> magic;      /* 0x5047 Pegasus, 0x1573 static baseline */
@@ -106,16 +86,6 @@ header pegasus_pre_t {
 }
 
 /* ---- NetCache baseline (40 B + value slices) ------------------------------ */
-const bit<8> NETCACHE_OP_READ = 0;
-const bit<8> NETCACHE_OP_WRITE = 1;
-const bit<8> NETCACHE_OP_DELETE = 2;
-const bit<8> NETCACHE_OP_READ_REPLY = 3;
-const bit<8> NETCACHE_OP_WRITE_REPLY = 4;
-const bit<8> NETCACHE_OP_DELETE_REPLY = 5;
-const bit<8> NETCACHE_OP_CACHE_UPDATE = 6;
-const bit<8> NETCACHE_OP_CACHE_UPDATE_ACK = 7;
-const bit<8> NETCACHE_OP_HOT_REPORT = 8;
-const bit<8> NETCACHE_FLAG_CACHED = 0x01;
 #define NETCACHE_VALUE_SLICES 8   /* 8 x 16 B = 128 B, the largest cached value */
 
 header netcache_t {
@@ -141,18 +111,6 @@ header netcache_value_t {
 }
 
 /* ---- KVSwitch (28 B) -------------------------------------------------------- */
-const bit<8> KVSWITCH_OP_GET = 0x01;
-const bit<8> KVSWITCH_OP_SET = 0x02;
-const bit<8> KVSWITCH_OP_DEL = 0x03;
-const bit<8> KVSWITCH_OP_UPDATE = 0x10;
-const bit<8> KVSWITCH_OP_UPDATE_DEL = 0x11;
-const bit<8> KVSWITCH_OP_UPDATE_ACK = 0x12;
-const bit<8> KVSWITCH_OP_REPL_CMD = 0x20;
-const bit<8> KVSWITCH_OP_REPL_PUSH = 0x21;
-const bit<8> KVSWITCH_OP_REPL_EVICT = 0x22;
-const bit<8> KVSWITCH_OP_GET_REPLY = 0x81;
-const bit<8> KVSWITCH_OP_SET_REPLY = 0x82;
-const bit<8> KVSWITCH_OP_DEL_REPLY = 0x83;
 
 header kvswitch_t {
     bit<8>   op;
@@ -164,13 +122,6 @@ header kvswitch_t {
 }
 
 /* ---- StarCache (22 B core + 6 B extension) ------------------------------------- */
-const bit<8> STARCACHE_OP_R_REQ = 1;
-const bit<8> STARCACHE_OP_W_REQ = 2;
-const bit<8> STARCACHE_OP_R_REP = 3;
-const bit<8> STARCACHE_OP_W_REP = 4;
-const bit<8> STARCACHE_OP_F_REQ = 5;
-const bit<8> STARCACHE_OP_F_REP = 6;
-const bit<8> STARCACHE_OP_CRN_REQ = 7;
 
 header starcache_t {
     bit<8>   op;
@@ -183,13 +134,6 @@ header starcache_t {
 }
 
 /* ---- NetLR (36 B) ------------------------------------------------------------------ */
-const bit<8> NETLR_OP_READ = 0;
-const bit<8> NETLR_OP_R_REPLY = 1;
-const bit<8> NETLR_OP_WRITE = 2;
-const bit<8> NETLR_OP_W_REPLY = 3;
-const bit<8> NETLR_OP_NACK = 4;
-const bit<8> NETLR_FLAG_SUPERSEDED = 0x01;
-const bit<8> NETLR_FLAG_STAMPED = 0x02;
 
 header netlr_t {
     bit<8>   op;
@@ -203,12 +147,6 @@ header netlr_t {
 }
 
 /* ---- NetMC (11 B + N B, N = 32) --------------------------------------------------- */
-const bit<8> NETMC_OP_GET = 0;
-const bit<8> NETMC_OP_GET_REPLY = 1;
-const bit<8> NETMC_OP_PUT = 2;
-const bit<8> NETMC_OP_PUT_REPLY = 3;
-const bit<8> NETMC_OP_MGET = 4;
-const bit<8> NETMC_OP_MGET_REPLY = 5;
 #define NETMC_N 32              /* SRV entries = max servers per rack */
 #define NETMC_KEYIDX_BITS 16    /* W */
 

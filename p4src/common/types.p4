@@ -13,15 +13,10 @@
 #define NETKV_TYPES_P4
 
 /* ---- ports ------------------------------------------------------------------ */
-/* simple_switch_grpc --cpu-port 255 (shared/design/BMV2-NOTES.md). */
-const bit<9> CPU_PORT = 255;
-/* The clone session the controller installs with one replica on CPU_PORT:
- * copies sampled for the controller (nk_actions.to_cpu). */
-const bit<32> CPU_CLONE_SESSION = 100;
-/* The multicast group the driver fills with every data port: non-IP
- * broadcast (ARP) is flooded through it, as netkv-switch floods. Protocol
- * groups (SwitchDriver multicast) must use other ids. */
-const bit<16> FLOOD_MCAST_GRP = 0x7FFF;
+/* CPU_PORT (simple_switch_grpc --cpu-port), CPU_CLONE_SESSION (to_cpu copies),
+ * FLOOD_MCAST_GRP (every data port: non-IP broadcast is flooded through it, as
+ * netkv-switch floods; protocol groups use other ids) and the packet_in
+ * reasons PKTIN_*: constants.p4 (spec/constants.toml). */
 
 /* ---- the rack addressing plan (hostapps/include/netkv/io.h) ------------------ */
 /* node n: IPv4 10.0.0.0 + n + 1, MAC 02:00:00:00:HH:LL with HHLL = n + 1 */
@@ -32,9 +27,6 @@ const bit<48> NODE_MAC_BASE = 0x020000000000;
 const bit<16> NODE_NONE = 0xFFFF;           /* NK_NODE_NONE */
 
 /* ---- the controller's headers -------------------------------------------------- */
-/* reasons in packet_in.reason */
-const bit<8> PKTIN_SAMPLE = 1;     /* a copy sampled for the controller (to_cpu) */
-const bit<8> PKTIN_TO_CPU = 2;     /* a packet addressed to the controller */
 
 @controller_header("packet_in")
 header packet_in_t {

@@ -77,14 +77,9 @@
 #error "NC_MAX_VALUE must be a multiple of 16 in 16..128"
 #endif
 #define NC_WORDS (NC_MAX_VALUE / 8)     /* 64-bit cells of cache_value per slot */
-#define NC_CM_ROWS 4
 
-const bit<16> NC_FETCH_CLIENT = 0xFFFF;
 /* request: the key is cached, answer with the new value; reply: carries it
  * (netcache.c NK_NETCACHE_FLAG_REFRESH) */
-const bit<8> NETCACHE_FLAG_REFRESH = 0x02;
-const bit<8> NC_RESULT_OK = 0;
-const bit<8> NC_RESULT_RETRY = 2;
 
 /* cells of register `stats` (netcache.c enum nc_stat) */
 const bit<32> NS_HITS = 0;
@@ -242,12 +237,13 @@ control NetcacheIngress(inout headers_t hdr, inout metadata_t meta,
     }
 
 /* count-min update + estimate; Bloom test-and-set when hot (netcache.c
- * hot_detect). Row r hashes CRC-32(r, 'N', 'C', r*31 mod 256, key) mod width. */
+ * hot_detect). Row r hashes CRC-32(r, NC_HASH_SEED0, NC_HASH_SEED1,
+ * r * NC_HASH_ROW_MUL mod 256, key) mod width (constants.p4). */
 #define NC_CM_ROW(r)                                                         \
         {                                                                    \
             bit<32> h_;                                                      \
             hash(h_, HashAlgorithm.crc32, 32w0,                              \
-                 { (bit<8>)(r), 8w0x4E, 8w0x43, (bit<8>)(((r) * 31) & 255), hdr.netcache.key }, \
+                 { (bit<8>)(r), NC_HASH_SEED0, NC_HASH_SEED1, (bit<8>)(r) * NC_HASH_ROW_MUL, hdr.netcache.key }, \
                  (bit<32>)NC_CM_WIDTH);                                      \
             bit<32> i_ = (r) * NC_CM_WIDTH + h_;                             \
             bit<16> c_;                                                      \
@@ -259,7 +255,7 @@ control NetcacheIngress(inout headers_t hdr, inout metadata_t meta,
         {                                                                    \
             bit<32> h_;                                                      \
             hash(h_, HashAlgorithm.crc32, 32w0,                              \
-                 { (bit<8>)(r), 8w0x4E, 8w0x43, (bit<8>)(((r) * 31) & 255), hdr.netcache.key }, \
+                 { (bit<8>)(r), NC_HASH_SEED0, NC_HASH_SEED1, (bit<8>)(r) * NC_HASH_ROW_MUL, hdr.netcache.key }, \
                  (bit<32>)NC_BF_BITS);                                       \
             bit<1> b_;                                                       \
             bloom.read(b_, h_);                                              \
@@ -327,7 +323,7 @@ control NetcacheIngress(inout headers_t hdr, inout metadata_t meta,
                         bit<8> vl;
                         cache_vlen.read(vl, c_idx);
                         hdr.netcache.op = NETCACHE_OP_READ_REPLY;
-                        hdr.netcache.result = NC_RESULT_OK;
+                        hdr.netcache.result = RESULT_OK;
                         hdr.netcache.flags = hdr.netcache.flags | NETCACHE_FLAG_CACHED;
                         LOAD_VALUE(vl)
                         meta.dst_node = meta.src_node;
@@ -371,7 +367,7 @@ control NetcacheIngress(inout headers_t hdr, inout metadata_t meta,
                             cache_wcli.read(wcli, c_idx);
                             cache_wreq.read(wreq, c_idx);
                         }
-                        if (c_hit == 1 && hdr.netcache.result == NC_RESULT_OK &&
+                        if (c_hit == 1 && hdr.netcache.result == RESULT_OK &&
                             wcli == hdr.netcache.client_id && wreq == hdr.netcache.seq &&
                             hdr.netcache.vlen <= NC_MAX_VALUE) {
                             STORE_VALUE()
@@ -401,7 +397,7 @@ control NetcacheIngress(inout headers_t hdr, inout metadata_t meta,
                     }
                 } else {
                     /* the server's answer: fill the slot if no write intervened */
-                    bit<8> ack_result = NC_RESULT_RETRY;
+                    bit<8> ack_result = RESULT_RETRY;
                     @atomic {
                         bit<16> wcli = 0;
                         bit<32> wreq = 0;
@@ -409,12 +405,12 @@ control NetcacheIngress(inout headers_t hdr, inout metadata_t meta,
                             cache_wcli.read(wcli, c_idx);
                             cache_wreq.read(wreq, c_idx);
                         }
-                        if (c_hit == 1 && hdr.netcache.result == NC_RESULT_OK &&
+                        if (c_hit == 1 && hdr.netcache.result == RESULT_OK &&
                             wcli == NC_FETCH_CLIENT && wreq == hdr.netcache.seq &&
                             hdr.netcache.vlen <= NC_MAX_VALUE) {
                             STORE_VALUE()
                             stat(NS_UPDATES);
-                            ack_result = NC_RESULT_OK;
+                            ack_result = RESULT_OK;
                         } else {
                             stat(NS_STALE_REFRESH);
                         }

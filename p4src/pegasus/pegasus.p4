@@ -35,7 +35,7 @@
  *             srv_inflight sample_cnt stats
  * The C pipeline's params (pegasus.c peg_init) are compile-time here:
  *   -DPEG_MAX_RKEYS=64 -DPEG_SELECTION=2 (0 random, 1 rr, 2 wrr, 3 least_loaded)
- *   -DPEG_AMO=0 -DPEG_SAMPLE=128 -DPEG_FANOUT_AUTO=0 -DPEG_FANOUT_DIV=1
+ *   -DPEG_AMO=0 -DPEG_SAMPLE=128 -DPEG_FANOUT_AUTO=0 -DPEG_FANOUT_DIV16=16
  *   -DPEG_WRITE_MCAST=1 (param write_mcast)
  * and the registers the C init sets (ver_next, n_servers, wrr_sched,
  * wrr_len, fanout) are written by the driver after loading the program
@@ -74,15 +74,13 @@
 #ifndef PEG_FANOUT_AUTO
 #define PEG_FANOUT_AUTO 0
 #endif
-#ifndef PEG_FANOUT_DIV
-#define PEG_FANOUT_DIV 1
+#ifndef PEG_FANOUT_DIV16            /* fanout_div in sixteenths (PEG_FANOUT_DIV_UNIT) */
+#define PEG_FANOUT_DIV16 16
 #endif
 #ifndef PEG_WRITE_MCAST
 #define PEG_WRITE_MCAST 1
 #endif
 
-#define PEG_N 32                 /* NK_MAX_SERVERS: rset_list stride, bitmap width */
-#define PEG_WRR_SLOTS 256
 #define PEG_MAX_NODES 4096
 const bit<32> PEG_RATE_MAX = 0xFFFFFFFF;
 
@@ -374,7 +372,8 @@ control PegasusIngress(inout headers_t hdr, inout metadata_t meta,
 
 /* r = write_fanout(IDX) -> fo_r */
 #if PEG_FANOUT_AUTO
-/* r = round(rd / ((wr + 1) * fanout_div)) = #{k >= 1 : 2k*den <= 2rd + den} */
+/* r = round(16 rd / ((wr + 1) * div16)) = #{k >= 1 : 2k*den <= 32rd + den}
+ * (nk_peg_fanout_round, spec/constants.toml) */
 #define FO_STEP(k) if (2 * k * den_ <= num_) { fo_r = k; }
 #define WRITE_FANOUT(IDX)                                                    \
     {                                                                        \
@@ -382,8 +381,8 @@ control PegasusIngress(inout headers_t hdr, inout metadata_t meta,
         bit<32> wr_;                                                         \
         rd_cnt.read(rd_, IDX);                                               \
         wr_cnt.read(wr_, IDX);                                               \
-        bit<64> den_ = ((bit<64>)wr_ + 1) * PEG_FANOUT_DIV;                  \
-        bit<64> num_ = 2 * (bit<64>)rd_ + den_;                              \
+        bit<64> den_ = ((bit<64>)wr_ + 1) * PEG_FANOUT_DIV16;                \
+        bit<64> num_ = 2 * PEG_FANOUT_DIV_UNIT * (bit<64>)rd_ + den_;        \
         fo_r = 0;                                                            \
         FO_STEP(1) FO_STEP(2) FO_STEP(3) FO_STEP(4) FO_STEP(5) FO_STEP(6)    \
         FO_STEP(7) FO_STEP(8) FO_STEP(9) FO_STEP(10) FO_STEP(11) FO_STEP(12) \
@@ -491,7 +490,7 @@ control PegasusIngress(inout headers_t hdr, inout metadata_t meta,
 #define WRITE_TO_TARGETS()                                                   \
         if (fo_r > 1) {                                                      \
             hdr.pegasus.bitmap = all_;                                       \
-            sm.mcast_grp = (bit<16>)(wr_start * PEG_N + fo_r - 1);           \
+            sm.mcast_grp = (bit<16>)PEG_MCAST_GROUP(wr_start, fo_r);            \
             meta.fwd = FWD_MCAST;                                            \
             mc_targets = all_;                                               \
         }

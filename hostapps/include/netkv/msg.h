@@ -16,22 +16,14 @@
 
 #include <stdint.h>
 
+#include "netkv/constants.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Which wire format a message uses. Values are stable: they appear in
- * golden vectors and in the Python codec. */
-enum nk_proto {
-	NK_PROTO_PLAIN = 0,     /* static consistent hashing baseline */
-	NK_PROTO_PEGASUS = 1,
-	NK_PROTO_NETCACHE = 2,
-	NK_PROTO_KVSWITCH = 3,
-	NK_PROTO_STARCACHE = 4,
-	NK_PROTO_NETLR = 5,
-	NK_PROTO_NETMC = 6,
-	NK_PROTO_COUNT
-};
+/* enum nk_proto (which wire format a message uses), NK_MAX_SERVERS,
+ * NK_SERVER_NONE: netkv/constants.h, generated from spec/constants.toml. */
 
 /* Protocol-independent operation kind; each codec maps its own op codes
  * onto these (the wire op code itself is kept in `op`). */
@@ -45,10 +37,8 @@ enum nk_kind {
 	NK_KIND_CONTROL = 6,    /* replication, cache update, fetch, ack ... */
 };
 
-#define NK_MAX_SERVERS 32        /* Pegasus' 32-bit replica bitmap */
 #define NK_MAX_MULTIGET_KEYS 32  /* NetMC KEYIDX width W <= 32 */
 #define NK_MAX_KEY_LEN 64
-#define NK_SERVER_NONE 0xFF
 
 struct nk_msg {
 	uint8_t proto;          /* enum nk_proto */

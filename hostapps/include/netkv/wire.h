@@ -35,6 +35,9 @@
 extern "C" {
 #endif
 
+/* Ports, magics, flags, result codes and op codes (enum nk_<proto>_op):
+ * netkv/constants.h, generated from spec/constants.toml. */
+
 /* ---- errors (all negative) ------------------------------------------- */
 enum nk_wire_error {
 	NK_WIRE_ETRUNC = -1,   /* buffer shorter than the header or a length field says */
@@ -57,31 +60,8 @@ enum nk_wire_error {
  *   send_ns u64 | result u8 | rsvd u8 | key_len u16 | value_len u32
  * then key[key_len], value[value_len]. "plain" is the same layout with magic
  * 0x1573 (the artifact's static-baseline magic). */
-#define NK_PEGASUS_PORT 5047
-#define NK_PEGASUS_MAGIC 0x5047
-#define NK_PLAIN_MAGIC 0x1573
 #define NK_PEGASUS_HDR_LEN 30
 #define NK_PEGASUS_PAYLOAD_HDR_LEN 16
-#define NK_PEGASUS_FLAG_BYPASS 0x01  /* no directory processing; keep VER */
-#define NK_PEGASUS_FLAG_MULTI 0x02   /* bitmap lists extra write targets (AMO) */
-
-enum nk_pegasus_op {
-	NK_PEGASUS_OP_READ = 0,        /* artifact GET */
-	NK_PEGASUS_OP_WRITE = 1,       /* artifact PUT */
-	NK_PEGASUS_OP_DEL = 2,
-	NK_PEGASUS_OP_READ_REPLY = 3,  /* artifact REP_R */
-	NK_PEGASUS_OP_WRITE_REPLY = 4, /* artifact REP_W */
-	NK_PEGASUS_OP_RC_REQ = 5,      /* server -> server replica copy */
-	NK_PEGASUS_OP_RC_ACK = 6,      /* replica -> switch, joins the rset */
-	NK_PEGASUS_OP_PUT_FWD = 7,     /* chain-forwarded write */
-	NK_PEGASUS_OP_VWRITE = 8,      /* controller virtual write (§9.1) */
-	NK_PEGASUS_OP_COUNT
-};
-
-/* reply status, shared by every protocol that carries one */
-#define NK_RESULT_OK 0
-#define NK_RESULT_NOT_FOUND 1
-#define NK_RESULT_RETRY 2  /* Pegasus RETRY; KVSwitch ERROR */
 
 /* ---- NetCache baseline (our design; docs/wire.md) ----------------------
  * 40 B header:
@@ -89,84 +69,30 @@ enum nk_pegasus_op {
  *   | server_id u8 | rsvd u8 | vlen u16 | load u16 | send_ns u64 | key[16]
  * then the value, zero-padded to a multiple of 16 B (the switch stores values
  * as 16 B register slices, one per stage, NetCache-style; <= 128 B cached). */
-#define NK_NETCACHE_PORT 5050
 #define NK_NETCACHE_HDR_LEN 40
 #define NK_NETCACHE_KEY_LEN 16
 #define NK_NETCACHE_VALUE_CHUNK 16
 #define NK_NETCACHE_MAX_CACHED_VALUE 128
-#define NK_NETCACHE_FLAG_CACHED 0x01  /* reply served by the switch cache */
-
-enum nk_netcache_op {
-	NK_NETCACHE_OP_READ = 0,
-	NK_NETCACHE_OP_WRITE = 1,
-	NK_NETCACHE_OP_DELETE = 2,
-	NK_NETCACHE_OP_READ_REPLY = 3,
-	NK_NETCACHE_OP_WRITE_REPLY = 4,
-	NK_NETCACHE_OP_DELETE_REPLY = 5,
-	NK_NETCACHE_OP_CACHE_UPDATE = 6,     /* server -> switch: new value of a cached key */
-	NK_NETCACHE_OP_CACHE_UPDATE_ACK = 7, /* switch -> server: update applied */
-	NK_NETCACHE_OP_HOT_REPORT = 8,       /* switch -> controller: hot uncached key */
-	NK_NETCACHE_OP_COUNT
-};
 
 /* ---- KVSwitch (kvswitch.md §2) -----------------------------------------
  * 28 B header: op u8 | flags u8 (reply status) | vlen u16 | seq u32 | ver u32
  * | key[16]; then value[vlen]. */
-#define NK_KVSWITCH_PORT 8888
 #define NK_KVSWITCH_HDR_LEN 28
 #define NK_KVSWITCH_KEY_LEN 16
-
-enum nk_kvswitch_op {
-	NK_KVSWITCH_OP_GET = 0x01,
-	NK_KVSWITCH_OP_SET = 0x02,
-	NK_KVSWITCH_OP_DEL = 0x03,
-	NK_KVSWITCH_OP_UPDATE = 0x10,
-	NK_KVSWITCH_OP_UPDATE_DEL = 0x11,
-	NK_KVSWITCH_OP_UPDATE_ACK = 0x12,
-	NK_KVSWITCH_OP_REPL_CMD = 0x20,
-	NK_KVSWITCH_OP_REPL_PUSH = 0x21,
-	NK_KVSWITCH_OP_REPL_EVICT = 0x22,
-	NK_KVSWITCH_OP_GET_REPLY = 0x81,
-	NK_KVSWITCH_OP_SET_REPLY = 0x82,
-	NK_KVSWITCH_OP_DEL_REPLY = 0x83,
-};
 
 /* ---- StarCache (starcache.md §2) ----------------------------------------
  * 28 B header: op u8 | seq u32 | hkey u128 | flag u8 | cached u8 | lat u32
  * | parid u8; then a 6 B payload preamble klen u16 | vlen u16 | frag u8
  * | rsvd u8, then key[klen], value[vlen]. */
-#define NK_STARCACHE_PORT 5008
-#define NK_STARCACHE_REPORT_TCP_PORT 5009
 #define NK_STARCACHE_HDR_LEN 28
 #define NK_STARCACHE_PAYLOAD_HDR_LEN 6
-
-enum nk_starcache_op {
-	NK_STARCACHE_OP_R_REQ = 1,
-	NK_STARCACHE_OP_W_REQ = 2,
-	NK_STARCACHE_OP_R_REP = 3,
-	NK_STARCACHE_OP_W_REP = 4,
-	NK_STARCACHE_OP_F_REQ = 5,
-	NK_STARCACHE_OP_F_REP = 6,
-	NK_STARCACHE_OP_CRN_REQ = 7,
-};
 
 /* ---- NetLR (netlr.md §2) -------------------------------------------------
  * fixed 36 B: op u8 | id u32 | seq u32 | oid u32 | req_id u32 | epoch u16
  * | flags u8 | value[16]. */
-#define NK_NETLR_PORT 1234
 #define NK_NETLR_LEN 36
 #define NK_NETLR_VALUE_LEN 16
 #define NK_NETLR_OID_LEN 4
-#define NK_NETLR_FLAG_SUPERSEDED 0x01
-#define NK_NETLR_FLAG_STAMPED 0x02
-
-enum nk_netlr_op {
-	NK_NETLR_OP_READ = 0,
-	NK_NETLR_OP_R_REPLY = 1,
-	NK_NETLR_OP_WRITE = 2,
-	NK_NETLR_OP_W_REPLY = 3,
-	NK_NETLR_OP_NACK = 4,
-};
 
 /* ---- NetMC (netmc.md §2) ---------------------------------------------------
  * fixed 11 + N B: op u8 | id u32 | oid u8 | numkey u8 | keyidx u16
@@ -175,23 +101,11 @@ enum nk_netlr_op {
  * | send_ns u64; then nslots items: bare keys key[keylen] (GET, PUT_REPLY,
  * MGET) or pairs key[keylen] | vlen u16 | value[vlen] (PUT, GET_REPLY,
  * MGET_REPLY). */
-#define NK_NETMC_PORT_BASE 1000      /* worker i listens on 1000 + i */
-#define NK_NETMC_PORT_MASK 0xFFF0    /* parser: (port & mask) == base */
-#define NK_NETMC_BASELINE_PORT_BASE 2000
 #define NK_NETMC_N 32                /* SRV entries: servers per rack */
 #define NK_NETMC_KEYIDX_BITS 16      /* W: KEYIDX width, keys per request */
 #define NK_NETMC_HDR_LEN (11 + NK_NETMC_N)
 #define NK_NETMC_PAYLOAD_HDR_LEN 12
 #define NK_NETMC_MAX_KEYS NK_NETMC_KEYIDX_BITS
-
-enum nk_netmc_op {
-	NK_NETMC_OP_GET = 0,
-	NK_NETMC_OP_GET_REPLY = 1,
-	NK_NETMC_OP_PUT = 2,
-	NK_NETMC_OP_PUT_REPLY = 3,
-	NK_NETMC_OP_MGET = 4,
-	NK_NETMC_OP_MGET_REPLY = 5,
-};
 
 /* ---- API ---------------------------------------------------------------- */
 

@@ -16,10 +16,6 @@
 #include "netkv/host.h"
 #include "netkv/wire.h"
 
-#ifndef NK_NETCACHE_FLAG_REFRESH
-#define NK_NETCACHE_FLAG_REFRESH 0x02
-#endif
-
 #define NC_TOMBSTONE 0xFFFFFFFFu
 
 struct nc_server {

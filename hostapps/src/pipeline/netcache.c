@@ -28,15 +28,9 @@
 #include "netkv/wire.h"
 #include "peg_params.h"
 
-#ifndef NK_NETCACHE_FLAG_REFRESH
-/* request: the key is cached, answer with the new value; reply: carries it */
-#define NK_NETCACHE_FLAG_REFRESH 0x02
-#endif
-
-#define NC_CM_ROWS 4
-#define NC_BF_HASHES 3
+/* NK_NETCACHE_FLAG_REFRESH, NC_CM_ROWS, NC_BF_HASHES, NC_HASH_*, and
+ * NC_FETCH_CLIENT (client_id of a controller fetch): netkv/constants.h */
 #define NC_MAX_NODES 4096
-#define NC_FETCH_CLIENT 0xFFFF    /* client_id of a controller fetch */
 
 enum nc_stat {
 	NS_HITS = 0,           /* reads answered by the switch */
@@ -331,9 +325,9 @@ static uint32_t row_hash(uint32_t row, uint64_t k0, uint64_t k1)
 {
 	uint8_t b[20];
 	b[0] = (uint8_t)row;
-	b[1] = 0x4E;
-	b[2] = 0x43;
-	b[3] = (uint8_t)(row * 31);
+	b[1] = NC_HASH_SEED0;
+	b[2] = NC_HASH_SEED1;
+	b[3] = (uint8_t)(row * NC_HASH_ROW_MUL);
 	for (int i = 0; i < 8; i++) {
 		b[4 + i] = (uint8_t)(k0 >> (56 - 8 * i));
 		b[12 + i] = (uint8_t)(k1 >> (56 - 8 * i));

@@ -14,7 +14,7 @@
  *
  * Write fan-out (r > 1 targets, digest §3.2/§3.7): the r targets are the
  * consecutive servers start, start+1, ... (mod n) and the write leaves as a
- * multicast to the precomputed group PEG_MCAST_GROUP(start, r) (installed by
+ * multicast to the precomputed group nk_peg_mcast_group(start, r) (installed by
  * the controller; the switch addresses each copy to the node behind its
  * port). Every target applies the write and answers with its own
  * WRITE-REPLY; Algorithm 2 adds each replier at that version; the client
@@ -38,16 +38,16 @@
 #include "netkv/wire.h"
 #include "peg_params.h"
 
-#define PEG_N NK_MAX_SERVERS          /* rset_list stride: idx * 32 + i */
-#define PEG_WRR_SLOTS 256
+/* PEG_N (rset_list stride), PEG_WRR_SLOTS, nk_peg_mcast_group,
+ * nk_peg_fanout_round and the initial WRR schedule: netkv/constants.h */
 #define PEG_MAX_NODES 4096
 #define PEG_RATE_MAX 0xFFFFFFFFu      /* 32-bit saturating counters */
 
 /* The multicast group of the write targets start, start+1, ..., start+r-1
- * (mod n), for 2 <= r <= n <= 32: 1..1023 (0 is never used: "no multicast"
- * on v1model; netkv-switch has 1024 groups). The controller installs every
- * group at start (netkv/protocols/pegasus.py, docs/pegasus.md). */
-#define PEG_MCAST_GROUP(start, r) ((uint16_t)((start) * PEG_N + (r) - 1))
+ * (mod n), for 2 <= r <= n <= 32, is nk_peg_mcast_group(start, r): 1..1023
+ * (0 is never used: "no multicast" on v1model; netkv-switch has 1024
+ * groups). The controller installs every group at start
+ * (netkv/protocols/pegasus.py, docs/pegasus.md). */
 
 enum peg_sel { SEL_RANDOM = 0, SEL_RR = 1, SEL_WRR = 2, SEL_LEAST_LOADED = 3 };
 
@@ -88,7 +88,7 @@ struct pegasus_state {
 	uint32_t max_rkeys;
 	uint32_t n_nodes;
 	uint32_t sample_every;   /* 0 = no sampling */
-	uint32_t fanout_div;
+	uint32_t fanout_div16;   /* fanout_div in sixteenths (PEG_FANOUT_DIV_UNIT) */
 	uint8_t selection;
 	uint8_t unsafe_skip_version_check;  /* broken on purpose (tests only) */
 	uint8_t amo;
@@ -138,9 +138,9 @@ static void add_reg(struct pegasus_state *s, const char *name, void *base, uint3
 static void wrr_uniform(struct pegasus_state *s)
 {
 	uint32_t n = (uint32_t)s->n_servers;
-	s->wrr_len = PEG_WRR_SLOTS - PEG_WRR_SLOTS % n;
+	s->wrr_len = nk_peg_wrr_len_initial(n);
 	for (uint32_t i = 0; i < PEG_WRR_SLOTS; i++)
-		s->wrr_sched[i] = (uint8_t)(i % n);
+		s->wrr_sched[i] = (uint8_t)nk_peg_wrr_sched_initial(i, n);
 	s->wrr_cursor = 0;
 }
 
@@ -194,15 +194,15 @@ static int peg_init(void *st, const struct nk_pipeline_cfg *cfg)
 	    nkp_u64(cfg->params, "n_servers", cfg->n_servers, &n_servers) ||
 	    nkp_u64(cfg->params, "amo", 0, &amo) ||
 	    nkp_u64(cfg->params, "sample", 128, &sample) ||
-	    nkp_u64(cfg->params, "fanout_div", 1, &fdiv) ||
-	    nkp_u64(cfg->params, "ver_next", 2, &ver0) ||
+	    nkp_u64(cfg->params, "fanout_div16", PEG_FANOUT_DIV_UNIT, &fdiv) ||
+	    nkp_u64(cfg->params, "ver_next", PEG_VER_NEXT_INITIAL, &ver0) ||
 	    nkp_u64(cfg->params, "unsafe_skip_version_check", 0, &unsafe) ||
 	    nkp_u64(cfg->params, "write_mcast", 1, &mcast) ||
 	    parse_selection(cfg->params, &s->selection) ||
 	    nkp_trust(cfg->params, (uint32_t)n_servers, &s->trust))
 		return NK_PIPE_EINVAL;
 	if (max_rkeys < 1 || max_rkeys > (1u << 20) || n_servers < 1 || n_servers > PEG_N ||
-	    fdiv < 1 || ver0 < 1 || cfg->n_nodes > PEG_MAX_NODES)
+	    fdiv < 1 || fdiv > 0xFFFF || ver0 < 1 || cfg->n_nodes > PEG_MAX_NODES)
 		return NK_PIPE_ERANGE;
 	if (nkp_get(cfg->params, "fanout", buf, sizeof buf)) {
 		if (!strcmp(buf, "auto"))
@@ -216,7 +216,7 @@ static int peg_init(void *st, const struct nk_pipeline_cfg *cfg)
 	s->write_mcast = mcast != 0;
 	s->sample_every = (uint32_t)sample;
 	s->unsafe_skip_version_check = unsafe != 0;
-	s->fanout_div = (uint32_t)fdiv;
+	s->fanout_div16 = (uint32_t)fdiv;
 	s->ver_next = ver0;
 	nk_rng_seed(&s->rng, cfg->seed, 0x9e6a5u);
 
@@ -557,13 +557,12 @@ static uint32_t amo_detector(const struct pegasus_state *s, const struct nk_msg 
 
 /* Write fan-out r: the per-key `fanout` register (set by the controller each
  * epoch), or with fanout=auto computed here from the epoch's counters:
- * r = clamp(round(rd / (wr + 1) / fanout_div), 1, n). */
+ * r = clamp(round(rd / (wr + 1) / fanout_div), 1, n), fanout_div in sixteenths. */
 static uint32_t write_fanout(const struct pegasus_state *s, uint32_t idx)
 {
 	uint64_t r;
 	if (s->fanout_auto) {
-		uint64_t den = (uint64_t)(s->wr_cnt[idx] + 1ull) * s->fanout_div;
-		r = (2 * (uint64_t)s->rd_cnt[idx] + den) / (2 * den);
+		r = nk_peg_fanout_round(s->rd_cnt[idx], s->wr_cnt[idx], s->fanout_div16);
 	} else {
 		r = s->fanout[idx];
 	}
@@ -600,7 +599,7 @@ static void forward_mcast(struct pegasus_state *s, uint32_t start, uint32_t r,
 			  uint32_t targets, struct nk_actions *act)
 {
 	act->fwd = NK_FWD_MCAST;
-	act->mcast_group = PEG_MCAST_GROUP(start, r);
+	act->mcast_group = (uint16_t)nk_peg_mcast_group(start, r);
 	for (uint32_t t = 0; t < PEG_N; t++)
 		if ((targets >> t & 1) && s->srv_inflight[t] < UINT32_MAX)
 			s->srv_inflight[t]++;

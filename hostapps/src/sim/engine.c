@@ -1701,5 +1701,14 @@ size_t nk_sim_abi_sizeof(const char *name)
 		return sizeof(struct nk_rank_info);
 	if (!strcmp(name, "nk_sim_op"))
 		return sizeof(struct nk_sim_op);
+	/* netkv/pipeline.py: a pipeline run in-process */
+	if (!strcmp(name, "nk_pkt_meta"))
+		return sizeof(struct nk_pkt_meta);
+	if (!strcmp(name, "nk_actions"))
+		return sizeof(struct nk_actions);
+	if (!strcmp(name, "nk_pipeline_cfg"))
+		return sizeof(struct nk_pipeline_cfg);
+	if (!strcmp(name, "nk_pipeline_ops"))
+		return sizeof(struct nk_pipeline_ops);
 	return 0;
 }
