@@ -170,6 +170,8 @@ REGISTERS: dict[str, dict[str, tuple[int, str]]] = {
     'hash': {
         'port_pkts': (64, '4096'),
         'dropped': (64, '1'),
+        'host_server_op': (64, '1'),
+        'n_servers': (8, '1'),
     },
     'pegasus': {
         'ver_next': (64, '1'),
@@ -193,7 +195,7 @@ REGISTERS: dict[str, dict[str, tuple[int, str]]] = {
         'srv_load': (32, '32'),
         'srv_inflight': (32, '32'),
         'sample_cnt': (32, '1'),
-        'stats': (64, '14'),
+        'stats': (64, '18'),
     },
     'netcache': {
         'cache_valid': (1, 'ITEMS'),
@@ -205,7 +207,8 @@ REGISTERS: dict[str, dict[str, tuple[int, str]]] = {
         'cm_sketch': (16, '4 * CM_WIDTH'),
         'bloom': (1, 'BF_BITS'),
         'sketch_clear': (1, '1'),
-        'stats': (64, '10'),
+        'n_servers': (8, '1'),
+        'stats': (64, '11'),
     },
 }
 
