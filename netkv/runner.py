@@ -265,7 +265,7 @@ def print_summary(cfg: RunConfig, outcome: SearchOutcome, path: Path, console: C
         # is no better at low load), or a protocol that cannot meet the
         # reference's bound at all: either way the maximum is not a knee
         res, key = unloaded.result, latency_key(cfg.slo.percentile)
-        tail = res.latency_ns.get(key, float("inf")) / 1e3
+        tail = res.tail_ns(cfg.slo.percentile) / 1e3
         if res.completion < cfg.slo.min_completion:
             why = f"completion {res.completion:.3f} < {cfg.slo.min_completion:g}"
         else:

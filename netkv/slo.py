@@ -70,7 +70,10 @@ class MeasurementError(RuntimeError):
 
 
 def passes(result: PointResult, slo_ns: float, slo: Slo) -> bool:
-    tail = result.latency_ns.get(latency_key(slo.percentile), float("inf"))
+    """The tail at ``slo.percentile`` (any, from the histogram) over every
+    issued request, unfinished ones infinitely slow, within the bound; and
+    enough of them completed."""
+    tail = result.tail_ns(slo.percentile)
     return (result.issued > 0 and result.completion >= slo.min_completion
             and math.isfinite(tail) and tail <= slo_ns)
 

@@ -95,6 +95,10 @@ def test_start_handshake_with_a_million_keys() -> None:
     assert res.issued > 250, res.issued  # ~400 expected
     assert res.completed == res.issued
     assert res.timeline["issued"].sum() == res.issued
+    # the simulator's columns and meanings (docs/results.md)
+    assert list(res.timeline) == ["t_s", "issued", "completed", "lost", "p50_ns", "p99_ns"]
+    assert res.timeline["lost"].sum() == res.issued - res.completed
+    assert res.timeline["completed"].sum() <= res.completed
 
 
 @skip

@@ -8,28 +8,47 @@ import numpy as np
 import pytest
 
 from netkv.config.schema import Slo
-from netkv.slo import latency_key, search_throughput
+from netkv.quantile import histogram, latency_summary, quantiles
+from netkv.slo import latency_key, passes, search_throughput
 from netkv.targets.base import PointResult
 
 MU = 200_000.0  # service rate of an M/M/1 queue, req/s
 
 
+SAMPLES = 20_000
+
+
+def point(rate: float, latencies_ns: np.ndarray, completed: int | None = None) -> PointResult:
+    """A point whose histogram holds ``latencies_ns`` (as a target fills it)."""
+    lower, counts = histogram(latencies_ns)
+    issued = SAMPLES
+    done = SAMPLES if completed is None else completed
+    lost = issued - done
+    return PointResult(offered_rps=rate, duration_s=SAMPLES / max(rate, 1.0), issued=issued,
+                       completed=done, dropped=lost, timeouts=0,
+                       latency_ns=latency_summary(lower, counts, lost,
+                                                  float(np.mean(latencies_ns))),
+                       server_requests=np.array([done]), hist_lower_ns=lower,
+                       hist_counts=counts)
+
+
+def mm1_latencies(rate: float) -> np.ndarray:
+    """M/M/1 sojourn times (exponential with rate mu - lambda) at evenly
+    spaced probabilities: their quantiles are the exact ones, no noise."""
+    u = (np.arange(SAMPLES) + 0.5) / SAMPLES
+    return 1e9 / (MU - rate) * -np.log1p(-u)
+
+
 def mm1_point(rate: float, phase: str) -> PointResult:
-    """Exact M/M/1 sojourn-time quantiles (exponential with rate mu - lambda).
+    """Exact M/M/1 sojourn-time quantiles; past mu, 5% never complete.
 
     Its p99/p50 is ln(100)/ln(2) = 6.6 even unloaded, so the tests use a 20x SLO.
     """
     del phase
     if rate >= MU:
-        lat = {k: math.inf for k in ("mean", "p50", "p90", "p99", "p999")}
-    else:
-        scale = 1e9 / (MU - rate)
-        lat = {"mean": scale, "p50": scale * math.log(2), "p90": scale * math.log(10),
-               "p99": scale * math.log(100), "p999": scale * math.log(1000)}
-    completed = int(rate) if rate < MU else int(MU)
-    return PointResult(offered_rps=rate, duration_s=1.0, issued=int(rate), completed=completed,
-                       dropped=0, timeouts=0, latency_ns=lat,
-                       server_requests=np.array([completed]))
+        return point(MU, mm1_latencies(MU * 0.999)[: int(SAMPLES * 0.95)],
+                     completed=int(SAMPLES * 0.95))
+    return point(rate, mm1_latencies(rate))
 
 
 def slo(**kw) -> Slo:
@@ -46,7 +65,8 @@ def analytic_max_rate(slo_ns: float) -> float:
 def test_auto_slo_search_finds_the_knee(hint):
     out = search_throughput(mm1_point, hint, slo())
     unloaded_rate = hint * 0.05
-    assert out.slo_ns == pytest.approx(20 * math.log(2) * 1e9 / (MU - unloaded_rate))
+    # within the histogram's bucket error (hist.h: 2^-8)
+    assert out.slo_ns == pytest.approx(20 * math.log(2) * 1e9 / (MU - unloaded_rate), rel=4e-3)
     expected = analytic_max_rate(out.slo_ns)
     assert expected * 0.98 <= out.max_throughput_rps <= expected
     assert len(out.points) <= 30
@@ -63,9 +83,10 @@ def test_fixed_slo_and_unreachable_slo():
 
 def test_completion_below_threshold_fails_a_point():
     def lossy(rate: float, phase: str) -> PointResult:
-        point = mm1_point(rate, phase)
-        point.completed = int(point.issued * (0.95 if rate > MU / 2 else 1.0))
-        return point
+        if rate <= MU / 2:
+            return mm1_point(rate, phase)
+        lat = mm1_latencies(min(rate, MU * 0.999))
+        return point(rate, lat[: int(SAMPLES * 0.95)], int(SAMPLES * 0.95))
 
     out = search_throughput(lossy, MU, slo(kind="fixed", p99_us=1e6))
     assert out.max_throughput_rps <= MU / 2
@@ -95,12 +116,13 @@ def test_a_passing_unloaded_point_is_a_floor_and_a_candidate():
     probed: list[float] = []
 
     def wakeup_bound(rate: float, phase: str) -> PointResult:
-        point = mm1_point(rate, phase)
-        if phase == "search":
-            probed.append(rate)
-            # every search point misses a 20 x p50 SLO: p99 at 1 ms
-            point.latency_ns = {**point.latency_ns, "p99": 1e6}
-        return point
+        if phase != "search":
+            return mm1_point(rate, phase)
+        probed.append(rate)
+        # every search point misses a 20 x p50 SLO: its slowest 2% at 1 ms
+        lat = mm1_latencies(rate)
+        lat[-SAMPLES // 50:] = 1e6
+        return point(rate, lat)
 
     out = search_throughput(wakeup_bound, hint, slo())
     assert out.unloaded.slo_met
@@ -132,11 +154,13 @@ def test_summary_warns_when_the_unloaded_point_misses_the_slo():
         return buf.getvalue()
 
     def noisy(rate: float, phase: str) -> PointResult:
-        point = mm1_point(rate, phase)
-        if phase == "unloaded":
-            point.latency_ns = {**point.latency_ns, "p99": 5e5}
-        return point
+        if phase != "unloaded":
+            return mm1_point(rate, phase)
+        lat = mm1_latencies(rate)
+        lat[-SAMPLES // 50:] = 5e5   # its slowest 2% at 0.5 ms
+        return point(rate, lat)
 
-    assert "already misses the SLO (p99 500.0 us > 100.0 us)" in summary(noisy)
+    # 500.7: the midpoint of the bucket holding 500 us
+    assert "already misses the SLO (p99 500.7 us > 100.0 us)" in summary(noisy)
     assert "completion" not in summary(noisy)
     assert "warning" not in summary(mm1_point)

@@ -78,8 +78,12 @@ struct tmo {
 	uint32_t attempt;
 };
 
+/* One timeline window; the columns mean the same as the simulator's
+ * (docs/results.md "timeline.parquet"). */
 struct window {
-	uint64_t issued, completed, timeouts;
+	uint64_t issued;     /* requests whose intended send time is in the window */
+	uint64_t completed;  /* completions in the window (h: their latencies) */
+	uint64_t done;       /* completions of the requests issued in the window */
 	struct nk_hist h;
 };
 
@@ -603,6 +607,9 @@ int main(int argc, char **argv)
 					win[wi].completed++;
 					nk_hist_add(&win[wi].h, lat);
 				}
+				wi = (q->intended_ns - t0) / win_ns;
+				if (wi < n_windows)
+					win[wi].done++;
 			}
 			if (rnow > t_end)
 				late++;
@@ -640,11 +647,6 @@ int main(int argc, char **argv)
 			timeouts++;
 			outstanding--;
 			q->state = S_FREE;
-			if (win) {
-				uint64_t wi = (rnow - t0) / win_ns;
-				if (wi < n_windows)
-					win[wi].timeouts++;
-			}
 			if (hf)
 				fprintf(hf, "%u,%u,%c,%u,%" PRIu64 ",-1,%" PRIu64 ",0,-1,timeout\n", id, q->req_id,
 					q->kind == NK_KIND_WRITE ? 'w' : 'r', q->key, q->intended_ns, q->value_id);
@@ -705,15 +707,17 @@ int main(int argc, char **argv)
 	fputs("], \"completed\": [", out);
 	for (uint64_t i = 0; i < n_windows; i++)
 		fprintf(out, "%s%" PRIu64, i ? ", " : "", win[i].completed);
-	fputs("], \"timeouts\": [", out);
+	fputs("], \"lost\": [", out);
 	for (uint64_t i = 0; i < n_windows; i++)
-		fprintf(out, "%s%" PRIu64, i ? ", " : "", win[i].timeouts);
-	fputs("], \"p50_ns\": [", out);
-	for (uint64_t i = 0; i < n_windows; i++)
-		fprintf(out, "%s%.1f", i ? ", " : "", nk_hist_quantile(&win[i].h, 0.5));
-	fputs("], \"p99_ns\": [", out);
-	for (uint64_t i = 0; i < n_windows; i++)
-		fprintf(out, "%s%.1f", i ? ", " : "", nk_hist_quantile(&win[i].h, 0.99));
+		fprintf(out, "%s%" PRIu64, i ? ", " : "", win[i].issued - win[i].done);
+	/* each window's buckets: the target pools every client's before taking
+	 * a quantile (a max over clients' p99s is not the rack's p99) */
+	fputs("], \"sub_bits\": 5, \"hist\": [", out);
+	for (uint64_t i = 0; i < n_windows; i++) {
+		fputs(i ? ", {" : "{", out);
+		json_hist(out, &win[i].h);
+		fputs("}", out);
+	}
 	fputs("]}}\n", out);
 	if (out != stdout)
 		fclose(out);

@@ -1,4 +1,5 @@
 /* hist.c - log-linear histogram (see netkv/hist.h for the bucket layout). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,19 +73,30 @@ uint64_t nk_hist_bucket_width(const struct nk_hist *h, uint32_t idx)
 	return 1ULL << ((idx >> s) - 1u);
 }
 
-double nk_hist_quantile(const struct nk_hist *h, double q)
+/* floor(q * n) + 1, at most n; q * n within 1e-9 (relative) of an integer
+ * counts as that integer (0.99 * 10000 is 9899.999... in binary) */
+static uint64_t rank_above(double q, uint64_t n)
 {
-	if (!h->total)
+	double x = q * (double)n;
+	double r = nearbyint(x);
+	if (fabs(x - r) <= 1e-9 * (r > 1.0 ? r : 1.0))
+		x = r;
+	uint64_t rank = (uint64_t)floor(x) + 1u;
+	return rank < n ? rank : n;
+}
+
+double nk_hist_quantile_lost(const struct nk_hist *h, double q, uint64_t lost)
+{
+	uint64_t n = h->total + lost;
+	if (!n)
 		return 0.0;
 	if (q < 0.0)
 		q = 0.0;
 	if (q > 1.0)
 		q = 1.0;
-	uint64_t rank = (uint64_t)(q * (double)h->total);
-	if ((double)rank < q * (double)h->total)
-		rank++;
-	if (rank < 1)
-		rank = 1;
+	uint64_t rank = rank_above(q, n);
+	if (rank > h->total)
+		return INFINITY;
 	uint64_t cum = 0;
 	for (uint32_t i = 0; i < h->nbuckets; i++) {
 		cum += h->counts[i];
@@ -103,6 +115,33 @@ double nk_hist_quantile(const struct nk_hist *h, double q)
 		}
 	}
 	return (double)h->max;
+}
+
+double nk_hist_quantile(const struct nk_hist *h, double q)
+{
+	return nk_hist_quantile_lost(h, q, 0);
+}
+
+int nk_hist_add_buckets(struct nk_hist *h, const uint64_t *lower, const uint64_t *counts,
+			uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (nk_hist_bucket_lower(h, nk_hist_index(h, lower[i])) != lower[i])
+			return -1;
+	for (uint32_t i = 0; i < n; i++) {
+		if (!counts[i])
+			continue;
+		uint32_t b = nk_hist_index(h, lower[i]);
+		uint64_t hi = lower[i] + nk_hist_bucket_width(h, b) - 1u;
+		h->counts[b] += counts[i];
+		h->total += counts[i];
+		h->sum += counts[i] * (lower[i] + (hi - lower[i]) / 2u);
+		if (lower[i] < h->min)
+			h->min = lower[i];
+		if (hi > h->max)
+			h->max = hi;
+	}
+	return 0;
 }
 
 double nk_hist_mean(const struct nk_hist *h)

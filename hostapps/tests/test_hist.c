@@ -48,7 +48,7 @@ int main(void)
 	qsort(v, n, sizeof(*v), cmp_u64);
 	const double qs[] = {0.01, 0.1, 0.5, 0.9, 0.99, 0.999, 0.9999};
 	for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++) {
-		uint64_t rank = (uint64_t)ceil(qs[i] * n);
+		uint64_t rank = (uint64_t)floor(qs[i] * n + 1e-6) + 1u; /* more than q at or below */
 		double exact = (double)v[rank - 1];
 		double got = nk_hist_quantile(&h, qs[i]);
 		double err = fabs(got - exact) / exact;
@@ -56,6 +56,38 @@ int main(void)
 			worst = err;
 		CHECK(err <= 0.01, "q=%g exact=%g hist=%g err=%.4f", qs[i], exact, got, err);
 	}
+	/* the same buckets, rebuilt from their lower bounds (the Python path) */
+	struct nk_hist b;
+	CHECK(nk_hist_init(&b, NK_HIST_SUB_BITS, NK_HIST_MAX_BITS) == 0, "init");
+	uint64_t *lower = malloc(h.nbuckets * sizeof(*lower));
+	for (uint32_t i = 0; i < h.nbuckets; i++)
+		lower[i] = nk_hist_bucket_lower(&h, i);
+	CHECK(nk_hist_add_buckets(&b, lower, h.counts, h.nbuckets) == 0, "add_buckets");
+	CHECK(b.total == h.total, "rebuilt total");
+	for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]) - 1; i++)
+		CHECK(nk_hist_quantile(&b, qs[i]) == nk_hist_quantile(&h, qs[i]), "rebuilt q=%g", qs[i]);
+	lower[0] = 3u << 20; /* inside a bucket, not its start */
+	lower[1] = (3u << 20) + 1u;
+	CHECK(nk_hist_add_buckets(&b, lower, h.counts, 2) == -1, "bad lower bound refused");
+	free(lower);
+	nk_hist_free(&b);
+
+	/* unfinished requests count as infinitely slow: 1% lost and every
+	 * completion fast is not "p99 fast" (more than 99% must be within) */
+	struct nk_hist f;
+	CHECK(nk_hist_init(&f, NK_HIST_SUB_BITS, NK_HIST_MAX_BITS) == 0, "init");
+	for (int i = 0; i < 9900; i++)
+		nk_hist_add(&f, 1000);
+	CHECK(nk_hist_quantile(&f, 0.99) == 1000.0, "p99 of completions");
+	CHECK(isinf(nk_hist_quantile_lost(&f, 0.99, 100)), "1%% lost: p99 infinite");
+	CHECK(nk_hist_quantile_lost(&f, 0.99, 99) == 1000.0, "under 1%% lost: p99 finite");
+	CHECK(isinf(nk_hist_quantile_lost(&f, 0.5, 9901)), "most lost: median infinite");
+	CHECK(nk_hist_quantile_lost(&f, 1.0, 0) == 1000.0, "q = 1: the max");
+	nk_hist_reset(&f);
+	CHECK(nk_hist_quantile_lost(&f, 0.5, 0) == 0.0, "empty: 0");
+	CHECK(isinf(nk_hist_quantile_lost(&f, 0.5, 1)), "only lost: infinite");
+	nk_hist_free(&f);
+
 	double sum = 0;
 	for (int i = 0; i < n; i++)
 		sum += (double)v[i];

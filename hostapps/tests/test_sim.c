@@ -127,10 +127,14 @@ int main(void)
 	uint64_t counts[16];
 	nk_sim_server_counts(s, counts);
 	CHECK(st.drop_crash > 0 && st.completed < st.issued, "crash drops");
-	uint64_t comp_w[32], drops_w[32];
-	uint32_t nw = nk_sim_timeline(s, NULL, comp_w, drops_w, NULL, NULL, 32);
+	uint64_t comp_w[32], lost_w[32], lost = 0;
+	uint32_t nw = nk_sim_timeline(s, NULL, comp_w, lost_w, NULL, NULL, 32);
 	CHECK(nw == 25, "windows %u", nw);
-	CHECK(drops_w[2] == 0 && drops_w[6] > 0 && drops_w[12] == 0, "drops only while down");
+	CHECK(lost_w[2] == 0 && lost_w[6] > 0 && lost_w[12] == 0, "lost only while down");
+	for (uint32_t w = 0; w < nw; w++)
+		lost += lost_w[w];
+	CHECK(lost == st.issued - st.completed, "lost %llu = issued - completed",
+	      (unsigned long long)lost);
 	nk_sim_free(s);
 
 	/* speed: hash, 16 servers, 1M keys, zipf 0.99 at 80% of capacity */

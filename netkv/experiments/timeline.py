@@ -10,7 +10,7 @@ workload changes (e.g. Pegasus Fig. 13).
    resumed like any point); in ``<out>/<series>/<x key>=<x>/``.
 3. The experiment directory gets ``timeline.parquet`` (one row per window of
    every cell, inside the run: series, x, t_s, window_s, issued, completed,
-   drops, p50_us, p99_us, slo_us), ``results.parquet`` (one row per cell: the
+   lost, p50_us, p99_us, slo_us), ``results.parquet`` (one row per cell: the
    load, the SLO, the change instants, the recovery after each), ``plot.png``
    and ``checks.md``; the checks are computed from timeline.parquet.
 """
@@ -84,7 +84,7 @@ def run_long(series: str, x: str, overrides: tuple[str, ...], out_dir: str,
         raw.filter(pl.col("t_s") + window_s <= cfg.duration + EPS_S)
         .select(
             pl.lit(series).alias("series"), pl.lit(x).alias("x"), "t_s",
-            pl.lit(window_s).alias("window_s"), "issued", "completed", "drops",
+            pl.lit(window_s).alias("window_s"), "issued", "completed", "lost",
             (pl.col("p50_ns") / 1e3).alias("p50_us"), (pl.col("p99_ns") / 1e3).alias("p99_us"),
             pl.lit(slo_ns / 1e3).alias("slo_us"),
         )

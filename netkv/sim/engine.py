@@ -378,19 +378,19 @@ class SimEngine:
             return {}
         issued = np.zeros(n, dtype=np.uint64)
         completed = np.zeros(n, dtype=np.uint64)
-        drops = np.zeros(n, dtype=np.uint64)
+        lost = np.zeros(n, dtype=np.uint64)
         p50 = np.zeros(n, dtype=np.float64)
         p99 = np.zeros(n, dtype=np.float64)
         fb = self.ffi.from_buffer
         self.lib.nk_sim_timeline(self._ptr, fb("uint64_t[]", issued), fb("uint64_t[]", completed),
-                                 fb("uint64_t[]", drops), fb("double[]", p50), fb("double[]", p99),
+                                 fb("uint64_t[]", lost), fb("double[]", p50), fb("double[]", p99),
                                  n)
         window = self.cfg.topology.timeline_ms / 1e3
         return {
             "t_s": np.arange(n, dtype=np.float64) * window,
             "issued": issued.astype(np.int64),
             "completed": completed.astype(np.int64),
-            "drops": drops.astype(np.int64),
+            "lost": lost.astype(np.int64),
             "p50_ns": p50,
             "p99_ns": p99,
         }

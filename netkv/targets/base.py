@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from netkv.config.schema import RunConfig
+from netkv.quantile import quantiles
 
 PERCENTILES = (50.0, 90.0, 99.0, 99.9)
 
@@ -34,7 +35,8 @@ class PointResult:
     # Log-linear latency histogram: bucket lower bounds (ns) and counts.
     hist_lower_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
     hist_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    # Per-window timeline: window start (s), completions, p99 (ns), drops.
+    # Per-window timeline: the columns of docs/results.md "timeline.parquet"
+    # (t_s, issued, completed, lost, p50_ns, p99_ns), the same on every target.
     timeline: dict[str, np.ndarray] = field(default_factory=dict)
     switch_replies: int = 0  # requests answered by the switch itself (NetCache)
 
@@ -45,6 +47,18 @@ class PointResult:
     @property
     def completion(self) -> float:
         return self.completed / self.issued if self.issued else 1.0
+
+    @property
+    def lost(self) -> int:
+        """Requests issued that never completed (timed out, or still open)."""
+        return max(self.issued - self.completed, 0)
+
+    def tail_ns(self, percentile: float) -> float:
+        """Any percentile (0 < p < 100) of the point's latency over every
+        issued request, the lost ones infinitely slow: from the histogram,
+        through the one quantile function (netkv.quantile)."""
+        return quantiles(self.hist_lower_ns, self.hist_counts, [percentile / 100.0],
+                         self.lost)[0]
 
 
 class Target(ABC):

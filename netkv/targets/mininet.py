@@ -38,9 +38,9 @@ from netkv.drivers import bmv2
 from netkv.drivers.base import BatchedWrites, DriverError, SwitchDriver
 from netkv.drivers.netkv_switch import NetkvSwitchDriver
 from netkv.protocols.base import ControlPlane, Controller
+from netkv.quantile import latency_summary, quantiles
 from netkv.targets.base import PointResult, Target
 
-HIST_SUB_BITS = 7  # hist.h NK_HIST_SUB_BITS: kvclient's histogram layout
 CONTROLLER_NICE = 10  # the controller thread's nice value during a point
 
 
@@ -54,31 +54,6 @@ class TargetUnavailable(ConfigError):
     """A piece the chosen target needs is not installed here."""
 
 
-def bucket_width(lower: np.ndarray, sub_bits: int = HIST_SUB_BITS) -> np.ndarray:
-    """Width of the log-linear bucket starting at ``lower`` (hist.h)."""
-    lower = np.asarray(lower, dtype=np.uint64)
-    out = np.ones(len(lower), dtype=np.float64)
-    big = lower >= (2 << sub_bits)
-    if big.any():
-        msb = np.floor(np.log2(lower[big].astype(np.float64))).astype(np.int64)
-        out[big] = np.exp2(msb - sub_bits)
-    return out
-
-
-def quantiles(lower: np.ndarray, counts: np.ndarray, qs: tuple[float, ...]) -> list[float]:
-    """Nearest-rank quantiles at bucket midpoints, as nk_hist_quantile."""
-    total = int(counts.sum())
-    if total == 0:
-        return [float("inf")] * len(qs)
-    cum = np.cumsum(counts)
-    mids = lower.astype(np.float64) + bucket_width(lower) / 2.0
-    out = []
-    for q in qs:
-        rank = max(1, int(np.ceil(q * total)))
-        out.append(float(mids[int(np.searchsorted(cum, rank))]))
-    return out
-
-
 def merge_hists(results: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
     acc: dict[int, int] = {}
     for r in results:
@@ -89,23 +64,30 @@ def merge_hists(results: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def merge_timelines(results: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """The rack's windows from every client's: counts add up, and each
+    window's quantiles are taken over the pooled buckets of every client (the
+    simulator's meaning: one rack, not the worst client)."""
     lines = [r["timeline"] for r in results if r.get("timeline", {}).get("window_s")]
     if not lines:
         return {}
     n = min(len(t["issued"]) for t in lines)
     window = lines[0]["window_s"]
+    sub_bits = int(lines[0]["sub_bits"])
 
     def total(key: str) -> np.ndarray:
         return np.sum([np.asarray(t[key][:n], dtype=np.int64) for t in lines], axis=0)
 
+    p50, p99 = np.zeros(n), np.zeros(n)
+    for w in range(n):
+        lower, counts = merge_hists([t["hist"][w] for t in lines])
+        p50[w], p99[w] = quantiles(lower, counts, (0.5, 0.99), sub_bits=sub_bits)
     return {
         "t_s": np.arange(n, dtype=np.float64) * window,
         "issued": total("issued"),
         "completed": total("completed"),
-        "drops": total("timeouts"),
-        # per-client window quantiles; the rack's is bounded by the worst client
-        "p50_ns": np.max([np.asarray(t["p50_ns"][:n], dtype=np.float64) for t in lines], axis=0),
-        "p99_ns": np.max([np.asarray(t["p99_ns"][:n], dtype=np.float64) for t in lines], axis=0),
+        "lost": total("lost"),
+        "p50_ns": p50,
+        "p99_ns": p99,
     }
 
 
@@ -387,7 +369,6 @@ class MininetTarget(Target):
         completed = sum(r["completed"] for r in results)
         timeouts = sum(r["timeouts"] for r in results)
         unfinished = sum(r["unfinished"] + r["overrun"] for r in results)
-        p50, p90, p99, p999 = quantiles(lower, counts, (0.5, 0.9, 0.99, 0.999))
         mean = (float(np.sum(np.asarray([r["latency_ns"]["mean"] * r["completed"] for r in results])))
                 / completed) if completed else float("inf")
         return PointResult(
@@ -397,7 +378,7 @@ class MininetTarget(Target):
             completed=completed,
             dropped=timeouts + unfinished,
             timeouts=timeouts,
-            latency_ns={"mean": mean, "p50": p50, "p90": p90, "p99": p99, "p999": p999},
+            latency_ns=latency_summary(lower, counts, issued - completed, mean),
             server_requests=served,
             hist_lower_ns=lower,
             hist_counts=counts,

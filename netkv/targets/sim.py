@@ -19,6 +19,7 @@ import numpy as np
 from netkv.config.schema import RunConfig
 from netkv.sim.history import write_history
 from netkv.sim.engine import Controller, SimEngine, Workload, capacity_factors, value_classes
+from netkv.quantile import latency_summary
 from netkv.targets.base import PointResult, Target
 
 ControllerFactory = Callable[[SimEngine], Controller]
@@ -71,13 +72,7 @@ class SimTarget(Target):
                 completed=st.completed,
                 dropped=st.dropped,
                 timeouts=st.timeouts,
-                latency_ns={
-                    "mean": st.mean_ns,
-                    "p50": st.p50_ns,
-                    "p90": st.p90_ns,
-                    "p99": st.p99_ns if st.completed else float("inf"),
-                    "p999": st.p999_ns if st.completed else float("inf"),
-                },
+                latency_ns=latency_summary(lower, counts, st.issued - st.completed, st.mean_ns),
                 server_requests=eng.server_counts(),
                 hist_lower_ns=lower,
                 hist_counts=counts,

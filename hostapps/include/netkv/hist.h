@@ -50,9 +50,23 @@ uint32_t nk_hist_nbuckets(unsigned sub_bits, unsigned max_bits);
 uint64_t nk_hist_bucket_lower(const struct nk_hist *h, uint32_t idx);
 uint64_t nk_hist_bucket_width(const struct nk_hist *h, uint32_t idx);
 
-/* Nearest-rank quantile: the midpoint of the bucket holding the
- * ceil(q * total)-th smallest value (q in [0, 1]); 0 if empty. */
+/* The one quantile of netkv (Python calls it through cffi: netkv/quantile.py).
+ * Over N = total + lost values, the `lost` ones (requests that never
+ * completed) counted as infinitely slow: the value of rank floor(q * N) + 1
+ * (at most N), i.e. the smallest value with MORE than a fraction q of all N
+ * at or below it, reported as its bucket's midpoint (clamped to the observed
+ * range). So "quantile(0.99) <= bound" means more than 99% of the requests
+ * finished within the bound. INFINITY when that rank falls among the lost;
+ * 0 if N = 0. */
+double nk_hist_quantile_lost(const struct nk_hist *h, double q, uint64_t lost);
+/* nk_hist_quantile_lost(h, q, 0) */
 double nk_hist_quantile(const struct nk_hist *h, double q);
+/* Add values from non-empty buckets given by their lower bounds (as
+ * nk_sim_hist and kvclient's JSON list them): counts[i] values anywhere in
+ * the bucket starting at lower[i], so min/max widen to the bucket bounds.
+ * 0, or -1 (nothing added) if a lower bound does not start a bucket. */
+int nk_hist_add_buckets(struct nk_hist *h, const uint64_t *lower, const uint64_t *counts,
+			uint32_t n);
 double nk_hist_mean(const struct nk_hist *h);
 
 static inline uint32_t nk_hist_index(const struct nk_hist *h, uint64_t v)

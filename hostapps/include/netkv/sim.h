@@ -157,10 +157,14 @@ void nk_sim_stats(const struct nk_sim *sim, struct nk_sim_stats *out);
 uint32_t nk_sim_hist(const struct nk_sim *sim, uint64_t *lower_ns, uint64_t *counts, uint32_t n);
 /* Requests served per server (n_servers entries). */
 void nk_sim_server_counts(const struct nk_sim *sim, uint64_t *out);
-/* Timeline: per window of window_s, by completion time (issued: by intended
- * send time; drops: by drop time). Returns the number of windows. */
+/* Timeline, per window of window_s (docs/results.md "timeline.parquet"):
+ * issued = requests whose intended send time is in the window; completed =
+ * completions in the window, p50/p99 = the quantiles of their latencies
+ * (nk_hist_quantile; 0 if none); lost = requests issued in the window that
+ * never completed (timed out, or still open at the end). Returns the number
+ * of windows. */
 uint32_t nk_sim_timeline(const struct nk_sim *sim, uint64_t *issued, uint64_t *completed,
-			 uint64_t *drops, double *p50_ns, double *p99_ns, uint32_t n);
+			 uint64_t *lost, double *p50_ns, double *p99_ns, uint32_t n);
 
 /* ---- history (record_history) -------------------------------------------- *
  * One record per request, indexed by its serial (req_id) - 1. A read's `ver`

@@ -199,7 +199,7 @@ struct nk_sim {
 	uint64_t window_ps;
 	uint32_t n_windows;
 	struct nk_hist *whist;
-	uint64_t *w_issued, *w_completed, *w_drops;
+	uint64_t *w_issued, *w_completed, *w_done; /* w_done: by issue window */
 	struct nk_sim_stats st;
 
 	/* history (record_history): per request, and version owners */
@@ -314,11 +314,6 @@ static void count_drop(struct nk_sim *s, uint64_t *which)
 {
 	(*which)++;
 	s->st.dropped++;
-	if (s->n_windows) {
-		uint64_t w = s->now / s->window_ps;
-		if (w < s->n_windows)
-			s->w_drops[w]++;
-	}
 }
 
 /* ---- the simulated store: preloaded keys, writes kept in a table ---------- */
@@ -1047,6 +1042,9 @@ static void complete(struct nk_sim *s, uint32_t si, uint64_t t)
 			s->w_completed[w]++;
 			nk_hist_add(&s->whist[w], lat);
 		}
+		w = sl->intended / s->window_ps;
+		if (w < s->n_windows)
+			s->w_done[w]++;
 	}
 	slot_release(s, si);
 }
@@ -1251,7 +1249,7 @@ void nk_sim_free(struct nk_sim *s)
 	}
 	free(s->w_issued);
 	free(s->w_completed);
-	free(s->w_drops);
+	free(s->w_done);
 	free(s);
 }
 
@@ -1442,8 +1440,8 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 		s->whist = calloc(nw, sizeof(*s->whist));
 		s->w_issued = calloc(nw, sizeof(uint64_t));
 		s->w_completed = calloc(nw, sizeof(uint64_t));
-		s->w_drops = calloc(nw, sizeof(uint64_t));
-		if (!s->whist || !s->w_issued || !s->w_completed || !s->w_drops)
+		s->w_done = calloc(nw, sizeof(uint64_t));
+		if (!s->whist || !s->w_issued || !s->w_completed || !s->w_done)
 			FAIL("out of memory (timeline)");
 		for (uint32_t w = 0; w < nw; w++)
 			if (nk_hist_init(&s->whist[w], 5, 40))
@@ -1510,15 +1508,15 @@ void nk_sim_server_counts(const struct nk_sim *s, uint64_t *out)
 }
 
 uint32_t nk_sim_timeline(const struct nk_sim *s, uint64_t *issued, uint64_t *completed,
-			 uint64_t *drops, double *p50_ns, double *p99_ns, uint32_t n)
+			 uint64_t *lost, double *p50_ns, double *p99_ns, uint32_t n)
 {
 	for (uint32_t w = 0; w < n && w < s->n_windows; w++) {
 		if (issued)
 			issued[w] = s->w_issued[w];
 		if (completed)
 			completed[w] = s->w_completed[w];
-		if (drops)
-			drops[w] = s->w_drops[w];
+		if (lost)
+			lost[w] = s->w_issued[w] - s->w_done[w];
 		if (p50_ns)
 			p50_ns[w] = nk_hist_quantile(&s->whist[w], 0.50);
 		if (p99_ns)
@@ -1710,5 +1708,8 @@ size_t nk_sim_abi_sizeof(const char *name)
 		return sizeof(struct nk_pipeline_cfg);
 	if (!strcmp(name, "nk_pipeline_ops"))
 		return sizeof(struct nk_pipeline_ops);
+	/* netkv/quantile.py: the one quantile function */
+	if (!strcmp(name, "nk_hist"))
+		return sizeof(struct nk_hist);
 	return 0;
 }
