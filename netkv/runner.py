@@ -22,7 +22,7 @@ from netkv.config.compose import ConfigError, validate
 from netkv.config.schema import HashProtocol, RunConfig
 from netkv.protocols import REGISTRY, implemented_on
 from netkv.results import provenance
-from netkv.results.rundir import RunDir, point_key
+from netkv.results.rundir import RunDir, RunDirConflict, point_key
 from netkv.slo import MeasurementError, SearchOutcome, latency_key, passes, search_throughput
 from netkv.targets.base import PointResult, Target
 
@@ -294,7 +294,7 @@ def run_job(cfg_node: Any) -> float:
     console = Console(width=None if sys.stdout.isatty() else 120)
     try:
         points = execute(cfg, out_dir, sys.argv, console)
-    except ConfigError as exc:
+    except (ConfigError, RunDirConflict) as exc:
         print(f"netkv: {exc}", file=sys.stderr)  # one line, never wrapped
         raise SystemExit(2) from None
     except MeasurementError as exc:

@@ -84,3 +84,56 @@ def test_record_history_is_kept_with_each_point(tmp_path):
     from netkv.lincheck import check_file
 
     assert check_file(histories[0]).ok
+
+
+def test_resume_refuses_points_another_build_measured(tmp_path, monkeypatch):
+    """Cached points were keyed on config.yaml alone, and provenance was
+    rewritten with the new commit: a rerun after a code change silently
+    mixed old and new measurements."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from netkv.config.compose import load as compose
+    from netkv.results import provenance
+    from netkv.results.rundir import RunDirConflict
+    from netkv.runner import execute
+
+    cfg = compose(["protocol=hash", "servers=2", "keys=1000", "duration=0.02",
+                   "slo.max_points=3", f"out={tmp_path}"])
+    quiet = Console(file=StringIO())
+    execute(cfg, tmp_path, ["t"], quiet)
+    real = provenance.build()
+    marks = {p: p.stat().st_ino for p in tmp_path.glob("points.d/*/point.parquet")}
+    assert marks
+
+    other = {**real, "native": "0" * 24, "id": "feedfacefeedface"}
+    monkeypatch.setattr(provenance, "build", lambda: other)
+    with pytest.raises(RunDirConflict) as err:
+        execute(cfg, tmp_path, ["t"], quiet)
+    message = str(err.value)
+    assert "\n" not in message
+    assert f"measured by another build (the native library/programs differ: build " \
+           f"{real['id']}, now feedfacefeedface)" in message
+    assert {p: p.stat().st_ino for p in tmp_path.glob("points.d/*/point.parquet")} == marks
+
+    monkeypatch.setattr(provenance, "build", lambda: real)   # the same build resumes
+    execute(cfg, tmp_path, ["t"], quiet)
+    assert {p: p.stat().st_ino for p in tmp_path.glob("points.d/*/point.parquet")} == marks
+
+
+def test_cli_refuses_a_mixed_build_in_one_line(tmp_path):
+    out = tmp_path / "run"
+    args = [sys.executable, "-m", "netkv", "run", "protocol=hash", "servers=2", "keys=1000",
+            "duration=0.02", "slo.max_points=3", f"out={out}"]
+    subprocess.run(args, capture_output=True, text=True, timeout=300, check=True)
+    prov = out / "provenance.json"
+    import json
+
+    data = json.loads(prov.read_text())
+    data["build"] = {**data["build"], "python": "x", "id": "0123456789abcdef"}
+    prov.write_text(json.dumps(data))
+    got = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert got.returncode == 2
+    assert got.stderr.count("\n") == 1 and "another build (the netkv Python code differ" \
+        in got.stderr, got.stderr

@@ -51,11 +51,31 @@ class RunDir:
                 f"run directory {self.path} holds a run of a different config; "
                 "pass another out=<dir> or remove it"
             )
-        write_text(config_file, config_yaml)
         held = len(self.cached_keys())
+        if held:
+            self._same_build(held, provenance.get("build") or {})
+        write_text(config_file, config_yaml)
         provenance = dict(provenance, resumed_points=held)
         write_text(self.path / "provenance.json", json.dumps(provenance, indent=2) + "\n")
         return held
+
+    def _same_build(self, held: int, build: dict[str, Any]) -> None:
+        """Refuse to add points to ones another build measured."""
+        try:
+            old = json.loads((self.path / "provenance.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            old = {}
+        was = old.get("build") or {}
+        if was.get("id") == build.get("id"):
+            return
+        parts = [k for k in ("native", "python") if was.get(k) != build.get(k)]
+        what = " and ".join({"native": "the native library/programs",
+                             "python": "the netkv Python code"}[k] for k in parts)
+        raise RunDirConflict(
+            f"run directory {self.path} holds {held} point(s) measured by another build "
+            f"({what} differ: build {was.get('id', 'unknown')}, now {build.get('id')}); "
+            "pass another out=<dir> or remove it"
+        )
 
     def cached_keys(self) -> set[str]:
         folder = self.path / FRAGMENTS
