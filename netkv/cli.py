@@ -16,7 +16,8 @@ from pathlib import Path
 import yaml
 
 from netkv.config.compose import ConfigError, compose_raw, conf_dir, load, to_container, validate
-from netkv.protocols import REGISTRY
+from netkv.protocols import PROTOCOLS
+from netkv.protocols import lookup as protocol_plugin
 from netkv.results.rundir import RunDirConflict
 
 EXIT_CONFIG = 2
@@ -123,7 +124,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         for path in sorted((conf_dir() / section).glob("*.yaml")):
             line = _describe(path)
             if section == "protocol":
-                info = REGISTRY.get(path.stem)
+                info = protocol_plugin(path.stem) if path.stem in PROTOCOLS else None
                 where = ", ".join(info.targets) if info and info.targets else "not yet runnable"
                 line = f"{line} [runs on: {where}]"
             print(f"  {path.stem:<22} {line}")
@@ -137,7 +138,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from netkv.experiments.checks import exit_code
-    from netkv.experiments.reproduce import reproduce
+    from netkv.experiments.run import reproduce
 
     try:
         results = reproduce(args.experiment, list(args.overrides),

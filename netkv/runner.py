@@ -8,6 +8,7 @@ it needs comes from the composed config.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,11 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from netkv.backends import backend_class
 from netkv.config.compose import ConfigError, validate
-from netkv.config.schema import HashProtocol, RunConfig
-from netkv.protocols import REGISTRY, implemented_on
+from netkv.config.schema import RunConfig
+from netkv.protocols import implemented_on
+from netkv.protocols import lookup as protocol_plugin
 from netkv.results import provenance
 from netkv.results.rundir import RunDir, RunDirConflict, point_key
 from netkv.slo import MeasurementError, SearchOutcome, latency_key, passes, search_throughput
@@ -28,7 +31,12 @@ from netkv.targets.base import PointResult, Target
 
 
 REFERENCE_KEY = "reference"  # the SLO reference point's fragment in points.d/
-HASH_MAX_SERVERS = 256
+
+#: placement (target.name) -> "module:Class" of its Target
+PLACEMENTS: dict[str, str] = {
+    "sim": "netkv.targets.sim:SimTarget",
+    "mininet": "netkv.targets.mininet:MininetTarget",
+}
 
 
 class UnsupportedCombination(ConfigError):
@@ -37,34 +45,26 @@ class UnsupportedCombination(ConfigError):
 
 def check_supported(cfg: RunConfig) -> None:
     """Refuse, in one line, a run that cannot start here."""
-    if cfg.target.name == "mininet" and cfg.target.switch == "bmv2":
-        from netkv.drivers.bmv2 import require_bmv2
-
-        require_bmv2()
-    info = REGISTRY.get(cfg.protocol.name)
-    if info is None or cfg.target.name not in info.targets:
+    info = protocol_plugin(cfg.protocol.name)
+    if cfg.target.name not in info.targets or cfg.target.name not in PLACEMENTS:
         ready = ", ".join(implemented_on(cfg.target.name)) or "none"
         raise UnsupportedCombination(
             f"invalid config: protocol = '{cfg.protocol.name}' is not implemented on "
             f"target = '{cfg.target.name}' yet (implemented there: {ready})"
         )
+    backend_class(cfg.target.switch).preflight(cfg, info)
 
 
 def make_target(cfg: RunConfig) -> Target:
+    """The placement ``target.name`` with the protocol's controller and params."""
     check_supported(cfg)
-    if cfg.target.name == "sim":
-        from netkv.targets.sim import SimTarget
-
-        module = REGISTRY[cfg.protocol.name].module()
-        return SimTarget(cfg, controller_factory=module.sim_controller_factory(cfg),
-                         params=module.pipeline_params(cfg))
-    if cfg.target.name == "mininet":
-        from netkv.targets.mininet import MininetTarget
-
-        module = REGISTRY[cfg.protocol.name].module()
-        return MininetTarget(cfg, controller_factory=module.mininet_controller_factory(cfg),
-                             params=module.pipeline_params(cfg))
-    raise UnsupportedCombination(f"invalid config: target = '{cfg.target.name}' is not available")
+    info = protocol_plugin(cfg.protocol.name)
+    module, _, cls = PLACEMENTS[cfg.target.name].partition(":")
+    target_cls = getattr(importlib.import_module(module), cls)
+    factory = info.sim_controller if cfg.target.name == "sim" else info.rack_controller
+    target: Target = target_cls(cfg, controller_factory=factory(cfg),
+                                params=info.pipeline_params(cfg))
+    return target
 
 
 def point_seed(run_seed: int, offered_rps: float) -> int:
@@ -159,23 +159,32 @@ def execute_at(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console,
     return run_dir.finalize_tables(slo_ns, {key: met}, key if met else None, [key])
 
 
+def reference_protocol(cfg: RunConfig) -> Any:
+    """``slo.reference``'s config: its model's defaults, with every knob it
+    shares with the run's protocol (placement: ``virtual_nodes``, ``ring``)
+    taken from the run, so that both place keys alike."""
+    model = protocol_plugin(cfg.slo.reference).config
+    own = cfg.protocol.model_dump()
+    shared = {k: own[k] for k in model.model_fields
+              if k in own and k not in ("name", "description", "max_servers")}
+    return model.model_validate({**shared, "name": cfg.slo.reference})
+
+
 def reference_config(cfg: RunConfig) -> RunConfig:
-    """The SLO's reference: the hash baseline on the same rack, key space and
-    sizes, with uniform popularity and no writes, so that a low load is truly
-    unloaded whatever the skew (a hot key's core would queue even at 5% of
-    the rack's capacity) and every skew of a figure gets the same bound."""
-    proto = cfg.protocol
-    hash_proto = HashProtocol(name="hash", max_servers=HASH_MAX_SERVERS,
-                              virtual_nodes=proto.virtual_nodes, ring=proto.ring)
+    """The SLO's reference: ``slo.reference`` (the hash baseline by default)
+    on the same rack, key space and sizes, with uniform popularity and no
+    writes, so that a low load is truly unloaded whatever the skew (a hot
+    key's core would queue even at 5% of the rack's capacity) and every skew
+    of a figure gets the same bound."""
     workload = cfg.workload.model_copy(update={"kind": "uniform", "alpha": 0.0,
                                                "write_ratio": 0.0})
-    return cfg.model_copy(update={"protocol": hash_proto, "workload": workload,
+    return cfg.model_copy(update={"protocol": reference_protocol(cfg), "workload": workload,
                                   "record_history": False})
 
 
 def reference_slo_ns(cfg: RunConfig, run_dir: RunDir, columns: dict[str, Any],
                      order: list[str], console: Console) -> float | None:
-    """slo.reference=hash: factor x the hash baseline's unloaded median,
+    """slo.reference=<protocol>: factor x that protocol's unloaded median,
     measured on the same rack and workload (stored as the run's first point)."""
     if cfg.slo.kind != "auto" or cfg.slo.reference == "self":
         return None
@@ -183,16 +192,18 @@ def reference_slo_ns(cfg: RunConfig, run_dir: RunDir, columns: dict[str, Any],
     result = run_dir.load_point(key)
     if result is None:
         ref_cfg = reference_config(cfg)
-        console.print(f"[dim]{cfg.name}: measuring the SLO reference (hash, uniform, "
-                      "unloaded)[/dim]")
+        console.print(f"[dim]{cfg.name}: measuring the SLO reference "
+                      f"({cfg.slo.reference}, uniform, unloaded)[/dim]")
         with make_target(ref_cfg) as ref:
             rate = ref.capacity_hint_rps() * cfg.slo.unloaded_fraction
             result = ref.run_point(rate, point_seed(cfg.seed, rate))
-        run_dir.store_point(key, "reference", result, {**columns, "protocol": "hash"})
+        run_dir.store_point(key, "reference", result,
+                            {**columns, "protocol": cfg.slo.reference})
     order.insert(0, key)
     p50 = result.latency_ns.get("p50", float("inf"))
     if result.completed == 0 or not p50 < float("inf"):
-        raise MeasurementError("the SLO reference point (hash, unloaded) completed no request")
+        raise MeasurementError(f"the SLO reference point ({cfg.slo.reference}, unloaded) "
+                               "completed no request")
     return cfg.slo.factor * p50
 
 

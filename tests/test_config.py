@@ -85,7 +85,9 @@ def test_cfg_job_prints_resolved_config(capsys):
 
 def test_pegasus_default_replicated_keys_is_n_log_n():
     cfg = load(["protocol=pegasus", "servers=16"])
-    assert cfg.replicated_keys() == 64
+    from netkv.protocols.pegasus import replicated_keys
+
+    assert replicated_keys(cfg) == 64
 
 
 def test_list_names_every_group(capsys):

@@ -28,8 +28,11 @@ import pytest
 from netkv.config.compose import ConfigError, load
 from netkv.drivers import bmv2
 from netkv.drivers.base import BatchedWrites, CpuPacket, DriverError, SwitchDriver
+from netkv.backends import bmv2 as bmv2_backend
 from netkv.mininet import cleanup
 from netkv.mininet import rack as rack_mod
+from netkv.protocols import lookup
+from netkv.protocols.plugin import P4Semantics
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -139,7 +142,9 @@ def fake_bmv2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[tuple[Any
     monkeypatch.setattr(cleanup, "STATE_ROOT", tmp_path / "state")
     monkeypatch.setattr(rack_mod, "check_mininet", lambda: None)
 
-    def compile_cached(program: str, defines: dict[str, int]) -> bmv2.CompiledProgram:
+    def compile_cached(program: str, src: Path,
+                       defines: dict[str, int]) -> bmv2.CompiledProgram:
+        assert src == bmv2.p4src_dir() / lookup(program).p4.source
         calls.append(("compile", program, dict(defines)))
         return bmv2.CompiledProgram(program, tmp_path / "p.json", tmp_path / "p.p4info.txtpb",
                                     dict(defines))
@@ -148,7 +153,6 @@ def fake_bmv2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[tuple[Any
         def __init__(self, spec: rack_mod.RackSpec, state: Any) -> None:
             calls.append(("rack", spec))
             self.spec, self.state = spec, state
-            self.ctl_path = str(spec.folder / "switch.sock")
 
         def stop(self) -> dict[str, Any]:
             calls.append(("rack.stop",))
@@ -208,16 +212,20 @@ def test_controller_drives_bmv2_through_the_driver(fake_bmv2: list[tuple[Any, ..
         assert kinds[:4] == ["compile", "rack", "connect", "controller.start"], kinds
         _, program, defines = calls[0]
         assert program == "pegasus"
-        assert defines == bmv2.program_defines("pegasus", bmv2.parse_params(target.params))
+        p4 = lookup("pegasus").p4
+        assert defines == p4.defines(bmv2.parse_params(target.params))
         assert defines["PEG_SELECTION"] == 1   # rr reached the P4 program
         spec = calls[1][1]
-        ep = spec.bmv2_endpoint
+        assert isinstance(spec.backend, bmv2_backend.Bmv2Backend)
+        ep = spec.backend.endpoint
         assert isinstance(ep, bmv2.Bmv2Endpoint)
         kw = calls[2][2]
         assert kw["grpc_addr"] == ep.grpc_addr and kw["thrift_port"] == ep.thrift_port
         assert kw["data_ports"] == list(range(6))
         assert kw["node_ports"] == {n: n for n in range(6)}   # server s on port s, clients after
-        assert kw["n_servers"] == 4 and kw["params"]["selection"] == "rr"
+        assert kw["registers"] == p4.initial_registers(4, bmv2.parse_params(target.params))
+        assert ("n_servers", 0, 4) in kw["registers"]
+        assert isinstance(kw["semantics"], P4Semantics)
         assert calls[4:] == [
             ("reg_write_many", [("ver_next", 0, 5), ("n_servers", 0, 4)]),
             ("table_add", "rkeys", [77], [0]),
@@ -245,8 +253,9 @@ def test_switch_without_controller_is_configured_in_a_child(
         assert kinds == ["compile", "rack", "configure_in_child"], kinds
         assert calls[0][1:] == ("hash", {})
         _, program, endpoint, kw = calls[2]
-        assert program == "hash" and endpoint == calls[1][1].bmv2_endpoint
+        assert program == "hash" and endpoint == calls[1][1].backend.endpoint
         assert kw["node_ports"] == {n: n for n in range(6)} and kw["data_ports"] == list(range(6))
+        assert kw["registers"] == []
         assert target.driver is None and target.switch_counters() == {}
     finally:
         target.close()
@@ -282,27 +291,41 @@ class FakeProc:
         self.events.append("kill")
 
 
-def _bmv2_node(tmp_path: Path) -> Any:
-    """A Bmv2SwitchNode without Mininet's shell: its ports added out of order."""
-    cls = rack_mod._make_bmv2_switch_class()
+def _backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> bmv2_backend.Bmv2Backend:
+    """A prepared BMv2 back-end for a 2-server, 1-client hash rack (toolchain
+    and compiler faked)."""
+    monkeypatch.setattr(bmv2, "missing_bmv2", lambda: [])
+    monkeypatch.setattr(bmv2, "compile_cached", lambda program, src, defines: bmv2.CompiledProgram(
+        program, tmp_path / "p.json", tmp_path / "p.p4info.txtpb", dict(defines)))
+    monkeypatch.setattr(bmv2, "free_endpoint", lambda: bmv2.Bmv2Endpoint("127.0.0.1:50101", 50102))
+    cfg = load(["target=mininet", "target.switch=bmv2", "protocol=hash", "servers=2",
+                "clients=1"])
+    return bmv2_backend.Bmv2Backend(cfg, lookup("hash"), "")
+
+
+def _switch_node(tmp_path: Path, backend: Any) -> Any:
+    """A SwitchNode without Mininet's shell: its ports added out of order."""
+    cls = rack_mod._make_switch_class()
     node = object.__new__(cls)
     intfs = {3: FakeIntf("nkt1sw-eth3"), 1: FakeIntf("nkt1sw-eth1"), 2: FakeIntf("nkt1sw-eth2")}
     node.intfs = intfs
     node.ports = {intf: port for port, intf in intfs.items()}
-    node.endpoint = bmv2.Bmv2Endpoint("127.0.0.1:50101", 50102)
-    node.log_path = tmp_path / "switch.log"
+    node.backend, node.folder, node.tag = backend, tmp_path, "nkt1"
+    node.label = backend.label
     node.state = cleanup.RunState("nkt1", tmp_path)
-    node.start_timeout_s = 5.0
     node.proc = None
     node.final = {}
     return node
 
 
-def test_bmv2_node_command_line_follows_the_rack_plan(tmp_path: Path) -> None:
-    node = _bmv2_node(tmp_path)
+def test_bmv2_node_command_line_follows_the_rack_plan(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = _backend(tmp_path, monkeypatch)
+    node = _switch_node(tmp_path, backend)
+    ifaces = [i.name for i in rack_mod.switch_ports(node)]
     # a notifications socket of its own: the default one in /tmp is shared by
     # every switch with device id 0, and a second switch exits on it
-    assert node.command() == [
+    assert backend.command(ifaces, tmp_path, "nkt1") == [
         "simple_switch_grpc", "--no-p4", "--device-id", "0", "--thrift-port", "50102",
         "--notifications-addr", f"ipc://{tmp_path / 'bmv2-notify.ipc'}",
         "-i", "0@nkt1sw-eth1", "-i", "1@nkt1sw-eth2", "-i", "2@nkt1sw-eth3",
@@ -312,7 +335,8 @@ def test_bmv2_node_command_line_follows_the_rack_plan(tmp_path: Path) -> None:
 def test_bmv2_node_starts_waits_and_stops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from mininet.node import Switch
 
-    node = _bmv2_node(tmp_path)
+    backend = _backend(tmp_path, monkeypatch)
+    node = _switch_node(tmp_path, backend)
     events: list[tuple[Any, ...]] = []
     procs: list[FakeProc] = []
 
@@ -326,14 +350,15 @@ def test_bmv2_node_starts_waits_and_stops(tmp_path: Path, monkeypatch: pytest.Mo
         events.append(("wait", addr, label))
 
     monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: events.append(("run", *cmd)))
-    monkeypatch.setattr(rack_mod, "wait_listening", waited)
+    monkeypatch.setattr(bmv2_backend, "wait_listening", waited)
     monkeypatch.setattr(Switch, "stop", lambda self, deleteIntfs=True: events.append(("stop",)))
     node.start([])
     assert events[:3] == [("run", "ethtool", "-K", f"nkt1sw-eth{i}", "tx", "off")
                           for i in (1, 2, 3)]
     assert events[3:] == [("popen", "simple_switch_grpc"),
                           ("wait", "127.0.0.1:50101", "simple_switch_grpc")]
-    assert procs[0].cmd == node.command()
+    assert procs[0].cmd == backend.command([f"nkt1sw-eth{i}" for i in (1, 2, 3)], tmp_path,
+                                           "nkt1")
     assert node.state.pids == [FakeProc.pid]   # recorded for `netkv clean`
     assert json.loads((tmp_path / "state.json").read_text())["pids"] == [FakeProc.pid]
     node.stop()
@@ -346,26 +371,26 @@ def test_wait_listening_fails_at_once_when_the_switch_dies(tmp_path: Path) -> No
     proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"])
     proc.wait()
     with pytest.raises(DriverError, match=r"exited \(3\).*could not open interface"):
-        rack_mod.wait_listening(proc, "127.0.0.1:1", 30.0, log, "simple_switch_grpc")
+        bmv2_backend.wait_listening(proc, "127.0.0.1:1", 30.0, log, "simple_switch_grpc")
     with socket.socket() as srv:
         srv.bind(("127.0.0.1", 0))
         srv.listen()
         live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
         try:
-            rack_mod.wait_listening(live, f"127.0.0.1:{srv.getsockname()[1]}", 5.0, log, "x")
+            bmv2_backend.wait_listening(live, f"127.0.0.1:{srv.getsockname()[1]}", 5.0, log, "x")
         finally:
             live.kill()
             live.wait()
 
 
-def test_switch_factory_picks_the_node_class(tmp_path: Path) -> None:
+def test_switch_factory_binds_the_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     state = cleanup.RunState("nkt1", tmp_path)
-    spec = rack_mod.RackSpec("hash", 2, 1, "nkt1", tmp_path,
-                             bmv2_endpoint=bmv2.Bmv2Endpoint("127.0.0.1:1", 2))
-    made = rack_mod.switch_factory(spec, state, str(tmp_path / "switch.sock"))
-    assert made.func.__name__ == "Bmv2SwitchNode"
-    assert made.keywords["endpoint"] == spec.bmv2_endpoint
-    assert made.keywords["log_path"] == str(tmp_path / "switch.log")
+    backend = _backend(tmp_path, monkeypatch)
+    spec = rack_mod.RackSpec("hash", 2, 1, "nkt1", tmp_path, backend=backend)
+    made = rack_mod.switch_factory(spec, state)
+    assert made.func.__name__ == "SwitchNode"
+    assert made.keywords["backend"] is backend
+    assert made.keywords["folder"] == str(tmp_path)
 
 
 def test_clean_recognises_a_runs_bmv2_switch(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -423,14 +448,15 @@ def test_compile_cache_reuses_until_an_input_changes(tmp_path: Path,
     def runs() -> int:
         return len(count.read_text().splitlines()) if count.exists() else 0
 
-    a = bmv2.compile_cached("hash", {}, cache)
+    hp4 = src / "hash" / "hash.p4"
+    a = bmv2.compile_cached("hash", hp4, {}, cache)
     assert runs() == 1 and a.json_path.is_file() and a.p4info_path.is_file()
     assert a.json_path.parent.parent == cache and a.json_path.name == "hash.json"
-    assert bmv2.compile_cached("hash", {}, cache) == a and runs() == 1    # reused
-    b = bmv2.compile_cached("hash", {"X": 1}, cache)                       # other defines
+    assert bmv2.compile_cached("hash", hp4, {}, cache) == a and runs() == 1    # reused
+    b = bmv2.compile_cached("hash", hp4, {"X": 1}, cache)                       # other defines
     assert runs() == 2 and b.json_path != a.json_path and "-DX=1" in count.read_text()
     (src / "common" / "types.p4").write_text("const bit<9> CPU = 254;\n")  # an included file
-    c = bmv2.compile_cached("hash", {}, cache)
+    c = bmv2.compile_cached("hash", hp4, {}, cache)
     assert runs() == 3 and c.json_path != a.json_path
     assert not [p for p in cache.iterdir() if p.name.startswith(".")]     # no temp folders left
 
@@ -613,7 +639,7 @@ def _connect_and_close(tmp_path: Path, log: Path, nodes: int) -> None:
     compiled = _compiled(tmp_path)
     socks, ep = _listeners()
     try:
-        drv = bmv2.Bmv2Driver.connect(compiled, data_ports=range(nodes), n_servers=nodes - 1,
+        drv = bmv2.Bmv2Driver.connect(compiled, data_ports=range(nodes),
                                       node_ports={n: n for n in range(nodes)},
                                       grpc_addr=ep.grpc_addr, thrift_port=ep.thrift_port)
         drv.close()
@@ -644,8 +670,8 @@ def test_child_configures_the_switch_and_reports_failure_in_one_line(
     compiled = _compiled(tmp_path)
     socks, ep = _listeners()
     try:
-        bmv2.configure_in_child(compiled, ep, data_ports=range(4), n_servers=3,
-                                node_ports={n: n for n in range(4)}, params={"x": 1})
+        bmv2.configure_in_child(compiled, ep, data_ports=range(4),
+                                node_ports={n: n for n in range(4)})
     finally:
         for s in socks:
             s.close()

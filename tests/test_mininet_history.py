@@ -90,14 +90,15 @@ def test_bad_csv_is_refused(tmp_path) -> None:
 
 
 def test_controller_frames_roundtrip() -> None:
-    from netkv.mininet.control import build_frame, parse_frame, proto_udp_port
+    from netkv.mininet.control import build_frame, parse_frame
+    from netkv.protocols import lookup
     from netkv.mininet.rack import CONTROLLER_IP, CONTROLLER_MAC, node_ip, node_mac
     from netkv.wire import codec
     from netkv.wire.codec import Msg, PegasusOp, Proto
 
     msg = Msg(proto=Proto.PEGASUS, op=PegasusOp.VWRITE, keyhash=1234, key=b"k" * 16,
               server_id=2, bitmap=0b1010, req_id=9)
-    port = proto_udp_port(Proto.PEGASUS)
+    port = lookup("pegasus").udp_port
     frame = build_frame(codec.encode(msg), CONTROLLER_IP, CONTROLLER_MAC, node_ip(2),
                         node_mac(2), port, port, 7)
     # IPv4 header checksum verifies to 0

@@ -23,7 +23,7 @@ except NativeBuildMissing as exc:  # pragma: no cover - depends on the build
     pytest.skip(f"libnetkv not built: {exc}", allow_module_level=True)
 
 from netkv.cli import main
-from netkv.protocols import REGISTRY
+from netkv.protocols import lookup
 from netkv.protocols import netcache as nc
 from netkv.sim.engine import SimEngine
 from netkv.slo import search_throughput
@@ -36,9 +36,9 @@ STATS = ("hits", "misses", "invalid_reads", "invalidations", "refreshes", "refus
 
 def target(protocol: str, overrides: list[str]) -> SimTarget:
     cfg = load([f"protocol={protocol}", *SMALL, *overrides])
-    module = REGISTRY[protocol].module()
-    return SimTarget(cfg, controller_factory=module.sim_controller_factory(cfg),
-                     params=module.pipeline_params(cfg))
+    plugin = lookup(protocol)
+    return SimTarget(cfg, controller_factory=plugin.sim_controller(cfg),
+                     params=plugin.pipeline_params(cfg))
 
 
 def pipeline_stats(eng: SimEngine) -> dict[str, int]:

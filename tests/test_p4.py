@@ -41,6 +41,7 @@ import pytest
 from netkv.config.compose import ConfigError
 from netkv.drivers import bmv2
 from netkv.drivers.base import DriverError
+from netkv.protocols import lookup
 from netkv.wire import codec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -336,26 +337,40 @@ def test_command_lines() -> None:
         bmv2.switch_command({255: "x"})
 
 
+def program_defines(protocol: str, params: dict[str, Any] | None = None) -> dict[str, int]:
+    """The protocol's P4 defines from its pipeline params (its plug-in's P4Program)."""
+    p4 = lookup(protocol).p4
+    assert p4 is not None
+    return p4.defines({k: str(v) for k, v in (params or {}).items()})
+
+
+def initial_register_writes(protocol: str, n_servers: int,
+                            params: dict[str, Any] | None = None) -> list[tuple[str, int, int]]:
+    p4 = lookup(protocol).p4
+    assert p4 is not None
+    return p4.initial_registers(n_servers, {k: str(v) for k, v in (params or {}).items()})
+
+
 def test_pegasus_defines_and_initial_registers_mirror_c_init() -> None:
-    d = bmv2.program_defines("pegasus", {"selection": "least_loaded", "amo": "true",
-                                         "sample": 0, "fanout": "auto", "max_rkeys": 16})
+    d = program_defines("pegasus", {"selection": "least_loaded", "amo": "true",
+                                    "sample": 0, "fanout": "auto", "max_rkeys": 16})
     assert d == {"PEG_MAX_RKEYS": 16, "PEG_SELECTION": 3, "PEG_AMO": 1, "PEG_SAMPLE": 0,
                  "PEG_FANOUT_AUTO": 1, "PEG_FANOUT_DIV16": 16, "PEG_WRITE_MCAST": 1}
     # the RC_REQ write path (write_mcast=0) reaches the program too
-    assert bmv2.program_defines("pegasus", {"write_mcast": 0})["PEG_WRITE_MCAST"] == 0
-    assert bmv2.program_defines("hash") == {}
-    assert bmv2.program_defines("netcache", {"cache_items": 100})["NC_CACHE_ITEMS"] == 100
-    with pytest.raises(DriverError, match="multiple of 16"):
-        bmv2.program_defines("netcache", {"max_value_bytes": 100})
-    with pytest.raises(DriverError):
-        bmv2.program_defines("pegasus", {"selection": "best"})
-    w = bmv2.initial_register_writes("pegasus", 3, {"max_rkeys": 8})
+    assert program_defines("pegasus", {"write_mcast": 0})["PEG_WRITE_MCAST"] == 0
+    assert program_defines("hash") == {}
+    assert program_defines("netcache", {"cache_items": 100})["NC_CACHE_ITEMS"] == 100
+    with pytest.raises(ValueError, match="multiple of 16"):
+        program_defines("netcache", {"max_value_bytes": 100})
+    with pytest.raises(ValueError):
+        program_defines("pegasus", {"selection": "best"})
+    w = initial_register_writes("pegasus", 3, {"max_rkeys": 8})
     cells = {(n, i): v for n, i, v in w}
     assert cells[("ver_next", 0)] == 2 and cells[("n_servers", 0)] == 3
     assert cells[("wrr_len", 0)] == 255                       # 256 - 256 % 3
     assert [cells[("wrr_sched", i)] for i in range(6)] == [0, 1, 2, 0, 1, 2]
     assert all(cells[("fanout", i)] == 1 for i in range(8)) and ("fanout", 8) not in cells
-    assert bmv2.initial_register_writes("hash", 4) == []
+    assert initial_register_writes("hash", 4) == []
 
 
 FAKE_CLI = r'''#!{python}
@@ -458,9 +473,13 @@ class Rack:
         self.proc: subprocess.Popen | None = None
         self.drv: bmv2.Bmv2Driver | None = None
         self.socks: list[socket.socket] = []
-        self.compiled = bmv2.compile_program(program, tmp / "build", defines)
+        p4 = lookup(program).p4
+        assert p4 is not None
+        self.p4 = p4
+        self.compiled = bmv2.compile_program(program, bmv2.p4src_dir() / p4.source,
+                                             tmp / "build", defines)
         self.program = program
-        self.params = params
+        self.params = {k: str(v) for k, v in (params or {}).items()}
 
     def __enter__(self) -> "Rack":
         try:
@@ -480,8 +499,9 @@ class Rack:
                                           log_file=str(self.tmp / "switch.log"),
                                           grpc_addr="127.0.0.1:9559", thrift_port=9090)
             self.drv = bmv2.Bmv2Driver.connect(
-                self.compiled, data_ports=list(range(NODES)), n_servers=N_SERVERS,
-                params=self.params)
+                self.compiled, data_ports=list(range(NODES)),
+                registers=self.p4.initial_registers(N_SERVERS, self.params),
+                semantics=self.p4.semantics())
             for n in range(NODES):
                 self.drv.table_add("node_fwd", [n], [n])
             time.sleep(0.2)
@@ -612,7 +632,7 @@ def test_pegasus_vectors_with_an_empty_directory(rack_factory: Any) -> None:
     write is stamped from ver_next (UDP checksum redone), RC_ACK and VWRITE
     are consumed, PUT_FWD raises ver_next, bad vectors are dropped, and with
     sample=1 every unreplicated request is copied to the controller."""
-    defines = bmv2.program_defines("pegasus", {"selection": "rr", "sample": 1})
+    defines = program_defines("pegasus", {"selection": "rr", "sample": 1})
     rack = rack_factory("pegasus", defines, {"selection": "rr"})
     assert rack.drv is not None
     vn = 2
@@ -656,7 +676,7 @@ def test_pegasus_directory_on_bmv2(rack_factory: Any) -> None:
     rset, writes are stamped and fanned out with MULTI, a newer reply resets
     the rset, an RC_ACK at the same version extends it, a VWRITE goes out
     stamped iff no write is outstanding."""
-    defines = bmv2.program_defines("pegasus", {"selection": "rr", "sample": 0})
+    defines = program_defines("pegasus", {"selection": "rr", "sample": 0})
     rack = rack_factory("pegasus", defines, {"selection": "rr"})
     drv = rack.drv
     assert drv is not None

@@ -314,7 +314,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		if (port < 0)
-			port = nk_proto_udp_port(ops->proto);
+			port = ops->udp_port;
 		struct nk_workload_cfg wc = {
 			.kind = !strcmp(wl_kind, "uniform") ? NK_WL_UNIFORM
 				: !strcmp(wl_kind, "ycsb") ? NK_WL_YCSB : NK_WL_ZIPF,

@@ -309,7 +309,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		if (port < 0)
-			port = nk_proto_udp_port(ops->proto);
+			port = ops->udp_port;
 	}
 	if (port < 0)
 		port = 9000;

@@ -103,7 +103,6 @@ struct sw {
 	const struct nk_pipeline_ops *ops;
 	void *pstate;
 	struct nk_pipeline_cfg pcfg;
-	uint16_t proto_port;
 	uint32_t n_ports, n_servers, n_clients, batch;
 	uint16_t cpu_port, recirc_port;
 	uint16_t node_port[MAX_NODES];     /* L3 plan: node -> port */
@@ -305,9 +304,7 @@ static void flood(struct sw *s, const uint8_t *f, uint32_t len, uint16_t in_port
 
 static int is_proto_port(const struct sw *s, uint16_t port)
 {
-	if (s->ops->proto == NK_PROTO_NETMC)
-		return port >= NK_NETMC_PORT_BASE && port < NK_NETMC_PORT_BASE + 16; /* workers 1000+i */
-	return port == s->proto_port;
+	return port >= s->ops->udp_port && port - s->ops->udp_port < s->ops->udp_ports;
 }
 
 /* Build the frame to send for the (possibly edited) message: headers from
@@ -839,7 +836,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "netkv-switch: bad rack size, batch or delay slots\n");
 		return 2;
 	}
-	s.proto_port = nk_proto_udp_port(s.ops->proto);
 	s.cpu_port = (uint16_t)s.n_ports;
 	s.recirc_port = (uint16_t)(s.n_ports + 1);
 	for (uint32_t i = 0; i < MAX_NODES; i++)

@@ -5,7 +5,10 @@
 #include <string.h>
 
 #include "netkv/ctl.h"
+#include "netkv/host.h"
 #include "netkv/io.h"
+#include "netkv/pipeline.h"
+#include "netkv/wire.h"
 
 static int failures;
 #define CHECK(c)                                                                   \
@@ -113,7 +116,25 @@ static void test_plan(void)
 	CHECK(nk_ip_node(0x0B000001) == -1);
 	CHECK(nk_parse_ipv4("10.0.1.44") == 0x0A00012C);
 	CHECK(nk_parse_ipv4("nope") == 0);
-	CHECK(nk_proto_udp_port(0) == 5047 && nk_proto_udp_port(2) == 5050);
+}
+
+/* A protocol's ports come from its ops (the programs name no protocol):
+ * its pipeline and its hosts agree, and match the wire header's. */
+static void test_ops_ports(void)
+{
+	static const struct { const char *name; uint16_t port; } want[] = {
+		{"hash", NK_PEGASUS_PORT}, {"pegasus", NK_PEGASUS_PORT}, {"netcache", NK_NETCACHE_PORT},
+	};
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+		const struct nk_pipeline_ops *p = nk_pipeline_find(want[i].name);
+		const struct nk_host_ops *h = nk_host_find(want[i].name);
+		CHECK(p && h);
+		if (!p || !h)
+			continue;
+		CHECK(p->udp_port == want[i].port && p->udp_ports >= 1);
+		CHECK(h->udp_port == p->udp_port);
+		CHECK(h->proto == p->proto);
+	}
 }
 
 static void test_ctl_words(void)
@@ -145,6 +166,7 @@ int main(void)
 	test_set_dst();
 	test_bad_frames();
 	test_plan();
+	test_ops_ports();
 	test_ctl_words();
 	if (failures) {
 		fprintf(stderr, "test_frame: %d failure(s)\n", failures);

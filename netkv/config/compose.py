@@ -24,6 +24,7 @@ from omegaconf.errors import OmegaConfBaseException
 from pydantic import ValidationError
 
 from netkv.config.schema import RunConfig
+from netkv.protocols import names as protocol_names
 
 CONFIG_NAME = "config"
 GROUPS = ("protocol", "target", "workload", "topology", "slo")
@@ -153,7 +154,8 @@ def describe_validation_error(exc: ValidationError, data: dict[str, Any]) -> str
     return f"invalid config: {key} = {value!r} (allowed: {_range_text(err, ctx)})"
 
 
-_UNION_TAGS: frozenset[str] = frozenset({"hash", "pegasus", "netcache"})
+# the protocol union's tags (pydantic puts the chosen one in an error's loc)
+_UNION_TAGS: frozenset[str] = frozenset(protocol_names())
 
 
 def _missing_option_message(text: str) -> str:

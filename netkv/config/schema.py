@@ -7,102 +7,21 @@ key is an error, not a silently ignored setting.
 
 from __future__ import annotations
 
-import math
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from netkv.constants import PEG_FANOUT_DIV_UNIT
+from netkv.backends import available_on
+from netkv.config.base import Frac, NonNeg, Pos, ProtocolBase, Strict
+from netkv.protocols import config_models, names as protocol_names
 
-Frac = Annotated[float, Field(ge=0.0, le=1.0)]
-NonNeg = Annotated[float, Field(ge=0.0)]
-Pos = Annotated[float, Field(gt=0.0)]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+__all__ = ["Frac", "NonNeg", "Pos", "ProtocolBase", "Strict", "RunConfig"]
 
 # --- protocols -------------------------------------------------------------
 
-
-class ProtocolBase(Strict):
-    name: str
-    description: str = ""
-    max_servers: int = Field(ge=1)
-
-
-Ring = Literal["consistent", "equal_ranges"]
-"""Key placement: ``consistent`` = ``virtual_nodes`` points per server at
-pseudo-random ring positions; ``equal_ranges`` = the Pegasus artifact's
-16*n equal ranges of the 2^31 keyhash space, range j -> server j mod n."""
-
-
-class HashProtocol(ProtocolBase):
-    name: Literal["hash"]
-    virtual_nodes: int = Field(16, ge=1)
-    ring: Ring = "consistent"
-
-
-class PegasusProtocol(ProtocolBase):
-    name: Literal["pegasus"]
-    max_servers: int = Field(32, ge=1, le=32)
-    mode: Literal["prewarmed", "cold"] = "prewarmed"
-    selection: Literal["random", "rr", "wrr", "least_loaded"] = "wrr"
-    replicated_keys: int | None = Field(None, ge=0)
-    epoch_ms: Pos = 10.0
-    amo: bool = False
-    virtual_nodes: int = Field(16, ge=1)
-    ring: Ring = "consistent"
-    # Write fan-out r = clamp(round(reads / (writes + 1) / fanout_div), 1, n)
-    # per key and epoch: proportional to reads per write (the paper gives no
-    # formula). 1, not the digest's 4: see docs/pegasus.md "Write fan-out".
-    # C and P4 divide integers: the divisor is carried in sixteenths
-    # (PEG_FANOUT_DIV_UNIT), so it must be a multiple of 1/16.
-    fanout_div: Pos = 1.0
-    # Deliberately broken directory (stale replicas join the replica set):
-    # only for showing that the linearizability check catches it.
-    unsafe_skip_version_check: bool = False
-
-
-    @model_validator(mode="after")
-    def _fanout_div_in_sixteenths(self) -> "PegasusProtocol":
-        d16 = self.fanout_div * PEG_FANOUT_DIV_UNIT
-        if d16 != round(d16) or not 1 <= d16 <= 0xFFFF:
-            raise ValueError(
-                f"protocol.fanout_div {self.fanout_div:g}: a multiple of 1/{PEG_FANOUT_DIV_UNIT} "
-                f"in 1/{PEG_FANOUT_DIV_UNIT}..4095 (the switch divides in sixteenths)")
-        return self
-
-    @property
-    def fanout_div16(self) -> int:
-        """fanout_div in sixteenths, as the C pipeline and the P4 program take it."""
-        return round(self.fanout_div * PEG_FANOUT_DIV_UNIT)
-
-
-class NetCacheProtocol(ProtocolBase):
-    """NetCache (SOSP'17), the Pegasus paper's baseline (docs/netcache.md)."""
-
-    name: Literal["netcache"]
-    # prewarmed: the cache_items hottest cacheable keys are cached before
-    # traffic (the Pegasus paper's evaluation); cold: the cache starts empty
-    # and fills from the switch's hot-key reports.
-    mode: Literal["prewarmed", "cold"] = "prewarmed"
-    cache_items: int = Field(10_000, ge=0, le=65_536)  # 0 = no cache (forwarding only)
-    # Largest cacheable value: the switch's value slot (NetCache on Tofino:
-    # 128 B). Keys with larger values are never cached.
-    max_value_bytes: int = Field(128, ge=1, le=128)
-    hot_threshold: int = Field(128, ge=1, le=65_535)  # count-min reads per epoch to report a key
-    cm_width: int = Field(65_536, ge=16, le=1 << 24)  # count-min counters per row (4 rows)
-    bf_bits: int = Field(262_144, ge=64, le=1 << 26)  # Bloom filter bits (3 hashes)
-    epoch_ms: Pos = 100.0   # controller epoch: counters read and reset, sketch cleared
-    virtual_nodes: int = Field(16, ge=1)
-    ring: Ring = "consistent"
-
-
-Protocol = Annotated[
-    HashProtocol | PegasusProtocol | NetCacheProtocol, Field(discriminator="name")
-]
+# One model per protocol, each in its own module (netkv/protocols/<name>.py),
+# told apart by ``name``: the union is the registry's, never edited here.
+Protocol = Annotated[Union[config_models()], Field(discriminator="name")]  # type: ignore[misc]
 
 
 # --- workload --------------------------------------------------------------
@@ -199,12 +118,15 @@ class Faults(Strict):
 class Target(Strict):
     name: Literal["sim", "mininet", "testbed"]
     description: str = ""
-    switch: Literal["netkv", "bmv2", "tofino"] = "netkv"
+    # the switch back-end (netkv.backends): netkv = the C pipeline (in-process
+    # on the simulator, netkv-switch on a rack); bmv2 = the P4 program
+    switch: str = "netkv"
     faults: Faults = Faults()
     # target=mininet (real processes; ignored by the simulator)
     service_ns: NonNeg = 0.0  # kvserver busy-wait per request: emulated capacity (0 = none)
     max_rps: Pos = 50_000.0  # ceiling of the load search on this machine
-    preload: Literal["auto", "home", "all", "none"] = "auto"  # auto: all for pegasus, else home
+    # auto: what the protocol asks for (its plug-in's ``preload``)
+    preload: Literal["auto", "home", "all", "none"] = "auto"
     spin_us: NonNeg = 0.0  # netkv-switch busy-polls this long after traffic (0 = sleep at once)
     start_delay_ms: NonNeg = 20.0  # clients start together this long after all are ready
     # servers' load reports (Pegasus `load_window_us`) cover this long; 0 = one
@@ -213,14 +135,24 @@ class Target(Strict):
     min_duration_s: NonNeg = 0.0  # mininet: a point lasts at least this long
     min_epoch_ms: NonNeg = 0.0  # mininet: the controller epoch is at least this long
 
+    @model_validator(mode="after")
+    def _switch_runs_here(self) -> "Target":
+        allowed = available_on(self.name)
+        if self.switch not in allowed:
+            raise ValueError(
+                f"target.switch = '{self.switch}' is not available on target={self.name} "
+                f"(allowed: {', '.join(allowed) or 'none'})")
+        return self
+
 
 class Slo(Strict):
     kind: Literal["auto", "fixed"]
-    # auto: whose unloaded median the SLO is a multiple of. hash = the plain
-    # server path on the same rack and workload, so that every protocol of a
-    # comparison meets the same bound (the Pegasus paper's single 50 us SLO);
-    # self = the protocol's own (a switch cache's median is a switch hit).
-    reference: Literal["hash", "self"] = "hash"
+    # auto: whose unloaded median the SLO is a multiple of: a protocol (the
+    # conf default is the hash baseline: the plain server path on the same
+    # rack, so that every protocol of a comparison meets the same bound, the
+    # Pegasus paper's single 50 us SLO), or self = the protocol's own (a
+    # switch cache's median is a switch hit).
+    reference: str = "hash"
     percentile: Annotated[float, Field(gt=0.0, lt=100.0)] = 99.0
     factor: Pos = 5.0
     p99_us: Pos | None = None
@@ -228,6 +160,13 @@ class Slo(Strict):
     precision: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.02
     unloaded_fraction: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.05
     max_points: int = Field(24, ge=2)
+
+    @model_validator(mode="after")
+    def _reference_exists(self) -> "Slo":
+        allowed = ["self", *protocol_names()]
+        if self.reference not in allowed:
+            raise ValueError(f"slo.reference = '{self.reference}' (allowed: {', '.join(allowed)})")
+        return self
 
     @model_validator(mode="after")
     def _fixed_needs_bound(self) -> "Slo":
@@ -267,11 +206,3 @@ class RunConfig(Strict):
                 f"{self.protocol.name})"
             )
         return self
-
-    def replicated_keys(self) -> int:
-        """Pegasus' K = n * ceil(log2 n) unless set explicitly."""
-        assert isinstance(self.protocol, PegasusProtocol)
-        if self.protocol.replicated_keys is not None:
-            return self.protocol.replicated_keys
-        n = self.topology.servers
-        return n * max(1, math.ceil(math.log2(n))) if n > 1 else 1

@@ -62,13 +62,9 @@ from netkv.constants import (  # p4src/common/constants.p4 (spec/constants.toml)
     CPU_CLONE_SESSION,
     CPU_PORT,
     FLOOD_MCAST_GRP,
-    PEG_FANOUT_DIV_UNIT,
-    PEG_VER_NEXT_INITIAL,
-    PEG_WRR_SLOTS,
-    peg_wrr_len_initial,
-    peg_wrr_sched_initial,
 )
 from netkv.drivers.base import CpuPacket, DriverError, SwitchDriver
+from netkv.protocols.plugin import P4Semantics, parse_params  # noqa: F401 - re-exported
 
 # ---- what BMv2 needs --------------------------------------------------------------
 
@@ -102,16 +98,8 @@ def require_bmv2() -> None:
 
 
 # ---- programs -----------------------------------------------------------------------
-
-#: protocol name -> P4 source under p4src/
-PROGRAMS: dict[str, str] = {
-    "hash": "hash/hash.p4",
-    "plain": "hash/hash.p4",
-    "pegasus": "pegasus/pegasus.p4",
-    "netcache": "netcache/netcache.p4",
-}
-
-_SELECTIONS = {"random": 0, "rr": 1, "wrr": 2, "least_loaded": 3}
+# Which program, with which defines and initial registers, is the protocol's
+# business (its plug-in's ``P4Program``); this module only compiles and drives.
 
 
 def p4src_dir() -> Path:
@@ -122,104 +110,9 @@ def p4src_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "p4src"
 
 
-def program_source(program: str) -> Path:
-    try:
-        return p4src_dir() / PROGRAMS[program]
-    except KeyError:
-        raise DriverError(
-            f"no P4 program for protocol {program!r} (have {', '.join(sorted(PROGRAMS))})"
-        ) from None
-
-
-def _param(params: Mapping[str, Any] | None, key: str, default: Any) -> Any:
-    if not params or key not in params or params[key] is None:
-        return default
-    return params[key]
-
-
-def _as_int(value: Any) -> int:
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, str):
-        low = value.strip().lower()
-        if low in ("true", "false"):
-            return int(low == "true")
-        return int(low, 0)
-    return int(value)
-
-
-def parse_params(text: str) -> dict[str, str]:
-    """The ``key=value;...`` params string the C pipelines and host logic
-    read at init, as the mapping ``program_defines`` and
-    ``initial_register_writes`` take."""
-    out: dict[str, str] = {}
-    for item in text.split(";"):
-        key, sep, value = item.partition("=")
-        if sep and key.strip():
-            out[key.strip()] = value.strip()
-    return out
-
-
-def program_defines(program: str, params: Mapping[str, Any] | None = None) -> dict[str, int]:
-    """The ``-D`` options that turn the C pipeline's params (the same
-    ``key=value`` knobs pegasus.c reads in init) into the P4 program's
-    compile-time constants."""
-    if program == "pegasus":
-        sel = str(_param(params, "selection", "wrr"))
-        if sel not in _SELECTIONS:
-            raise DriverError(f"pegasus selection {sel!r}: one of {', '.join(_SELECTIONS)}")
-        fanout = str(_param(params, "fanout", "reg"))
-        if fanout not in ("reg", "auto"):
-            raise DriverError(f"pegasus fanout {fanout!r}: 'reg' or 'auto'")
-        return {
-            "PEG_MAX_RKEYS": _as_int(_param(params, "max_rkeys", 64)),
-            "PEG_SELECTION": _SELECTIONS[sel],
-            "PEG_AMO": int(bool(_as_int(_param(params, "amo", 0)))),
-            "PEG_SAMPLE": _as_int(_param(params, "sample", 128)),
-            "PEG_FANOUT_AUTO": int(fanout == "auto"),
-            "PEG_FANOUT_DIV16": _as_int(_param(params, "fanout_div16", PEG_FANOUT_DIV_UNIT)),
-            "PEG_WRITE_MCAST": int(bool(_as_int(_param(params, "write_mcast", 1)))),
-        }
-    if program == "netcache":
-        maxv = _as_int(_param(params, "max_value_bytes", 128))
-        if maxv % 16 or not 16 <= maxv <= 128:
-            raise DriverError(
-                f"netcache max_value_bytes {maxv}: the P4 program stores 16 B slices, "
-                "so on BMv2 it must be a multiple of 16 in 16..128")
-        return {
-            "NC_CACHE_ITEMS": _as_int(_param(params, "cache_items", 10000)),
-            "NC_MAX_VALUE": maxv,
-            "NC_HOT_THRESHOLD": _as_int(_param(params, "hot_threshold", 128)),
-            "NC_CM_WIDTH": _as_int(_param(params, "cm_width", 65536)),
-            "NC_BF_BITS": _as_int(_param(params, "bf_bits", 262144)),
-        }
-    return {}
-
-
-def initial_register_writes(
-    program: str, n_servers: int, params: Mapping[str, Any] | None = None
-) -> list[tuple[str, int, int]]:
-    """The register values the C pipeline's init sets that are not 0
-    (BMv2 starts every register at 0): (name, index, value) triples."""
-    if program != "pegasus":
-        return []
-    n = _as_int(_param(params, "n_servers", n_servers))
-    if not 1 <= n <= 32:
-        raise DriverError(f"pegasus n_servers {n}: 1..32")
-    k = _as_int(_param(params, "max_rkeys", 64))
-    writes = [("ver_next", 0, _as_int(_param(params, "ver_next", PEG_VER_NEXT_INITIAL))),
-              ("n_servers", 0, n)]
-    # pegasus.c wrr_uniform()
-    writes.append(("wrr_len", 0, peg_wrr_len_initial(n)))
-    writes += [("wrr_sched", i, peg_wrr_sched_initial(i, n)) for i in range(PEG_WRR_SLOTS)]
-    writes.append(("wrr_cursor", 0, 0))
-    writes += [("fanout", i, 1) for i in range(k)]
-    return writes
-
-
 @dataclass(frozen=True)
 class CompiledProgram:
-    program: str
+    program: str  # a label: the protocol's name, for the cache folder and messages
     json_path: Path
     p4info_path: Path
     defines: dict[str, int] = field(default_factory=dict)
@@ -241,12 +134,12 @@ def compile_command(
 
 def compile_program(
     program: str,
+    src: Path,
     out_dir: str | Path,
     defines: Mapping[str, int] | None = None,
     timeout_s: float = 300.0,
 ) -> CompiledProgram:
-    """Compile ``p4src/<program>`` with p4c-bm2-ss into ``out_dir``."""
-    src = program_source(program)
+    """Compile ``src`` (under p4src/) with p4c-bm2-ss into ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     name = src.stem
@@ -272,12 +165,12 @@ def p4_cache_dir() -> Path:
     return Path(base) / "netkv" / "p4"
 
 
-def program_digest(program: str, defines: Mapping[str, int]) -> str:
+def program_digest(program: str, src: Path, defines: Mapping[str, int]) -> str:
     """What a compiled program depends on: every ``.p4`` under p4src/ (the
     programs include common/), the defines and the compiler binary (path
     and mtime, so a rebuilt p4c recompiles)."""
     h = hashlib.sha256()
-    h.update(program.encode())
+    h.update(program.encode() + b"\0" + str(src).encode())
     h.update(json.dumps(sorted((k, int(v)) for k, v in defines.items())).encode())
     compiler = shutil.which(COMPILER)
     h.update(f"{compiler}:{os.stat(compiler).st_mtime_ns if compiler else 0}".encode())
@@ -287,15 +180,15 @@ def program_digest(program: str, defines: Mapping[str, int]) -> str:
     return h.hexdigest()[:16]
 
 
-def compile_cached(program: str, defines: Mapping[str, int] | None = None,
+def compile_cached(program: str, src: Path, defines: Mapping[str, int] | None = None,
                    cache_dir: str | Path | None = None) -> CompiledProgram:
     """``compile_program`` into ``<cache>/<program>-<digest>/``, reused while
     the sources, defines and compiler stay the same: p4c takes tens of
     seconds, and a run builds up to two racks (the SLO's hash reference)."""
     defines = {k: int(v) for k, v in (defines or {}).items()}
     root = Path(cache_dir) if cache_dir is not None else p4_cache_dir()
-    out = root / f"{program}-{program_digest(program, defines)}"
-    name = program_source(program).stem
+    out = root / f"{program}-{program_digest(program, src, defines)}"
+    name = src.stem
     done = CompiledProgram(program, out / f"{name}.json", out / f"{name}.p4info.txtpb", defines)
     if done.json_path.is_file() and done.p4info_path.is_file():
         return done
@@ -304,7 +197,7 @@ def compile_cached(program: str, defines: Mapping[str, int] | None = None,
     # a compiler killed half-way) never leaves a folder with half its files
     tmp = Path(tempfile.mkdtemp(prefix=f".{program}-", dir=root))
     try:
-        compile_program(program, tmp, defines)
+        compile_program(program, src, tmp, defines)
         try:
             tmp.rename(out)
         except OSError:
@@ -465,8 +358,11 @@ class Bmv2Driver(SwitchDriver):
 
     def __init__(self, compiled: CompiledProgram, *, grpc_addr: str = "127.0.0.1:9559",
                  thrift_port: int = 9090, device_id: int = 0, cpu_port: int = CPU_PORT,
-                 election_id: tuple[int, int] = (0, 1)) -> None:
+                 election_id: tuple[int, int] = (0, 1),
+                 semantics: P4Semantics | None = None) -> None:
         self.compiled = compiled
+        # what the program's C twin does on control writes that P4 leaves to us
+        self.semantics = semantics if semantics is not None else P4Semantics()
         self.grpc_addr = grpc_addr
         self.device_id = device_id
         self.cpu_port = cpu_port
@@ -476,19 +372,19 @@ class Bmv2Driver(SwitchDriver):
         self._stats = {"packet_in": 0, "packet_out": 0, "table_writes": 0, "reg_writes": 0}
         self._table_action: dict[str, tuple[str, list[str], list[str]]] = {}
         self._pktin_ids: dict[int, str] = {}
-        self._cache_idx: dict[tuple[int, ...], int] = {}   # netcache: key -> idx installed
 
     # -- lifecycle ------------------------------------------------------------------------
 
     @classmethod
     def connect(cls, compiled: CompiledProgram, *, data_ports: Sequence[int] = (),
-                n_servers: int = 0, params: Mapping[str, Any] | None = None,
+                registers: Sequence[tuple[str, int, int]] = (),
                 node_ports: Mapping[int, int] | None = None,
                 connect_timeout_s: float = 30.0, **kw: Any) -> "Bmv2Driver":
         """Push ``compiled`` to a running simple_switch_grpc, then install
         the flood group (``data_ports``), the CPU clone session, the
         ``node_fwd`` entries node -> port of ``node_ports`` and the
-        registers the C pipeline's init sets. ``node_ports`` is what
+        ``registers`` the C pipeline's init sets (the protocol's
+        ``P4Program.initial_registers``). ``node_ports`` is what
         netkv-switch hands its pipeline at init (``cfg->node_port``, the
         rack plan): the P4 table starts empty, so without it nothing is
         forwarded."""
@@ -522,9 +418,8 @@ class Bmv2Driver(SwitchDriver):
             drv._clone_session(CPU_CLONE_SESSION, [drv.cpu_port])
             for node, port in sorted((node_ports or {}).items()):
                 drv.table_add("node_fwd", [node], [port])
-            writes = initial_register_writes(compiled.program, n_servers, params)
-            if writes:
-                drv.regs.write(writes)
+            if registers:
+                drv.regs.write(registers)
         except BaseException:
             drv.close()
             raise
@@ -578,23 +473,19 @@ class Bmv2Driver(SwitchDriver):
         return self.regs.read([(name, first + i) for i in range(count)])
 
     def reg_write(self, name: str, index: int, value: int) -> None:
-        if self.compiled.program == "netcache" and name == "sketch_clear":
-            # netcache.c: writing non-zero clears the sketch and the Bloom
-            # filter (a control action); the register itself stays 0
-            self.regs.resolve(name, int(index))
-            if value:
-                self.regs.reset(["cm_sketch", "bloom"])
+        if name in self.semantics.special_registers:
+            self.semantics.reg_write(self.regs, name, int(index), int(value))
             return
         self.regs.write([(name, int(index), int(value))])
         self._stats["reg_writes"] += 1
 
     def reg_write_many(self, cells: Iterable[tuple[str, int, int]]) -> None:
         """Several writes in one CLI run (the CLI costs ~100 ms per start),
-        in order; netcache's ``sketch_clear`` stays the control action
-        ``reg_write`` makes of it."""
+        in order; a register the program's semantics treat as a control
+        action stays the action ``reg_write`` makes of it."""
         plain: list[tuple[str, int, int]] = []
         for name, index, value in cells:
-            if self.compiled.program == "netcache" and name == "sketch_clear":
+            if name in self.semantics.special_registers:
                 self.regs.write(plain)
                 self._stats["reg_writes"] += len(plain)
                 plain = []
@@ -630,16 +521,8 @@ class Bmv2Driver(SwitchDriver):
         from p4runtime_sh.p4runtime import P4RuntimeWriteException  # noqa: PLC0415
 
         te = self._entry(table, key, args)
-        if self.compiled.program == "netcache" and table == "cache":
-            # netcache.c table_add: the slot starts invalid; a new entry also
-            # forgets the slot's last writer. Written before the entry
-            # exists, so no packet sees the entry with stale registers.
-            idx = int(args[0])
-            cells = [("cache_valid", idx, 0)]
-            if tuple(key) not in self._cache_idx:
-                cells += [("cache_wcli", idx, 0xFFFF), ("cache_wreq", idx, 0xFFFFFFFF)]
-            self.regs.write(cells)
-            self._cache_idx[tuple(int(k) for k in key)] = idx
+        self.semantics.before_table_add(self.regs, table, [int(k) for k in key],
+                                        [int(a) for a in args])
         try:
             te.insert()
         except P4RuntimeWriteException as e:
@@ -662,12 +545,7 @@ class Bmv2Driver(SwitchDriver):
         except (P4RuntimeWriteException, Exception) as e:
             raise DriverError(f"BMv2: table_delete {table} {list(key)}: {e}") from None
         self._stats["table_writes"] += 1
-        if self.compiled.program == "netcache" and table == "cache":
-            # netcache.c table_del: the slot becomes invalid (after the entry
-            # is gone). Entries this driver did not install are not known.
-            idx = self._cache_idx.pop(tuple(int(k) for k in key), None)
-            if idx is not None:
-                self.regs.write([("cache_valid", idx, 0)])
+        self.semantics.after_table_delete(self.regs, table, [int(k) for k in key])
 
     # -- replication (P4Runtime PRE) --------------------------------------------------------------
 
@@ -749,12 +627,12 @@ def _package_root() -> str:
 
 
 def configure_in_child(compiled: CompiledProgram, endpoint: Bmv2Endpoint, *,
-                       data_ports: Sequence[int] = (), n_servers: int = 0,
-                       params: Mapping[str, Any] | None = None,
+                       data_ports: Sequence[int] = (),
+                       registers: Sequence[tuple[str, int, int]] = (),
                        node_ports: Mapping[int, int] | None = None,
                        connect_timeout_s: float = 30.0, timeout_s: float = 180.0) -> None:
     """``Bmv2Driver.connect`` then ``close`` in a child Python process, for a
-    switch no controller drives (hash). p4runtime-shell allows one client
+    switch no controller drives. p4runtime-shell allows one client
     per process, and a run measures the SLO's hash reference while the
     protocol's rack and its controller's driver are up; BMv2 keeps the
     pipeline, entries and registers after the client leaves."""
@@ -764,7 +642,7 @@ def configure_in_child(compiled: CompiledProgram, endpoint: Bmv2Endpoint, *,
         "grpc_addr": endpoint.grpc_addr, "thrift_port": endpoint.thrift_port,
         "device_id": endpoint.device_id, "data_ports": [int(p) for p in data_ports],
         "node_ports": sorted((int(n), int(p)) for n, p in (node_ports or {}).items()),
-        "n_servers": n_servers, "params": {k: str(v) for k, v in (params or {}).items()},
+        "registers": [[str(n), int(i), int(v)] for n, i, v in registers],
         "connect_timeout_s": connect_timeout_s,
     }
     env = dict(os.environ)
@@ -791,8 +669,8 @@ def _configure_main(text: str) -> int:
                                {k: int(v) for k, v in spec["defines"].items()})
     try:
         drv = Bmv2Driver.connect(
-            compiled, data_ports=spec["data_ports"], n_servers=spec["n_servers"],
-            params=spec["params"], node_ports=dict(spec["node_ports"]),
+            compiled, data_ports=spec["data_ports"],
+            registers=[tuple(r) for r in spec["registers"]], node_ports=dict(spec["node_ports"]),
             connect_timeout_s=spec["connect_timeout_s"], grpc_addr=spec["grpc_addr"],
             thrift_port=spec["thrift_port"], device_id=spec["device_id"])
         drv.close()

@@ -186,15 +186,10 @@ def write_checks(out: Path, exp: Experiment, results: list[CheckResult],
          for r in results]) if results else pl.DataFrame())
 
 
-def reproduce(name: str, extra: list[str], out: Path | None, jobs: int,
-              console: Console) -> list[CheckResult]:
-    """Run, plot and check experiment ``name``; the checks' results
+def reproduce_sweep(exp: Experiment, name: str, extra: list[str], out: Path | None, jobs: int,
+                    console: Console) -> list[CheckResult]:
+    """Run, plot and check sweep experiment ``name``; the checks' results
     (``checks.exit_code`` turns them into the command's exit code)."""
-    exp = load_experiment(name)
-    if exp.kind == "timeline":
-        from netkv.experiments.timeline import reproduce_timeline
-
-        return reproduce_timeline(exp, name, extra, out, jobs, console)
     for cell in cells(exp, extra):  # every cell's config is valid before anything runs
         load(list(cell.overrides))
     out = out or default_out(name)

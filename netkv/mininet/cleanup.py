@@ -26,12 +26,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from netkv.backends import programs as backend_programs
+
 STATE_ROOT = Path(os.environ.get("NETKV_MININET_STATE", "/run/netkv/mininet"))
 TAG_PREFIX = "nk"
-# a BMv2 build tree's simple_switch_grpc is a libtool wrapper that execs
-# .libs/lt-simple_switch_grpc (same pid, new name): both count
-PROGRAMS = ("netkv-switch", "kvserver", "kvclient", "mnexec", "bash", "simple_switch_grpc",
-            "lt-simple_switch_grpc")
+# the hosts' programs, Mininet's node shells, and every switch back-end's
+PROGRAMS = ("kvserver", "kvclient", "mnexec", "bash", *backend_programs())
 
 
 @dataclass

@@ -3,9 +3,10 @@
 The same ``netkv.protocols.base.ControlPlane`` the simulator gives
 (netkv.sim.control), over real packets:
 
-- ``switch``: netkv-switch's control socket (``NetkvSwitchDriver``);
+- ``switch``: the switch back-end's driver (netkv-switch's control socket,
+  BMv2's P4Runtime client, ...), its register writes batched;
 - ``cpu_messages``: the frames the pipeline copied to the CPU port, parsed
-  (Ethernet / IPv4 / UDP of the protocol's port) and decoded with
+  (Ethernet / IPv4 / UDP of the protocol's port, from its plug-in) and decoded with
   ``netkv.wire.codec.decode``, with the source node from the IPv4 source
   address (the rack plan: node n = 10.0.0.0 + n + 1);
 - ``packet_out(msg, dst)``: a whole frame from the controller's address
@@ -24,31 +25,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from netkv.drivers.base import BatchedWrites, DriverError, SwitchDriver
-from netkv.drivers.netkv_switch import NetkvSwitchDriver
 from netkv.protocols.base import ControlPlane
 from netkv.wire import codec
-from netkv.wire.codec import Msg, Proto, WireError
+from netkv.wire.codec import Msg, WireError
 
 if TYPE_CHECKING:
     from netkv.mininet.rack import Rack
+    from netkv.protocols.plugin import ProtocolPlugin
 
 ETH_HLEN, IP_HLEN, UDP_HLEN = 14, 20, 8
 ETHERTYPE_IPV4 = 0x0800
 IPPROTO_UDP = 17
-
-# netkv protocol name -> wire protocol (the host logic's nk_host_ops.proto)
-WIRE_PROTO = {"hash": Proto.PLAIN, "pegasus": Proto.PEGASUS, "netcache": Proto.NETCACHE}
-
-
-def proto_udp_port(proto: Proto) -> int:
-    """nk_proto_udp_port (io.h): the UDP port every host of the rack uses."""
-    return {
-        Proto.PLAIN: codec.PEGASUS_PORT, Proto.PEGASUS: codec.PEGASUS_PORT,
-        Proto.NETCACHE: codec.NETCACHE_PORT, Proto.KVSWITCH: codec.KVSWITCH_PORT,
-        Proto.STARCACHE: codec.STARCACHE_PORT, Proto.NETLR: codec.NETLR_PORT,
-        Proto.NETMC: codec.NETMC_PORT_BASE,
-    }[Proto(proto)]
-
 
 def _csum(data: bytes) -> int:
     if len(data) % 2:
@@ -108,14 +95,13 @@ def parse_frame(frame: bytes) -> tuple[int, int, bytes] | None:
 
 
 class MininetControlPlane(ControlPlane):
-    """A controller's handle on a Mininet rack around netkv-switch."""
+    """A controller's handle on a Mininet rack."""
 
-    def __init__(self, rack: "Rack", protocol: str, capacity: np.ndarray,
-                 driver: SwitchDriver | None = None) -> None:
-        """``driver``: the switch's driver (BMv2: the target's one P4Runtime
-        client). When None, the plane opens a control-socket connection of its
-        own to netkv-switch and closes it at the end. Either way its register
-        writes are batched (BatchedWrites)."""
+    def __init__(self, rack: "Rack", plugin: "ProtocolPlugin", capacity: np.ndarray,
+                 driver: SwitchDriver, owned: bool = False) -> None:
+        """``driver``: the switch back-end's driver for the controller (its
+        register writes batched: ``BatchedWrites``); ``owned``: the plane
+        closes it at the end."""
         from netkv.mininet.rack import CONTROLLER_IP, CONTROLLER_MAC
 
         self.rack = rack
@@ -124,11 +110,10 @@ class MininetControlPlane(ControlPlane):
         if len(self.capacity) != self.n_servers:
             raise ValueError(f"capacity has {len(self.capacity)} entries for "
                              f"{self.n_servers} servers")
-        self.proto = WIRE_PROTO[protocol]
-        self.port = proto_udp_port(self.proto)
-        self._own = driver is None
-        self._switch = driver if driver is not None else BatchedWrites(
-            NetkvSwitchDriver.wait(rack.ctl_path))
+        self.proto = plugin.wire
+        self.port = plugin.udp_port
+        self._own = owned
+        self._switch = driver if isinstance(driver, BatchedWrites) else BatchedWrites(driver)
         self._ip, self._mac = CONTROLLER_IP, CONTROLLER_MAC
         self._ip_id = 0
         self._t0 = time.monotonic()

@@ -3,10 +3,9 @@
   RackTopo          N servers and M clients on one switch; node n (servers
                     first) gets 10.0.0.(n+1) and MAC 02:00:00:00:HH:LL, and
                     is linked to switch port n - netkv's rack plan (io.h)
-  NetkvSwitchNode   a Mininet ``Switch`` that runs netkv-switch on its ports
-  Bmv2SwitchNode    the same with BMv2's simple_switch_grpc (``switch=bmv2``):
-                    same ports (node n on port n, CPU port 255), the program
-                    pushed afterwards over P4Runtime (netkv.drivers.bmv2)
+  SwitchNode        a Mininet ``Switch`` that runs the rack's switch back-end
+                    (netkv.backends: netkv-switch, BMv2, ...) on its ports,
+                    node n on port n
   Rack              the running network: built, switch and kvservers
                     started, every pid recorded for ``netkv clean``; runs
                     kvclients for a load point and collects their results
@@ -23,11 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from netkv.drivers import bmv2
-from netkv.drivers.base import DriverError
 from netkv.mininet.cleanup import RunState, clean_run
+
+if TYPE_CHECKING:
+    from netkv.backends.base import SwitchBackend
 
 
 def node_ip(node: int) -> str:
@@ -70,17 +70,15 @@ def check_mininet() -> None:
 class RackSpec:
     """Everything the network needs that is not per load point."""
 
-    protocol: str
+    protocol: str                          # the hosts' --protocol (a registry name)
     servers: int
     clients: int
     tag: str
     folder: Path
-    switch_args: tuple[str, ...] = ()      # extra netkv-switch arguments
+    backend: "SwitchBackend"               # what runs on the switch node
     server_args: tuple[str, ...] = ()      # extra kvserver arguments (workload, service)
     # per-server extra kvserver arguments (e.g. its own --service-ns), if any
     per_server_args: tuple[tuple[str, ...], ...] = ()
-    # None: netkv-switch; else BMv2's simple_switch_grpc, listening there
-    bmv2_endpoint: bmv2.Bmv2Endpoint | None = None
 
 
 def switch_ports(node: Any) -> list[Any]:
@@ -89,153 +87,54 @@ def switch_ports(node: Any) -> list[Any]:
     return sorted((i for i in node.intfList() if i.name != "lo"), key=lambda i: node.ports[i])
 
 
-def wait_listening(proc: subprocess.Popen[Any], addr: str, timeout_s: float, log: Path,
-                   label: str) -> None:
-    """Wait until ``proc`` listens on ``addr``; fail at once (with its log)
-    if it exits first instead of waiting out the timeout."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if proc.poll() is not None:
-            tail = log.read_text(errors="replace").strip()[-500:] if log.exists() else ""
-            raise DriverError(f"{label} exited ({proc.returncode}) before listening on "
-                              f"{addr}: {tail}")
-        try:
-            bmv2.wait_for_tcp(addr, min(0.5, max(0.0, deadline - time.monotonic())))
-            return
-        except DriverError:
-            if time.monotonic() > deadline:
-                raise DriverError(f"{label} not listening on {addr} after {timeout_s:g} s") from None
-
-
 def _make_switch_class() -> Any:
     from mininet.node import Switch
 
-    class NetkvSwitchNode(Switch):
-        """netkv-switch on this switch's ports (port i = the i-th link added)."""
+    class SwitchNode(Switch):
+        """The rack's switch back-end on this switch's ports (port i = the
+        i-th link added = node i of the rack plan)."""
 
-        label = "netkv-switch"
-
-        def __init__(self, name: str, program: str = "", protocol: str = "", servers: int = 0,
-                     clients: int = 0, ctl_path: str = "", tag: str = "",
-                     extra: tuple[str, ...] = (), state: RunState | None = None,
+        def __init__(self, name: str, backend: "SwitchBackend | None" = None,
+                     folder: str = "", tag: str = "", state: RunState | None = None,
                      **params: Any) -> None:
             super().__init__(name, dpid="1", **params)
-            self.program, self.protocol = program, protocol
-            self.n_servers, self.n_clients = servers, clients
-            self.ctl_path, self.tag, self.extra, self.state = ctl_path, tag, extra, state
+            assert backend is not None
+            self.backend, self.folder, self.tag, self.state = backend, Path(folder), tag, state
+            self.label = backend.label
             self.proc: subprocess.Popen[str] | None = None
             self.final: dict[str, Any] = {}
 
         @property
         def log_path(self) -> Path:
-            return Path(self.ctl_path).with_suffix(".log")
+            return self.folder / self.backend.log_name
 
         def start(self, controllers: list[Any]) -> None:
             del controllers
-            intfs = switch_ports(self)
-            args = [self.program, "--protocol", self.protocol, "--servers", str(self.n_servers),
-                    "--clients", str(self.n_clients), "--ctl", self.ctl_path, "--tag", self.tag,
-                    *self.extra]
-            for intf in intfs:
-                subprocess.run(["ethtool", "-K", intf.name, "tx", "off"], capture_output=True)
-                args += ["--port", intf.name]
-            log = open(self.log_path, "w")  # noqa: SIM115
-            self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
-            log.close()
-            if self.state:
-                self.state.add_pid(self.proc.pid)
-
-        def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 - Mininet's name
-            if self.proc is not None and self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGTERM)
-                try:
-                    out, _ = self.proc.communicate(timeout=5)
-                    last = out.strip().splitlines()[-1] if out.strip() else "{}"
-                    self.final = json.loads(last).get("netkv_switch", {})
-                except (subprocess.TimeoutExpired, json.JSONDecodeError):
-                    self.proc.kill()
-            super().stop(deleteIntfs)
-
-    return NetkvSwitchNode
-
-
-def _make_bmv2_switch_class() -> Any:
-    from mininet.node import Switch
-
-    class Bmv2SwitchNode(Switch):
-        """simple_switch_grpc on this switch's ports: data port i = the i-th
-        link added (as NetkvSwitchNode), the CPU port for packet-in/out.
-        Started without a program (``--no-p4``); the target pushes it over
-        P4Runtime once the gRPC port answers."""
-
-        label = bmv2.SWITCH
-
-        def __init__(self, name: str, endpoint: bmv2.Bmv2Endpoint | None = None,
-                     log_path: str = "", state: RunState | None = None,
-                     start_timeout_s: float = 30.0, **params: Any) -> None:
-            super().__init__(name, dpid="1", **params)
-            self.endpoint = endpoint or bmv2.Bmv2Endpoint()
-            self.log_path = Path(log_path)
-            self.state, self.start_timeout_s = state, start_timeout_s
-            self.proc: subprocess.Popen[str] | None = None
-            self.final: dict[str, Any] = {}  # BMv2 has no exit report
-
-        def command(self) -> list[str]:
-            ep = self.endpoint
-            ports = {port: intf.name for port, intf in enumerate(switch_ports(self))}
-            # no --log-file: BMv2 then logs every packet event, which costs
-            # more than the switching itself
-            return bmv2.switch_command(
-                ports, grpc_addr=ep.grpc_addr, thrift_port=ep.thrift_port,
-                device_id=ep.device_id,
-                notifications_addr=f"ipc://{self.log_path.parent / 'bmv2-notify.ipc'}")
-
-        def start(self, controllers: list[Any]) -> None:
-            del controllers
-            cmd = self.command()
-            for intf in switch_ports(self):
+            ifaces = [intf.name for intf in switch_ports(self)]
+            for iface in ifaces:
                 # a userspace switch forwards what the kernel left unchecksummed
-                subprocess.run(["ethtool", "-K", intf.name, "tx", "off"], capture_output=True)
-            log = open(self.log_path, "w")  # noqa: SIM115
-            try:
-                self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
-            except FileNotFoundError:
-                raise DriverError(f"{bmv2.SWITCH} not found: {bmv2.INSTALL_HINT}") from None
-            finally:
-                log.close()
+                subprocess.run(["ethtool", "-K", iface, "tx", "off"], capture_output=True)
+            self.proc = self.backend.start(ifaces, self.folder, self.tag)
             if self.state:
                 self.state.add_pid(self.proc.pid)
-            wait_listening(self.proc, self.endpoint.grpc_addr, self.start_timeout_s,
-                           self.log_path, self.label)
+            self.backend.ready(self.proc, self.folder)
 
         def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 - Mininet's name
-            if self.proc is not None and self.proc.poll() is None:
-                self.proc.terminate()
-                try:
-                    self.proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait()
+            if self.proc is not None:
+                self.final = self.backend.stop(self.proc)
             super().stop(deleteIntfs)
 
-    return Bmv2SwitchNode
+    return SwitchNode
 
 
-def switch_factory(spec: RackSpec, state: RunState, ctl_path: str) -> Any:
+def switch_factory(spec: RackSpec, state: RunState) -> Any:
     """The switch node class Mininet builds for ``spec``, its arguments bound."""
-    if spec.bmv2_endpoint is not None:
-        return partial(_make_bmv2_switch_class(), endpoint=spec.bmv2_endpoint,
-                       log_path=str(spec.folder / "switch.log"), state=state)
-    from netkv.native import program_path
-
-    return partial(
-        _make_switch_class(), program=str(program_path("netkv-switch")), protocol=spec.protocol,
-        servers=spec.servers, clients=spec.clients, ctl_path=ctl_path, tag=spec.tag,
-        extra=spec.switch_args, state=state)
+    return partial(_make_switch_class(), backend=spec.backend, folder=str(spec.folder),
+                   tag=spec.tag, state=state)
 
 
 class Rack:
-    """A running rack: Mininet network, netkv-switch (or BMv2), one kvserver
+    """A running rack: Mininet network, the switch back-end, one kvserver
     per server."""
 
     def __init__(self, spec: RackSpec, state: RunState) -> None:
@@ -247,7 +146,6 @@ class Rack:
         from netkv.native import program_path
 
         self.spec, self.state = spec, state
-        self.ctl_path = str(spec.folder / "switch.sock")   # netkv-switch's control socket
         self.servers: list[Any] = []
         self.clients: list[Any] = []
         self.server_procs: list[subprocess.Popen[str]] = []
@@ -261,7 +159,7 @@ class Rack:
         for node, name in enumerate(names):
             topo.addHost(name, ip=f"{node_ip(node)}/8", mac=node_mac(node))
             topo.addLink(name, sw)  # switch port `node`
-        switch_cls = switch_factory(spec, state, self.ctl_path)
+        switch_cls = switch_factory(spec, state)
         try:
             self.net = Mininet(topo=topo, switch=switch_cls, host=Host, link=Link,
                                controller=None, autoSetMacs=False, autoStaticArp=False,

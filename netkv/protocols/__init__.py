@@ -1,37 +1,49 @@
-"""The protocol registry: which protocols exist and where they run today.
+"""The protocol registry: one line per protocol, naming the module that
+holds its plug-in (``PLUGIN``, a ``netkv.protocols.plugin.ProtocolPlugin``).
 
-A protocol is a name in ``conf/protocol/``; this table says which targets
-implement it, so that ``run`` can refuse an unimplemented combination in one
-line instead of failing half-way.
+Everything else asks the plug-in: the config schema builds its protocol union
+from ``config_models()``, targets and switch back-ends ask for ports, preload
+placement, controllers and P4 programs, and ``run`` refuses a combination the
+plug-in does not list (one line) instead of failing half-way.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
-from types import ModuleType
+from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:
+    from netkv.config.base import ProtocolBase
+    from netkv.protocols.plugin import ProtocolPlugin
 
-@dataclass(frozen=True)
-class ProtocolInfo:
-    name: str
-    summary: str
-    targets: tuple[str, ...]  # targets on which it runs today
-
-    def module(self) -> ModuleType:
-        """netkv.protocols.<name>: pipeline_params(cfg), sim_controller_factory(cfg)."""
-        return importlib.import_module(f"netkv.protocols.{self.name}")
-
-
-REGISTRY: dict[str, ProtocolInfo] = {
-    info.name: info
-    for info in (
-        ProtocolInfo("hash", "static consistent hashing (baseline)", ("sim", "mininet")),
-        ProtocolInfo("pegasus", "Pegasus coherence directory (OSDI'20)", ("sim", "mininet")),
-        ProtocolInfo("netcache", "NetCache switch cache (baseline)", ("sim",)),
-    )
+#: protocol name -> module defining PLUGIN
+PROTOCOLS: dict[str, str] = {
+    "hash": "netkv.protocols.hash",
+    "pegasus": "netkv.protocols.pegasus",
+    "netcache": "netkv.protocols.netcache",
 }
 
 
+def names() -> list[str]:
+    return list(PROTOCOLS)
+
+
+def lookup(name: str) -> "ProtocolPlugin":
+    """The plug-in of protocol ``name``; KeyError for an unknown one."""
+    module = importlib.import_module(PROTOCOLS[name])
+    found: ProtocolPlugin = module.PLUGIN
+    if found.name != name:
+        raise RuntimeError(f"{PROTOCOLS[name]}.PLUGIN is named {found.name!r}, not {name!r}")
+    return found
+
+
+def plugins() -> list["ProtocolPlugin"]:
+    return [lookup(n) for n in PROTOCOLS]
+
+
+def config_models() -> tuple[type["ProtocolBase"], ...]:
+    return tuple(p.config for p in plugins())
+
+
 def implemented_on(target: str) -> list[str]:
-    return sorted(name for name, info in REGISTRY.items() if target in info.targets)
+    return sorted(p.name for p in plugins() if target in p.targets)

@@ -1,21 +1,34 @@
-"""Static consistent hashing: no switch state, no controller."""
+"""Static consistent hashing (the baseline): no switch state, no controller.
+
+The switch only forwards a request to its key's home server
+(hostapps/src/pipeline/hash.c, p4src/hash/hash.p4); the hosts speak the
+plain wire format (hostapps/src/host/hash.c).
+"""
 
 from __future__ import annotations
 
-from netkv.config.schema import RunConfig
+from typing import Literal
+
+from pydantic import Field
+
+from netkv.config.base import ProtocolBase, Ring
+from netkv.protocols.plugin import P4Program, ProtocolPlugin
+from netkv.wire.codec import PEGASUS_PORT, Proto
 
 
-def pipeline_params(cfg: RunConfig) -> str:
-    del cfg
-    return ""
+class HashProtocol(ProtocolBase):
+    name: Literal["hash"]
+    max_servers: int = Field(256, ge=1)
+    virtual_nodes: int = Field(16, ge=1)
+    ring: Ring = "consistent"
 
 
-def sim_controller_factory(cfg: RunConfig) -> None:
-    del cfg
-    return None
-
-
-def mininet_controller_factory(cfg: RunConfig) -> None:
-    """No controller on target=mininet either."""
-    del cfg
-    return None
+PLUGIN = ProtocolPlugin(
+    name="hash",
+    summary="static consistent hashing (baseline)",
+    targets=("sim", "mininet"),
+    config=HashProtocol,
+    wire=Proto.PLAIN,
+    udp_port=PEGASUS_PORT,  # the plain format shares Pegasus' port (the artifact's)
+    p4=P4Program("hash/hash.p4"),
+)

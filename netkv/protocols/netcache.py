@@ -28,21 +28,51 @@ Keys whose value is larger than ``max_value_bytes`` are never cached.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+from pydantic import Field
 
-from netkv.config.schema import NetCacheProtocol, RunConfig
+from netkv.config.base import Pos, ProtocolBase, Ring
 from netkv.constants import NC_CM_ROWS, NC_FETCH_CLIENT, NC_HASH_ROW_MUL, NC_HASH_SEED0, NC_HASH_SEED1
 from netkv.protocols.base import ControlPlane, Controller
-from netkv.wire.codec import NETCACHE_KEY_LEN, Msg, NetcacheOp, Proto, Result
+from netkv.protocols.plugin import (
+    P4Program,
+    P4Semantics,
+    Params,
+    ProtocolPlugin,
+    RegisterCells,
+    param_int,
+)
+from netkv.wire.codec import NETCACHE_KEY_LEN, NETCACHE_PORT, Msg, NetcacheOp, Proto, Result
 
 CM_ROWS = NC_CM_ROWS            # count-min rows (pipeline constant)
 FETCH_CLIENT = NC_FETCH_CLIENT  # client_id of a controller fetch (cache_wcli marker)
 FETCH_TIMEOUT_EPOCHS = 2  # an unanswered fetch is resent after this many epochs
 MAX_FETCHES = 4           # fetches of one key before it is given up
+
+
+class NetCacheProtocol(ProtocolBase):
+    """NetCache (SOSP'17), the Pegasus paper's baseline (docs/netcache.md)."""
+
+    name: Literal["netcache"]
+    max_servers: int = Field(256, ge=1)
+    # prewarmed: the cache_items hottest cacheable keys are cached before
+    # traffic (the Pegasus paper's evaluation); cold: the cache starts empty
+    # and fills from the switch's hot-key reports.
+    mode: Literal["prewarmed", "cold"] = "prewarmed"
+    cache_items: int = Field(10_000, ge=0, le=65_536)  # 0 = no cache (forwarding only)
+    # Largest cacheable value: the switch's value slot (NetCache on Tofino:
+    # 128 B). Keys with larger values are never cached.
+    max_value_bytes: int = Field(128, ge=1, le=128)
+    hot_threshold: int = Field(128, ge=1, le=65_535)  # count-min reads per epoch to report a key
+    cm_width: int = Field(65_536, ge=16, le=1 << 24)  # count-min counters per row (4 rows)
+    bf_bits: int = Field(262_144, ge=64, le=1 << 26)  # Bloom filter bits (3 hashes)
+    epoch_ms: Pos = 100.0   # controller epoch: counters read and reset, sketch cleared
+    virtual_nodes: int = Field(16, ge=1)
+    ring: Ring = "consistent"
 
 
 def pipeline_params(cfg: RunConfig) -> str:
@@ -370,5 +400,78 @@ def sim_controller_factory(cfg: RunConfig):  # type: ignore[no-untyped-def]
     return factory
 
 
+# --- on BMv2 (p4src/netcache/netcache.p4) -------------------------------------------------
+
+
+def p4_defines(params: Params) -> dict[str, int]:
+    maxv = param_int(params, "max_value_bytes", 128)
+    if maxv % 16 or not 16 <= maxv <= 128:
+        raise ValueError(
+            f"netcache max_value_bytes {maxv}: the P4 program stores 16 B slices, "
+            "so on BMv2 it must be a multiple of 16 in 16..128")
+    return {
+        "NC_CACHE_ITEMS": param_int(params, "cache_items", 10000),
+        "NC_MAX_VALUE": maxv,
+        "NC_HOT_THRESHOLD": param_int(params, "hot_threshold", 128),
+        "NC_CM_WIDTH": param_int(params, "cm_width", 65536),
+        "NC_BF_BITS": param_int(params, "bf_bits", 262144),
+    }
+
+
+class NetCacheP4(P4Semantics):
+    """What netcache.c does on a control write that the P4 program leaves to
+    the control plane: ``sketch_clear`` is an action, not a register, and a
+    ``cache`` entry's slot is invalidated around table writes."""
+
+    special_registers = frozenset({"sketch_clear"})
+
+    def __init__(self) -> None:
+        self.installed: dict[tuple[int, ...], int] = {}  # key -> slot installed by us
+
+    def reg_write(self, regs: RegisterCells, name: str, index: int, value: int) -> None:
+        # netcache.c: writing non-zero clears the sketch and the Bloom
+        # filter; the register itself stays 0
+        regs.resolve(name, int(index))
+        if value:
+            regs.reset(["cm_sketch", "bloom"])
+
+    def before_table_add(self, regs: RegisterCells, table: str, key: Sequence[int],
+                         args: Sequence[int]) -> None:
+        if table != "cache":
+            return
+        # netcache.c table_add: the slot starts invalid; a new entry also
+        # forgets the slot's last writer. Written before the entry exists, so
+        # no packet sees the entry with stale registers.
+        idx = int(args[0])
+        cells = [("cache_valid", idx, 0)]
+        if tuple(key) not in self.installed:
+            cells += [("cache_wcli", idx, 0xFFFF), ("cache_wreq", idx, 0xFFFFFFFF)]
+        regs.write(cells)
+        self.installed[tuple(int(k) for k in key)] = idx
+
+    def after_table_delete(self, regs: RegisterCells, table: str, key: Sequence[int]) -> None:
+        if table != "cache":
+            return
+        # netcache.c table_del: the slot becomes invalid (after the entry is
+        # gone). Entries this driver did not install are not known.
+        idx = self.installed.pop(tuple(int(k) for k in key), None)
+        if idx is not None:
+            regs.write([("cache_valid", idx, 0)])
+
+
+PLUGIN = ProtocolPlugin(
+    name="netcache",
+    summary="NetCache switch cache (baseline)",
+    targets=("sim",),
+    config=NetCacheProtocol,
+    wire=Proto.NETCACHE,
+    udp_port=NETCACHE_PORT,
+    pipeline_params=pipeline_params,
+    sim_controller=sim_controller_factory,
+    p4=P4Program("netcache/netcache.p4", defines=p4_defines, semantics=NetCacheP4),
+)
+
+
 if TYPE_CHECKING:
+    from netkv.config.schema import RunConfig
     from netkv.sim.engine import SimEngine, Workload

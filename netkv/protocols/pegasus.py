@@ -22,14 +22,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+from pydantic import Field, model_validator
 
-from netkv.config.schema import PegasusProtocol, RunConfig
-from netkv.constants import PEG_N, PEG_VER_NEXT_INITIAL, PEG_WRR_SLOTS, peg_fanout_round, peg_mcast_group
+from netkv.config.base import Pos, ProtocolBase, Ring
+from netkv.constants import (
+    PEG_FANOUT_DIV_UNIT,
+    PEG_N,
+    PEG_VER_NEXT_INITIAL,
+    PEG_WRR_SLOTS,
+    peg_fanout_round,
+    peg_mcast_group,
+    peg_wrr_len_initial,
+    peg_wrr_sched_initial,
+)
 from netkv.protocols.base import ControlPlane, Controller
-from netkv.wire.codec import Msg, PegasusOp, Proto
+from netkv.protocols.plugin import P4Program, Params, ProtocolPlugin, param_int, param_str
+from netkv.wire.codec import PEGASUS_PORT, Msg, PegasusOp, Proto
 
 RSET_STRIDE = PEG_N        # rset_list[idx * 32 + i]
 WRR_SLOTS = PEG_WRR_SLOTS
@@ -47,13 +58,59 @@ HOTNESS_DECAY = 0.5        # EWMA weight of the newest epoch
 CAND_DECAY = 0.1
 MIN_SAMPLES = 4.0
 AMO_WINDOW = 4096          # REQIDs remembered per client (host param amo_window)
+MAX_SERVERS = 32           # the 32-bit replica bitmap
+
+
+class PegasusProtocol(ProtocolBase):
+    name: Literal["pegasus"]
+    max_servers: int = Field(MAX_SERVERS, ge=1, le=MAX_SERVERS)
+    mode: Literal["prewarmed", "cold"] = "prewarmed"
+    selection: Literal["random", "rr", "wrr", "least_loaded"] = "wrr"
+    replicated_keys: int | None = Field(None, ge=0)
+    epoch_ms: Pos = 10.0
+    amo: bool = False
+    virtual_nodes: int = Field(16, ge=1)
+    ring: Ring = "consistent"
+    # Write fan-out r = clamp(round(reads / (writes + 1) / fanout_div), 1, n)
+    # per key and epoch: proportional to reads per write (the paper gives no
+    # formula). 1, not the digest's 4: see docs/pegasus.md "Write fan-out".
+    # C and P4 divide integers: the divisor is carried in sixteenths
+    # (PEG_FANOUT_DIV_UNIT), so it must be a multiple of 1/16.
+    fanout_div: Pos = 1.0
+    # Deliberately broken directory (stale replicas join the replica set):
+    # only for showing that the linearizability check catches it.
+    unsafe_skip_version_check: bool = False
+
+    @model_validator(mode="after")
+    def _fanout_div_in_sixteenths(self) -> "PegasusProtocol":
+        d16 = self.fanout_div * PEG_FANOUT_DIV_UNIT
+        if d16 != round(d16) or not 1 <= d16 <= 0xFFFF:
+            raise ValueError(
+                f"protocol.fanout_div {self.fanout_div:g}: a multiple of 1/{PEG_FANOUT_DIV_UNIT} "
+                f"in 1/{PEG_FANOUT_DIV_UNIT}..4095 (the switch divides in sixteenths)")
+        return self
+
+    @property
+    def fanout_div16(self) -> int:
+        """fanout_div in sixteenths, as the C pipeline and the P4 program take it."""
+        return round(self.fanout_div * PEG_FANOUT_DIV_UNIT)
+
+
+def replicated_keys(cfg: RunConfig) -> int:
+    """K = n * ceil(log2 n) unless set explicitly."""
+    proto = cfg.protocol
+    assert isinstance(proto, PegasusProtocol)
+    if proto.replicated_keys is not None:
+        return proto.replicated_keys
+    n = cfg.topology.servers
+    return n * max(1, math.ceil(math.log2(n))) if n > 1 else 1
 
 
 def pipeline_params(cfg: RunConfig) -> str:
     """The ``params`` string of the Pegasus pipeline and host logic."""
     proto = cfg.protocol
     assert isinstance(proto, PegasusProtocol)
-    k = max(1, cfg.replicated_keys())
+    k = max(1, replicated_keys(cfg))
     capacity = k if proto.mode == "prewarmed" else 2 * k  # room for keys being drained
     knobs = {
         "max_rkeys": capacity,
@@ -120,7 +177,7 @@ class PegasusController(Controller):
         assert isinstance(proto, PegasusProtocol)
         self.proto = proto
         self.n = plane.n_servers
-        self.k = cfg.replicated_keys()
+        self.k = replicated_keys(cfg)
         self.capacity_slots = max(1, self.k) if proto.mode == "prewarmed" else 2 * max(1, self.k)
         self.prewarm = prewarm[: self.k]
         self.entries: dict[int, Entry] = {}          # keyhash -> entry
@@ -392,7 +449,7 @@ def sim_controller_factory(cfg: RunConfig):  # type: ignore[no-untyped-def]
 
     def factory(engine: "SimEngine") -> "SimEpochs":
         plane = SimControlPlane(engine)
-        prewarm = hottest_keys(engine, cfg.replicated_keys()) if proto.mode == "prewarmed" else []
+        prewarm = hottest_keys(engine, replicated_keys(cfg)) if proto.mode == "prewarmed" else []
         controller = PegasusController(plane, cfg, prewarm)
         controller.start()
         factory.last = controller  # type: ignore[attr-defined]  # for tests and diagnostics
@@ -431,11 +488,69 @@ def mininet_controller_factory(cfg: RunConfig):  # type: ignore[no-untyped-def]
             from netkv.sim.engine import Workload
 
             with Workload.from_config(cfg) as workload:
-                prewarm = workload_hot_keys(workload, cfg.replicated_keys())
+                prewarm = workload_hot_keys(workload, replicated_keys(cfg))
         return PegasusController(plane, cfg, prewarm)
 
     return factory
 
 
+# --- on BMv2 (p4src/pegasus/pegasus.p4) ---------------------------------------------------
+
+SELECTIONS = {"random": 0, "rr": 1, "wrr": 2, "least_loaded": 3}  # PEG_SELECTION
+
+
+def p4_defines(params: Params) -> dict[str, int]:
+    """The P4 program's compile-time constants from the pipeline's params
+    (the knobs pegasus.c reads in init)."""
+    sel = param_str(params, "selection", "wrr")
+    if sel not in SELECTIONS:
+        raise ValueError(f"pegasus selection {sel!r}: one of {', '.join(SELECTIONS)}")
+    fanout = param_str(params, "fanout", "reg")
+    if fanout not in ("reg", "auto"):
+        raise ValueError(f"pegasus fanout {fanout!r}: 'reg' or 'auto'")
+    return {
+        "PEG_MAX_RKEYS": param_int(params, "max_rkeys", 64),
+        "PEG_SELECTION": SELECTIONS[sel],
+        "PEG_AMO": int(bool(param_int(params, "amo", 0))),
+        "PEG_SAMPLE": param_int(params, "sample", 128),
+        "PEG_FANOUT_AUTO": int(fanout == "auto"),
+        "PEG_FANOUT_DIV16": param_int(params, "fanout_div16", PEG_FANOUT_DIV_UNIT),
+        "PEG_WRITE_MCAST": int(bool(param_int(params, "write_mcast", 1))),
+    }
+
+
+def p4_initial_registers(n_servers: int, params: Params) -> list[tuple[str, int, int]]:
+    """The registers pegasus.c's init sets to non-zero (BMv2 starts at 0)."""
+    n = param_int(params, "n_servers", n_servers)
+    if not 1 <= n <= MAX_SERVERS:
+        raise ValueError(f"pegasus n_servers {n}: 1..{MAX_SERVERS}")
+    k = param_int(params, "max_rkeys", 64)
+    writes = [("ver_next", 0, param_int(params, "ver_next", PEG_VER_NEXT_INITIAL)),
+              ("n_servers", 0, n)]
+    # pegasus.c wrr_uniform()
+    writes.append(("wrr_len", 0, peg_wrr_len_initial(n)))
+    writes += [("wrr_sched", i, peg_wrr_sched_initial(i, n)) for i in range(PEG_WRR_SLOTS)]
+    writes.append(("wrr_cursor", 0, 0))
+    writes += [("fanout", i, 1) for i in range(k)]
+    return writes
+
+
+PLUGIN = ProtocolPlugin(
+    name="pegasus",
+    summary="Pegasus coherence directory (OSDI'20)",
+    targets=("sim", "mininet"),
+    config=PegasusProtocol,
+    wire=Proto.PEGASUS,
+    udp_port=PEGASUS_PORT,
+    preload="all",  # a replicated key may be read on any server
+    pipeline_params=pipeline_params,
+    sim_controller=sim_controller_factory,
+    rack_controller=mininet_controller_factory,
+    p4=P4Program("pegasus/pegasus.p4", defines=p4_defines,
+                 initial_registers=p4_initial_registers),
+)
+
+
 if TYPE_CHECKING:
+    from netkv.config.schema import RunConfig
     from netkv.sim.engine import SimEngine, Workload

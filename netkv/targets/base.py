@@ -14,10 +14,15 @@ from pathlib import Path
 
 import numpy as np
 
+from netkv.config.compose import ConfigError
 from netkv.config.schema import RunConfig
 from netkv.quantile import quantiles
 
 PERCENTILES = (50.0, 90.0, 99.0, 99.9)
+
+
+class TargetUnavailable(ConfigError):
+    """A piece the chosen target or switch back-end needs is not here (exit 2)."""
 
 
 @dataclass

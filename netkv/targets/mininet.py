@@ -10,15 +10,13 @@ and merges their histograms, timelines and counters into the same
 ``PointResult`` the simulator fills. Per-server load is what each kvserver
 served during the point (counter snapshots before and after, via SIGUSR1).
 
-``switch=bmv2`` puts BMv2's simple_switch_grpc in the switch node instead
-(same ports: server s on port s, clients after, CPU port 255), running the
-protocol's P4 program (p4src/, compiled with p4c-bm2-ss before the network
-starts, cached), driven by the same controller through ``Bmv2Driver``
-(P4Runtime + Thrift CLI) instead of netkv-switch's control socket. It needs
-p4c-bm2-ss, simple_switch_grpc, simple_switch_CLI and p4runtime-shell;
-without one of them the run stops with one line saying what to install
-(exit code 2). netkv-switch's fault injection has no BMv2 counterpart:
-faults other than 0 are refused on BMv2.
+What runs on the switch node is ``target.switch``'s back-end
+(netkv.backends: netkv-switch by default, or BMv2 running the protocol's P4
+program), prepared before the network starts (a back-end that cannot run
+here refuses in one line, exit code 2) and handing the same controller its
+``SwitchDriver``. What the protocol needs of the rack (its UDP port, which
+servers preload a key, its controller) comes from its plug-in
+(netkv.protocols); this module names neither.
 """
 
 from __future__ import annotations
@@ -32,14 +30,15 @@ from typing import Any
 
 import numpy as np
 
+from netkv.backends import backend_class
+from netkv.backends.base import fault_per_egress, has_faults  # noqa: F401 - re-exported
 from netkv.config.compose import ConfigError
 from netkv.config.schema import RunConfig
-from netkv.drivers import bmv2
-from netkv.drivers.base import BatchedWrites, DriverError, SwitchDriver
-from netkv.drivers.netkv_switch import NetkvSwitchDriver
+from netkv.drivers.base import SwitchDriver
+from netkv.protocols import lookup as protocol_plugin
 from netkv.protocols.base import ControlPlane, Controller
 from netkv.quantile import latency_summary, quantiles
-from netkv.targets.base import PointResult, Target
+from netkv.targets.base import PointResult, Target, TargetUnavailable
 
 CONTROLLER_NICE = 10  # the controller thread's nice value during a point
 
@@ -50,8 +49,6 @@ CONTROLLER_NICE = 10  # the controller thread's nice value during a point
 ControllerFactory = Callable[[ControlPlane], Controller]
 
 
-class TargetUnavailable(ConfigError):
-    """A piece the chosen target needs is not installed here."""
 
 
 def merge_hists(results: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
@@ -91,13 +88,6 @@ def merge_timelines(results: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     }
 
 
-def fault_per_egress(p: float) -> float:
-    """The simulator charges a fault on each link traversal; netkv-switch
-    applies it once per egress, which stands for two traversals (host ->
-    switch -> host): 1 - (1 - p)^2."""
-    return 1.0 - (1.0 - p) ** 2
-
-
 def controller_epoch_ms(cfg: RunConfig) -> float | None:
     """The controller epoch: the protocol's, but at least target.min_epoch_ms
     (an epoch costs a few ms of CPU on the hosts' own two cores here)."""
@@ -105,33 +95,8 @@ def controller_epoch_ms(cfg: RunConfig) -> float | None:
     return None if epoch is None else max(epoch, cfg.target.min_epoch_ms)
 
 
-def has_faults(cfg: RunConfig) -> bool:
-    f = cfg.target.faults
-    return bool(f.loss or f.duplicate or f.reorder or f.delay_us)
-
-
-def check_bmv2(cfg: RunConfig, params: str) -> dict[str, int]:
-    """Refuse in one line what ``switch=bmv2`` cannot run here; else the
-    program's compile-time defines (from the same params as the C pipeline)."""
-    try:
-        bmv2.require_bmv2()
-    except ConfigError as exc:
-        raise TargetUnavailable(str(exc)) from None
-    proto = cfg.protocol.name
-    if proto not in bmv2.PROGRAMS:
-        raise TargetUnavailable(f"target.switch = 'bmv2': no P4 program for protocol = "
-                                f"'{proto}' (have {', '.join(sorted(bmv2.PROGRAMS))})")
-    if has_faults(cfg):
-        raise TargetUnavailable("target.faults (loss, duplicate, reorder, delay_us) are "
-                                "injected by netkv-switch: use target.switch=netkv")
-    try:
-        return bmv2.program_defines(proto, bmv2.parse_params(params))
-    except (DriverError, ValueError) as exc:
-        raise ConfigError(f"invalid config: target.switch = 'bmv2': {exc}") from None
-
-
 class MininetTarget(Target):
-    """One rack of Mininet hosts around netkv-switch (or BMv2)."""
+    """One rack of Mininet hosts around the switch back-end."""
 
     name = "mininet"
 
@@ -141,12 +106,9 @@ class MininetTarget(Target):
         pipeline, the servers' and the clients' host logic alike."""
         super().__init__(cfg)
         self.params = self.target_params(cfg, params)
-        defines: dict[str, int] | None = None   # None: netkv-switch
-        if cfg.target.switch == "bmv2":
-            defines = check_bmv2(cfg, self.params)
-        elif cfg.target.switch != "netkv":
-            raise TargetUnavailable(f"target.switch = '{cfg.target.switch}' is not available on "
-                                    "target=mininet (allowed: netkv, bmv2)")
+        self.plugin = protocol_plugin(cfg.protocol.name)
+        backend_cls = backend_class(cfg.target.switch)
+        backend_cls.preflight(cfg, self.plugin)   # one line, before anything else
         if cfg.workload.kind == "trace" or not isinstance(cfg.workload.value_size, int):
             raise TargetUnavailable("target=mininet: kvclient supports zipf/uniform/ycsb workloads "
                                     "with one fixed value_size for now")
@@ -166,53 +128,45 @@ class MininetTarget(Target):
             raise ConfigError("invalid config: topology.server.slow_fraction/slow_capacity on "
                               "target=mininet need target.service_ns > 0 (a server's capacity is "
                               "emulated by its busy-wait per request)")
-        # before anything is started: a compile error leaves nothing behind
-        self.compiled = (None if defines is None
-                         else bmv2.compile_cached(cfg.protocol.name, defines))
+        # prepared before anything is started: a refusal or a compile error
+        # leaves nothing behind
+        self.backend = backend_cls(cfg, self.plugin, self.params)
         clean()  # leftovers of crashed runs (never a live run's)
         self.state = RunState.create()
         self.controller_factory = controller_factory
         self.rack: Rack | None = None
-        # netkv-switch's control socket, or BMv2's driver when a controller
-        # drives the switch (None otherwise: see connect_bmv2)
+        # the back-end's driver (None when it keeps nothing connected without
+        # a controller, as BMv2)
         self.driver: SwitchDriver | None = None
         self.plane: Any = None
         self.controller: Controller | None = None
         self.last_final: dict[str, Any] = {}
         self.histories: list[Path] = []   # kvclient CSV histories since the rack started
         self.points_run = 0
-        # req_ids go on over the points (Pegasus-AMO servers remember them)
+        # req_ids go on over the points (servers with at-most-once remember them)
         self.next_req_id = [1] * cfg.topology.clients
-        switch_args: tuple[str, ...] = ("--seed", str(cfg.seed))
         pargs = ("--params", self.params) if self.params else ()
-        switch_args += pargs
-        if t.spin_us:
-            switch_args += ("--spin-us", str(t.spin_us))
         # a server of capacity c busy-waits service_ns / c per request
         per_server = tuple(("--service-ns", str(int(round(t.service_ns / c))))
                            for c in self.capacity)
         spec = RackSpec(
             protocol=cfg.protocol.name, servers=topo.servers, clients=topo.clients,
-            tag=self.state.tag, folder=self.state.folder, switch_args=switch_args,
+            tag=self.state.tag, folder=self.state.folder, backend=self.backend,
             server_args=(*self.workload_args(), "--preload", self.preload_mode(), *pargs),
             per_server_args=per_server,
-            bmv2_endpoint=None if self.compiled is None else bmv2.free_endpoint(),
         )
         try:
             self.rack = Rack(spec, self.state)
-            if self.compiled is None:
-                self.driver = NetkvSwitchDriver.wait(self.rack.ctl_path)
-                self.apply_faults()
-            else:
-                self.driver = self.connect_bmv2(spec, controller_factory is not None)
+            folder = self.state.folder
+            self.driver = self.backend.connect(folder, controller_factory is not None)
+            if has_faults(cfg):
+                self.backend.apply_faults(self.driver)
             if controller_factory is not None:
                 from netkv.mininet.control import MininetControlPlane
 
-                # netkv-switch: the plane opens a control socket of its own;
-                # BMv2: one P4Runtime client per process, so the plane shares it
-                self.plane = MininetControlPlane(
-                    self.rack, cfg.protocol.name, self.capacity,
-                    driver=None if self.compiled is None else self.driver)  # type: ignore[arg-type]
+                driver, owned = self.backend.controller_driver(self.driver, folder)
+                self.plane = MininetControlPlane(self.rack, self.plugin, self.capacity,
+                                                 driver, owned)
                 self.controller = controller_factory(self.plane)
                 self.controller.start()
                 self.plane.flush()
@@ -234,8 +188,8 @@ class MininetTarget(Target):
     @staticmethod
     def target_params(cfg: RunConfig, params: str) -> str:
         """The protocol's params plus this target's: the servers' load-report
-        window (``load_window_us``, read by Pegasus' host logic, ignored by
-        the rest) spans one controller epoch unless set - the controller
+        window (``load_window_us``, read by host logic that reports load,
+        ignored by the rest) spans one controller epoch unless set - the controller
         reads one report per epoch, and at the few thousand req/s a Mininet
         rack carries the host logic's 1 ms default holds about one request
         per server (WRR weights then chase noise)."""
@@ -248,10 +202,9 @@ class MininetTarget(Target):
 
 
     def preload_mode(self) -> str:
+        """Which servers hold a key before traffic: ``auto`` = the protocol's choice."""
         mode = self.cfg.target.preload
-        if mode == "auto":
-            return "all" if self.cfg.protocol.name == "pegasus" else "home"
-        return mode
+        return self.plugin.preload if mode == "auto" else mode
 
     def workload_args(self) -> list[str]:
         """The simulator's workload (netkv.sim.engine.Workload.from_config) as
@@ -264,38 +217,6 @@ class MininetTarget(Target):
                 "--vnodes", str(getattr(p, "virtual_nodes", 16)),
                 "--ring", "equal" if ring == "equal_ranges" else "consistent",
                 "--wl-seed", str(self.cfg.seed)]
-
-    def connect_bmv2(self, spec: Any, with_controller: bool) -> SwitchDriver | None:
-        """Push the program to the rack's running simple_switch_grpc and set
-        it up as netkv-switch's init would (flood group, CPU clone session,
-        node n -> port n, the C init's registers). A controller gets the
-        driver (its register writes batched, as over netkv-switch's socket);
-        without one it is done in a child process and nothing stays
-        connected (p4runtime-shell: one client per process, and the SLO's
-        hash reference rack comes up while the protocol's rack is held)."""
-        assert self.compiled is not None and spec.bmv2_endpoint is not None
-        nodes = range(spec.servers + spec.clients)
-        setup: dict[str, Any] = {
-            "data_ports": list(nodes), "node_ports": {n: n for n in nodes},
-            "n_servers": spec.servers, "params": bmv2.parse_params(self.params)}
-        ep = spec.bmv2_endpoint
-        if not with_controller:
-            bmv2.configure_in_child(self.compiled, ep, **setup)
-            return None
-        drv = bmv2.Bmv2Driver.connect(self.compiled, grpc_addr=ep.grpc_addr,
-                                      thrift_port=ep.thrift_port, device_id=ep.device_id, **setup)
-        return BatchedWrites(drv)
-
-    def apply_faults(self) -> None:
-        assert isinstance(self.driver, NetkvSwitchDriver)
-        f = self.cfg.target.faults
-        s, c = self.cfg.topology.servers, self.cfg.topology.clients
-        ports = {"all": range(s + c), "servers": range(s), "clients": range(s, s + c)}[f.links]
-        for port in ports:
-            self.driver.set_fault(port, loss=fault_per_egress(f.loss),
-                                  duplicate=fault_per_egress(f.duplicate),
-                                  reorder=fault_per_egress(f.reorder), reorder_us=f.reorder_us,
-                                  delay_us=2.0 * f.delay_us)
 
     # --- Target ---------------------------------------------------------------------
 
@@ -423,10 +344,9 @@ class MininetTarget(Target):
         return True
 
     def switch_counters(self) -> dict[str, int]:
-        """The switch's counters; BMv2 without a controller has no driver
-        left connected, hence none."""
+        """The switch's counters; a back-end that keeps no driver connected
+        without a controller (BMv2) has none."""
         if self.driver is None:
-            assert self.compiled is not None, "the rack is closed"
             return {}
         return self.driver.counters()
 

@@ -82,6 +82,7 @@ enum nk_reply_verdict {
 struct nk_host_ops {
 	const char *name;       /* = protocol name */
 	uint8_t proto;          /* enum nk_proto */
+	uint16_t udp_port;      /* the UDP port its hosts listen on */
 	size_t server_state_size;
 	size_t client_state_size;
 	int (*server_init)(void *st, const struct nk_host_cfg *cfg);
@@ -112,7 +113,7 @@ static inline uint64_t nk_ver_after(int found, uint64_t stored)
 /* Host logic registered under `name` (the protocol name), or NULL. */
 const struct nk_host_ops *nk_host_find(const char *name);
 
-/* The static-hashing baseline's hosts (host/plain.c). */
+/* The static-hashing baseline's hosts (host/hash.c). */
 extern const struct nk_host_ops nk_host_hash;
 
 #ifdef __cplusplus

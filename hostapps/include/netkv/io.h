@@ -123,9 +123,6 @@ static inline void nk_node_mac(uint32_t node, uint8_t mac[6])
 	mac[5] = (uint8_t)(node + 1);
 }
 
-/* The UDP port a protocol's servers (and, in netkv, every host) listen on. */
-uint16_t nk_proto_udp_port(unsigned proto);
-
 /* "10.0.0.1" -> host-order address; 0 on error */
 uint32_t nk_parse_ipv4(const char *s);
 

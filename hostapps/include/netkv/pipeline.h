@@ -85,6 +85,11 @@ struct nk_pipeline_cfg {
 struct nk_pipeline_ops {
 	const char *name;           /* "hash", "pegasus", ... (= protocol.name) */
 	uint8_t proto;              /* enum nk_proto of the wire format */
+	/* The protocol's UDP ports, [udp_port, udp_port + udp_ports): what the
+	 * switch classifies as the protocol's traffic (the rest is forwarded
+	 * as plain IP). */
+	uint16_t udp_port;
+	uint16_t udp_ports;
 	size_t state_size;
 	/* 1 if process() does not depend on the order or time of packets (only
 	 * on the packet itself): the simulator may then run it when the packet

@@ -138,6 +138,7 @@ static int nc_client_reply(void *st, const struct nk_msg *r)
 const struct nk_host_ops nk_host_netcache = {
 	.name = "netcache",
 	.proto = NK_PROTO_NETCACHE,
+	.udp_port = NK_NETCACHE_PORT,
 	.server_state_size = sizeof(struct nc_server),
 	.client_state_size = 1,
 	.server_init = nc_server_init,

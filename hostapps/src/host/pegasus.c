@@ -689,6 +689,7 @@ static int peg_client_reply(void *st, const struct nk_msg *r)
 const struct nk_host_ops nk_host_pegasus = {
 	.name = "pegasus",
 	.proto = NK_PROTO_PEGASUS,
+	.udp_port = NK_PEGASUS_PORT,
 	.server_state_size = sizeof(struct peg_server),
 	.client_state_size = 1,
 	.server_init = peg_server_init,

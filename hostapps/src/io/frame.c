@@ -157,27 +157,6 @@ void nk_frame_set_dst(uint8_t *buf, const struct nk_frame *f, const uint8_t mac[
 	}
 }
 
-uint16_t nk_proto_udp_port(unsigned proto)
-{
-	switch (proto) {
-	case NK_PROTO_PLAIN:
-	case NK_PROTO_PEGASUS:
-		return NK_PEGASUS_PORT;
-	case NK_PROTO_NETCACHE:
-		return NK_NETCACHE_PORT;
-	case NK_PROTO_KVSWITCH:
-		return NK_KVSWITCH_PORT;
-	case NK_PROTO_STARCACHE:
-		return NK_STARCACHE_PORT;
-	case NK_PROTO_NETLR:
-		return NK_NETLR_PORT;
-	case NK_PROTO_NETMC:
-		return NK_NETMC_PORT_BASE;
-	default:
-		return 0;
-	}
-}
-
 uint32_t nk_parse_ipv4(const char *s)
 {
 	struct in_addr a;

@@ -1,6 +1,6 @@
 /*
  * hash.c - the static consistent-hashing baseline's switch: L2/L3 forwarding
- * only. Clients address the key's home server themselves (host/plain.c); the
+ * only. Clients address the key's home server themselves (host/hash.c); the
  * switch looks the destination up in `node_fwd` and counts packets.
  *
  * Named state (for a controller or a test):
@@ -136,6 +136,8 @@ static int hash_table_del(void *st, const char *table, const uint64_t *key, unsi
 const struct nk_pipeline_ops nk_pipeline_hash = {
 	.name = "hash",
 	.proto = NK_PROTO_PLAIN,
+	.udp_port = NK_PEGASUS_PORT, /* the plain format shares Pegasus' port */
+	.udp_ports = 1,
 	.state_size = sizeof(struct hash_state),
 	.order_free = 1,  /* forwarding by destination; counters commute */
 	.init = hash_init,

@@ -502,6 +502,8 @@ static void nc_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 const struct nk_pipeline_ops nk_pipeline_netcache = {
 	.name = "netcache",
 	.proto = NK_PROTO_NETCACHE,
+	.udp_port = NK_NETCACHE_PORT,
+	.udp_ports = 1,
 	.state_size = sizeof(struct netcache_state),
 	.init = nc_init,
 	.fini = nc_fini,

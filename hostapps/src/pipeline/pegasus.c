@@ -909,6 +909,8 @@ static void peg_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 const struct nk_pipeline_ops nk_pipeline_pegasus = {
 	.name = "pegasus",
 	.proto = NK_PROTO_PEGASUS,
+	.udp_port = NK_PEGASUS_PORT,
+	.udp_ports = 1,
 	.state_size = sizeof(struct pegasus_state),
 	.init = peg_init,
 	.fini = peg_fini,

@@ -1,8 +1,10 @@
-/* registry.c - name -> pipeline. A new protocol adds one line here. */
+/* registry.c - name -> pipeline. A new protocol adds two lines here
+ * (its extern and its entry; docs/adding-a-protocol.md). */
 #include <string.h>
 
 #include "netkv/pipeline.h"
 
+extern const struct nk_pipeline_ops nk_pipeline_hash;
 extern const struct nk_pipeline_ops nk_pipeline_pegasus;
 extern const struct nk_pipeline_ops nk_pipeline_netcache;
 

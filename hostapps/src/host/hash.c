@@ -1,5 +1,5 @@
 /*
- * plain.c - host logic of the static consistent-hashing baseline ("hash",
+ * hash.c - host logic of the static consistent-hashing baseline ("hash",
  * wire format NK_PROTO_PLAIN: Pegasus' layout with the 0x1573 magic).
  *
  * Client: address the key's home server (server_id = home). Server: serve
@@ -108,6 +108,7 @@ static int plain_client_reply(void *st, const struct nk_msg *r)
 const struct nk_host_ops nk_host_hash = {
 	.name = "hash",
 	.proto = NK_PROTO_PLAIN,
+	.udp_port = NK_PEGASUS_PORT,
 	.server_state_size = sizeof(struct plain_server),
 	.client_state_size = 1,
 	.server_init = plain_server_init,

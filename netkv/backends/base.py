@@ -1,0 +1,118 @@
+"""SwitchBackend: one switch back-end's life cycle on a rack.
+
+A placement (Mininet now, the testbed later) builds a node with the rack's
+ports and asks its back-end:
+
+1. ``SwitchBackend(cfg, plugin, params)``: prepare. Refuse in one line
+   (``TargetUnavailable``, exit 2) what cannot run here, before anything is
+   started; compile what needs compiling (cached by content).
+2. ``command(ifaces, folder, tag)``: the program to start on the node, data
+   port i on ``ifaces[i]`` (the rack plan: node i on port i); ``ready(proc)``
+   waits until it serves.
+3. ``connect(folder, with_controller)``: install what the C pipeline's init
+   would, and hand back the ``SwitchDriver`` a controller uses (None if the
+   back-end keeps nothing connected without one).
+4. ``stop(proc)``: stop it; its final counters.
+
+A back-end asks the protocol only through its ``ProtocolPlugin`` and never
+learns a protocol's name; a placement never learns a back-end's internals.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from netkv.drivers.base import SwitchDriver
+
+if TYPE_CHECKING:
+    from netkv.config.schema import RunConfig
+    from netkv.protocols.plugin import ProtocolPlugin
+
+
+class SwitchBackend(ABC):
+    """One switch of one rack."""
+
+    name: ClassVar[str]
+    label: ClassVar[str]            # the program, in messages
+    log_name: ClassVar[str] = "switch.log"
+
+    def __init__(self, cfg: "RunConfig", plugin: "ProtocolPlugin", params: str) -> None:
+        self.preflight(cfg, plugin)
+        self.cfg, self.plugin, self.params = cfg, plugin, params
+
+    @classmethod
+    def preflight(cls, cfg: "RunConfig", plugin: "ProtocolPlugin") -> None:  # noqa: B027
+        """Refuse in one line (``TargetUnavailable``) what this back-end cannot
+        run here: called before a run writes anything, and when prepared."""
+
+    @property
+    def n_nodes(self) -> int:
+        return self.cfg.topology.servers + self.cfg.topology.clients
+
+    @abstractmethod
+    def command(self, ifaces: Sequence[str], folder: Path, tag: str) -> list[str]:
+        """The switch program's command line on the node's ports."""
+
+    def start(self, ifaces: Sequence[str], folder: Path, tag: str) -> subprocess.Popen[str]:
+        """Start ``command()`` (stdout: a pipe for the exit report, stderr:
+        the log) and wait until it serves."""
+        log_path = folder / self.log_name
+        cmd = self.command(ifaces, folder, tag)
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+        return proc
+
+    def ready(self, proc: subprocess.Popen[str], folder: Path) -> None:  # noqa: B027
+        """Wait until the started switch serves (default: at once)."""
+
+    @abstractmethod
+    def connect(self, folder: Path, with_controller: bool) -> SwitchDriver | None:
+        """Install the initial state; the driver a controller uses."""
+
+    def controller_driver(self, driver: SwitchDriver | None,
+                          folder: Path) -> tuple[SwitchDriver, bool]:
+        """The driver the controller's plane uses, and whether the plane owns
+        (closes) it. Default: the one ``connect`` returned."""
+        assert driver is not None, "connect(with_controller=True) returned no driver"
+        return driver, False
+
+    def apply_faults(self, driver: SwitchDriver | None) -> None:  # noqa: B027
+        """Inject ``target.faults`` (default: none are asked for; back-ends
+        that cannot inject faults refuse them when prepared)."""
+
+    def stop(self, proc: subprocess.Popen[str]) -> dict[str, Any]:
+        """Stop the program; its exit report (a JSON last line on stdout,
+        ``{"netkv_switch": {...}}``-style: the one object inside), or {}."""
+        if proc.poll() is not None:
+            return {}
+        proc.send_signal(signal.SIGTERM)
+        try:
+            out, _ = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            return {}
+        try:
+            last = json.loads(out.strip().splitlines()[-1]) if out and out.strip() else {}
+        except json.JSONDecodeError:
+            return {}
+        inner = next(iter(last.values()), {}) if isinstance(last, dict) and len(last) == 1 else last
+        return inner if isinstance(inner, dict) else {}
+
+
+def fault_per_egress(p: float) -> float:
+    """The simulator charges a fault on each link traversal; a rack's switch
+    applies it once per egress, which stands for two traversals (host ->
+    switch -> host): 1 - (1 - p)^2."""
+    return 1.0 - (1.0 - p) ** 2
+
+
+def has_faults(cfg: "RunConfig") -> bool:
+    f = cfg.target.faults
+    return bool(f.loss or f.duplicate or f.reorder or f.delay_us)

@@ -1,0 +1,63 @@
+"""netkv-switch: the C pipelines on real packets (hostapps/apps/netkv-switch.c).
+
+The same pipeline code the simulator runs in-process; on a rack it is a
+program on the switch node's ports, driven through its control socket
+(``NetkvSwitchDriver``), and it injects ``target.faults`` itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from netkv.backends.base import SwitchBackend, fault_per_egress
+from netkv.drivers.base import BatchedWrites, SwitchDriver
+from netkv.drivers.netkv_switch import NetkvSwitchDriver
+
+CTL_NAME = "switch.sock"
+
+
+class NetkvSwitchBackend(SwitchBackend):
+    name = "netkv"
+    label = "netkv-switch"
+
+    def args(self) -> list[str]:
+        t = self.cfg.target
+        out = ["--seed", str(self.cfg.seed)]
+        if self.params:
+            out += ["--params", self.params]
+        if t.spin_us:
+            out += ["--spin-us", str(t.spin_us)]
+        return out
+
+    def command(self, ifaces: Sequence[str], folder: Path, tag: str) -> list[str]:
+        from netkv.native import program_path
+
+        topo = self.cfg.topology
+        cmd = [str(program_path("netkv-switch")), "--protocol", self.plugin.name,
+               "--servers", str(topo.servers), "--clients", str(topo.clients),
+               "--ctl", str(folder / CTL_NAME), "--tag", tag, *self.args()]
+        for iface in ifaces:
+            cmd += ["--port", iface]
+        return cmd
+
+    def connect(self, folder: Path, with_controller: bool) -> SwitchDriver:
+        del with_controller  # netkv-switch's init installs everything itself
+        return NetkvSwitchDriver.wait(folder / CTL_NAME)
+
+    def controller_driver(self, driver: SwitchDriver | None,
+                          folder: Path) -> tuple[SwitchDriver, bool]:
+        # a connection of the plane's own (the target keeps one for counters
+        # and faults), its register writes batched
+        return BatchedWrites(NetkvSwitchDriver.wait(folder / CTL_NAME)), True
+
+    def apply_faults(self, driver: SwitchDriver | None) -> None:
+        assert isinstance(driver, NetkvSwitchDriver)
+        f = self.cfg.target.faults
+        s, c = self.cfg.topology.servers, self.cfg.topology.clients
+        ports = {"all": range(s + c), "servers": range(s), "clients": range(s, s + c)}[f.links]
+        for port in ports:
+            driver.set_fault(port, loss=fault_per_egress(f.loss),
+                             duplicate=fault_per_egress(f.duplicate),
+                             reorder=fault_per_egress(f.reorder), reorder_us=f.reorder_us,
+                             delay_us=2.0 * f.delay_us)
