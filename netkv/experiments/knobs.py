@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from netkv.config.schema import RunConfig
-from netkv.protocols import REGISTRY
+from netkv.protocols import PROTOCOLS, lookup
 
 if TYPE_CHECKING:
     from netkv.experiments.spec import Experiment
@@ -30,9 +30,9 @@ def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def dead_knobs(cfg: RunConfig) -> set[str]:
-    info = REGISTRY.get(cfg.protocol.name)
-    fn = getattr(info.module(), "dead_knobs", None) if info else None
-    return set(fn(cfg)) if fn else set()
+    if cfg.protocol.name not in PROTOCOLS:
+        return set()
+    return set(lookup(cfg.protocol.name).dead_knobs(cfg))
 
 
 def live_differences(a: RunConfig, b: RunConfig) -> dict[str, tuple[Any, Any]]:

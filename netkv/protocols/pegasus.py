@@ -140,7 +140,7 @@ def dead_knobs(cfg: RunConfig) -> set[str]:
     dead = set()
     if cfg.workload.write_ratio == 0 and cfg.workload.kind != "trace":
         dead |= {"protocol.amo", "protocol.fanout_div"}
-    if cfg.replicated_keys() == 0 or cfg.topology.servers == 1:
+    if replicated_keys(cfg) == 0 or cfg.topology.servers == 1:
         dead.add("protocol.selection")
     return dead
 
@@ -546,6 +546,7 @@ PLUGIN = ProtocolPlugin(
     pipeline_params=pipeline_params,
     sim_controller=sim_controller_factory,
     rack_controller=mininet_controller_factory,
+    dead_knobs=dead_knobs,
     p4=P4Program("pegasus/pegasus.p4", defines=p4_defines,
                  initial_registers=p4_initial_registers),
 )

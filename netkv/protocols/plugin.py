@@ -119,6 +119,11 @@ def _no_params(cfg: "RunConfig") -> str:
     return ""
 
 
+def _no_dead_knobs(cfg: "RunConfig") -> set[str]:
+    del cfg
+    return set()
+
+
 @dataclass(frozen=True)
 class ProtocolPlugin:
     """One protocol, as the rest of netkv sees it."""
@@ -139,3 +144,6 @@ class ProtocolPlugin:
     #: ``factory(cfg) -> (plane -> Controller) | None`` for real racks
     rack_controller: ControllerFactory = _no_controller
     p4: P4Program | None = None
+    #: config keys (``protocol.x``) with no effect on this run, so that a
+    #: check comparing runs that differ only in them is flagged
+    dead_knobs: Callable[["RunConfig"], set[str]] = _no_dead_knobs
