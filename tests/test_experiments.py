@@ -388,11 +388,11 @@ def test_one_slo_per_figure_unless_the_experiment_declares_one_per_x(tmp_path, m
                                                                     per_x):
     from rich.console import Console
 
-    import netkv.experiments.reproduce as rep
+    import netkv.experiments.run as run
 
     exp = tiny_grid(per_x=per_x)
-    monkeypatch.setattr(rep, "load_experiment", lambda name: exp)
-    rep.reproduce("t/tiny", [], tmp_path, 1, Console(file=None, quiet=True))
+    monkeypatch.setattr(run, "load_experiment", lambda name: exp)
+    run.reproduce("t/tiny", [], tmp_path, 1, Console(file=None, quiet=True))
     slo = pl.read_parquet(tmp_path / "results.parquet")["slo_us"].to_list()
     ref = pl.read_parquet(tmp_path / "slo-reference" / ("topology.server.slow_capacity=0.25"
                                                         if per_x else "") / "points.parquet")

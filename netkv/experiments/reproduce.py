@@ -25,7 +25,7 @@ from rich.table import Table
 from netkv.config.compose import load
 from netkv.experiments.checks import (CheckResult, differs_text, evaluate, print_checks,
                                       summarize_verdicts)
-from netkv.experiments.spec import METRICS, Experiment, load_experiment
+from netkv.experiments.spec import METRICS, Experiment
 from netkv.results.atomic import write_parquet, write_text
 
 
