@@ -38,7 +38,8 @@ struct nk_pipeline_cfg {
     uint16_t cpu_port; uint16_t recirc_port; uint64_t seed; const char *params;
 };
 struct nk_pipeline_ops {
-    const char *name; uint8_t proto; size_t state_size; uint8_t order_free;
+    const char *name; uint8_t proto; uint16_t udp_port; uint16_t udp_ports;
+    size_t state_size; uint8_t order_free;
     int (*init)(void *st, const struct nk_pipeline_cfg *cfg);
     void (*fini)(void *st);
     void (*process)(void *st, struct nk_msg *m, struct nk_pkt_meta *meta, struct nk_actions *act);

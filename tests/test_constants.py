@@ -205,19 +205,28 @@ def test_the_p4_parser_sees_a_resized_register_and_a_narrower_key() -> None:
 # ---- formulas and ids ---------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("proto", sorted(K.REGISTERS))
 @pytest.mark.parametrize("n", [1, 3, 4, 7, 32])
-def test_bmv2_initial_writes_are_the_c_pipelines_init(n: int) -> None:
-    """Every register cell pegasus.c's init leaves non-zero is written by the
-    BMv2 driver after pushing the program (BMv2 starts at 0), and nothing else:
-    the initial WRR schedule, ver_next, n_servers, fanout."""
-    with Pipeline("pegasus", n_servers=n, n_clients=1, params="max_rkeys=8") as p:
-        c_init = {(name, i): v for name, (_, cells) in K.REGISTERS["pegasus"].items()
-                  for i in range(_cells(cells, {"K": 8}))
+def test_bmv2_initial_writes_are_the_c_pipelines_init(proto: str, n: int) -> None:
+    """Every register cell the C pipeline's init leaves non-zero is written by
+    the BMv2 driver after pushing the program (BMv2 starts at 0), and nothing
+    else: the protocol's ``P4Program.initial_registers`` (Pegasus: the initial
+    WRR schedule, ver_next, n_servers, fanout; every program: n_servers, which
+    tells server ports from client ports)."""
+    from netkv.protocols import lookup
+
+    knobs = KNOBS[proto]
+    with Pipeline(proto, n_servers=n, n_clients=1, params=knobs) as p:
+        c_init = {(name, i): v for name, (_, cells) in K.REGISTERS[proto].items()
+                  for i in range(_cells(cells, SYMBOLS[proto]))
                   if (v := p.reg_read(name, i))}
-    writes = {(name, i): v for name, i, v in bmv2.initial_register_writes(
-        "pegasus", n, {"max_rkeys": 8}) if v}
+    p4 = lookup(proto).p4
+    assert p4 is not None
+    writes = {(name, i): v for name, i, v in p4.initial_registers(n, bmv2.parse_params(knobs))
+              if v}
     assert writes == c_init
-    assert c_init[("wrr_len", 0)] == K.peg_wrr_len_initial(n)
+    if proto == "pegasus":
+        assert c_init[("wrr_len", 0)] == K.peg_wrr_len_initial(n)
 
 
 def test_multicast_group_ids_fit_p4runtime() -> None:

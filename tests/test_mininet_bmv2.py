@@ -255,7 +255,7 @@ def test_switch_without_controller_is_configured_in_a_child(
         _, program, endpoint, kw = calls[2]
         assert program == "hash" and endpoint == calls[1][1].backend.endpoint
         assert kw["node_ports"] == {n: n for n in range(6)} and kw["data_ports"] == list(range(6))
-        assert kw["registers"] == []
+        assert kw["registers"] == [("n_servers", 0, 4)]
         assert target.driver is None and target.switch_counters() == {}
     finally:
         target.close()

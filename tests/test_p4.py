@@ -370,7 +370,7 @@ def test_pegasus_defines_and_initial_registers_mirror_c_init() -> None:
     assert cells[("wrr_len", 0)] == 255                       # 256 - 256 % 3
     assert [cells[("wrr_sched", i)] for i in range(6)] == [0, 1, 2, 0, 1, 2]
     assert all(cells[("fanout", i)] == 1 for i in range(8)) and ("fanout", 8) not in cells
-    assert initial_register_writes("hash", 4) == []
+    assert initial_register_writes("hash", 4) == [("n_servers", 0, 4)]  # trusted server ports
 
 
 FAKE_CLI = r'''#!{python}

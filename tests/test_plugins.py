@@ -274,6 +274,20 @@ def test_the_file_list_check_fails_for_an_unknown_protocol() -> None:
                for p in files)
 
 
+def test_plugins_agree_with_their_c_pipelines() -> None:
+    """A protocol's wire format and UDP port, as its Python plug-in and its
+    C pipeline (what netkv-switch classifies by) each state them."""
+    from netkv.pipeline import _load
+
+    ffi, lib = _load()
+    for name in protocols.names():
+        ops = lib.nk_pipeline_find(name.encode())
+        assert ops != ffi.NULL, name
+        plug = protocols.lookup(name)
+        assert (ops.proto, ops.udp_port) == (int(plug.wire), plug.udp_port), name
+        assert ops.udp_ports >= 1
+
+
 def test_plugins_agree_with_their_registry_names() -> None:
     for name in protocols.names():
         plug = protocols.lookup(name)

@@ -88,9 +88,10 @@ def _no_defines(params: Params) -> dict[str, int]:
     return {}
 
 
-def _no_registers(n_servers: int, params: Params) -> list[tuple[str, int, int]]:
-    del n_servers, params
-    return []
+def servers_register(n_servers: int, params: Params) -> list[tuple[str, int, int]]:
+    """What every pipeline's init sets: ``n_servers`` (ports 0..n-1 are the
+    servers', trusted for server-only messages; docs/security.md)."""
+    return [("n_servers", 0, param_int(params, "n_servers", n_servers))]
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ class P4Program:
     #: (one line) for a value the P4 program cannot take
     defines: Callable[[Params], dict[str, int]] = _no_defines
     #: register cells the C pipeline's init sets to non-zero: (name, index, value)
-    initial_registers: Callable[[int, Params], list[tuple[str, int, int]]] = _no_registers
+    initial_registers: Callable[[int, Params], list[tuple[str, int, int]]] = servers_register
     semantics: Callable[[], P4Semantics] = P4Semantics
 
 
