@@ -53,6 +53,10 @@ NC_HASH_SEED1 = 0x43  # row hash, second seed byte
 NC_HASH_ROW_MUL = 31  # row hash, multiplier of the fourth byte
 NC_FETCH_CLIENT = 0xFFFF  # client_id of a controller fetch (CACHE_UPDATE)
 
+# ---- KVSwitch pipeline (docs/kvswitch.md)
+KVS_M = 32  # servers per rack: the packed Valid word's width and the multicast group stride
+KVS_VER_SHIFT = 20  # install version of period p: (p + 1) << KVS_VER_SHIFT, above any cold write's version
+
 
 class Proto(IntEnum):
     """which wire format a message uses (stable: golden vectors, codec)."""
@@ -162,6 +166,11 @@ def peg_wrr_len_initial(n: int) -> int:
 def peg_wrr_sched_initial(i: int, n: int) -> int:
     """The uniform WRR schedule of n servers (init): the server of cell i."""
     return i % n
+
+
+def kvs_mcast_group(owner: int, r: int) -> int:
+    """The multicast group of a hot write of a key owned by `owner` with r copies on the ring (step M / r), 2 <= r <= M: 1..1023, never 0."""
+    return owner * KVS_M + r - 1
 
 
 #: name -> (bits, cells) of every register, per program (cells: an

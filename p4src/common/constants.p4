@@ -48,6 +48,10 @@ const bit<8> NC_HASH_SEED1 = 0x43; /* row hash, second seed byte */
 const bit<8> NC_HASH_ROW_MUL = 31; /* row hash, multiplier of the fourth byte */
 const bit<16> NC_FETCH_CLIENT = 0xFFFF; /* client_id of a controller fetch (CACHE_UPDATE) */
 
+/* ---- KVSwitch pipeline (docs/kvswitch.md) */
+#define KVS_M 32 /* servers per rack: the packed Valid word's width and the multicast group stride */
+#define KVS_VER_SHIFT 20 /* install version of period p: (p + 1) << KVS_VER_SHIFT, above any cold write's version */
+
 /* Pegasus (and plain) op codes */
 const bit<8> PEGASUS_OP_READ = 0; /* artifact GET */
 const bit<8> PEGASUS_OP_WRITE = 1; /* artifact PUT */
@@ -110,5 +114,8 @@ const bit<8> NETMC_OP_MGET_REPLY = 5;
 
 /* the multicast group of a write to start, start+1, ..., start+r-1 (mod n), 2 <= r <= n: 1..1023, never 0 (no multicast on v1model) */
 #define PEG_MCAST_GROUP(start, r) ((start) * 32 + (r) - 1)
+
+/* the multicast group of a hot write of a key owned by `owner` with r copies on the ring (step M / r), 2 <= r <= M: 1..1023, never 0 */
+#define KVS_MCAST_GROUP(owner, r) ((owner) * 32 + (r) - 1)
 
 #endif /* NETKV_CONSTANTS_P4 */

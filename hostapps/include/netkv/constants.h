@@ -50,6 +50,10 @@
 #define NC_HASH_ROW_MUL 31 /* row hash, multiplier of the fourth byte */
 #define NC_FETCH_CLIENT 0xFFFF /* client_id of a controller fetch (CACHE_UPDATE) */
 
+/* ---- KVSwitch pipeline (docs/kvswitch.md) */
+#define KVS_M 32 /* servers per rack: the packed Valid word's width and the multicast group stride */
+#define KVS_VER_SHIFT 20 /* install version of period p: (p + 1) << KVS_VER_SHIFT, above any cold write's version */
+
 /* which wire format a message uses (stable: golden vectors, codec) */
 enum nk_proto {
 	NK_PROTO_PLAIN = 0,
@@ -158,6 +162,12 @@ static inline uint64_t nk_peg_wrr_len_initial(uint64_t n)
 static inline uint64_t nk_peg_wrr_sched_initial(uint64_t i, uint64_t n)
 {
 	return i % n;
+}
+
+/* the multicast group of a hot write of a key owned by `owner` with r copies on the ring (step M / r), 2 <= r <= M: 1..1023, never 0 */
+static inline uint64_t nk_kvs_mcast_group(uint64_t owner, uint64_t r)
+{
+	return owner * KVS_M + r - 1;
 }
 
 #endif /* NETKV_CONSTANTS_H */

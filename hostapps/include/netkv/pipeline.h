@@ -201,6 +201,36 @@ static inline void nk_reg_set(const struct nk_reg_desc *r, uint32_t i, uint64_t 
 	}
 }
 
+/* A pipeline's reg_read/reg_write over its register table: 0,
+ * NK_PIPE_ENOENT (no such name) or NK_PIPE_ERANGE (index). `*hit` (may be
+ * NULL) is the register written, for pipelines with command registers. */
+static inline int nk_reg_read_named(const struct nk_reg_desc *regs, unsigned nregs,
+				    const char *name, uint32_t idx, uint64_t *val)
+{
+	const struct nk_reg_desc *r = nk_reg_find(regs, nregs, name);
+	if (!r)
+		return NK_PIPE_ENOENT;
+	if (idx >= r->n)
+		return NK_PIPE_ERANGE;
+	*val = nk_reg_get(r, idx);
+	return 0;
+}
+
+static inline int nk_reg_write_named(const struct nk_reg_desc *regs, unsigned nregs,
+				     const char *name, uint32_t idx, uint64_t val,
+				     const struct nk_reg_desc **hit)
+{
+	const struct nk_reg_desc *r = nk_reg_find(regs, nregs, name);
+	if (!r)
+		return NK_PIPE_ENOENT;
+	if (idx >= r->n)
+		return NK_PIPE_ERANGE;
+	nk_reg_set(r, idx, val);
+	if (hit)
+		*hit = r;
+	return 0;
+}
+
 /* The hash baseline (pipeline/hash.c): forwards by destination only. */
 extern const struct nk_pipeline_ops nk_pipeline_hash;
 

@@ -7,11 +7,13 @@
 extern const struct nk_host_ops nk_host_hash;
 extern const struct nk_host_ops nk_host_pegasus;
 extern const struct nk_host_ops nk_host_netcache;
+extern const struct nk_host_ops nk_host_kvswitch;
 
 static const struct nk_host_ops *const hosts[] = {
 	&nk_host_hash,
 	&nk_host_pegasus,
 	&nk_host_netcache,
+	&nk_host_kvswitch,
 };
 
 const struct nk_host_ops *nk_host_find(const char *name)

@@ -85,25 +85,13 @@ static void hash_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 static int hash_reg_read(void *st, const char *name, uint32_t idx, uint64_t *val)
 {
 	struct hash_state *s = st;
-	const struct nk_reg_desc *r = nk_reg_find(s->regs, s->nregs, name);
-	if (!r)
-		return NK_PIPE_ENOENT;
-	if (idx >= r->n)
-		return NK_PIPE_ERANGE;
-	*val = nk_reg_get(r, idx);
-	return 0;
+	return nk_reg_read_named(s->regs, s->nregs, name, idx, val);
 }
 
 static int hash_reg_write(void *st, const char *name, uint32_t idx, uint64_t val)
 {
 	struct hash_state *s = st;
-	const struct nk_reg_desc *r = nk_reg_find(s->regs, s->nregs, name);
-	if (!r)
-		return NK_PIPE_ENOENT;
-	if (idx >= r->n)
-		return NK_PIPE_ERANGE;
-	nk_reg_set(r, idx, val);
-	return 0;
+	return nk_reg_write_named(s->regs, s->nregs, name, idx, val, NULL);
 }
 
 static int hash_table_add(void *st, const char *table, const uint64_t *key, unsigned nkey,

@@ -26,6 +26,7 @@
 
 #include "netkv/pipeline.h"
 #include "netkv/wire.h"
+#include "key128.h"
 #include "peg_params.h"
 
 /* NK_NETCACHE_FLAG_REFRESH, NC_CM_ROWS, NC_BF_HASHES, NC_HASH_*, and
@@ -47,12 +48,6 @@ enum nc_stat {
 	NS_COUNT
 };
 
-struct nc_slot {
-	uint64_t k0, k1;       /* 16 B key, big-endian words */
-	uint32_t idx;
-	uint8_t used;
-};
-
 #define NC_NREGS 17
 
 struct netcache_state {
@@ -60,8 +55,7 @@ struct netcache_state {
 	uint32_t n_servers;
 	struct nk_trust trust;     /* which ports are servers' (docs/security.md) */
 	uint16_t *node_port;
-	struct nc_slot *tab;
-	uint32_t tab_cap, tab_count;
+	struct nk_k128 tab;        /* cache: 16 B key -> idx */
 	/* per-slot registers */
 	uint8_t *cache_valid;
 	uint32_t *cache_vlen;
@@ -82,7 +76,7 @@ static void nc_fini(void *st)
 {
 	struct netcache_state *s = st;
 	free(s->node_port);
-	free(s->tab);
+	free(s->tab.e);
 	free(s->cache_valid);
 	free(s->cache_vlen);
 	free(s->cache_value);
@@ -122,12 +116,9 @@ static int nc_init(void *st, const struct nk_pipeline_cfg *cfg)
 	s->cm_width = (uint32_t)cmw;
 	s->bf_bits = (uint32_t)bfb;
 	s->n_servers = cfg->n_servers;
-	s->tab_cap = 16;
-	while (s->tab_cap < 2 * s->cache_items)
-		s->tab_cap <<= 1;
 	uint32_t k = s->cache_items;
 	s->node_port = malloc(NC_MAX_NODES * sizeof(uint16_t));
-	s->tab = calloc(s->tab_cap, sizeof(*s->tab));
+	nk_k128_init(&s->tab, s->cache_items);
 	s->cache_valid = calloc(k, 1);
 	s->cache_vlen = calloc(k, sizeof(uint32_t));
 	s->cache_value = calloc((size_t)k * s->max_value, 1);
@@ -136,7 +127,7 @@ static int nc_init(void *st, const struct nk_pipeline_cfg *cfg)
 	s->cache_hits = calloc(k, sizeof(uint32_t));
 	s->cm = calloc((size_t)NC_CM_ROWS * s->cm_width, sizeof(uint16_t));
 	s->bf = calloc(s->bf_bits, 1);
-	if (!s->node_port || !s->tab || !s->cache_valid || !s->cache_vlen || !s->cache_value ||
+	if (!s->node_port || !s->tab.e || !s->cache_valid || !s->cache_vlen || !s->cache_value ||
 	    !s->cache_wcli || !s->cache_wreq || !s->cache_hits || !s->cm || !s->bf) {
 		nc_fini(s);
 		return NK_PIPE_EFULL;
@@ -220,33 +211,6 @@ static int nc_reg_write(void *st, const char *name, uint32_t idx, uint64_t val)
 
 /* ---- cache table: 16 B key -> idx ----------------------------------------- */
 
-static void key_words(const struct nk_msg *m, uint64_t *k0, uint64_t *k1)
-{
-	uint8_t b[NK_NETCACHE_KEY_LEN] = { 0 };
-	memcpy(b, m->key, m->key_len < NK_NETCACHE_KEY_LEN ? m->key_len : NK_NETCACHE_KEY_LEN);
-	*k0 = *k1 = 0;
-	for (int i = 0; i < 8; i++) {
-		*k0 = *k0 << 8 | b[i];
-		*k1 = *k1 << 8 | b[8 + i];
-	}
-}
-
-static uint32_t tab_home(const struct netcache_state *s, uint64_t k0, uint64_t k1)
-{
-	uint64_t z = (k0 ^ (k1 * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
-	return (uint32_t)(z >> 32) & (s->tab_cap - 1);
-}
-
-static int64_t tab_lookup(const struct netcache_state *s, uint64_t k0, uint64_t k1)
-{
-	for (uint32_t i = tab_home(s, k0, k1);; i = (i + 1) & (s->tab_cap - 1)) {
-		if (!s->tab[i].used)
-			return -1;
-		if (s->tab[i].k0 == k0 && s->tab[i].k1 == k1)
-			return s->tab[i].idx;
-	}
-}
-
 static int nc_table_add(void *st, const char *table, const uint64_t *key, unsigned nkey,
 			const uint64_t *args, unsigned nargs)
 {
@@ -265,18 +229,13 @@ static int nc_table_add(void *st, const char *table, const uint64_t *key, unsign
 		return NK_PIPE_EINVAL;
 	if (args[0] >= s->cache_items)
 		return NK_PIPE_ERANGE;
-	uint32_t i = tab_home(s, key[0], key[1]);
-	for (; s->tab[i].used; i = (i + 1) & (s->tab_cap - 1)) {
-		if (s->tab[i].k0 == key[0] && s->tab[i].k1 == key[1]) {
-			s->tab[i].idx = (uint32_t)args[0];
-			s->cache_valid[args[0]] = 0;
-			return 0;
-		}
+	int fresh, rc = nk_k128_put(&s->tab, key[0], key[1], (uint32_t)args[0], &fresh);
+	if (rc)
+		return rc;
+	if (!fresh) {
+		s->cache_valid[args[0]] = 0;
+		return 0;
 	}
-	if (s->tab_count >= s->cache_items)
-		return NK_PIPE_EFULL;
-	s->tab[i] = (struct nc_slot){ key[0], key[1], (uint32_t)args[0], 1 };
-	s->tab_count++;
 	/* a new entry is invalid until filled (fetch or register writes) */
 	s->cache_valid[args[0]] = 0;
 	s->cache_wcli[args[0]] = NC_FETCH_CLIENT;
@@ -299,24 +258,11 @@ static int nc_table_del(void *st, const char *table, const uint64_t *key, unsign
 		return NK_PIPE_ENOENT;
 	if (nkey != 2)
 		return NK_PIPE_EINVAL;
-	uint32_t mask = s->tab_cap - 1, i = tab_home(s, key[0], key[1]);
-	while (s->tab[i].used && !(s->tab[i].k0 == key[0] && s->tab[i].k1 == key[1]))
-		i = (i + 1) & mask;
-	if (!s->tab[i].used)
-		return NK_PIPE_ENOENT;
-	s->cache_valid[s->tab[i].idx] = 0;
-	s->tab[i].used = 0;
-	s->tab_count--;
-	for (uint32_t j = (i + 1) & mask; s->tab[j].used; j = (j + 1) & mask) {
-		uint32_t h = tab_home(s, s->tab[j].k0, s->tab[j].k1);
-		int move = i <= j ? (h <= i || h > j) : (h <= i && h > j);
-		if (move) {
-			s->tab[i] = s->tab[j];
-			s->tab[j].used = 0;
-			i = j;
-		}
-	}
-	return 0;
+	uint32_t idx;
+	int rc = nk_k128_del(&s->tab, key[0], key[1], &idx);
+	if (!rc)
+		s->cache_valid[idx] = 0;
+	return rc;
 }
 
 /* ---- hot-key detection ----------------------------------------------------- */
@@ -397,8 +343,9 @@ static void nc_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 		return;
 	}
 	uint64_t k0, k1;
-	key_words(m, &k0, &k1);
-	int64_t hit = tab_lookup(s, k0, k1);
+	nk_k128_words(m, &k0, &k1);
+	const struct nk_k128_ent *ent = nk_k128_find(&s->tab, k0, k1);
+	int64_t hit = ent ? (int64_t)ent->val : -1;
 	uint32_t idx = hit < 0 ? 0 : (uint32_t)hit;
 	switch (m->op) {
 	case NK_NETCACHE_OP_READ:

@@ -1,0 +1,350 @@
+/*
+ * kvswitch.c - KVSwitch host logic (docs/kvswitch.md; digest §5): the
+ * server agent in front of the store, and the client.
+ *
+ * Server. Each server keeps a small table of the hot keys it is involved in:
+ * OWNER (it received REPL_CMD for the key) or REPLICA (it received a push or
+ * an update for it). A hot write reaches the owner and every replica as the
+ * same multicast SET/DEL, stamped by the switch with VER != 0 (the switch
+ * zeroes VER in every other client request):
+ *   - owner (or unstamped: a cold write): apply, reply to the client;
+ *   - anyone else: apply as a replica (UPDATE), confirm with UPDATE_ACK
+ *     carrying the version it now holds; no reply to the client.
+ * UPDATE/UPDATE_DEL (a P4 egress that rewrites the op) are replica updates.
+ * REPL_CMD (controller -> owner; VER = the slot's install version, payload
+ * `u8 n, n x u8 server`, or `bitmap` where the simulator moves no bytes):
+ * become OWNER, bring the stored version up to the install version, push
+ * the item (REPL_PUSH) to each listed server. REPL_PUSH: store if not older,
+ * UPDATE_ACK. REPL_EVICT: forget the role (the bytes stay until overwritten;
+ * the switch no longer sends reads there).
+ *
+ * Versions. The stored version is the wire VER for hot writes and pushes,
+ * stored + 1 for cold writes, so every copy of one write holds the same
+ * version. Strict mode (strict=1): a stamped write or push is applied only
+ * if not older than what is stored (reordered or duplicated packets never
+ * roll a copy back). strict=0: applied unconditionally (the paper).
+ * Install versions (controller) are above every cold-write version, so the
+ * owner never sees a hot write "older" than its own cold writes.
+ *
+ * Client: addresses the key's home; matches replies by SEQ (req_id) and
+ * never by source address (a redirected read comes back from a replica).
+ * Keys are 16 B on the wire: longer workload keys are cut to their first
+ * 16 B (unique there), shorter ones right-aligned with zeros before them.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../pipeline/peg_params.h"
+#include "netkv/host.h"
+#include "netkv/wire.h"
+
+#define KS_TOMBSTONE 0xFFFFFFFFu
+
+enum ks_role { KS_FREE = 0, KS_OWNER = 1, KS_REPLICA = 2, KS_GONE = 3 };
+
+struct ks_ent {
+	uint8_t key[NK_KVSWITCH_KEY_LEN];
+	uint8_t role;
+};
+
+struct ks_server {
+	uint32_t id, n_servers, strict;
+	struct ks_ent *tab;
+	uint32_t cap, used;        /* used counts GONE slots too (open addressing) */
+	uint64_t full;             /* roles refused: table full */
+};
+
+static uint32_t key_home(const struct ks_server *s, const uint8_t *key)
+{
+	return nk_crc32(key, NK_KVSWITCH_KEY_LEN) & (s->cap - 1);
+}
+
+static struct ks_ent *ent_find(struct ks_server *s, const uint8_t *key)
+{
+	for (uint32_t i = key_home(s, key), n = 0; n < s->cap; i = (i + 1) & (s->cap - 1), n++) {
+		struct ks_ent *e = &s->tab[i];
+		if (e->role == KS_FREE)
+			return NULL;
+		if (e->role != KS_GONE && !memcmp(e->key, key, NK_KVSWITCH_KEY_LEN))
+			return e;
+	}
+	return NULL;
+}
+
+static void ent_set(struct ks_server *s, const uint8_t *key, uint8_t role)
+{
+	struct ks_ent *e = ent_find(s, key);
+	if (e) {
+		e->role = role;
+		return;
+	}
+	if (s->used + 1 > s->cap / 2) {
+		/* rebuild without the GONE slots; refuse if live ones fill it */
+		uint32_t live = 0;
+		for (uint32_t i = 0; i < s->cap; i++)
+			live += s->tab[i].role == KS_OWNER || s->tab[i].role == KS_REPLICA;
+		if (live + 1 > s->cap / 2) {
+			s->full++;
+			return;
+		}
+		struct ks_ent *old = s->tab;
+		s->tab = calloc(s->cap, sizeof(*s->tab));
+		if (!s->tab) {
+			s->tab = old;
+			s->full++;
+			return;
+		}
+		s->used = 0;
+		for (uint32_t i = 0; i < s->cap; i++)
+			if (old[i].role == KS_OWNER || old[i].role == KS_REPLICA)
+				ent_set(s, old[i].key, old[i].role);
+		free(old);
+	}
+	uint32_t i = key_home(s, key);
+	while (s->tab[i].role == KS_OWNER || s->tab[i].role == KS_REPLICA)
+		i = (i + 1) & (s->cap - 1);
+	if (s->tab[i].role == KS_FREE)
+		s->used++;
+	memcpy(s->tab[i].key, key, NK_KVSWITCH_KEY_LEN);
+	s->tab[i].role = role;
+}
+
+static int ks_server_init(void *st, const struct nk_host_cfg *cfg)
+{
+	struct ks_server *s = st;
+	memset(s, 0, sizeof(*s));
+	uint64_t k, strict;
+	if (nkp_u64(cfg->params, "hot_keys", 10000, &k) ||
+	    nkp_u64(cfg->params, "strict", 1, &strict) || k < 1 || k > (1u << 20))
+		return -1;
+	s->id = cfg->id;
+	s->n_servers = cfg->n_servers;
+	s->strict = strict != 0;
+	s->cap = 16;
+	while (s->cap < 4 * k)
+		s->cap <<= 1;
+	s->tab = calloc(s->cap, sizeof(*s->tab));
+	return s->tab ? 0 : -1;
+}
+
+static void ks_server_fini(void *st)
+{
+	struct ks_server *s = st;
+	free(s->tab);
+	s->tab = NULL;
+}
+
+static void mk_msg(const struct ks_server *s, const struct nk_msg *in, struct nk_msg *r,
+		   uint8_t op, uint8_t result)
+{
+	*r = *in;
+	r->op = op;
+	r->kind = (uint8_t)nk_wire_kind(NK_PROTO_KVSWITCH, op);
+	r->result = result;
+	r->server_id = (uint8_t)s->id;
+	r->value_len = 0;
+	r->value = NULL;
+}
+
+/* Store a stamped copy (hot write, update, push) unless it is older than
+ * the stored one (strict). 1 if it was applied. */
+static int apply_stamped(const struct ks_server *s, struct nk_store *store, const struct nk_msg *in,
+			 int found, uint64_t stored, uint32_t vlen)
+{
+	if (s->strict && found && in->ver < stored)
+		return 0;
+	store->ops->put(store->impl, in, in->ver, vlen);
+	return 1;
+}
+
+/* A write of a hot key, as a replica: apply and confirm to the switch. */
+static int replica_update(struct ks_server *s, struct nk_store *store, const struct nk_msg *in,
+			  int del, struct nk_host_out *out)
+{
+	uint64_t ver = 0;
+	uint32_t vlen = 0;
+	int found = store->ops->get(store->impl, in, &ver, &vlen) == 0;
+	ent_set(s, in->key, KS_REPLICA);
+	if (apply_stamped(s, store, in, found, ver, del ? KS_TOMBSTONE : in->value_len))
+		ver = in->ver;
+	mk_msg(s, in, &out[0].msg, NK_KVSWITCH_OP_UPDATE_ACK, NK_RESULT_OK);
+	out[0].msg.ver = ver;
+	out[0].dst = NK_DST_SRC;     /* any address: the switch consumes it */
+	return 1;
+}
+
+/* REPL_CMD's replica list: the payload on the wire, `bitmap` in the simulator. */
+static uint32_t repl_targets(const struct ks_server *s, const struct nk_msg *in)
+{
+	uint32_t set = 0;
+	if (in->value && in->value_len >= 1) {
+		uint32_t n = in->value[0];
+		for (uint32_t i = 0; i < n && 1 + i < in->value_len; i++)
+			if (in->value[1 + i] < s->n_servers && in->value[1 + i] < 32)
+				set |= 1u << in->value[1 + i];
+	} else {
+		set = in->bitmap;
+	}
+	if (s->id < 32)
+		set &= ~(1u << s->id);
+	if (s->n_servers < 32)
+		set &= (1u << s->n_servers) - 1;
+	return set;
+}
+
+static int ks_server_handle(void *st, struct nk_store *store, const struct nk_msg *in,
+			    uint16_t src, struct nk_host_out *out, int max_out)
+{
+	struct ks_server *s = st;
+	(void)src;
+	if (max_out < 1 || in->proto != NK_PROTO_KVSWITCH || in->key_len != NK_KVSWITCH_KEY_LEN)
+		return 0;
+	uint64_t ver = 0;
+	uint32_t vlen = 0;
+	int found = store->ops->get(store->impl, in, &ver, &vlen) == 0;
+	int live = found && vlen != KS_TOMBSTONE;
+	struct ks_ent *e = ent_find(s, in->key);
+	int owner = e && e->role == KS_OWNER;
+	struct nk_msg *r = &out[0].msg;
+	out[0].dst = NK_DST_SRC;
+	switch (in->op) {
+	case NK_KVSWITCH_OP_GET:
+		mk_msg(s, in, r, NK_KVSWITCH_OP_GET_REPLY, live ? NK_RESULT_OK : NK_RESULT_NOT_FOUND);
+		r->value_len = live ? vlen : 0;   /* the embedder fills the bytes */
+		r->ver = live ? ver : 0;          /* which write it read (histories) */
+		return 1;
+	case NK_KVSWITCH_OP_SET:
+	case NK_KVSWITCH_OP_DEL: {
+		int del = in->op == NK_KVSWITCH_OP_DEL;
+		if (in->ver && !owner)
+			return replica_update(s, store, in, del, out);
+		uint32_t nvlen = del ? KS_TOMBSTONE : in->value_len;
+		if (in->ver)
+			apply_stamped(s, store, in, found, ver, nvlen);
+		else
+			store->ops->put(store->impl, in, nk_ver_after(found, ver), nvlen);
+		mk_msg(s, in, r, del ? NK_KVSWITCH_OP_DEL_REPLY : NK_KVSWITCH_OP_SET_REPLY,
+		       NK_RESULT_OK);
+		r->ver = 0;
+		return 1;
+	}
+	case NK_KVSWITCH_OP_UPDATE:
+	case NK_KVSWITCH_OP_UPDATE_DEL:
+		return replica_update(s, store, in, in->op == NK_KVSWITCH_OP_UPDATE_DEL, out);
+	case NK_KVSWITCH_OP_REPL_CMD: {
+		ent_set(s, in->key, KS_OWNER);
+		if (!live)
+			return 0;             /* nothing to push: replicas stay invalid */
+		if (ver < in->ver) {
+			/* the install version: every later hot write is above it */
+			store->ops->put(store->impl, in, in->ver, vlen);
+			ver = in->ver;
+		}
+		uint32_t set = repl_targets(s, in);
+		int n = 0;
+		for (uint32_t j = 0; j < 32 && n < max_out; j++) {
+			if (!(set & (1u << j)))
+				continue;
+			mk_msg(s, in, &out[n].msg, NK_KVSWITCH_OP_REPL_PUSH, NK_RESULT_OK);
+			out[n].msg.ver = ver;
+			out[n].msg.value_len = vlen;   /* the embedder fills the bytes */
+			out[n].dst = (uint16_t)j;
+			n++;
+		}
+		return n;
+	}
+	case NK_KVSWITCH_OP_REPL_PUSH:
+		return replica_update(s, store, in, 0, out);
+	case NK_KVSWITCH_OP_REPL_EVICT:
+		if (e)
+			e->role = KS_GONE;
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+static int ks_server_ctl(void *st, struct nk_store *store, int argc, char **argv, char *out,
+			 size_t cap)
+{
+	struct ks_server *s = st;
+	(void)store;
+	if (argc == 1 && !strcmp(argv[0], "roles")) {
+		uint32_t own = 0, rep = 0;
+		for (uint32_t i = 0; i < s->cap; i++) {
+			own += s->tab[i].role == KS_OWNER;
+			rep += s->tab[i].role == KS_REPLICA;
+		}
+		snprintf(out, cap, "ok owner=%u replica=%u full=%llu", own, rep,
+			 (unsigned long long)s->full);
+		return 0;
+	}
+	snprintf(out, cap, "err unknown command (allowed: roles)");
+	return -1;
+}
+
+/* ---- client ------------------------------------------------------------------ */
+
+static int ks_client_init(void *st, const struct nk_host_cfg *cfg)
+{
+	(void)st;
+	(void)cfg;
+	return 0;
+}
+
+static void ks_client_fini(void *st)
+{
+	(void)st;
+}
+
+static uint16_t ks_client_request(void *st, const struct nk_req_spec *sp, struct nk_msg *m)
+{
+	(void)st;
+	memset(m, 0, sizeof(*m));
+	m->proto = NK_PROTO_KVSWITCH;
+	int w = sp->kind == NK_KIND_WRITE;
+	m->op = w ? NK_KVSWITCH_OP_SET : NK_KVSWITCH_OP_GET;
+	m->kind = w ? NK_KIND_WRITE : NK_KIND_READ;
+	m->server_id = (uint8_t)(sp->home < NK_SERVER_NONE ? sp->home : NK_SERVER_NONE);
+	m->client_id = sp->client_id;
+	m->req_id = sp->req_id;
+	m->keyhash = sp->keyhash;    /* not on the wire; the simulator's store uses it */
+	m->send_ns = sp->send_ns;
+	m->key_len = NK_KVSWITCH_KEY_LEN;
+	if (sp->key_len >= NK_KVSWITCH_KEY_LEN)
+		memcpy(m->key, sp->key, NK_KVSWITCH_KEY_LEN);
+	else
+		memcpy(m->key + NK_KVSWITCH_KEY_LEN - sp->key_len, sp->key, sp->key_len);
+	m->value_len = w ? sp->value_len : 0;
+	m->frag_cnt = 1;
+	m->nkeys = 1;
+	return sp->home;
+}
+
+static int ks_client_reply(void *st, const struct nk_msg *r)
+{
+	(void)st;
+	if (r->proto != NK_PROTO_KVSWITCH)
+		return NK_REPLY_IGNORE;
+	if (r->op != NK_KVSWITCH_OP_GET_REPLY && r->op != NK_KVSWITCH_OP_SET_REPLY &&
+	    r->op != NK_KVSWITCH_OP_DEL_REPLY)
+		return NK_REPLY_IGNORE;
+	return r->result == NK_RESULT_RETRY ? NK_REPLY_RETRY : NK_REPLY_DONE;
+}
+
+const struct nk_host_ops nk_host_kvswitch = {
+	.name = "kvswitch",
+	.proto = NK_PROTO_KVSWITCH,
+	.udp_port = NK_KVSWITCH_PORT,
+	.server_state_size = sizeof(struct ks_server),
+	.client_state_size = 1,
+	.server_init = ks_server_init,
+	.server_fini = ks_server_fini,
+	.server_handle = ks_server_handle,
+	.client_init = ks_client_init,
+	.client_fini = ks_client_fini,
+	.client_request = ks_client_request,
+	.client_reply = ks_client_reply,
+	.server_ctl = ks_server_ctl,
+};

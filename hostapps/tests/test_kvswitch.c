@@ -1,0 +1,484 @@
+/*
+ * test_kvswitch.c - packet-in/packet-out tests of KVSwitch: the switch
+ * pipeline (hostapps/src/pipeline/kvswitch.c) and its host logic
+ * (hostapps/src/host/kvswitch.c); docs/kvswitch.md.
+ *
+ * Covered: cold keys forwarded and counted by HashPipe (a hot cold key's
+ * count is exact, duplicates carried to later stages); HotkeyTable hits
+ * count; hot reads round-robin over valid replicas and fall back to the
+ * owner; hot writes clear every Valid bit but the owner's, stamp VER and
+ * multicast to the (owner, r) group; UPDATE_ACK validates only at the current
+ * version (strict) or always (paper); server-only ops from client ports are
+ * dropped; Loadcount; period_reset; the server agent: REPL_CMD -> pushes,
+ * push -> ACK, owner vs replica copies of a hot write, stale copies not
+ * applied (strict) or applied (paper); client key mapping and reply matching.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "netkv/host.h"
+#include "netkv/pipeline.h"
+#include "netkv/wire.h"
+
+#include "expect.h"
+
+#define NS 4
+#define NC 1
+#define CL NS          /* the client's node */
+
+/* ---- a tiny store (versions and lengths) -------------------------------- */
+
+struct tstore {
+	int n;
+	struct {
+		uint8_t key[16];
+		uint64_t ver;
+		uint32_t vlen;
+	} e[16];
+};
+
+static int ts_find(struct tstore *t, const struct nk_msg *m)
+{
+	for (int i = 0; i < t->n; i++)
+		if (!memcmp(t->e[i].key, m->key, 16))
+			return i;
+	return -1;
+}
+
+static int ts_get(void *impl, const struct nk_msg *m, uint64_t *ver, uint32_t *vlen)
+{
+	struct tstore *t = impl;
+	int i = ts_find(t, m);
+	if (i < 0)
+		return 1;
+	*ver = t->e[i].ver;
+	*vlen = t->e[i].vlen;
+	return 0;
+}
+
+static int ts_put(void *impl, const struct nk_msg *m, uint64_t ver, uint32_t vlen)
+{
+	struct tstore *t = impl;
+	int i = ts_find(t, m);
+	if (i < 0) {
+		i = t->n++;
+		memcpy(t->e[i].key, m->key, 16);
+	}
+	t->e[i].ver = ver;
+	t->e[i].vlen = vlen;
+	return 0;
+}
+
+static const struct nk_store_ops ts_ops = { ts_get, ts_put };
+
+/* ---- rig ------------------------------------------------------------------ */
+
+static const struct nk_pipeline_ops *P;
+static const struct nk_host_ops *H;
+
+static void *sw_new(const char *params)
+{
+	static uint16_t ports[NS + NC] = { 10, 11, 12, 13, 14 };   /* node i on port 10 + i */
+	struct nk_pipeline_cfg cfg = { .n_servers = NS, .n_clients = NC, .n_nodes = NS + NC,
+				       .node_port = ports, .cpu_port = 99, .params = params };
+	void *st = calloc(1, P->state_size);
+	if (P->init(st, &cfg)) {
+		fprintf(stderr, "init failed: %s\n", params);
+		exit(2);
+	}
+	return st;
+}
+
+static void sw_free(void *st)
+{
+	P->fini(st);
+	free(st);
+}
+
+static struct nk_msg mk(uint8_t op, uint8_t keybyte, uint32_t req_id)
+{
+	struct nk_msg m;
+	memset(&m, 0, sizeof m);
+	m.proto = NK_PROTO_KVSWITCH;
+	m.op = op;
+	m.kind = (uint8_t)nk_wire_kind(NK_PROTO_KVSWITCH, op);
+	m.key_len = 16;
+	m.key[15] = keybyte;
+	m.req_id = req_id;
+	m.frag_cnt = 1;
+	return m;
+}
+
+static struct nk_actions sw(void *st, struct nk_msg *m, uint16_t src, uint16_t dst,
+			    uint16_t *out_dst)
+{
+	struct nk_pkt_meta meta = { .src = src, .dst = dst, .from_cpu = src == NK_NODE_NONE,
+				    .ingress_port = src == NK_NODE_NONE ? 99 : (uint16_t)(10 + src) };
+	struct nk_actions act;
+	memset(&act, 0xAB, sizeof act);
+	P->process(st, m, &meta, &act);
+	if (out_dst)
+		*out_dst = meta.dst;
+	return act;
+}
+
+static uint64_t reg(void *st, const char *name, uint32_t i)
+{
+	uint64_t v = 0xDEAD;
+	EXPECT_EQ(P->reg_read(st, name, i, &v), 0);
+	return v;
+}
+
+/* install key `kb` hot in `slot`: owner first, then replicas (digest §4.5) */
+static void install(void *st, uint8_t kb, uint32_t slot, const uint16_t *servers, unsigned r)
+{
+	uint64_t key[2] = { 0, kb };
+	for (unsigned o = 1; o <= r; o++) {
+		uint64_t k[2] = { slot, o }, a[1] = { servers[o - 1] };
+		EXPECT_EQ(P->table_add(st, "ServermapTable", k, 2, a, 1), 0);
+	}
+	EXPECT_EQ(P->reg_write(st, "Valid", slot, 1u << servers[0]), 0);
+	EXPECT_EQ(P->reg_write(st, "RoundRobin", slot, 1), 0);
+	uint64_t args[2] = { r, slot };
+	EXPECT_EQ(P->table_add(st, "HotkeyTable", key, 2, args, 2), 0);
+}
+
+/* ---- switch ------------------------------------------------------------------ */
+
+static void test_cold_and_hashpipe(void)
+{
+	current = "cold keys, HashPipe";
+	void *st = sw_new("hot_keys=8;hashpipe_stages=2");
+	uint16_t d;
+	for (int i = 0; i < 5; i++) {
+		struct nk_msg m = mk(NK_KVSWITCH_OP_GET, 7, (uint32_t)i);
+		m.ver = 99;   /* forged: the switch owns VER */
+		struct nk_actions a = sw(st, &m, CL, 2, &d);
+		EXPECT_EQ(a.fwd, NK_FWD_PORT);
+		EXPECT_EQ(a.port, 12);
+		EXPECT_EQ(d, 2);
+		EXPECT_EQ(m.ver, 0);
+	}
+	/* one key: its count is exact, in one cell */
+	uint64_t total = 0, cells = 0;
+	for (uint32_t i = 0; i < 8; i++) {
+		uint64_t c = reg(st, "HashPipeCount", i);
+		total += c;
+		cells += c != 0;
+		if (c)
+			EXPECT_EQ(reg(st, "HashPipeKeyLo", i), 7);
+	}
+	EXPECT_EQ(total, 5);
+	EXPECT_EQ(cells, 1);
+	EXPECT_EQ(reg(st, "Loadcount", 2), 5);
+	/* many keys: the total never exceeds what was sent (carried pairs drop) */
+	for (int k = 0; k < 40; k++) {
+		struct nk_msg m = mk(NK_KVSWITCH_OP_GET, (uint8_t)(100 + k), 0);
+		sw(st, &m, CL, 1, NULL);
+	}
+	total = 0;
+	for (uint32_t i = 0; i < 8; i++)
+		total += reg(st, "HashPipeCount", i);
+	EXPECT(total <= 45 && total >= 8);
+	EXPECT_EQ(P->reg_write(st, "period_reset", 0, 1), 0);
+	for (uint32_t i = 0; i < 8; i++)
+		EXPECT_EQ(reg(st, "HashPipeCount", i), 0);
+	EXPECT_EQ(reg(st, "Loadcount", 2), 0);
+	EXPECT_EQ(reg(st, "period_reset", 0), 0);
+	sw_free(st);
+}
+
+static void test_hot_reads(void)
+{
+	current = "hot reads: round robin over valid replicas";
+	void *st = sw_new("hot_keys=8");
+	uint16_t servers[3] = { 1, 2, 3 };     /* owner 1 */
+	install(st, 9, 5, servers, 3);
+	uint16_t d;
+	/* only the owner is valid: every read stays with it, RR advances */
+	for (int i = 0; i < 3; i++) {
+		struct nk_msg m = mk(NK_KVSWITCH_OP_GET, 9, 0);
+		sw(st, &m, CL, 1, &d);
+		EXPECT_EQ(d, 1);
+	}
+	EXPECT_EQ(reg(st, "RoundRobin", 5), 1);
+	EXPECT_EQ(reg(st, "HotkeyCount", 5), 3);
+	/* replicas 2 and 3 confirm (strict: at the current version 0) */
+	for (uint16_t s = 2; s <= 3; s++) {
+		struct nk_msg ack = mk(NK_KVSWITCH_OP_UPDATE_ACK, 9, 0);
+		struct nk_actions a = sw(st, &ack, s, CL, NULL);
+		EXPECT_EQ(a.fwd, NK_FWD_DROP);
+	}
+	EXPECT_EQ(reg(st, "Valid", 5), 0xE);
+	uint16_t seen[3];
+	for (int i = 0; i < 3; i++) {
+		struct nk_msg m = mk(NK_KVSWITCH_OP_GET, 9, 0);
+		struct nk_actions a = sw(st, &m, CL, 1, &seen[i]);
+		EXPECT_EQ(a.fwd, NK_FWD_PORT);
+		EXPECT_EQ(a.port, 10 + seen[i]);
+	}
+	EXPECT_EQ(seen[0], 1);
+	EXPECT_EQ(seen[1], 2);
+	EXPECT_EQ(seen[2], 3);
+	EXPECT_EQ(reg(st, "Loadcount", 2), 1);
+	EXPECT_EQ(reg(st, "Loadcount", 1), 4);
+	/* a forged ACK from the client's port is dropped and changes nothing */
+	P->reg_write(st, "Valid", 5, 0x2);
+	struct nk_msg f = mk(NK_KVSWITCH_OP_UPDATE_ACK, 9, 0);
+	struct nk_actions a = sw(st, &f, CL, 1, NULL);
+	EXPECT_EQ(a.fwd, NK_FWD_DROP);
+	EXPECT_EQ(reg(st, "Valid", 5), 0x2);
+	EXPECT_EQ(reg(st, "stats", 8), 1);
+	/* an ACK for a cold key is consumed */
+	struct nk_msg c = mk(NK_KVSWITCH_OP_UPDATE_ACK, 77, 0);
+	a = sw(st, &c, 2, CL, NULL);
+	EXPECT_EQ(a.fwd, NK_FWD_DROP);
+	/* removed from HotkeyTable: cold again */
+	uint64_t key[2] = { 0, 9 };
+	EXPECT_EQ(P->table_del(st, "HotkeyTable", key, 2), 0);
+	EXPECT_EQ(P->table_del(st, "HotkeyTable", key, 2), NK_PIPE_ENOENT);
+	struct nk_msg m = mk(NK_KVSWITCH_OP_GET, 9, 0);
+	sw(st, &m, CL, 1, &d);
+	EXPECT_EQ(d, 1);
+	EXPECT_EQ(reg(st, "HotkeyCount", 5), 6);
+	sw_free(st);
+}
+
+static void test_hot_writes(int strict)
+{
+	current = strict ? "hot writes, strict" : "hot writes, paper (strict=0)";
+	void *st = sw_new(strict ? "hot_keys=8" : "hot_keys=8;strict=0");
+	uint16_t servers[3] = { 0, 2, 3 };     /* owner 0 */
+	install(st, 4, 2, servers, 3);
+	P->reg_write(st, "Ver", 2, 1u << 20);
+	P->reg_write(st, "Valid", 2, 0xD);
+	struct nk_msg w = mk(NK_KVSWITCH_OP_SET, 4, 1);
+	w.value_len = 10;
+	uint16_t d;
+	struct nk_actions a = sw(st, &w, CL, 0, &d);
+	EXPECT_EQ(a.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(a.mcast_group, nk_kvs_mcast_group(0, 3));
+	EXPECT_EQ(a.mcast_group, 2);
+	EXPECT_EQ(w.ver, (1u << 20) + 1);
+	EXPECT_EQ(reg(st, "Valid", 2), 0x1);
+	EXPECT_EQ(reg(st, "Loadcount", 0) + reg(st, "Loadcount", 2) + reg(st, "Loadcount", 3), 3);
+	/* a second write before the first's ACKs: the old ACK is refused (strict) */
+	struct nk_msg w2 = mk(NK_KVSWITCH_OP_SET, 4, 2);
+	sw(st, &w2, CL, 0, &d);
+	struct nk_msg ack = mk(NK_KVSWITCH_OP_UPDATE_ACK, 4, 0);
+	ack.ver = w.ver;
+	sw(st, &ack, 2, CL, NULL);
+	EXPECT_EQ(reg(st, "Valid", 2), strict ? 0x1 : 0x5);
+	ack.ver = w2.ver;
+	sw(st, &ack, 3, CL, NULL);
+	EXPECT_EQ(reg(st, "Valid", 2), strict ? 0x9 : 0xD);
+	/* hot reads never see an invalid replica */
+	P->reg_write(st, "Valid", 2, 0x1);
+	for (int i = 0; i < 6; i++) {
+		struct nk_msg m = mk(NK_KVSWITCH_OP_GET, 4, 0);
+		sw(st, &m, CL, 0, &d);
+		EXPECT_EQ(d, 0);
+	}
+	EXPECT(reg(st, "stats", 2) >= 4);
+	sw_free(st);
+}
+
+static void test_limits(void)
+{
+	current = "table limits";
+	void *st = sw_new("hot_keys=2");
+	uint64_t k1[2] = { 0, 1 }, k2[2] = { 0, 2 }, k3[2] = { 0, 3 };
+	uint64_t a0[2] = { 2, 0 }, a1[2] = { 2, 1 }, bad_slot[2] = { 2, 2 }, bad_r[2] = { 33, 0 };
+	EXPECT_EQ(P->table_add(st, "HotkeyTable", k1, 2, a0, 2), 0);
+	EXPECT_EQ(P->table_add(st, "HotkeyTable", k2, 2, a1, 2), 0);
+	EXPECT_EQ(P->table_add(st, "HotkeyTable", k3, 2, a1, 2), NK_PIPE_EFULL);
+	EXPECT_EQ(P->table_add(st, "HotkeyTable", k1, 2, bad_slot, 2), NK_PIPE_ERANGE);
+	EXPECT_EQ(P->table_add(st, "HotkeyTable", k1, 2, bad_r, 2), NK_PIPE_ERANGE);
+	uint64_t sk[2] = { 0, 1 }, srv[1] = { NS };
+	EXPECT_EQ(P->table_add(st, "ServermapTable", sk, 2, srv, 1), NK_PIPE_ERANGE);
+	EXPECT_EQ(P->table_add(st, "nope", sk, 2, srv, 1), NK_PIPE_ENOENT);
+	uint64_t v;
+	EXPECT_EQ(P->reg_read(st, "Valid", 2, &v), NK_PIPE_ERANGE);
+	EXPECT_EQ(P->reg_read(st, "nope", 0, &v), NK_PIPE_ENOENT);
+	sw_free(st);
+	void *bad = calloc(1, P->state_size);
+	struct nk_pipeline_cfg cfg = { .n_servers = NS, .params = "hot_keys=0" };
+	EXPECT_EQ(P->init(bad, &cfg), NK_PIPE_ERANGE);
+	cfg.params = "hashpipe_stages=x";
+	EXPECT_EQ(P->init(bad, &cfg), NK_PIPE_EINVAL);
+	free(bad);
+}
+
+/* ---- hosts ------------------------------------------------------------------ */
+
+struct host {
+	void *st;
+	struct tstore store;
+	struct nk_store ns;
+};
+
+static void host_init(struct host *h, uint32_t id, const char *params)
+{
+	memset(h, 0, sizeof *h);
+	h->st = calloc(1, H->server_state_size);
+	struct nk_host_cfg hc = { .n_servers = NS, .n_clients = NC, .id = id, .params = params };
+	EXPECT_EQ(H->server_init(h->st, &hc), 0);
+	h->ns.ops = &ts_ops;
+	h->ns.impl = &h->store;
+}
+
+static void host_free(struct host *h)
+{
+	H->server_fini(h->st);
+	free(h->st);
+}
+
+static uint64_t stored_ver(struct host *h, uint8_t kb)
+{
+	struct nk_msg m = mk(NK_KVSWITCH_OP_GET, kb, 0);
+	uint64_t v = 0;
+	uint32_t l;
+	return ts_get(&h->store, &m, &v, &l) ? 0 : v;
+}
+
+static void test_server_agent(int strict)
+{
+	current = strict ? "server agent, strict" : "server agent, paper";
+	const char *params = strict ? "hot_keys=8" : "hot_keys=8;strict=0";
+	struct host own, rep;
+	host_init(&own, 0, params);
+	host_init(&rep, 2, params);
+	struct nk_host_out out[NK_HOST_MAX_OUT];
+	/* a cold write at the owner: self-versioned, replied */
+	struct nk_msg w = mk(NK_KVSWITCH_OP_SET, 4, 1);
+	w.value_len = 10;
+	EXPECT_EQ(H->server_handle(own.st, &own.ns, &w, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_SET_REPLY);
+	EXPECT_EQ(stored_ver(&own, 4), 1);
+	/* REPL_CMD: install version V0, push to servers 2 and 3 (payload) */
+	struct nk_msg cmd = mk(NK_KVSWITCH_OP_REPL_CMD, 4, 0);
+	uint8_t payload[3] = { 2, 2, 3 };
+	cmd.value = payload;
+	cmd.value_len = 3;
+	cmd.ver = 1u << 20;
+	int n = H->server_handle(own.st, &own.ns, &cmd, NK_NODE_NONE, out, NK_HOST_MAX_OUT);
+	EXPECT_EQ(n, 2);
+	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_REPL_PUSH);
+	EXPECT_EQ(out[0].dst, 2);
+	EXPECT_EQ(out[1].dst, 3);
+	EXPECT_EQ(out[0].msg.ver, 1u << 20);
+	EXPECT_EQ(out[0].msg.value_len, 10);
+	EXPECT_EQ(stored_ver(&own, 4), 1u << 20);
+	/* the simulator's form: bitmap */
+	struct nk_msg cmd2 = mk(NK_KVSWITCH_OP_REPL_CMD, 4, 0);
+	cmd2.bitmap = 0x9;   /* servers 0 (itself: skipped) and 3 */
+	cmd2.value_len = 3;
+	cmd2.ver = 1u << 20;
+	n = H->server_handle(own.st, &own.ns, &cmd2, NK_NODE_NONE, out, NK_HOST_MAX_OUT);
+	EXPECT_EQ(n, 1);
+	EXPECT_EQ(out[0].dst, 3);
+	/* the push at the replica: stored, confirmed with its version */
+	struct nk_msg push = out[0].msg;
+	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &push, 0, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_UPDATE_ACK);
+	EXPECT_EQ(out[0].msg.ver, 1u << 20);
+	EXPECT_EQ(stored_ver(&rep, 4), 1u << 20);
+	/* a hot write (stamped): the owner replies, the replica confirms */
+	struct nk_msg hw = mk(NK_KVSWITCH_OP_SET, 4, 7);
+	hw.ver = (1u << 20) + 2;
+	EXPECT_EQ(H->server_handle(own.st, &own.ns, &hw, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_SET_REPLY);
+	EXPECT_EQ(out[0].msg.req_id, 7);
+	EXPECT_EQ(stored_ver(&own, 4), (1u << 20) + 2);
+	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &hw, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_UPDATE_ACK);
+	EXPECT_EQ(out[0].msg.ver, (1u << 20) + 2);
+	/* an older copy arrives late (reordered): strict keeps the newer one */
+	struct nk_msg old = mk(NK_KVSWITCH_OP_SET, 4, 6);
+	old.ver = (1u << 20) + 1;
+	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &old, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(stored_ver(&rep, 4), strict ? (1u << 20) + 2 : (1u << 20) + 1);
+	EXPECT_EQ(out[0].msg.ver, strict ? (1u << 20) + 2 : (1u << 20) + 1);
+	EXPECT_EQ(H->server_handle(own.st, &own.ns, &old, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_SET_REPLY);
+	EXPECT_EQ(stored_ver(&own, 4), strict ? (1u << 20) + 2 : (1u << 20) + 1);
+	/* a redirected read at the replica: its stored version */
+	struct nk_msg g = mk(NK_KVSWITCH_OP_GET, 4, 8);
+	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &g, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_GET_REPLY);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	EXPECT_EQ(out[0].msg.ver, stored_ver(&rep, 4));
+	/* a hot delete: a tombstone at the replica, read as NOT_FOUND */
+	struct nk_msg del = mk(NK_KVSWITCH_OP_DEL, 4, 9);
+	del.ver = (1u << 20) + 3;
+	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &del, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_UPDATE_ACK);
+	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &g, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_NOT_FOUND);
+	/* evicted: the replica role is gone (a later stamped copy is a replica
+	 * update again, the owner's role is kept) */
+	struct nk_msg ev = mk(NK_KVSWITCH_OP_REPL_EVICT, 4, 0);
+	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &ev, NK_NODE_NONE, out, NK_HOST_MAX_OUT), 0);
+	char line[128];
+	char *argv[1] = { "roles" };
+	EXPECT_EQ(H->server_ctl(rep.st, &rep.ns, 1, argv, line, sizeof line), 0);
+	EXPECT(!strcmp(line, "ok owner=0 replica=0 full=0"));
+	EXPECT_EQ(H->server_ctl(own.st, &own.ns, 1, argv, line, sizeof line), 0);
+	EXPECT(!strcmp(line, "ok owner=1 replica=0 full=0"));
+	host_free(&own);
+	host_free(&rep);
+}
+
+static void test_client(void)
+{
+	current = "client";
+	void *c = calloc(1, H->client_state_size > 0 ? H->client_state_size : 1);
+	struct nk_host_cfg hc = { .n_servers = NS, .n_clients = NC, .id = 0 };
+	EXPECT_EQ(H->client_init(c, &hc), 0);
+	const uint8_t long_key[20] = "0123456789abcdefWXYZ", short_key[3] = "abc";
+	struct nk_req_spec sp = { .kind = NK_KIND_READ, .key_len = 20, .home = 3, .req_id = 5,
+				  .key = long_key };
+	struct nk_msg m;
+	EXPECT_EQ(H->client_request(c, &sp, &m), 3);
+	EXPECT_EQ(m.key_len, 16);
+	EXPECT(!memcmp(m.key, long_key, 16));
+	EXPECT_EQ(nk_wire_encoded_len(&m), NK_KVSWITCH_HDR_LEN);
+	sp.key = short_key;
+	sp.key_len = 3;
+	sp.kind = NK_KIND_WRITE;
+	sp.value_len = 64;
+	H->client_request(c, &sp, &m);
+	EXPECT_EQ(m.op, NK_KVSWITCH_OP_SET);
+	EXPECT_EQ(m.key[12], 0);
+	EXPECT(!memcmp(m.key + 13, "abc", 3));
+	struct nk_msg r = mk(NK_KVSWITCH_OP_GET_REPLY, 1, 5);
+	EXPECT_EQ(H->client_reply(c, &r), NK_REPLY_DONE);
+	r.op = NK_KVSWITCH_OP_UPDATE_ACK;
+	EXPECT_EQ(H->client_reply(c, &r), NK_REPLY_IGNORE);
+	r.op = NK_KVSWITCH_OP_SET_REPLY;
+	r.result = NK_RESULT_RETRY;
+	EXPECT_EQ(H->client_reply(c, &r), NK_REPLY_RETRY);
+	H->client_fini(c);
+	free(c);
+}
+
+int main(void)
+{
+	P = nk_pipeline_find("kvswitch");
+	H = nk_host_find("kvswitch");
+	if (!P || !H) {
+		fprintf(stderr, "kvswitch not registered\n");
+		return 2;
+	}
+	test_cold_and_hashpipe();
+	test_hot_reads();
+	test_hot_writes(1);
+	test_hot_writes(0);
+	test_limits();
+	test_server_agent(1);
+	test_server_agent(0);
+	test_client();
+	printf("test_kvswitch: %d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
