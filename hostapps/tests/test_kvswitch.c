@@ -426,6 +426,14 @@ static void test_server_agent(int strict)
 	EXPECT(!strcmp(line, "ok owner=0 replica=0 full=0"));
 	EXPECT_EQ(H->server_ctl(own.st, &own.ns, 1, argv, line, sizeof line), 0);
 	EXPECT(!strcmp(line, "ok owner=1 replica=0 full=0"));
+	char *own_args[2] = { "own", "000000000000000000000000000000ab" };
+	EXPECT_EQ(H->server_ctl(rep.st, &rep.ns, 2, own_args, line, sizeof line), 0);
+	struct nk_msg hw2 = mk(NK_KVSWITCH_OP_SET, 0xab, 11);
+	hw2.ver = 5u << 20;
+	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &hw2, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_SET_REPLY);
+	own_args[1] = "00zz";
+	EXPECT_EQ(H->server_ctl(rep.st, &rep.ns, 2, own_args, line, sizeof line), -1);
 	host_free(&own);
 	host_free(&rep);
 }

@@ -21,6 +21,7 @@ PROTOCOLS: dict[str, str] = {
     "hash": "netkv.protocols.hash",
     "pegasus": "netkv.protocols.pegasus",
     "netcache": "netkv.protocols.netcache",
+    "kvswitch": "netkv.protocols.kvswitch",
 }
 
 

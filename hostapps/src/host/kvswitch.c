@@ -280,7 +280,23 @@ static int ks_server_ctl(void *st, struct nk_store *store, int argc, char **argv
 			 (unsigned long long)s->full);
 		return 0;
 	}
-	snprintf(out, cap, "err unknown command (allowed: roles)");
+	if (argc == 2 && !strcmp(argv[0], "own") && strlen(argv[1]) == 2 * NK_KVSWITCH_KEY_LEN) {
+		/* a prewarmed install: the controller names a hot key's owner
+		 * directly (every server already holds every key) */
+		uint8_t key[NK_KVSWITCH_KEY_LEN];
+		for (int i = 0; i < NK_KVSWITCH_KEY_LEN; i++) {
+			char hex[3] = { argv[1][2 * i], argv[1][2 * i + 1], 0 }, *end = NULL;
+			key[i] = (uint8_t)strtoul(hex, &end, 16);
+			if (!end || *end) {
+				snprintf(out, cap, "err own: key must be %d hex digits", 2 * NK_KVSWITCH_KEY_LEN);
+				return -1;
+			}
+		}
+		ent_set(s, key, KS_OWNER);
+		snprintf(out, cap, "ok");
+		return 0;
+	}
+	snprintf(out, cap, "err unknown command (allowed: roles, own <32 hex digits>)");
 	return -1;
 }
 

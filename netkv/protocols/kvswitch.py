@@ -1,0 +1,387 @@
+"""KVSwitch's controller (one class for every target) and its plug-in.
+
+The data plane (hostapps/src/pipeline/kvswitch.c) redirects reads of hot
+keys round-robin over their valid replicas, invalidates and multicasts hot
+writes, counts hot keys (HotkeyCount), tracks cold keys becoming hot
+(HashPipe) and counts the load sent to each server (Loadcount). This
+controller is the paper's switch CPU (digest §4), every period:
+
+1. read HotkeyCount, HashPipe (duplicates summed) and Loadcount, then
+   ``period_reset``;
+2. predict L̂_x = α·L'_x + (1−α)·L_x for every key seen in this or the last
+   period and keep the K largest;
+3. adapt T (a fraction of the period's total load, so it survives rate
+   changes): T ← γ·T while max/mean − 1 of the server loads exceeds ε (the
+   optional raise rule of §8.8, T ← T/γ after 3 periods below ε/2, is off
+   by default);
+4. r_x = min(⌈L̂_x / T⌉, M) copies for L̂_x > T, on the ring from the
+   owner with step ⌊M / r_x⌋ (ordinal 1 = owner);
+5. install new or changed keys (Valid = owner bit, RoundRobin = 1, Ver =
+   install version, the (owner, r) multicast group, ServermapTable, HotkeyTable
+   last, then REPL_CMD to the owner) and remove keys no longer hot
+   (HotkeyTable first, REPL_EVICT one period later).
+
+``mode: prewarmed`` (the simulator's default, as for Pegasus and NetCache)
+runs steps 2-5 once before traffic on the workload's exact popularity (the
+fluid model of digest §8.8), so a short run measures the steady state;
+``cold`` starts empty and learns from traffic, as the paper's controller.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+from pydantic import Field
+
+from netkv.config.base import Pos, ProtocolBase, Ring
+from netkv.constants import KVS_M, KVS_VER_SHIFT, kvs_mcast_group
+from netkv.protocols.base import ControlPlane, Controller
+from netkv.protocols.plugin import P4Program, ProtocolPlugin
+from netkv.wire.codec import KVSWITCH_KEY_LEN, KVSWITCH_PORT, KvswitchOp, Msg, Proto
+
+VER_SHIFT = KVS_VER_SHIFT  # install version of period p: (p + 1) << VER_SHIFT
+MAX_KEYS = 65_535
+
+
+class KVSwitchProtocol(ProtocolBase):
+    """KVSwitch (Electronics 8(9) 2019; docs/kvswitch.md)."""
+
+    name: Literal["kvswitch"]
+    max_servers: int = Field(KVS_M, ge=1, le=KVS_M)   # packed Valid word: M <= 32
+    mode: Literal["prewarmed", "cold"] = "prewarmed"
+    hot_keys: int = Field(10_000, ge=1, le=MAX_KEYS)      # K
+    hashpipe_stages: int = Field(4, ge=1, le=8)            # d (width K / d)
+    alpha_pred: float = Field(0.5, ge=0.0, lt=1.0)         # α, weight of the previous period
+    gamma: float = Field(0.8, gt=0.0, lt=1.0)              # γ, T attenuation
+    epsilon: float = Field(0.05, gt=0.0)                   # ε, bound on max/mean − 1
+    t0: float | None = Field(None, gt=0.0)   # T0 as a fraction of the period's load; None = 1/M
+    raise_t: bool = False                    # §8.8: T ← T/γ after 3 periods below ε/2
+    period_ms: Pos = 10.0                    # statistics period (simulated time on target=sim)
+    strict: bool = True                      # per-key versions (digest §5); false = the paper
+    min_period_queries: int = Field(100_000, ge=1)  # periods with fewer are not planned on (§8.13)
+    virtual_nodes: int = Field(16, ge=1)
+    ring: Ring = "consistent"
+
+    @property
+    def epoch_ms(self) -> float:
+        """The sim target's controller period."""
+        return self.period_ms
+
+
+def pipeline_params(cfg: "RunConfig") -> str:
+    proto = cfg.protocol
+    assert isinstance(proto, KVSwitchProtocol)
+    return (f"hot_keys={proto.hot_keys};hashpipe_stages={proto.hashpipe_stages};"
+            f"strict={int(proto.strict)}")
+
+
+def wire_key(key: bytes) -> bytes:
+    """The 16 B KEY the client sends (hostapps/src/host/kvswitch.c)."""
+    if len(key) >= KVSWITCH_KEY_LEN:
+        return key[:KVSWITCH_KEY_LEN]
+    return key.rjust(KVSWITCH_KEY_LEN, b"\0")
+
+
+def key_words(key: bytes) -> tuple[int, int]:
+    return int.from_bytes(key[:8], "big"), int.from_bytes(key[8:16], "big")
+
+
+def words_key(k0: int, k1: int) -> bytes:
+    return k0.to_bytes(8, "big") + k1.to_bytes(8, "big")
+
+
+def placement(owner: int, r: int, m: int) -> list[int]:
+    """Owner first, then r − 1 replicas on the ring with step ⌊M/r⌋ (digest §4.5)."""
+    step = max(1, m // r)
+    return [owner] + [(owner + j * step) % m for j in range(1, r)]
+
+
+def copies(load: float, t: float, m: int) -> int:
+    """r = min(⌈L̂/T⌉, M) for L̂ > T, else 1 (not installed)."""
+    if load <= t or t <= 0:
+        return 1
+    return min(math.ceil(load / t), m)
+
+
+def imbalance(loads: np.ndarray) -> float:
+    """max/mean − 1 of the server loads (0 when idle)."""
+    mean = float(loads.mean()) if len(loads) else 0.0
+    return float(loads.max()) / mean - 1.0 if mean > 0 else 0.0
+
+
+def fluid_loads(shares: np.ndarray, owners: np.ndarray, rs: np.ndarray, m: int,
+                rest: np.ndarray) -> np.ndarray:
+    """Per-server share of the load when key i (share shares[i], owner
+    owners[i]) is read round-robin over its r copies; ``rest`` is the load of
+    every other key, by owner."""
+    loads = rest.astype(np.float64).copy()
+    for s, o, r in zip(shares, owners, rs):
+        for srv in placement(int(o), int(r), m):
+            loads[srv] += s / r
+    return loads
+
+
+@dataclass
+class KeyInfo:
+    keyhash: int
+    owner: int
+
+
+@dataclass
+class Hot:
+    key: bytes
+    info: KeyInfo
+    slot: int
+    servers: list[int]
+
+
+@dataclass
+class KVSwitchStats:
+    periods: int = 0
+    installs: int = 0
+    evictions: int = 0
+    unknown_keys: int = 0   # predicted hot but no owner known (not installed)
+    t_history: list[float] = field(default_factory=list)
+    imbalance_history: list[float] = field(default_factory=list)
+    installed_history: list[int] = field(default_factory=list)
+    loads: list[list[int]] = field(default_factory=list)  # Loadcount per period
+
+
+class KVSwitchController(Controller):
+    def __init__(self, plane: ControlPlane, proto: KVSwitchProtocol,
+                 keymap: Callable[[bytes], KeyInfo | None],
+                 prewarm: list[tuple[bytes, float]] | None = None) -> None:
+        super().__init__(plane)
+        self.proto = proto
+        self.m = plane.n_servers
+        self.keymap = keymap
+        self.prewarm = prewarm
+        self.k = proto.hot_keys
+        self.t = proto.t0 if proto.t0 is not None else 1.0 / self.m
+        self.prev: dict[bytes, float] = {}
+        self.hot: dict[bytes, Hot] = {}
+        self.free = list(range(self.k - 1, -1, -1))
+        self.pending_evict: list[tuple[bytes, KeyInfo, list[int]]] = []
+        self.calm = 0
+        self.period = 0
+        self.stats = KVSwitchStats()
+        self.last_prediction: list[bytes] = []
+        self.groups: set[int] = set()
+
+    # -- life cycle --------------------------------------------------------------
+
+    def start(self) -> None:
+        if not self.prewarm:
+            return
+        keys = [k for k, _ in self.prewarm]
+        infos = [self.keymap(k) for k in keys]
+        shares = np.array([s for _, s in self.prewarm])
+        known = [i for i, info in enumerate(infos) if info is not None]
+        owners = np.array([infos[i].owner for i in known])  # type: ignore[union-attr]
+        sh = shares[known]
+        rest = np.full(self.m, (1.0 - sh.sum()) / self.m)
+        for _ in range(200):
+            rs = np.array([copies(s, self.t, self.m) for s in sh])
+            if (imbalance(fluid_loads(sh, owners, rs, self.m, rest)) <= self.proto.epsilon
+                    or (rs == self.m).all()):
+                break
+            self.t *= self.proto.gamma
+        want = {keys[i]: copies(float(shares[i]), self.t, self.m) for i in known}
+        self._apply({k: r for k, r in want.items() if r > 1}, prewarmed=True)
+        self.prev = {k: float(s) for k, s in self.prewarm}
+        self.stats.t_history.append(self.t)
+
+    def epoch(self, t_s: float) -> None:
+        del t_s
+        sw = self.plane.switch
+        self._send_evictions()
+        cur: dict[bytes, float] = {}
+        if self.hot:
+            counts = sw.reg_read_range("HotkeyCount", 0, self.k)
+            for key, h in self.hot.items():
+                cur[key] = float(counts[h.slot])
+        n = self.k_hp = self.proto.hashpipe_stages * math.ceil(self.k / self.proto.hashpipe_stages)
+        cnt = sw.reg_read_range("HashPipeCount", 0, n)
+        nz = [i for i, c in enumerate(cnt) if c]
+        if nz:
+            hi = sw.reg_read_range("HashPipeKeyHi", 0, n)
+            lo = sw.reg_read_range("HashPipeKeyLo", 0, n)
+            for i in nz:
+                key = words_key(hi[i], lo[i])
+                cur[key] = cur.get(key, 0.0) + cnt[i]
+        loads = np.array(sw.reg_read_range("Loadcount", 0, self.m), dtype=np.float64)
+        sw.reg_write("period_reset", 0, 1)
+        self.period += 1
+        self.stats.periods += 1
+        self.stats.loads.append([int(x) for x in loads])
+        total = float(loads.sum())
+        if total < self.proto.min_period_queries:
+            return  # too few queries to predict from (digest §8.13): keep the tables
+        a = self.proto.alpha_pred
+        pred = {k: a * self.prev.get(k, 0.0) + (1 - a) * cur.get(k, 0.0)
+                for k in set(cur) | set(self.prev)}
+        self.prev = cur
+        top = sorted(pred.items(), key=lambda kv: -kv[1])[:self.k]
+        self.last_prediction = [k for k, _ in top]
+        imb = imbalance(loads)
+        self.stats.imbalance_history.append(imb)
+        if imb > self.proto.epsilon:
+            self.t *= self.proto.gamma
+            self.calm = 0
+        elif self.proto.raise_t and imb < self.proto.epsilon / 2:
+            self.calm += 1
+            if self.calm >= 3:
+                self.t = min(self.t / self.proto.gamma, 1.0)
+                self.calm = 0
+        self.stats.t_history.append(self.t)
+        t_abs = self.t * total
+        self._apply({k: r for k, v in top if (r := copies(v, t_abs, self.m)) > 1})
+
+    # -- tables --------------------------------------------------------------------
+
+    def _apply(self, want: dict[bytes, int], prewarmed: bool = False) -> None:
+        sw = self.plane.switch
+        for key in [k for k in self.hot if k not in want]:
+            h = self.hot.pop(key)
+            sw.table_delete("HotkeyTable", list(key_words(key)))
+            for o in range(1, len(h.servers) + 1):
+                sw.table_delete("ServermapTable", [h.slot, o])
+            self.free.append(h.slot)
+            self.pending_evict.append((key, h.info, h.servers))
+            self.stats.evictions += 1
+        for key, r in want.items():
+            old = self.hot.get(key)
+            info = old.info if old else self.keymap(key)
+            if info is None:
+                self.stats.unknown_keys += 1
+                continue
+            servers = placement(info.owner, r, self.m)
+            if old and old.servers == servers:
+                continue
+            if not old and not self.free:
+                continue
+            slot = old.slot if old else self.free.pop()
+            self._install(key, info, slot, servers, old, prewarmed)
+        self.stats.installed_history.append(len(self.hot))
+
+    def _install(self, key: bytes, info: KeyInfo, slot: int, servers: list[int],
+                 old: Hot | None, prewarmed: bool = False) -> None:
+        sw = self.plane.switch
+        ver = min((self.period + 1) << VER_SHIFT, 0xFFFFFFFF)
+        # prewarmed: every server already holds every key (the simulator's
+        # preload), so the copies are valid at once and nothing is pushed
+        sw.reg_write("Valid", slot, sum(1 << s for s in servers) if prewarmed else 1 << info.owner)
+        sw.reg_write("RoundRobin", slot, 1)
+        sw.reg_write("Ver", slot, ver)
+        group = kvs_mcast_group(info.owner, len(servers))
+        if group not in self.groups:  # one group per (owner, r): the placement's only inputs
+            sw.mcast_set(group, servers)
+            self.groups.add(group)
+        if old:
+            for o in range(len(servers) + 1, len(old.servers) + 1):
+                sw.table_delete("ServermapTable", [slot, o])
+            dropped = [s for s in old.servers if s not in servers]
+            if dropped:
+                self.pending_evict.append((key, info, dropped))
+        for o, srv in enumerate(servers, start=1):
+            sw.table_add("ServermapTable", [slot, o], [srv])
+        sw.table_add("HotkeyTable", list(key_words(key)), [len(servers), slot])
+        self.hot[key] = Hot(key, info, slot, servers)
+        self.stats.installs += 1
+        if prewarmed:
+            reply = self.plane.server_ctl(info.owner, f"own {key.hex()}")
+            if not reply.startswith("ok"):
+                raise RuntimeError(f"server {info.owner} refused own: {reply}")
+            return
+        payload = bytes([len(servers) - 1, *servers[1:]])
+        bitmap = sum(1 << s for s in servers[1:])
+        self.plane.packet_out(Msg(proto=Proto.KVSWITCH, op=KvswitchOp.REPL_CMD, key=key,
+                                  keyhash=info.keyhash, ver=ver, bitmap=bitmap, value=payload,
+                                  server_id=info.owner), info.owner)
+
+    def _send_evictions(self) -> None:
+        # one period of grace: in-flight redirected reads still find data
+        for key, info, servers in self.pending_evict:
+            if key in self.hot and set(servers) & set(self.hot[key].servers):
+                continue
+            for s in servers:
+                self.plane.packet_out(Msg(proto=Proto.KVSWITCH, op=KvswitchOp.REPL_EVICT,
+                                          key=key, keyhash=info.keyhash), s)
+        self.pending_evict = []
+
+    def replicas_per_server(self) -> float:
+        """Average replicas (not counting owners) a server holds."""
+        return sum(len(h.servers) - 1 for h in self.hot.values()) / self.m
+
+
+# --- on the simulator ---------------------------------------------------------------------
+
+
+def sim_keymap(workload: "Workload", ffi: object, lib: object,
+               ranks: int) -> tuple[Callable[[bytes], KeyInfo | None], list[tuple[bytes, float]]]:
+    """The partition function the switch CPU shares with the clients, for the
+    ``ranks`` most popular keys (wire key -> keyhash, owner), and their
+    popularity shares (Zipf over the workload's keys)."""
+    info = workload.rank_info()[:ranks]
+    size = workload.key_size
+    buf = ffi.new("uint8_t[]", size)  # type: ignore[attr-defined]
+    table: dict[bytes, KeyInfo] = {}
+    keys = []
+    for rec in info:
+        lib.nk_key_bytes(int(rec["key"]), size, buf)  # type: ignore[attr-defined]
+        key = wire_key(bytes(ffi.buffer(buf, size)))  # type: ignore[attr-defined]
+        table[key] = KeyInfo(int(rec["keyhash"]), int(rec["home"]))
+        keys.append(key)
+    return table.get, list(zip(keys, _shares(workload, len(keys))))
+
+
+def _shares(workload: "Workload", n: int) -> list[float]:
+    alpha = workload.alpha if workload.kind == "zipf" else 0.0
+    r = np.arange(1, workload.n_keys + 1, dtype=np.float64)
+    p = r ** -alpha
+    p /= p.sum()
+    return [float(x) for x in p[:n]]
+
+
+def sim_controller_factory(cfg: "RunConfig"):  # type: ignore[no-untyped-def]
+    from netkv.sim.control import SimControlPlane, SimEpochs
+
+    proto = cfg.protocol
+    assert isinstance(proto, KVSwitchProtocol)
+    memo: list[tuple[object, Callable[[bytes], KeyInfo | None], list[tuple[bytes, float]]]] = []
+
+    def factory(engine: "SimEngine") -> "SimEpochs":
+        plane = SimControlPlane(engine)
+        wl = engine.workload
+        if not memo or memo[0][0] is not wl:
+            keymap, shares = sim_keymap(wl, engine.ffi, engine.lib, 4 * proto.hot_keys)
+            memo[:] = [(wl, keymap, shares)]
+        _wl, keymap, shares = memo[0]
+        prewarm = shares[:proto.hot_keys] if proto.mode == "prewarmed" else None
+        controller = KVSwitchController(plane, proto, keymap, prewarm)
+        controller.start()
+        factory.last = controller  # type: ignore[attr-defined]
+        return SimEpochs(controller)
+
+    return factory
+
+
+PLUGIN = ProtocolPlugin(
+    name="kvswitch",
+    summary="KVSwitch prediction-driven selective replication (Electronics 2019)",
+    targets=("sim",),
+    config=KVSwitchProtocol,
+    wire=Proto.KVSWITCH,
+    udp_port=KVSWITCH_PORT,
+    pipeline_params=pipeline_params,
+    sim_controller=sim_controller_factory,
+)
+
+
+if TYPE_CHECKING:
+    from netkv.config.schema import RunConfig
+    from netkv.sim.engine import SimEngine, Workload
