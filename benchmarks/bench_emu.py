@@ -231,6 +231,9 @@ def main() -> int:
     ap.add_argument("--cpu", type=int, default=0,
                     help="the vCPU the RTT measurement's processes share (see above)")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--capture", type=Path, metavar="DIR",
+                    help="netkv-switch captures every port into DIR (capture=true's cost; "
+                         "snaplen 256, at most 2 M frames per port)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("bench-emu: needs root (network namespaces)", file=sys.stderr)
@@ -244,10 +247,18 @@ def main() -> int:
         # alternate the two paths and keep medians: this machine's speed drifts
         # from one second to the next, so one-shot comparisons are noisy
         direct, switched, server = [], [], []
+        ctl = ["--ctl", "/tmp/nkbench-switch.sock"] if args.capture else []
         switch = Proc([str(program_path("netkv-switch")), "--protocol", "hash", "--servers", "1",
                        "--clients", "1", "--port", ROOT_IFS[0], "--port", ROOT_IFS[1],
-                       "--spin-us", str(args.spin_us)])
+                       "--spin-us", str(args.spin_us), *ctl])
         time.sleep(0.3)
+        if args.capture:
+            from netkv.drivers.netkv_switch import CtlSocket
+
+            args.capture.mkdir(parents=True, exist_ok=True)
+            sock = CtlSocket.wait(ctl[1])
+            sock.request(f"capture start {args.capture.resolve()} 256 1000000000 2000000")
+            result["capture"] = str(args.capture)
         try:
             for _ in range(args.rounds):
                 d, s = measure_round(args.seconds, args.rtt_rate, args.cpu, switch.p.pid)

@@ -4,6 +4,7 @@
   list       protocols, targets, workloads, topologies, SLOs and experiments
   reproduce  rerun a paper figure, plot it, check it against the paper
   clean      remove what a crashed Mininet run left behind
+  trace      follow every request through a run's packet capture (capture=true)
   wireshark  install the Wireshark/tshark dissectors for every wire format
 """
 
@@ -161,6 +162,15 @@ def cmd_clean(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- trace ---------------------------------------------------------------------------
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from netkv.trace import cmd_trace as run_trace
+
+    return run_trace(args)
+
+
 # --- wireshark -------------------------------------------------------------------------
 
 
@@ -226,6 +236,16 @@ def build_parser() -> argparse.ArgumentParser:
     cln.add_argument("--force", action="store_true",
                      help="also remove the state of runs whose owner still looks alive")
     cln.set_defaults(func=cmd_clean)
+
+    from netkv.trace import build_parser as trace_parser
+
+    trc = sub.add_parser(
+        "trace", help="follow every request through a run's packet capture",
+        description="Decode every captured frame with netkv's codecs, follow each request "
+                    "client -> switch -> server -> back by (client, req_id), print per-hop "
+                    "times and what happened, and write the flows as parquet.")
+    trace_parser(trc)
+    trc.set_defaults(func=cmd_trace)
 
     ws = sub.add_parser(
         "wireshark", help="install the Wireshark/tshark dissectors (netkv.lua)",

@@ -24,7 +24,7 @@ from netkv.config.compose import ConfigError, validate
 from netkv.config.schema import RunConfig
 from netkv.protocols import implemented_on
 from netkv.protocols import lookup as protocol_plugin
-from netkv.results import provenance
+from netkv.results import capture, provenance
 from netkv.results.rundir import RunDir, RunDirConflict, point_key
 from netkv.slo import MeasurementError, SearchOutcome, latency_key, passes, search_throughput
 from netkv.targets.base import PointResult, Target
@@ -121,7 +121,7 @@ def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console) ->
             if cached is not None:
                 return cached
             progress.update(task, description=f"{cfg.name}: {phase} {offered_rps:,.0f} req/s")
-            result = target.run_point(offered_rps, seed)
+            result = capture.run_point(target, cfg, run_dir.path, key, offered_rps, seed)
             run_dir.store_point(key, phase, result, columns)
             if cfg.record_history:  # after the commit mark: an unmarked folder is discarded
                 target.write_history(run_dir.path / "points.d" / key / "history.jsonl")
@@ -153,7 +153,7 @@ def execute_at(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console,
     if result is None:
         console.print(f"[dim]{cfg.name}: {offered_rps:,.0f} req/s for {cfg.duration:g} s[/dim]")
         with make_target(cfg) as target:
-            result = target.run_point(offered_rps, seed)
+            result = capture.run_point(target, cfg, run_dir.path, key, offered_rps, seed)
         run_dir.store_point(key, phase, result, config_columns(cfg))
     met = passes(result, slo_ns, cfg.slo)
     return run_dir.finalize_tables(slo_ns, {key: met}, key if met else None, [key])
@@ -196,7 +196,8 @@ def reference_slo_ns(cfg: RunConfig, run_dir: RunDir, columns: dict[str, Any],
                       f"({cfg.slo.reference}, uniform, unloaded)[/dim]")
         with make_target(ref_cfg) as ref:
             rate = ref.capacity_hint_rps() * cfg.slo.unloaded_fraction
-            result = ref.run_point(rate, point_seed(cfg.seed, rate))
+            result = capture.run_point(ref, ref_cfg, run_dir.path, key, rate,
+                                       point_seed(cfg.seed, rate))
         run_dir.store_point(key, "reference", result,
                             {**columns, "protocol": cfg.slo.reference})
     order.insert(0, key)
@@ -290,6 +291,8 @@ def print_summary(cfg: RunConfig, outcome: SearchOutcome, path: Path, console: C
         shares = " ".join(f"{100 * r / total:.1f}" for r in requests)
         console.print(f"per-server load at max (% of requests, server 0..{len(requests) - 1}): "
                       f"{shares}")
+    if cfg.capture:
+        console.print(capture.summary_line(path))
     console.print(f"results: {path}")
 
 

@@ -38,6 +38,7 @@
 
 #include "netkv/ctl.h"
 #include "netkv/io.h"
+#include "netkv/pcap.h"
 #include "netkv/msg.h"
 #include "netkv/pipeline.h"
 #include "netkv/rng.h"
@@ -134,6 +135,10 @@ struct sw {
 	int have_ctl;
 	uint64_t now;
 	uint16_t ip_id;
+	/* capture (`capture start`): one file per port, the CPU port's last;
+	 * capture_on is the one test an uncaptured frame pays */
+	int capture_on;
+	struct nk_pcap cap[MAX_PORTS + 1];
 };
 
 /* ---- egress: faults, delay heap, transmit ------------------------------------ */
@@ -175,8 +180,30 @@ static struct delayed heap_pop(struct sw *s)
 	return top;
 }
 
+/* ---- capture ---------------------------------------------------------------- */
+
+/* file index: a port's own, or the CPU port's (after the last port) */
+static void cap_write(struct sw *s, uint32_t file, const uint8_t *f, uint32_t len)
+{
+	uint64_t t0 = nk_pcap_clock_ns();
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);  /* the hosts' tcpdump clock */
+	nk_pcap_write(&s->cap[file], (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec,
+		      f, len);
+	s->cap[file].busy_ns += nk_pcap_clock_ns() - t0;
+}
+
+static void cap_stop(struct sw *s)
+{
+	s->capture_on = 0;
+	for (uint32_t i = 0; i <= s->n_ports; i++)
+		nk_pcap_close(&s->cap[i]);
+}
+
 static void cpu_push(struct sw *s, uint16_t port, const uint8_t *f, uint32_t len)
 {
+	if (s->capture_on)
+		cap_write(s, s->n_ports, f, len);
 	if (s->cpu_tail - s->cpu_head >= CPU_SLOTS) {
 		s->c.cpu_drops++;
 		return;
@@ -239,6 +266,8 @@ static void egress(struct sw *s, uint16_t port, const uint8_t *f, uint32_t len)
 		s->c.no_route++;
 		return;
 	}
+	if (s->capture_on)  /* what the switch sends, before the port's faults */
+		cap_write(s, port, f, len);
 	if (!s->any_fault) {
 		nk_port_tx_copy(&s->port[port], f, len);
 		return;
@@ -357,6 +386,8 @@ static void handle_frame(struct sw *s, const uint8_t *f, uint32_t len, uint16_t 
 {
 	struct nk_frame fr;
 	s->c.frames++;
+	if (s->capture_on && !recirculated)
+		cap_write(s, from_cpu ? s->n_ports : in_port, f, len);
 	int st = nk_frame_parse(f, len, &fr);
 	if (st < 0) {
 		s->c.bad_frame[-st]++;
@@ -571,6 +602,48 @@ static int err_pipe(char *out, size_t cap, int r)
 	return snprintf(out, cap, "err %s", w);
 }
 
+/* `capture start DIR SNAPLEN MAX_BYTES MAX_PACKETS`: DIR/switch-p<N>.pcap
+ * per port and DIR/switch-cpu.pcap; `capture stop`: close them and report
+ * per file packets written / frames a bound left out / ns spent capturing */
+static int cap_ctl(struct sw *s, int argc, char **argv, char *out, size_t cap)
+{
+	size_t n = 0;
+	if (argc == 2 && !strcmp(argv[1], "stop")) {
+		n += OUT("ok");
+		for (uint32_t i = 0; i <= s->n_ports; i++) {
+			if (i < s->n_ports)
+				n += OUT(" switch-p%u.pcap=", i);
+			else
+				n += OUT(" switch-cpu.pcap=");
+			n += OUT("%" PRIu64 "/%" PRIu64 "/%" PRIu64, s->cap[i].packets,
+				 s->cap[i].missed, s->cap[i].busy_ns);
+		}
+		cap_stop(s);
+		return (int)n;
+	}
+	uint64_t snap, maxb, maxp;
+	if (argc != 6 || strcmp(argv[1], "start") || nk_ctl_parse_u64(argv[3], &snap) ||
+	    nk_ctl_parse_u64(argv[4], &maxb) || nk_ctl_parse_u64(argv[5], &maxp) || !snap ||
+	    snap > 65535)
+		return snprintf(out, cap, "err usage: capture start DIR SNAPLEN MAX_BYTES MAX_PACKETS"
+				" | capture stop");
+	cap_stop(s);
+	char path[4096];
+	for (uint32_t i = 0; i <= s->n_ports; i++) {
+		if (i < s->n_ports)
+			snprintf(path, sizeof(path), "%s/switch-p%u.pcap", argv[2], i);
+		else
+			snprintf(path, sizeof(path), "%s/switch-cpu.pcap", argv[2]);
+		if (nk_pcap_open(&s->cap[i], path, (uint32_t)snap, maxb, maxp) < 0) {
+			int e = errno;
+			cap_stop(s);
+			return snprintf(out, cap, "err cannot write %s: %s", path, strerror(e));
+		}
+	}
+	s->capture_on = 1;
+	return snprintf(out, cap, "ok");
+}
+
 static int ctl_handler(void *ctx, int argc, char **argv, char *out, size_t cap)
 {
 	struct sw *s = ctx;
@@ -728,6 +801,8 @@ static int ctl_handler(void *ctx, int argc, char **argv, char *out, size_t cap)
 				nk_port_tx_flush(&s->port[p]);
 		return snprintf(out, cap, "ok");
 	}
+	if (!strcmp(cmd, "capture"))
+		return cap_ctl(s, argc, argv, out, cap);
 	if (!strcmp(cmd, "quit")) {
 		stop_flag = 1;
 		snprintf(out, cap, "ok bye");
@@ -1007,6 +1082,7 @@ int main(int argc, char **argv)
 	}
 
 	print_counters_json(&s, stdout);
+	cap_stop(&s);
 	if (s.have_ctl)
 		nk_ctl_close(&s.ctl);
 	for (uint32_t p = 0; p < s.n_ports; p++)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "netkv/sim.h"
 
@@ -136,6 +137,40 @@ int main(void)
 	CHECK(lost == st.issued - st.completed, "lost %llu = issued - completed",
 	      (unsigned long long)lost);
 	nk_sim_free(s);
+
+	/* capture: every request crosses two node ports twice (in and out), the
+	 * packet bound stops each file and counts the rest */
+	h.duration_s = 0.002;
+	h.window_s = 0;
+	s = nk_sim_new(&h, wl16, err, sizeof(err));
+	CHECK(nk_sim_capture(s, "/nonexistent-dir", 128, 1u << 20, 100, err, sizeof(err)) < 0,
+	      "capture into a missing folder fails");
+	char capdir[] = "/tmp/netkv-test-sim-XXXXXX";
+	CHECK(mkdtemp(capdir) != NULL, "mkdtemp");
+	CHECK(nk_sim_capture(s, capdir, 128, 1u << 20, 40, err, sizeof(err)) == 0, "capture: %s",
+	      err);
+	nk_sim_run(s);
+	nk_sim_stats(s, &st);
+	uint64_t cap_pk[22], cap_miss[22], cap_busy[22], cap_all = 0;
+	uint32_t nf = nk_sim_capture_stats(s, cap_pk, cap_miss, cap_busy, 22);
+	CHECK(nf == 21, "capture files %u (16 + 4 node ports, the CPU port)", nf);
+	for (uint32_t i = 0; i < nf; i++) {
+		CHECK(cap_pk[i] <= 40, "file %u: %llu packets > 40", i, (unsigned long long)cap_pk[i]);
+		cap_all += cap_pk[i] + cap_miss[i];
+	}
+	CHECK(cap_busy[0] > 0, "capture time is measured");
+	CHECK(cap_all == 4 * st.completed, "captured %llu frames for %llu requests",
+	      (unsigned long long)cap_all, (unsigned long long)st.completed);
+	nk_sim_free(s);
+	char capf[96];
+	for (uint32_t i = 0; i < 20; i++) {
+		snprintf(capf, sizeof(capf), "%s/switch-p%u.pcap", capdir, i);
+		unlink(capf);
+	}
+	snprintf(capf, sizeof(capf), "%s/switch-cpu.pcap", capdir);
+	unlink(capf);
+	rmdir(capdir);
+	h.duration_s = 0.2;
 
 	/* speed: hash, 16 servers, 1M keys, zipf 0.99 at 80% of capacity */
 	struct nk_workload *wlp = mkwl(16, 1000000, 0.99);

@@ -41,6 +41,7 @@ class SwitchBackend(ABC):
     name: ClassVar[str]
     label: ClassVar[str]            # the program, in messages
     log_name: ClassVar[str] = "switch.log"
+    captures: ClassVar[bool] = False  # capture_start/capture_stop (capture=true)
 
     def __init__(self, cfg: "RunConfig", plugin: "ProtocolPlugin", params: str) -> None:
         self.preflight(cfg, plugin)
@@ -81,6 +82,16 @@ class SwitchBackend(ABC):
         (closes) it. Default: the one ``connect`` returned."""
         assert driver is not None, "connect(with_controller=True) returned no driver"
         return driver, False
+
+    def capture_start(self, driver: SwitchDriver | None, folder: Path, snaplen: int,
+                      max_bytes: int, max_packets: int) -> None:
+        """capture=true: write every port's frames, the CPU port's included,
+        into folder/switch-p<N>.pcap and folder/switch-cpu.pcap (bounded)."""
+        raise NotImplementedError(f"{self.label} does not capture")
+
+    def capture_stop(self, driver: SwitchDriver | None) -> dict[str, dict[str, Any]]:
+        """Close the capture files: per file packets, missed, busy_s."""
+        raise NotImplementedError(f"{self.label} does not capture")
 
     def apply_faults(self, driver: SwitchDriver | None) -> None:  # noqa: B027
         """Inject ``target.faults`` (default: none are asked for; back-ends

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from netkv.backends.base import SwitchBackend, fault_per_egress
 from netkv.drivers.base import BatchedWrites, SwitchDriver
@@ -19,6 +20,7 @@ CTL_NAME = "switch.sock"
 
 class NetkvSwitchBackend(SwitchBackend):
     name = "netkv"
+    captures = True
     label = "netkv-switch"
 
     def args(self) -> list[str]:
@@ -50,6 +52,22 @@ class NetkvSwitchBackend(SwitchBackend):
         # a connection of the plane's own (the target keeps one for counters
         # and faults), its register writes batched
         return BatchedWrites(NetkvSwitchDriver.wait(folder / CTL_NAME)), True
+
+    def capture_start(self, driver: SwitchDriver | None, folder: Path, snaplen: int,
+                      max_bytes: int, max_packets: int) -> None:
+        assert isinstance(driver, NetkvSwitchDriver)
+        driver.request(f"capture start {folder} {snaplen} {max_bytes} {max_packets}")
+
+    def capture_stop(self, driver: SwitchDriver | None) -> dict[str, dict[str, Any]]:
+        """`capture stop` answers NAME=PACKETS/MISSED/BUSY_NS per file."""
+        assert isinstance(driver, NetkvSwitchDriver)
+        files: dict[str, dict[str, Any]] = {}
+        for word in driver.request("capture stop").split():
+            name, _, counts = word.partition("=")
+            packets, missed, busy = counts.split("/")
+            files[name] = {"packets": int(packets), "missed": int(missed),
+                           "busy_s": int(busy) / 1e9}
+        return files
 
     def apply_faults(self, driver: SwitchDriver | None) -> None:
         assert isinstance(driver, NetkvSwitchDriver)

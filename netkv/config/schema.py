@@ -175,6 +175,19 @@ class Slo(Strict):
         return self
 
 
+# --- capture ---------------------------------------------------------------
+
+
+class CaptureLimits(Strict):
+    """Bounds of every capture file (one per switch port and per host):
+    frames cut to snaplen bytes; a file stops at max_mb or max_packets and
+    counts what it left out (docs/debugging.md)."""
+
+    snaplen: int = Field(256, ge=64, le=65535)
+    max_mb: Pos = 64.0
+    max_packets: int = Field(1_000_000, ge=1)
+
+
 # --- the whole run ---------------------------------------------------------
 
 
@@ -190,6 +203,8 @@ class RunConfig(Strict):
     duration: Pos
     keys: int = Field(ge=1)
     record_history: bool = False
+    capture: bool = False
+    capture_limits: CaptureLimits = CaptureLimits()
     out: str | None = None
     protocol: Protocol
     target: Target

@@ -492,6 +492,26 @@ class SimEngine:
     def new_msg(self) -> Any:
         return self.ffi.new("struct nk_msg *")
 
+    def capture(self, folder: Path, snaplen: int, max_bytes: int, max_packets: int) -> None:
+        """Write every frame on a switch node port or the CPU port from now on
+        (sim.h nk_sim_capture): switch-p<port>.pcap, switch-cpu.pcap."""
+        err = self.ffi.new("char[256]")
+        if self.lib.nk_sim_capture(self._ptr, str(folder).encode(), snaplen, max_bytes,
+                                   max_packets, err, 256):
+            raise SimError(self.ffi.string(err).decode())
+
+    def capture_stats(self) -> dict[str, dict[str, Any]]:
+        """Per capture file: frames written, frames a bound left out, and the
+        seconds spent capturing (``busy_s``: the capture's cost)."""
+        n = self.cpu_port + 1
+        packets = self.ffi.new("uint64_t[]", n)
+        missed = self.ffi.new("uint64_t[]", n)
+        busy = self.ffi.new("uint64_t[]", n)
+        k = self.lib.nk_sim_capture_stats(self._ptr, packets, missed, busy, n)
+        names = [f"switch-p{i}.pcap" for i in range(k - 1)] + ["switch-cpu.pcap"]
+        return {name: {"packets": int(packets[i]), "missed": int(missed[i]),
+                       "busy_s": busy[i] / 1e9} for i, name in enumerate(names[:k])}
+
     @property
     def cpu_port(self) -> int:
         return int(self.lib.nk_sim_cpu_port(self._ptr))

@@ -96,6 +96,10 @@ uint32_t nk_sim_cpu_recv(struct nk_sim *sim, struct nk_msg *out, uint16_t *src, 
 int nk_sim_cpu_send(struct nk_sim *sim, const struct nk_msg *m, uint16_t dst);
 int nk_sim_schedule_crash(struct nk_sim *sim, uint32_t server, double t_ns, double restart_ns);
 uint32_t nk_sim_rank_keys(const struct nk_sim *sim, uint32_t *out, uint32_t n);
+int nk_sim_capture(struct nk_sim *sim, const char *dir, uint32_t snaplen, uint64_t max_bytes,
+                   uint64_t max_packets, char *err, size_t errlen);
+uint32_t nk_sim_capture_stats(struct nk_sim *sim, uint64_t *packets, uint64_t *missed,
+                              uint64_t *busy_ns, uint32_t n);
 uint32_t nk_sim_cpu_port(const struct nk_sim *sim);
 uint32_t nk_sim_recirc_port(const struct nk_sim *sim);
 size_t nk_sim_abi_sizeof(const char *name);

@@ -11,6 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -73,6 +74,10 @@ class Target(ABC):
 
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg
+        # capture=true: the runner names each point's capture folder here, and
+        # run_point leaves what it wrote in last_capture (capture.json)
+        self.capture_dir: Path | None = None
+        self.last_capture: dict[str, Any] | None = None
 
     @abstractmethod
     def capacity_hint_rps(self) -> float:

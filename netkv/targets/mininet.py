@@ -36,6 +36,7 @@ from netkv.config.compose import ConfigError
 from netkv.config.schema import RunConfig
 from netkv.drivers.base import SwitchDriver
 from netkv.protocols import lookup as protocol_plugin
+from netkv.mininet.capture import RackCapture
 from netkv.protocols.base import ControlPlane, Controller
 from netkv.quantile import latency_summary, quantiles
 from netkv.targets.base import PointResult, Target, TargetUnavailable
@@ -131,6 +132,10 @@ class MininetTarget(Target):
         # prepared before anything is started: a refusal or a compile error
         # leaves nothing behind
         self.backend = backend_cls(cfg, self.plugin, self.params)
+        if cfg.capture and not self.backend.captures:
+            raise ConfigError(f"invalid config: capture=true needs a switch back-end that "
+                              f"captures (target.switch={cfg.target.switch} does not yet; "
+                              "allowed: netkv)")
         clean()  # leftovers of crashed runs (never a live run's)
         self.state = RunState.create()
         self.controller_factory = controller_factory
@@ -266,6 +271,7 @@ class MininetTarget(Target):
                 ctl_thread.start()
 
         retry_s = topo.timeout_us / 1e6 * (topo.retries + 1)
+        capture = self._start_capture()
         try:
             results = self.rack.run_clients(
                 args_for, run_s=self.duration_s + drain_s + retry_s + 30.0,
@@ -274,6 +280,8 @@ class MininetTarget(Target):
             stop.set()
             if ctl_thread is not None:
                 ctl_thread.join(timeout=10)
+            if capture is not None:
+                self.last_capture = {"files": capture.stop()}
         if failure:
             raise RuntimeError(f"the {cfg.protocol.name} controller failed: "
                                f"{failure[0]!r}") from failure[0]
@@ -306,6 +314,16 @@ class MininetTarget(Target):
             timeline=merge_timelines(results),
             switch_replies=sum(r.get("switch_or_other_replies", 0) for r in results),
         )
+
+    def _start_capture(self) -> RackCapture | None:
+        """capture=true: this point's switch ports and hosts (netkv.mininet.capture)."""
+        if self.capture_dir is None:
+            return None
+        lim = self.cfg.capture_limits
+        cap = RackCapture(self.rack, self.backend, self.driver, self.capture_dir, lim.snaplen,
+                          int(lim.max_mb * 1e6), lim.max_packets)
+        cap.start()
+        return cap
 
     def _control_loop(self, stop: threading.Event, start_ns: int,
                       failure: list[BaseException]) -> None:

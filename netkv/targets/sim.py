@@ -58,11 +58,16 @@ class SimTarget(Target):
 
     def run_point(self, offered_rps: float, seed: int) -> PointResult:
         with SimEngine(self.cfg, self.workload, offered_rps, seed, self.params) as eng:
+            if self.capture_dir is not None:
+                lim = self.cfg.capture_limits
+                eng.capture(self.capture_dir, lim.snaplen, int(lim.max_mb * 1e6), lim.max_packets)
             controller = self.controller_factory(eng) if self.controller_factory else None
             epoch_ms = getattr(self.cfg.protocol, "epoch_ms", None)
             st = eng.run(controller, epoch_ms / 1e3 if controller and epoch_ms else None)
             lower, counts = eng.histogram()
             self.last_engine_stats = st
+            if self.capture_dir is not None:
+                self.last_capture = {"files": eng.capture_stats()}
             if self.cfg.record_history:
                 self.last_history = HistoryData(eng.history(), eng.version_owners())
             return PointResult(

@@ -5,7 +5,8 @@ order. The Wireshark dissectors (``netkv.wire.wireshark``) are generated from
 it, and ``parse`` reads a payload by it alone; tests/test_wire_layout.py checks
 ``parse`` against the codec of record (``netkv.wire.codec``) on every golden
 vector, so the layout, the codec and the dissectors cannot drift apart. Op
-codes, ports and magics are not repeated here: they come from the codec.
+codes, ports, magics and flag bits are not repeated here: they come from the
+shared constants (``netkv.constants``, generated from spec/constants.toml).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from netkv import constants as k
+from netkv.constants import Proto
 from netkv.wire import codec
-from netkv.wire.codec import Proto
 
 INT_WIDTH = {"u8": 1, "u16": 2, "u32": 4, "u64": 8}
 REST = "rest"
@@ -74,19 +76,19 @@ def _f(name: str, type_: str, msg: str | None = "", **kw: object) -> Field:
     return Field(name=name, type=type_, msg=name if msg == "" else msg, **kw)  # type: ignore[arg-type]
 
 
-_RESULTS = {0: "OK", 1: "NOT_FOUND", 2: "RETRY"}
+_RESULTS = {k.RESULT_OK: "OK", k.RESULT_NOT_FOUND: "NOT_FOUND", k.RESULT_RETRY: "RETRY"}
 _NETMC_PORTS = tuple(
-    base + w for base in (codec.NETMC_PORT_BASE, codec.NETMC_BASELINE_PORT_BASE)
+    base + w for base in (k.NETMC_PORT_BASE, k.NETMC_BASELINE_PORT_BASE)
     for w in range(16)
 )
 
 
 def _pegasus(proto: Proto, magic: int, title: str) -> Format:
-    return Format(proto, title, (codec.PEGASUS_PORT,), codec.PegasusOp, (
+    return Format(proto, title, (k.PEGASUS_PORT,), k.PegasusOp, (
         _f("magic", "u16", None, base="hex"),
         _f("op", "u8"),
-        _f("flags", "u8", base="hex", bits={codec.PEGASUS_FLAG_BYPASS: "BYPASS",
-                                            codec.PEGASUS_FLAG_MULTI: "MULTI"}),
+        _f("flags", "u8", base="hex", bits={k.PEGASUS_FLAG_BYPASS: "BYPASS",
+                                            k.PEGASUS_FLAG_MULTI: "MULTI"}),
         _f("keyhash", "u32", base="hex"),
         _f("client_id", "u16"),
         _f("server_id", "u8"),
@@ -106,12 +108,13 @@ def _pegasus(proto: Proto, magic: int, title: str) -> Format:
 
 
 FORMATS: dict[Proto, Format] = {
-    Proto.PLAIN: _pegasus(Proto.PLAIN, codec.PLAIN_MAGIC, "Plain"),
-    Proto.PEGASUS: _pegasus(Proto.PEGASUS, codec.PEGASUS_MAGIC, "Pegasus"),
-    Proto.NETCACHE: Format(Proto.NETCACHE, "NetCache", (codec.NETCACHE_PORT,), codec.NetcacheOp, (
+    Proto.PLAIN: _pegasus(Proto.PLAIN, k.PLAIN_MAGIC, "Plain"),
+    Proto.PEGASUS: _pegasus(Proto.PEGASUS, k.PEGASUS_MAGIC, "Pegasus"),
+    Proto.NETCACHE: Format(Proto.NETCACHE, "NetCache", (k.NETCACHE_PORT,), k.NetcacheOp, (
         _f("op", "u8"),
         _f("result", "u8", names=_RESULTS),
-        _f("flags", "u8", base="hex", bits={codec.NETCACHE_FLAG_CACHED: "CACHED"}),
+        _f("flags", "u8", base="hex", bits={k.NETCACHE_FLAG_CACHED: "CACHED",
+                                            k.NETCACHE_FLAG_REFRESH: "REFRESH"}),
         _f("key_len", "u8", max=codec.NETCACHE_KEY_LEN),
         _f("seq", "u32", "req_id"),
         _f("client_id", "u16"),
@@ -123,17 +126,18 @@ FORMATS: dict[Proto, Format] = {
         _f("key", "bytes", length=codec.NETCACHE_KEY_LEN, msg_prefix="key_len"),
         _f("value", "bytes", length="vlen", pad=codec.NETCACHE_VALUE_CHUNK),
     )),
-    Proto.KVSWITCH: Format(Proto.KVSWITCH, "KVSwitch", (codec.KVSWITCH_PORT,), codec.KvswitchOp, (
+    Proto.KVSWITCH: Format(Proto.KVSWITCH, "KVSwitch", (k.KVSWITCH_PORT,), k.KvswitchOp, (
         _f("op", "u8", base="hex", label="OP"),
-        _f("flags", "u8", "result", names={0: "OK", 1: "NOT_FOUND", 2: "ERROR"}, label="FLAGS"),
+        _f("flags", "u8", "result", names={k.RESULT_OK: "OK", k.RESULT_NOT_FOUND: "NOT_FOUND",
+                                      k.RESULT_RETRY: "ERROR"}, label="FLAGS"),
         _f("vlen", "u16", "value_len", label="VLEN"),
         _f("seq", "u32", "req_id", label="SEQ"),
         _f("ver", "u32", label="VER"),
         _f("key", "bytes", length=codec.KVSWITCH_KEY_LEN, label="KEY"),
         _f("value", "bytes", length="vlen", label="VALUE"),
     )),
-    Proto.STARCACHE: Format(Proto.STARCACHE, "StarCache", (codec.STARCACHE_PORT,),
-                            codec.StarcacheOp, (
+    Proto.STARCACHE: Format(Proto.STARCACHE, "StarCache", (k.STARCACHE_PORT,),
+                            k.StarcacheOp, (
         _f("op", "u8", label="OP"),
         _f("seq", "u32", "req_id", label="SEQ"),
         _f("hkey", "bytes", length=16, label="HKEY"),
@@ -148,18 +152,18 @@ FORMATS: dict[Proto, Format] = {
         _f("key", "bytes", length="klen"),
         _f("value", "bytes", length="vlen"),
     )),
-    Proto.NETLR: Format(Proto.NETLR, "NetLR", (codec.NETLR_PORT,), codec.NetlrOp, (
+    Proto.NETLR: Format(Proto.NETLR, "NetLR", (k.NETLR_PORT,), k.NetlrOp, (
         _f("op", "u8"),
         _f("id", "u32", "keyhash", base="hex"),
         _f("seq", "u32", "ver"),
         _f("oid", "u32", "key"),
         _f("req_id", "u32"),
         _f("epoch", "u16"),
-        _f("flags", "u8", base="hex", bits={codec.NETLR_FLAG_SUPERSEDED: "SUPERSEDED",
-                                            codec.NETLR_FLAG_STAMPED: "STAMPED"}),
+        _f("flags", "u8", base="hex", bits={k.NETLR_FLAG_SUPERSEDED: "SUPERSEDED",
+                                            k.NETLR_FLAG_STAMPED: "STAMPED"}),
         _f("value", "bytes", length=codec.NETLR_VALUE_LEN, msg_ops=("WRITE", "R_REPLY")),
     )),
-    Proto.NETMC: Format(Proto.NETMC, "NetMC", _NETMC_PORTS, codec.NetmcOp, (
+    Proto.NETMC: Format(Proto.NETMC, "NetMC", _NETMC_PORTS, k.NetmcOp, (
         _f("op", "u8", label="OP"),
         _f("id", "u32", "req_id", label="ID"),
         _f("oid", "u8", label="OID"),
@@ -273,3 +277,29 @@ def msg_attr(msg: codec.Msg, name: str, like: int | bytes) -> int | bytes:
     elif isinstance(val, bytes):
         return int.from_bytes(val, "big")
     return val  # type: ignore[no-any-return]
+
+
+def decode_prefix(proto: Proto | int | str, data: bytes) -> codec.Msg | None:
+    """The message a payload cut short (a capture's snap length) still shows:
+    every field before the cut, by the layout; None without an op code. The
+    codec of record refuses such payloads, rightly: use this only to read
+    captures."""
+    p = codec._proto(proto)
+    fmt = FORMATS[p]
+    parsed = parse(p, data)
+    if parsed.op is None or any(not x.startswith("truncated") for x in parsed.problems):
+        return None
+    vals = msg_values(fmt, parsed)
+    kw: dict[str, object] = {}
+    for name, val in vals.items():
+        if name in ("key_len", "value_len", "items_len", "op"):
+            continue
+        if name == "hkey":
+            kw[name] = int.from_bytes(bytes(val), "big")  # type: ignore[arg-type]
+        elif name == "srv":
+            kw[name] = list(bytes(val))  # type: ignore[arg-type]
+        elif name == "key" and isinstance(val, int):
+            kw[name] = val.to_bytes(4, "big")
+        else:
+            kw[name] = val
+    return codec.Msg(proto=p, op=int(parsed.value("op")), **kw)  # type: ignore[arg-type]

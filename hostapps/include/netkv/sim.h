@@ -232,6 +232,23 @@ uint32_t nk_sim_rank_keys(const struct nk_sim *sim, uint32_t *out, uint32_t n);
  * check their struct declarations. */
 size_t nk_sim_abi_sizeof(const char *name);
 
+/* ---- capture (capture=true) ---------------------------------------------- *
+ * From now on, write every frame the switch receives or sends on a node port
+ * or the CPU port to <dir>/switch-p<port>.pcap / switch-cpu.pcap: the
+ * message encoded by the real codec in the rack plan's Ethernet/IPv4/UDP
+ * (values the sim keeps as lengths are zeros), stamped with simulated time
+ * (ingress: arrival at the switch, egress: departure). Each file is bounded
+ * by snaplen, max_bytes and max_packets (pcap.h). Files are in event order,
+ * so timestamps may step back slightly (an order-free pipeline runs a packet
+ * when it is sent). Closed by nk_sim_free. 0, or -1 with a reason in err. */
+int nk_sim_capture(struct nk_sim *sim, const char *dir, uint32_t snaplen, uint64_t max_bytes,
+		   uint64_t max_packets, char *err, size_t errlen);
+/* Per capture file (node ports, then the CPU port): records written, frames
+ * left out by a bound, and the wall time spent capturing (encoding, framing,
+ * writing: the capture's cost); flushes the files. Returns the file count. */
+uint32_t nk_sim_capture_stats(struct nk_sim *sim, uint64_t *packets, uint64_t *missed,
+			      uint64_t *busy_ns, uint32_t n);
+
 /* Node/port numbering used by the sim. */
 uint32_t nk_sim_cpu_port(const struct nk_sim *sim);
 uint32_t nk_sim_recirc_port(const struct nk_sim *sim);

@@ -10,6 +10,7 @@
  * Nodes: servers 0..S-1, clients S..S+M-1. Ports: port p < S+M reaches node
  * p; then the CPU port, then the recirculation port.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,8 @@
 
 #include "netkv/hist.h"
 #include "netkv/host.h"
+#include "netkv/io.h"
+#include "netkv/pcap.h"
 #include "netkv/pipeline.h"
 #include "netkv/rng.h"
 #include "netkv/sim.h"
@@ -215,6 +218,11 @@ struct nk_sim {
 	uint32_t *key_cache_id;
 	uint32_t key_cache_n;
 
+	/* capture (nk_sim_capture): one file per node port, then the CPU port;
+	 * NULL when off, so an off capture costs one test per switch hop */
+	struct nk_pcap *cap;
+	uint8_t *cap_buf;
+
 	/* scratch */
 	struct nk_host_out hout[NK_HOST_MAX_OUT];
 	uint8_t keybuf[NK_MAX_KEY_LEN];
@@ -388,6 +396,59 @@ static void store_reset(struct sim_store *st)
 	st->count = 0;
 }
 
+/* ---- capture ------------------------------------------------------------------ */
+
+#define CAP_BUF_LEN 65536u
+#define CTRL_IP 0x0AFFFFFEu  /* the controller's address on Mininet (rack.py) */
+
+/* node -> (IPv4, MAC) of the rack plan; the controller (node S+M) has the
+ * Mininet controller's address */
+static uint32_t cap_addr(const struct nk_sim *s, uint32_t node, uint8_t mac[6])
+{
+	if (node >= s->n_nodes) {
+		const uint8_t c[6] = {0x02, 0, 0, 0xff, 0xff, 0xfe};
+		memcpy(mac, c, 6);
+		return CTRL_IP;
+	}
+	nk_node_mac(node, mac);
+	return nk_node_ip(node);
+}
+
+/* The frame packet p is on port `port` at t_ps, as a real switch port would
+ * show it: Ethernet/IPv4/UDP (both ports the protocol's) around the encoded
+ * message; lengths-only values are zeros. */
+static void cap_frame(struct nk_sim *s, uint32_t port, uint64_t t_ps, const struct pkt *p)
+{
+	uint64_t t0 = nk_pcap_clock_ns();
+	struct nk_pcap *pc = &s->cap[port == s->cpu_port ? s->n_nodes : port];
+	int n = nk_wire_encode(&p->m, s->cap_buf + NK_HDRS_LEN, CAP_BUF_LEN - NK_HDRS_LEN - 64);
+	if (n < 0 || n > 65535 - NK_IP_HLEN - NK_UDP_HLEN) {
+		pc->missed++;
+		pc->busy_ns += nk_pcap_clock_ns() - t0;
+		return;
+	}
+	uint8_t dmac[6], smac[6];
+	uint32_t sip = cap_addr(s, p->src, smac);
+	uint32_t dip = cap_addr(s, p->dst, dmac);
+	uint16_t udp = s->pipe->udp_port;
+	uint32_t len = nk_frame_build_udp(s->cap_buf, dmac, smac, sip, dip, udp, udp,
+					  (uint16_t)n, 0);
+	nk_pcap_write(pc, t_ps / PS_PER_NS, s->cap_buf, len);
+	pc->busy_ns += nk_pcap_clock_ns() - t0;
+}
+
+static void cap_close(struct nk_sim *s)
+{
+	if (!s->cap)
+		return;
+	for (uint32_t i = 0; i <= s->n_nodes; i++)
+		nk_pcap_close(&s->cap[i]);
+	free(s->cap);
+	free(s->cap_buf);
+	s->cap = NULL;
+	s->cap_buf = NULL;
+}
+
 /* ---- links ------------------------------------------------------------------- */
 
 /* serialization time in ps, fixed point (ps per byte << 16) */
@@ -483,8 +544,12 @@ static void host_send(struct nk_sim *s, uint32_t pi, uint64_t t)
 static void egress(struct nk_sim *s, uint32_t pi, uint16_t port, uint64_t t)
 {
 	struct pkt *p = &s->pk[pi];
+	if (s->cap && port == s->cpu_port)
+		cap_frame(s, port, t, p);
 	if (port < s->n_nodes) {
 		p->dst = port;  /* the port reaches exactly one node */
+		if (s->cap)
+			cap_frame(s, port, t, p);
 		p->wire_len = wire_len(s, &p->m);
 		link_send(s, pi, t, &s->down_free[port], EV_HOST_IN, s->fault_down[port]);
 	} else if (port == s->recirc_port) {
@@ -525,6 +590,8 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 		.recirculated = p->recirculated,
 	};
 	struct nk_actions act = {0};
+	if (s->cap && (p->ingress < s->n_nodes || p->ingress == s->cpu_port))
+		cap_frame(s, p->ingress, t_in, p);
 	s->pipe->process(s->pstate, &p->m, &meta, &act);
 	p->dst = meta.dst;
 	p->recirculated = 0;
@@ -1204,6 +1271,7 @@ void nk_sim_free(struct nk_sim *s)
 {
 	if (!s)
 		return;
+	cap_close(s);
 	if (s->srv) {
 		for (uint32_t i = 0; i < s->S; i++) {
 			if (s->srv[i].hstate && s->host && s->host->server_fini)
@@ -1671,6 +1739,47 @@ uint32_t nk_sim_rank_keys(const struct nk_sim *s, uint32_t *out, uint32_t n)
 	for (uint32_t i = 0; i < n && i < nk; i++)
 		out[i] = s->ranks[i].key;
 	return nk;
+}
+
+int nk_sim_capture(struct nk_sim *s, const char *dir, uint32_t snaplen, uint64_t max_bytes,
+		   uint64_t max_packets, char *err, size_t errlen)
+{
+	cap_close(s);
+	s->cap = calloc(s->n_nodes + 1, sizeof(*s->cap));
+	s->cap_buf = calloc(1, CAP_BUF_LEN);
+	if (!s->cap || !s->cap_buf) {
+		snprintf(err, errlen, "capture: out of memory");
+		cap_close(s);
+		return -1;
+	}
+	char path[4096];
+	for (uint32_t i = 0; i <= s->n_nodes; i++) {
+		if (i < s->n_nodes)
+			snprintf(path, sizeof(path), "%s/switch-p%u.pcap", dir, i);
+		else
+			snprintf(path, sizeof(path), "%s/switch-cpu.pcap", dir);
+		if (nk_pcap_open(&s->cap[i], path, snaplen, max_bytes, max_packets) < 0) {
+			snprintf(err, errlen, "capture: cannot write %s: %s", path, strerror(errno));
+			cap_close(s);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+uint32_t nk_sim_capture_stats(struct nk_sim *s, uint64_t *packets, uint64_t *missed,
+			      uint64_t *busy_ns, uint32_t n)
+{
+	if (!s->cap)
+		return 0;
+	uint32_t k = 0;
+	for (; k <= s->n_nodes && k < n; k++) {
+		fflush(s->cap[k].f);
+		packets[k] = s->cap[k].packets;
+		missed[k] = s->cap[k].missed;
+		busy_ns[k] = s->cap[k].busy_ns;
+	}
+	return k;
 }
 
 uint32_t nk_sim_cpu_port(const struct nk_sim *s)
