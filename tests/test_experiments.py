@@ -402,3 +402,18 @@ def test_one_slo_per_figure_unless_the_experiment_declares_one_per_x(tmp_path, m
         assert slo[1] == pytest.approx(float(ref["slo_ns"][0]) / 1e3)
     else:
         assert slo == [pytest.approx(float(ref["slo_ns"][0]) / 1e3)] * 2
+
+
+def test_an_any_check_holds_when_one_pair_does_and_needs_every_cell():
+    exp = experiment([
+        {"claim": "as much as 2 x", "left": {"series": "pegasus", "x": "all"}, "op": ">=",
+         "right": {"series": "hash", "x": "all", "times": 2}, "quantifier": "any"},
+        {"claim": "as much as 4 x", "left": {"series": "pegasus", "x": "all"}, "op": ">=",
+         "right": {"series": "hash", "x": "all", "times": 4}, "quantifier": "any",
+         "differs": "why"},
+    ])
+    two, four = (evaluate(c, TABLE, exp) for c in exp.checks)
+    assert two.passed and "(any of 2 pairs: 1 hold)" in two.measured
+    assert four.verdict == "differs" and "1.38 x" in four.by   # best pair: 4 / 2.9
+    gap = TABLE.with_columns(met=pl.Series([True, True, False, True]))
+    assert evaluate(exp.checks[0], gap, exp).verdict == "FAIL"

@@ -23,3 +23,17 @@ def test_readme_has_exactly_two_setup_commands():
 def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
     assert setup_commands()[1] in ci
+
+
+def test_readme_counts_every_paper_claim():
+    """The README quotes how many of the figures' claims hold as the paper
+    states them; the total it quotes is every check of every experiment."""
+    from netkv.experiments.spec import available, load_experiment
+
+    total = sum(len(load_experiment(name).checks) for name in available())
+    text = " ".join((ROOT / "README.md").read_text().split())
+    match = re.search(r"Of the (\d+) claims of Figs\. 7-13, (\d+) hold as the paper states "
+                      r"them and (\d+) differ", text)
+    assert match, "the README's verdict count is missing"
+    claims, holds, differs = (int(g) for g in match.groups())
+    assert claims == total and holds + differs == total

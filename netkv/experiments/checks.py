@@ -137,14 +137,13 @@ def evaluate(check: Check, table: pl.DataFrame, exp: Experiment) -> CheckResult:
         for v in _values(table, check.right.model_copy(update={"x": x}), exp, [x])
     ]
     used = _cells_used(check, todo)
-    parts, ok, measurable, worst = [], used > 0, used > 0, 0.0
-    if not used:
-        parts.append("compares no measured cell")
+    measurable, worst, held = used > 0, 0.0, []
+    parts: list[str] = [] if used else ["compares no measured cell"]
     for x, rx, lv, rv in zip(xs, right_xs, left, right):
         bad = [(ref, at, v) for ref, at, v in ((check.left, x, lv), (check.right, rx, rv))
                if not isinstance(v, float) or not math.isfinite(v)]
         if bad:
-            ok = measurable = False
+            measurable = False
             parts += [f"{_label(ref, at)} {v if isinstance(v, str) else 'missing'}"
                       for ref, at, v in bad]
             continue
@@ -155,21 +154,26 @@ def evaluate(check: Check, table: pl.DataFrame, exp: Experiment) -> CheckResult:
             good = lv <= rv
         else:
             good = rv != 0 and abs(lv / rv - 1.0) <= check.tolerance
-        ok &= good
-        if not good:
-            worst = max(worst, _miss(check.op, lv, rv, check.tolerance))
+        held.append(good)
+        miss = 0.0 if good else _miss(check.op, lv, rv, check.tolerance)
+        worst = max(worst, miss) if check.quantifier == "all" or len(held) == 1 \
+            else min(worst, miss)
         if check.op == "within":
             ratio = lv / rv if rv else math.inf
             parts.append(f"{_label(check.left, x)}/{_label(check.right, rx)} = {_fmt(ratio)}")
         else:
             parts.append(f"{_label(check.left, x)} = {_fmt(lv)} {check.op} "
                          f"{_label(check.right, rx)} = {_fmt(rv)}")
+    ok = measurable and bool(held) and (all(held) if check.quantifier == "all" else any(held))
+    if check.quantifier == "any":
+        parts.append(f"(any of {len(held)} pairs: {sum(held)} hold)")
     parts.append(f"({used} cell{'s' if used != 1 else ''})")
     by = ""
     if measurable and not ok:
         by = (f"|ratio - 1| up to {_fmt(worst)} x the tolerance" if check.op == "within"
               else f"misses the bound by {_fmt(worst)} x")
-    return CheckResult(check.claim, check.paper, "; ".join(parts[:-1]) + " " + parts[-1], ok,
+    text = "; ".join(parts[:-1]) + " " + parts[-1] if len(parts) > 1 else parts[0]
+    return CheckResult(check.claim, check.paper, text, ok,
                        used, verdict(ok, measurable, check.differs), check.differs, by)
 
 

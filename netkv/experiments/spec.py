@@ -89,6 +89,9 @@ class Check(Strict):
     op: Literal[">=", "<=", "within"]
     right: Ref
     tolerance: float = Field(0.0, ge=0.0)
+    # all: every compared pair must hold; any: at least one ("as much as
+    # 11.8 x": the best x). Every cell must be measured either way.
+    quantifier: Literal["all", "any"] = "all"
     # Why ours does not reach the paper's value (the check stays at it):
     # a false claim with a reason is "differs", without one "FAIL".
     differs: str = ""
