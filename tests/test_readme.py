@@ -26,11 +26,12 @@ def test_ci_runs_the_readme_test_command():
 
 
 def test_readme_counts_every_paper_claim():
-    """The README quotes how many of the figures' claims hold as the paper
-    states them; the total it quotes is every check of every experiment."""
+    """The README quotes how many of the Pegasus figures' claims hold as the
+    paper states them; the total it quotes is every check of those figures."""
     from netkv.experiments.spec import available, load_experiment
 
-    total = sum(len(load_experiment(name).checks) for name in available())
+    total = sum(len(load_experiment(name).checks) for name in available()
+                if name.startswith("pegasus/"))
     text = " ".join((ROOT / "README.md").read_text().split())
     match = re.search(r"Of the (\d+) claims of Figs\. 7-13, (\d+) hold as the paper states "
                       r"them and (\d+) differ", text)
