@@ -64,7 +64,7 @@ class KVSwitchProtocol(ProtocolBase):
     strict: bool = True                      # per-key versions (digest §5); false = the paper
     min_period_queries: int = Field(100_000, ge=1)  # periods with fewer are not planned on (§8.13)
     virtual_nodes: int = Field(16, ge=1)
-    ring: Ring = "consistent"
+    ring: Ring = "equal_ranges"  # the paper: hash mod M (digest §5)
 
     @property
     def epoch_ms(self) -> float:
