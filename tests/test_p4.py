@@ -533,15 +533,16 @@ class Rack:
                 except BlockingIOError:
                     break
 
-    def send(self, port: int, data: bytes, wait_s: float = 0.4) -> dict[int, list[bytes]]:
+    def send(self, port: int, data: bytes, wait_s: float = 0.5) -> dict[int, list[bytes]]:
         """Send ``data`` into switch port ``port``; return what left each port
-        (IPv4/UDP frames to or from a netkv port only)."""
+        (IPv4/UDP frames to or from a netkv port only) until none came for
+        50 ms (``wait_s`` at most). tests/test_corpus.py shares it."""
         self.drain()
         self.socks[port].send(data)
         got: dict[int, list[bytes]] = {}
-        deadline = time.monotonic() + wait_s
-        while (left := deadline - time.monotonic()) > 0:
-            ready, _, _ = select.select(self.socks, [], [], left)
+        deadline, quiet = time.monotonic() + wait_s, time.monotonic() + 0.1
+        while (now := time.monotonic()) < min(deadline, quiet):
+            ready, _, _ = select.select(self.socks, [], [], min(deadline, quiet) - now)
             for s in ready:
                 i = self.socks.index(s)
                 while True:
@@ -554,6 +555,7 @@ class Rack:
                     ports = {int.from_bytes(pkt[34:36], "big"), int.from_bytes(pkt[36:38], "big")}
                     if ports & {5047, 5050}:
                         got.setdefault(i, []).append(pkt)
+                        quiet = time.monotonic() + 0.05
         return got
 
 

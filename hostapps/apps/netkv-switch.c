@@ -374,6 +374,27 @@ static uint32_t build_out(struct sw *s, const uint8_t *in, const struct nk_frame
 	return len;
 }
 
+/* A reply from the switch (act.switch_reply) goes back to its sender as if
+ * the node it addressed had answered: MACs, IPv4 addresses and UDP ports
+ * swapped, so the client's socket, connected or not, accepts it (a source
+ * equal to its own address is dropped by Linux). Both checksums are sums
+ * over words that only trade places: they stay valid. */
+static void swap_ends(uint8_t *f, const struct nk_frame *fr)
+{
+	uint8_t t[6];
+	memcpy(t, f, 6);
+	memcpy(f, f + 6, 6);
+	memcpy(f + 6, t, 6);
+	uint8_t *ip = f + fr->ip_off;
+	memcpy(t, ip + 12, 4);
+	memcpy(ip + 12, ip + 16, 4);
+	memcpy(ip + 16, t, 4);
+	uint8_t *udp = ip + fr->ip_hlen;
+	memcpy(t, udp, 2);
+	memcpy(udp, udp + 2, 2);
+	memcpy(udp + 2, t, 2);
+}
+
 static void send_to_port(struct sw *s, uint8_t *f, uint32_t len, const struct nk_frame *fr,
 			 uint16_t port, int32_t dst_node)
 {
@@ -462,6 +483,8 @@ static void handle_frame(struct sw *s, const uint8_t *f, uint32_t len, uint16_t 
 		out = s->scratch;
 	}
 	int32_t ndst = meta.dst != dst0 && meta.dst != NK_NODE_NONE ? (int32_t)meta.dst : -1;
+	if (act.switch_reply)
+		swap_ends(out, &fr);
 
 	switch (act.fwd) {
 	case NK_FWD_PORT:

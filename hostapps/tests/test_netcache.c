@@ -240,8 +240,9 @@ static void test_hit_miss_write(void)
 	EXPECT_EQ(fr.value_len, 5);
 	fr.value = r.store.e[0].val;          /* the embedder fills the bytes */
 	a = sw(&r, &fr, 1, CL, NULL);
-	EXPECT_EQ(a.fwd, NK_FWD_DROP);
-	EXPECT_EQ(a.to_cpu, 1);
+	EXPECT_EQ(a.fwd, NK_FWD_PORT);        /* the ACK itself, to the controller */
+	EXPECT_EQ(a.port, 99);
+	EXPECT_EQ(a.to_cpu, 0);
 	EXPECT_EQ(fr.op, NK_NETCACHE_OP_CACHE_UPDATE_ACK);
 	EXPECT_EQ(fr.result, NK_RESULT_OK);
 	EXPECT_EQ(rd(&r, "cache_valid", 2), 1);

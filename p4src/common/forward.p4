@@ -115,10 +115,26 @@ control NetkvForward(inout headers_t hdr, inout metadata_t meta,
     }
 
     apply {
-        /* the pipeline readdressed the packet (Pegasus node_fwd rewrite,
-         * NetCache switch reply): the destination becomes the node's
-         * addresses, as netkv-switch's set_dst_node() does */
-        if (meta.dst_node != meta.dst_node0 && meta.dst_node != NODE_NONE && hdr.ipv4.isValid()) {
+        /* a reply from the switch (NetCache hit) goes back to its sender as
+         * if the node it addressed had answered: MACs, IPv4 addresses and
+         * UDP ports swapped, as netkv-switch's swap_ends() (a Linux client
+         * drops a packet whose source is its own address) */
+        if (meta.switch_reply == 1 && hdr.ipv4.isValid() && hdr.udp.isValid()) {
+            bit<48> mac = hdr.ethernet.dst_addr;
+            hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
+            hdr.ethernet.src_addr = mac;
+            bit<32> addr = hdr.ipv4.dst_addr;
+            hdr.ipv4.dst_addr = hdr.ipv4.src_addr;
+            hdr.ipv4.src_addr = addr;
+            bit<16> port = hdr.udp.dst_port;
+            hdr.udp.dst_port = hdr.udp.src_port;
+            hdr.udp.src_port = port;
+            meta.hdr_changed = 1;
+        } else if (meta.dst_node != meta.dst_node0 && meta.dst_node != NODE_NONE &&
+                   hdr.ipv4.isValid()) {
+            /* the pipeline readdressed the packet (Pegasus node_fwd rewrite):
+             * the destination becomes the node's addresses, as
+             * netkv-switch's set_dst_node() does */
             hdr.ipv4.dst_addr = NODE_NET + (bit<32>)meta.dst_node + 1;
             hdr.ethernet.dst_addr = NODE_MAC_BASE + (bit<48>)meta.dst_node + 1;
             meta.hdr_changed = 1;

@@ -13,9 +13,13 @@
  *           from it.
  *  - `act`  what to do: drop, forward to a port, multicast to a group (the
  *           switch owns the group -> ports table, like a PRE), recirculate;
- *           and independently, clone a copy to the controller (CPU port).
+ *           and independently, clone a copy of the packet as received to
+ *           the controller (to_cpu). A packet the pipeline addresses to the
+ *           controller itself is forwarded to cfg->cpu_port.
  *           A reply from the switch (NetCache hit) is "set meta->dst =
- *           meta->src, forward to that node's port, set switch_reply".
+ *           meta->src, forward to that node's port, set switch_reply"; the
+ *           switch then sends it as if from the node the request addressed
+ *           (L2/L3 addresses and UDP ports swapped).
  *
  * The controller (Python, via a SwitchDriver) reaches the state only by
  * name: registers (reg_read/reg_write, one 64-bit cell at a time) and tables

@@ -53,6 +53,7 @@ enum nc_stat {
 struct netcache_state {
 	uint32_t cache_items, max_value, hot_threshold, cm_width, bf_bits;
 	uint32_t n_servers;
+	uint16_t cpu_port;         /* the controller's port: fetch answers go there */
 	struct nk_trust trust;     /* which ports are servers' (docs/security.md) */
 	uint16_t *node_port;
 	struct nk_k128 tab;        /* cache: 16 B key -> idx */
@@ -116,6 +117,7 @@ static int nc_init(void *st, const struct nk_pipeline_cfg *cfg)
 	s->cm_width = (uint32_t)cmw;
 	s->bf_bits = (uint32_t)bfb;
 	s->n_servers = cfg->n_servers;
+	s->cpu_port = cfg->cpu_port;
 	uint32_t k = s->cache_items;
 	s->node_port = malloc(NC_MAX_NODES * sizeof(uint16_t));
 	nk_k128_init(&s->tab, s->cache_items);
@@ -437,8 +439,11 @@ static void nc_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 		m->kind = NK_KIND_CONTROL;
 		m->value_len = 0;
 		m->value = NULL;
-		act->to_cpu = 1;
-		act->fwd = NK_FWD_DROP;
+		/* the ACK itself goes to the controller (not a copy of the
+		 * answer as received): the simulator, netkv-switch and the P4
+		 * program all hand it op 7 */
+		act->fwd = NK_FWD_PORT;
+		act->port = s->cpu_port;
 		return;
 	default:
 		forward(s, meta, act);
