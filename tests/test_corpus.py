@@ -22,10 +22,10 @@ from netkv.pipeline import FWD_MCAST, FWD_PORT, Pipeline
 
 try:
     from corpus import N_SERVERS, NODES, Case, View, all_cases, view
-    from test_p4 import Rack
+    from test_p4 import Rack, program_defines
 except ImportError:
     from tests.corpus import N_SERVERS, NODES, Case, View, all_cases, view
-    from tests.test_p4 import Rack
+    from tests.test_p4 import Rack, program_defines
 
 CASES = all_cases()
 IDS = [c.name for c in CASES]
@@ -194,11 +194,10 @@ def test_corpus_through_netkv_switch(case: Case, tmp_path: Path) -> None:
 def test_corpus_through_bmv2(case: Case, tmp_path: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root to create veth pairs for simple_switch_grpc")
-    from netkv.drivers import bmv2
+    from netkv.protocols.plugin import parse_params
 
-    params = bmv2.parse_params(case.params)
-    with Rack(tmp_path, case.protocol, bmv2.program_defines(case.protocol, params),
-              params) as rack:
+    params = parse_params(case.params)
+    with Rack(tmp_path, case.protocol, program_defines(case.protocol, params), params) as rack:
         assert rack.drv is not None
         _setup(rack.drv, case)
         _through(rack, case)
