@@ -325,6 +325,7 @@ control NetcacheIngress(inout headers_t hdr, inout metadata_t meta,
                         hdr.netcache.op = NETCACHE_OP_READ_REPLY;
                         hdr.netcache.result = RESULT_OK;
                         hdr.netcache.flags = hdr.netcache.flags | NETCACHE_FLAG_CACHED;
+                        hdr.netcache.server_id = SERVER_NONE;   /* served by the switch */
                         LOAD_VALUE(vl)
                         meta.dst_node = meta.src_node;
                         meta.switch_reply = 1;

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from netkv.constants import NC_CM_ROWS, NC_FETCH_CLIENT, NETCACHE_FLAG_CACHED, NETCACHE_FLAG_REFRESH
+from netkv.constants import (
+    NC_CM_ROWS,
+    NC_FETCH_CLIENT,
+    NETCACHE_FLAG_CACHED,
+    NETCACHE_FLAG_REFRESH,
+    SERVER_NONE,
+)
 from netkv.protocols.netcache import key_words, row_hash
 from netkv.wire.codec import Msg, NetcacheOp, Proto, Result, encode
 
@@ -29,7 +35,7 @@ base = Msg(proto=Proto.NETCACHE, op=NetcacheOp.READ, key=KEY, client_id=CLIENT, 
 READ = dataclasses.replace(base, op=NetcacheOp.READ)
 WRITE = dataclasses.replace(base, op=NetcacheOp.WRITE, value=b"world")
 HIT = dataclasses.replace(READ, op=NetcacheOp.READ_REPLY, result=Result.OK,
-                          flags=NETCACHE_FLAG_CACHED, value=VALUE)
+                          flags=NETCACHE_FLAG_CACHED, value=VALUE, server_id=SERVER_NONE)
 FETCH_ANSWER = dataclasses.replace(base, op=NetcacheOp.CACHE_UPDATE, client_id=NC_FETCH_CLIENT,
                                    req_id=77, value=VALUE)
 ACK = dataclasses.replace(FETCH_ANSWER, op=NetcacheOp.CACHE_UPDATE_ACK, value=b"")

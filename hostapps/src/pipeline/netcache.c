@@ -357,6 +357,7 @@ static void nc_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 			m->kind = NK_KIND_READ_REPLY;
 			m->result = NK_RESULT_OK;
 			m->flags |= NK_NETCACHE_FLAG_CACHED;
+			m->server_id = NK_SERVER_NONE;   /* no server answered: clients count it as the switch's */
 			m->value_len = s->cache_vlen[idx];
 			m->value = m->value_len ? &s->cache_value[(size_t)idx * s->max_value] : NULL;
 			meta->dst = meta->src;
