@@ -6,6 +6,7 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 venv := ".venv"
 python := venv / "bin/python"
 asan_build := "build/asan"
+fuzz_build := "build/fuzz"
 
 # List the recipes.
 default:
@@ -48,14 +49,26 @@ constants:
 run *ARGS: setup
     {{python}} -m netkv run {{ARGS}}
 
-# C unit tests under ASan+UBSan, then the Python tests.
-test: setup test-c test-py
+# C unit tests under ASan+UBSan, then the Python tests, then a short fuzz.
+test: setup test-c test-py test-fuzz
 
 # C unit tests (ctest) in the sanitizer build.
 test-c:
     cmake -S . -B {{asan_build}} -DNETKV_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
     cmake --build {{asan_build}} -j2 >/dev/null
     ctest --test-dir {{asan_build}}/hostapps --output-on-failure
+
+# The libFuzzer harnesses (clang, ASan+UBSan): hostapps/fuzz/fuzz_<protocol>.c.
+fuzz-build:
+    CC=clang cmake -S . -B {{fuzz_build}} -DNETKV_FUZZ=ON -DNETKV_TESTS=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
+    cmake --build {{fuzz_build}} -j2 >/dev/null
+
+# Fuzz every protocol's packet path for SECONDS each (regressions replayed first).
+fuzz SECONDS="600" *PROTOCOLS: fuzz-build
+    {{python}} tools/fuzz.py --seconds {{SECONDS}} {{PROTOCOLS}}
+
+# CI: the regression inputs, then 10 s of fuzzing per protocol.
+test-fuzz: (fuzz "10")
 
 # Python tests (pytest).
 test-py *ARGS:

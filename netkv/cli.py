@@ -13,10 +13,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import yaml
 
 from netkv.config.compose import ConfigError, compose_raw, conf_dir, load, to_container, validate
+from netkv.config.schema import check_out_dir
 from netkv.protocols import PROTOCOLS
 from netkv.protocols import lookup as protocol_plugin
 from netkv.results.rundir import RunDirConflict
@@ -49,9 +51,15 @@ def expand_sweep(overrides: list[str]) -> list[list[str]]:
 def validate_all(overrides: list[str], multirun: bool) -> None:
     from netkv.runner import check_supported
 
+    from netkv.results.rundir import RunDir
+    from netkv.runner import config_yaml
+
     jobs = expand_sweep(overrides) if multirun else [overrides]
     for job in jobs:
-        check_supported(load(job))
+        cfg = load(job)
+        check_supported(cfg)
+        if not multirun and cfg.out is not None:  # a sweep's jobs write below out
+            RunDir(Path(cfg.out)).check(config_yaml(cfg))
 
 
 def launch(overrides: list[str], multirun: bool) -> int:
@@ -82,12 +90,16 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), end="")
             return 0
         validate_all(overrides, args.multirun)
-    except ConfigError as exc:
+    except (ConfigError, RunDirConflict) as exc:
         return _fail(str(exc))
     try:
         return launch(overrides, args.multirun)
     except RunDirConflict as exc:
         return _fail(str(exc))
+    except KeyboardInterrupt:  # a sweep (one run reports its own interruption)
+        print("netkv: interrupted: every finished point is kept in its run directory "
+              "(run the same command again to resume)", file=sys.stderr)
+        return 130
 
 
 # --- list ------------------------------------------------------------------------
@@ -142,6 +154,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from netkv.experiments.run import reproduce
 
     try:
+        if args.out is not None:
+            try:
+                check_out_dir(args.out)
+            except ValueError as exc:
+                raise ConfigError(f"invalid argument: --{exc}") from None
         results = reproduce(args.experiment, list(args.overrides),
                             Path(args.out) if args.out else None, args.jobs, Console())
     except (ConfigError, RunDirConflict) as exc:
@@ -188,8 +205,25 @@ def cmd_wireshark(args: argparse.Namespace) -> int:
 # --- entry -------------------------------------------------------------------------
 
 
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} (allowed: an integer >= 1)") from None
+    if not 1 <= value <= 256:
+        raise argparse.ArgumentTypeError(f"{text!r} (allowed: 1..256)")
+    return value
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors are one line and exit 2, like config errors."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_CONFIG, f"netkv: {self.prog}: {message} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m netkv",
         description="Experiment framework for in-network key-value protocols.",
     )
@@ -226,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                      help="extra overrides applied to every cell (e.g. duration=0.1)")
     rep.add_argument("--out", help="experiment directory (re-use it to resume)")
-    rep.add_argument("--jobs", type=int, default=2, help="cells run at once (default 2)")
+    rep.add_argument("--jobs", type=positive_int, default=2, help="cells run at once (default 2)")
     rep.set_defaults(func=cmd_reproduce)
 
     cln = sub.add_parser(

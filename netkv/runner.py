@@ -21,6 +21,7 @@ from rich.table import Table
 
 from netkv.backends import backend_class
 from netkv.config.compose import ConfigError, validate
+from netkv import retries
 from netkv.config.schema import RunConfig
 from netkv.protocols import implemented_on
 from netkv.protocols import lookup as protocol_plugin
@@ -30,6 +31,7 @@ from netkv.slo import MeasurementError, SearchOutcome, latency_key, passes, sear
 from netkv.targets.base import PointResult, Target
 
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 REFERENCE_KEY = "reference"  # the SLO reference point's fragment in points.d/
 
 #: placement (target.name) -> "module:Class" of its Target
@@ -53,6 +55,10 @@ def check_supported(cfg: RunConfig) -> None:
             f"target = '{cfg.target.name}' yet (implemented there: {ready})"
         )
     backend_class(cfg.target.switch).preflight(cfg, info)
+    placement = importlib.import_module(PLACEMENTS[cfg.target.name].partition(":")[0])
+    check = getattr(placement, "check_config", None)
+    if check is not None:  # what the placement cannot run, before anything is written
+        check(cfg)
 
 
 def make_target(cfg: RunConfig) -> Target:
@@ -128,6 +134,12 @@ def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console) ->
             return result
 
         ref_ns = reference_slo_ns(cfg, run_dir, columns, order, console)
+        resolved = retries.resolve(cfg, retries.known_slo_ns(cfg, ref_ns)).topology
+        target.set_client_retries(resolved.timeout_us or 0.0, resolved.retries or 0)
+        if resolved.retries and cfg.topology.retries is None:
+            console.print(f"[dim]{cfg.name}: injected faults: clients resend after "
+                          f"{resolved.timeout_us:.0f} us, at most {resolved.retries} times "
+                          "(topology.retries=0 turns this off)[/dim]")
         outcome = search_throughput(measure, target.capacity_hint_rps(), cfg.slo, ref_ns)
     return finish(run_dir, outcome, order, cfg, console)
 
@@ -153,6 +165,8 @@ def execute_at(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console,
     if result is None:
         console.print(f"[dim]{cfg.name}: {offered_rps:,.0f} req/s for {cfg.duration:g} s[/dim]")
         with make_target(cfg) as target:
+            resolved = retries.resolve(cfg, slo_ns).topology
+            target.set_client_retries(resolved.timeout_us or 0.0, resolved.retries or 0)
             result = capture.run_point(target, cfg, run_dir.path, key, offered_rps, seed)
         run_dir.store_point(key, phase, result, config_columns(cfg))
     met = passes(result, slo_ns, cfg.slo)
@@ -279,12 +293,19 @@ def print_summary(cfg: RunConfig, outcome: SearchOutcome, path: Path, console: C
         res, key = unloaded.result, latency_key(cfg.slo.percentile)
         tail = res.tail_ns(cfg.slo.percentile) / 1e3
         if res.completion < cfg.slo.min_completion:
-            why = f"completion {res.completion:.3f} < {cfg.slo.min_completion:g}"
+            why = (f"completion {res.completion:.4f} < {cfg.slo.min_completion:g}: "
+                   f"{res.lost} of {res.issued} requests never completed, {res.retries} resent")
+            if retries.injects_faults(cfg) and res.retries == 0:
+                why += "; client retries are off (topology.timeout_us, topology.retries)"
         else:
             why = f"{key} {tail:.1f} us > {outcome.slo_ns / 1e3:.1f} us"
-        console.print(f"[yellow]warning: the unloaded point ({res.offered_rps:,.0f} req/s) "
-                      f"already misses the SLO ({why}): the maximum above is not where "
-                      "load starts to cost latency[/yellow]")
+        if best is None:
+            console.print(f"[yellow]warning: no load point met the SLO; the unloaded point "
+                          f"({res.offered_rps:,.0f} req/s) misses it: {why}[/yellow]")
+        else:
+            console.print(f"[yellow]warning: the unloaded point ({res.offered_rps:,.0f} req/s) "
+                          f"already misses the SLO ({why}): the maximum above is not where "
+                          "load starts to cost latency[/yellow]")
     if best is not None:
         requests = best.result.server_requests
         total = max(int(requests.sum()), 1)
@@ -314,5 +335,11 @@ def run_job(cfg_node: Any) -> float:
     except MeasurementError as exc:
         print(f"netkv: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
+    except KeyboardInterrupt:
+        # the targets' context managers have torn the rack down on the way out
+        kept = len(RunDir(out_dir).cached_keys()) if out_dir.is_dir() else 0
+        print(f"netkv: interrupted: {kept} finished point(s) kept in {out_dir} (run again "
+              f"with out={out_dir} to resume)", file=sys.stderr)
+        raise SystemExit(EXIT_INTERRUPTED) from None
     best = points.filter(pl.col("best")) if not points.is_empty() else points
     return float(best["achieved_rps"][0]) if not best.is_empty() else 0.0

@@ -1,7 +1,8 @@
 """Bad input: netkv-switch and kvserver count and drop malformed frames and
 payloads, and keep serving.
 
-A Mininet rack (hash, 2 servers, 1 client). From the client host, scapy sends
+A Mininet rack (2 servers, 1 client), for every protocol that runs on
+Mininet. From the client host, scapy sends
 random frames and mutations of a valid request frame (truncated, bad IPv4
 checksum and IHL, inconsistent lengths, bad magic, unknown op codes, random
 payload bytes) through the switch. From server 0's own namespace, mutated
@@ -17,10 +18,13 @@ import sys
 
 import pytest
 
+from netkv.config.compose import load
+from netkv.protocols import implemented_on
+
 try:
-    from test_mininet_hash import REASON, _cfg
+    from test_mininet_hash import REASON
 except ImportError:  # run with the repository root on sys.path
-    from tests.test_mininet_hash import REASON, _cfg
+    from tests.test_mininet_hash import REASON
 
 pytestmark = pytest.mark.mininet
 skip = pytest.mark.skipif(REASON is not None, reason=REASON or "")
@@ -29,14 +33,16 @@ skip = pytest.mark.skipif(REASON is not None, reason=REASON or "")
 SENDER = r'''
 import random, socket, struct, sys
 from scapy.all import Ether, IP, UDP, Raw, sendp, conf
-from netkv.wire.codec import Msg, Proto, PegasusOp, encode
+from netkv.wire import codec
+from netkv.wire.codec import Msg, Proto, encode
 conf.verb = 0
-mode, count, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+mode, count, seed, proto, opcls, port = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]),
+                                         sys.argv[4], sys.argv[5], int(sys.argv[6]))
 rng = random.Random(seed)
 key = b"k" * 16
 def payload():
-    return encode(Msg(proto=Proto.PLAIN, op=int(PegasusOp.READ), server_id=0, client_id=2,
-                      req_id=rng.randrange(1 << 31), keyhash=12345, key=key))
+    return encode(Msg(proto=Proto[proto], op=int(getattr(codec, opcls).READ), server_id=0,
+                      client_id=2, req_id=rng.randrange(1 << 31), keyhash=12345, key=key))
 def mutate(b):
     b = bytearray(b)
     r = rng.random()
@@ -54,12 +60,12 @@ def mutate(b):
         return bytes(b)                                                # flipped bytes
     return bytes(rng.randrange(256) for _ in range(rng.randrange(0, 120)))  # random
 if mode == "frames":
-    iface = sys.argv[4]
+    iface = sys.argv[7]
     frames = []
     src = dict(src="02:00:00:00:00:03", dst="02:00:00:00:00:01")
     for i in range(count):
         r = rng.random()
-        base = Ether(**src) / IP(src="10.0.0.3", dst="10.0.0.1") / UDP(sport=5047, dport=5047)
+        base = Ether(**src) / IP(src="10.0.0.3", dst="10.0.0.1") / UDP(sport=port, dport=port)
         if r < 0.5:
             frames.append(bytes(base / Raw(mutate(payload()))))
         elif r < 0.6:
@@ -79,17 +85,27 @@ if mode == "frames":
 else:
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     for i in range(count):
-        s.sendto(mutate(payload()), ("127.0.0.1", 5047))
+        s.sendto(mutate(payload()), ("127.0.0.1", port))
 '''
 
 
+# protocol -> (wire format, op enum in netkv.wire.codec, UDP port, has a magic)
+FORMATS = {"hash": ("PLAIN", "PegasusOp", 5047, True),
+           "pegasus": ("PEGASUS", "PegasusOp", 5047, True),
+           "netcache": ("NETCACHE", "NetcacheOp", 5050, False)}
+
+
 @skip
-def test_bad_frames_and_payloads_are_counted_and_dropped(tmp_path) -> None:
+@pytest.mark.parametrize("protocol", implemented_on("mininet"))
+def test_bad_frames_and_payloads_are_counted_and_dropped(tmp_path, protocol: str) -> None:
     from netkv.targets.mininet import MininetTarget
 
+    assert protocol in FORMATS, f"add {protocol}'s wire format to FORMATS"
+    fmt, opcls, port, has_magic = FORMATS[protocol]
     script = tmp_path / "send_bad.py"
     script.write_text(SENDER)
-    cfg = _cfg("servers=2", "clients=1", "keys=5000")
+    cfg = load(["target=mininet", f"protocol={protocol}", "keys=5000", "duration=0.5",
+                "topology.timeout_us=0", "servers=2", "clients=1"])
     with MininetTarget(cfg) as target:
         rack = target.rack
         assert rack is not None and target.driver is not None
@@ -100,8 +116,9 @@ def test_bad_frames_and_payloads_are_counted_and_dropped(tmp_path) -> None:
 
         client, server = rack.clients[0], rack.servers[0]
         env = {"PYTHONPATH": str(__import__("pathlib").Path(__file__).resolve().parent.parent)}
-        for host, args in ((client, ["frames", "600", "1", str(client.defaultIntf())]),
-                           (server, ["loopback", "400", "2"])):
+        fmt_args = [fmt, opcls, str(port)]
+        for host, args in ((client, ["frames", "600", "1", *fmt_args, str(client.defaultIntf())]),
+                           (server, ["loopback", "400", "2", *fmt_args])):
             p = host.popen([sys.executable, str(script), *args], env=env)
             out, err = p.communicate(timeout=60)
             assert p.returncode == 0, err.decode()[-2000:]
@@ -118,13 +135,14 @@ def test_bad_frames_and_payloads_are_counted_and_dropped(tmp_path) -> None:
     print(json.dumps({"switch": moved_sw, "kvserver": moved_srv}))
     # the switch saw every kind of damage we sent
     for k in ("bad_frame.truncated", "bad_frame.ihl", "bad_frame.ip_csum", "bad_frame.length",
-              "bad_msg.magic", "bad_msg.op", "bad_msg.length", "bad_msg.truncated"):
+              *(["bad_msg.magic"] if has_magic else []), "bad_msg.op", "bad_msg.length",
+              "bad_msg.truncated"):
         assert moved_sw.get(k, 0) > 0, (k, moved_sw)
     assert after_sw["bad_frames"] + after_sw["bad_msgs"] - before_sw["bad_frames"] \
         - before_sw["bad_msgs"] > 200
     # the kvserver too (over loopback), by reason
     assert after_srv["bad"] - before_srv["bad"] > 150, moved_srv
-    for k in ("bad_magic", "bad_op", "bad_truncated"):
+    for k in (*(["bad_magic"] if has_magic else []), "bad_op", "bad_truncated"):
         assert moved_srv.get(k, 0) > 0, (k, moved_srv)
     # and both kept serving
     assert res.issued > 0 and res.completed == res.issued

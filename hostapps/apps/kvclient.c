@@ -393,6 +393,12 @@ int main(int argc, char **argv)
 	struct sigaction sa = {.sa_handler = on_stop};
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	/* a SIGKILLed orchestrator must not leave us behind: SIGTERM stops us
+	 * the same way as a normal end */
+	if (nk_exit_with_parent(SIGTERM) < 0) {
+		fprintf(stderr, "kvclient: the process that started it is gone\n");
+		return 1;
+	}
 
 	static uint8_t tbuf[MAX_BATCH][BUF_SIZE], rbuf[MAX_BATCH][BUF_SIZE];
 	static struct mmsghdr tmsg[MAX_BATCH], rmsg[MAX_BATCH];

@@ -390,6 +390,12 @@ int main(int argc, char **argv)
 	struct sigaction sa = {.sa_handler = on_stop};
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	/* a SIGKILLed orchestrator must not leave us behind: SIGTERM stops us
+	 * the same way as a normal end */
+	if (nk_exit_with_parent(SIGTERM) < 0) {
+		fprintf(stderr, "kvserver: the process that started it is gone\n");
+		return 1;
+	}
 	struct sigaction sd = {.sa_handler = on_dump};
 	sigaction(SIGUSR1, &sd, NULL);
 	/* handlers are in place: the first stats file says "ready" */

@@ -26,6 +26,8 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
+#include <net/if.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -96,7 +98,7 @@ struct counters {
 	uint64_t frames, bad_frame[5], bad_msg[WIRE_ERRS], pipeline, pipe_drop, no_route,
 		other_ip, flood, non_ip_drop, fault_loss, fault_dup, fault_delayed, delay_full,
 		recirc, recirc_drop, cpu_copies, cpu_drops, mcast_copies, switch_replies,
-		encode_err, packet_out;
+		encode_err, packet_out, port_errors;
 };
 
 struct sw {
@@ -519,6 +521,8 @@ static void handle_frame(struct sw *s, const uint8_t *f, uint32_t len, uint16_t 
 
 #define OUT(...) (size_t)snprintf(out + n, n < cap ? cap - n : 0, __VA_ARGS__)
 
+#define MAX_FAULT_DELAY_NS 100000000000ull /* 1e8 us: no overflow of the delay heap's clock */
+
 static int parse_double_kv(const char *w, const char *key, double *out)
 {
 	size_t k = strlen(key);
@@ -526,7 +530,9 @@ static int parse_double_kv(const char *w, const char *key, double *out)
 		return 0;
 	char *end;
 	double v = strtod(w + k + 1, &end);
-	if (*end || v < 0)
+	/* NaN, inf, negatives and empty values are refused: a NaN rate would
+	 * compare false everywhere and slip through every range check */
+	if (*end || end == w + k + 1 || !isfinite(v) || v < 0)
 		return -1;
 	*out = v;
 	return 1;
@@ -566,18 +572,43 @@ static int set_fault(struct sw *s, int argc, char **argv, char *why, size_t whyl
 		else if (r == 0 && (r = parse_double_kv(argv[i], "reorder", &v)) == 1)
 			f.reorder = v;
 		else if (r == 0 && (r = parse_double_kv(argv[i], "reorder_us", &v)) == 1)
-			f.reorder_ns = (uint64_t)(v * 1000.0);
+			f.reorder_ns = v > 1e8 ? UINT64_MAX : (uint64_t)(v * 1000.0);
 		else if (r == 0 && (r = parse_double_kv(argv[i], "delay_us", &v)) == 1)
-			f.delay_ns = (uint64_t)(v * 1000.0);
-		if (r != 1 || f.loss > 1 || f.dup > 1 || f.reorder > 1) {
-			snprintf(why, whylen, "bad fault setting %s (loss|dup|reorder=0..1, reorder_us|delay_us=us)",
-				 argv[i]);
+			f.delay_ns = v > 1e8 ? UINT64_MAX : (uint64_t)(v * 1000.0);
+		if (r != 1 || f.loss > 1 || f.dup > 1 || f.reorder > 1 ||
+		    f.reorder_ns > MAX_FAULT_DELAY_NS || f.delay_ns > MAX_FAULT_DELAY_NS) {
+			snprintf(why, whylen, "bad fault setting %s (loss|dup|reorder=0..1, "
+				 "reorder_us|delay_us=0..1e8 us)", argv[i]);
 			return -1;
 		}
 	}
 	for (uint32_t p = lo; p < hi; p++)
 		s->fault[p] = f;
 	update_any_fault(s);
+	return 0;
+}
+
+/* A port whose poll reports an error (POLLERR/POLLHUP/POLLNVAL): reading
+ * SO_ERROR clears a transient error, so that the next poll sleeps again; an
+ * interface that no longer exists (its namespace went away with a killed
+ * run) ends the switch, which would otherwise spin on the error forever.
+ * Returns -1 to stop. */
+static int port_errors(struct sw *s, const struct pollfd *pfd)
+{
+	for (uint32_t p = 0; p < s->n_ports; p++) {
+		if (!(pfd[p].revents & (POLLERR | POLLHUP | POLLNVAL)))
+			continue;
+		s->c.port_errors++;
+		int e = 0;
+		socklen_t el = sizeof(e);
+		(void)getsockopt(s->port[p].fd, SOL_SOCKET, SO_ERROR, &e, &el);
+		if ((pfd[p].revents & POLLNVAL) || if_nametoindex(s->port[p].name) !=
+							      (unsigned)s->port[p].ifindex) {
+			fprintf(stderr, "netkv-switch: port %s is gone (%s): stopping\n",
+				s->port[p].name, e ? strerror(e) : "interface deleted");
+			return -1;
+		}
+	}
 	return 0;
 }
 
@@ -590,6 +621,7 @@ static size_t put_counters(struct sw *s, char *out, size_t n, size_t cap)
 		 " other_ip=%" PRIu64 " flood=%" PRIu64 " non_ip_drop=%" PRIu64,
 		 s->c.frames, s->c.pipeline, s->c.pipe_drop, s->c.no_route, s->c.other_ip, s->c.flood,
 		 s->c.non_ip_drop);
+	n += OUT(" port_errors=%" PRIu64, s->c.port_errors);
 	uint64_t bad_f = 0, bad_m = 0;
 	for (int i = 1; i < 5; i++) {
 		bad_f += s->c.bad_frame[i];
@@ -1005,6 +1037,12 @@ int main(int argc, char **argv)
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	/* a SIGKILLed orchestrator must not leave us behind: SIGTERM stops us
+	 * the same way as a normal end */
+	if (nk_exit_with_parent(SIGTERM) < 0) {
+		fprintf(stderr, "netkv-switch: the process that started it is gone\n");
+		return 1;
+	}
 	signal(SIGPIPE, SIG_IGN);
 	fprintf(stderr, "netkv-switch: protocol %s, %u ports, %u servers, %u clients, ready\n",
 		proto, s.n_ports, s.n_servers, s.n_clients);
@@ -1092,6 +1130,8 @@ int main(int argc, char **argv)
 			perror("netkv-switch: ppoll");
 			break;
 		}
+		if (r > 0 && port_errors(&s, pfd) < 0)
+			break;
 		if (s.have_ctl && r > 0) {
 			int any = 0;
 			for (int i = ctl_first; i < nfd; i++)

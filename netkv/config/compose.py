@@ -63,6 +63,10 @@ def compose_raw(overrides: list[str]) -> DictConfig:
         ) from None
     except HydraException as exc:
         raise ConfigError(f"invalid config: {_first_line(str(exc))}") from None
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        # Hydra's own checks that raise plain exceptions (e.g. `topology=5`:
+        # a group choice that is not a name)
+        raise ConfigError(f"invalid override: {_first_line(str(exc))}") from None
 
 
 def to_container(cfg: DictConfig) -> dict[str, Any]:
@@ -104,6 +108,15 @@ _ALLOWED = {
     "string_type": "a string",
     "string_too_short": "a non-empty string",
     "missing": "a value (the key is required)",
+    "finite_number": "a finite number",
+    "string_too_long": "a string of at most {max_length} characters",
+    "string_pattern_mismatch": "one path component of letters, digits and _.,+=@%-",
+    "too_short": "at least {min_length} item(s)",
+    "too_long": "at most {max_length} items",
+    "list_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
 }
 
 
@@ -137,8 +150,8 @@ def describe_validation_error(exc: ValidationError, data: dict[str, Any]) -> str
     errors = exc.errors(include_url=False)
     # A discriminated union reports its tag first; an out-of-range model
     # validator message already names its key.
-    err = errors[0]
-    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in _UNION_TAGS))
+    err = _relevant_error(errors, data)
+    loc = _plain_loc(err["loc"])
     key = ".".join(str(p) for p in loc) or "config"
     ctx = {k: v for k, v in (err.get("ctx") or {}).items()}
     if err["type"] == "value_error":
@@ -156,6 +169,35 @@ def describe_validation_error(exc: ValidationError, data: dict[str, Any]) -> str
 
 # the protocol union's tags (pydantic puts the chosen one in an error's loc)
 _UNION_TAGS: frozenset[str] = frozenset(protocol_names())
+
+
+def _is_union_member(part: Any) -> bool:
+    # a plain union (``int | list[...]``) names its members in the location
+    return isinstance(part, str) and (part in _UNION_TAGS or part in _MEMBER_TAGS
+                                      or part.startswith(("list[", "constrained-")))
+
+
+_MEMBER_TAGS = frozenset({"int", "float", "str", "bool", "none"})
+
+
+def _plain_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(p for p in loc if not _is_union_member(p))
+
+
+def _relevant_error(errors: list[Any], data: dict[str, Any]) -> Any:
+    """The first error, but for a value that failed every member of a plain
+    union, the member matching the value's kind (a list -> the list member)."""
+    err = errors[0]
+    members = [p for p in err["loc"] if _is_union_member(p) and p not in _UNION_TAGS]
+    if not members:
+        return err
+    value = _lookup(data, _plain_loc(err["loc"]))
+    want_list = isinstance(value, list)
+    for other in errors:
+        tags = [p for p in other["loc"] if _is_union_member(p) and p not in _UNION_TAGS]
+        if tags and any(str(t).startswith("list[") for t in tags) == want_list:
+            return other
+    return err
 
 
 def _missing_option_message(text: str) -> str:

@@ -7,12 +7,31 @@ key is an error, not a silently ignored setting.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Annotated, Literal, Union
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from netkv.backends import available_on
-from netkv.config.base import Frac, NonNeg, Pos, ProtocolBase, Strict
+from netkv.config.base import (
+    MAX_CLIENTS,
+    MAX_DURATION_S,
+    MAX_KEYS,
+    MAX_SERVERS,
+    MAX_VALUE_BYTES,
+    Alpha,
+    Frac,
+    Gbps,
+    Micros,
+    Millis,
+    Nanos,
+    NonNeg,
+    Pos,
+    PosNanos,
+    ProtocolBase,
+    Strict,
+)
 from netkv.protocols import config_models, names as protocol_names
 
 __all__ = ["Frac", "NonNeg", "Pos", "ProtocolBase", "Strict", "RunConfig"]
@@ -27,34 +46,62 @@ Protocol = Annotated[Union[config_models()], Field(discriminator="name")]  # typ
 # --- workload --------------------------------------------------------------
 
 
+# The largest UDP payload each target carries: Mininet's netkv-switch,
+# kvserver and kvclient hold a frame in 2,048 B (NK_FRAME_MAX) less Ethernet,
+# IPv4 and UDP headers; the simulator models sizes and has no buffers.
+MAX_UDP_PAYLOAD = {"mininet": 2048 - 14 - 20 - 8}
+MAX_TIMELINE_WINDOWS = 1_000_000  # the simulator's per-window tables (engine.c)
+NAME_PATTERN = r"^[A-Za-z0-9_.,+=@%-]+$"  # one path component, no separators
+
+
 class SizeChoice(Strict):
-    size: int = Field(ge=0, le=1 << 20)
-    weight: Pos
+    size: int = Field(ge=0, le=MAX_VALUE_BYTES)
+    weight: Annotated[float, Field(gt=0.0, le=1e9)]
 
 
 class Dynamics(Strict):
     kind: Literal["none", "hot-in", "random", "swap"] = "none"
-    period_s: Pos = 10.0
-    count: int = Field(100, ge=1)
-    hot_pool: int = Field(10_000, ge=1)
+    period_s: Annotated[float, Field(gt=0.0, le=MAX_DURATION_S)] = 10.0
+    count: int = Field(100, ge=1, le=MAX_KEYS)
+    hot_pool: int = Field(10_000, ge=1, le=MAX_KEYS)
 
 
 class Workload(Strict):
     kind: Literal["zipf", "uniform", "ycsb", "trace"]
-    alpha: NonNeg
-    keys: int = Field(ge=1)
+    alpha: Alpha
+    keys: int = Field(ge=1, le=MAX_KEYS)
     write_ratio: Frac
     key_size: int = Field(64, ge=1, le=64)
-    value_size: int | list[SizeChoice] = 128
+    value_size: Annotated[int, Field(ge=0, le=MAX_VALUE_BYTES)] | Annotated[
+        list[SizeChoice], Field(min_length=1, max_length=16)] = 128
     multiget_keys: int = Field(1, ge=1, le=32)
     dynamics: Dynamics = Dynamics()
     trace: str | None = None
 
     @model_validator(mode="after")
     def _trace_needs_path(self) -> "Workload":
-        if self.kind == "trace" and not self.trace:
-            raise ValueError("workload.trace: a trace workload needs a file path")
+        if self.kind == "ycsb" and not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"alpha = {self.alpha:g} (allowed: 0 < alpha < 1 for workload "
+                             "ycsb, the scrambled Zipfian's theta)")
+        if self.kind == "trace":
+            if not self.trace or self.trace == "???":
+                raise ValueError("workload.trace: a trace workload needs a file path "
+                                 "(workload.trace=<file>)")
+            if not _is_file(self.trace):
+                raise ValueError(f"workload.trace = {self.trace!r}: no such file "
+                                 "(allowed: a readable trace file)")
         return self
+
+    def max_value_size(self) -> int:
+        sizes = self.value_size
+        return sizes if isinstance(sizes, int) else max(c.size for c in sizes)
+
+
+def _is_file(path: str) -> bool:
+    try:
+        return "\0" not in path and Path(path).is_file()
+    except OSError:  # a name too long, a loop of links, ...
+        return False
 
 
 # --- topology, target, slo -------------------------------------------------
@@ -63,12 +110,12 @@ class Workload(Strict):
 class ServerModel(Strict):
     workers: int = Field(1, ge=1, le=64)
     service: Literal["deterministic", "exponential", "lognormal"] = "exponential"
-    service_ns: Pos = 5_000.0
-    per_byte_ns: NonNeg = 0.0
-    lognormal_sigma: Pos = 0.5
+    service_ns: PosNanos = 5_000.0
+    per_byte_ns: Nanos = 0.0
+    lognormal_sigma: Annotated[float, Field(gt=0.0, le=10.0)] = 0.5
     slow_fraction: Frac = 0.0
     slow_capacity: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
-    queue_limit: int = Field(0, ge=0)  # requests queued per server (0 = unbounded)
+    queue_limit: int = Field(0, ge=0, le=1 << 24)  # requests queued per server (0 = unbounded)
     # shared: one FIFO feeds every worker; by_key: keys are partitioned over
     # the workers (worker = mix64(keyhash) mod workers, one FIFO each), as with
     # per-core stores behind RSS, so one hot key can use only one core.
@@ -77,30 +124,33 @@ class ServerModel(Strict):
 
 class Topology(Strict):
     kind: Literal["rack"] = "rack"
-    servers: int = Field(ge=1)
-    clients: int = Field(ge=1, le=1024)
-    link_latency_ns: NonNeg = 1_000.0
-    link_gbps: NonNeg = 25.0
-    switch_latency_ns: NonNeg = 500.0
+    servers: int = Field(ge=1, le=MAX_SERVERS)
+    clients: int = Field(ge=1, le=MAX_CLIENTS)
+    link_latency_ns: Nanos = 1_000.0
+    link_gbps: Gbps = 25.0
+    switch_latency_ns: Nanos = 500.0
     server: ServerModel = ServerModel()
     # Bytes a frame carries besides the UDP payload: Ethernet 14 + IPv4 20 +
     # UDP 8 + FCS 4 + preamble/IFG 20 (what serialization delay is charged on).
-    frame_overhead_bytes: int = Field(66, ge=0)
-    recirc_gbps: NonNeg = 100.0  # recirculation port bandwidth (0 = unlimited)
-    cpu_queue: int = Field(4096, ge=1)  # switch -> controller packet channel
-    client_cpu_ns: NonNeg = 0.0  # client CPU cost per request (one core per client)
-    timeout_us: NonNeg = 0.0  # client timeout (0 = none: the Pegasus artifact)
-    retries: int = Field(0, ge=0)  # resends after a timeout, same req_id
+    frame_overhead_bytes: int = Field(66, ge=0, le=65_535)
+    recirc_gbps: Gbps = 100.0  # recirculation port bandwidth (0 = unlimited)
+    cpu_queue: int = Field(4096, ge=1, le=1 << 20)  # switch -> controller packet channel
+    client_cpu_ns: Nanos = 0.0  # client CPU cost per request (one core per client)
+    # client timeout and resends after it (same req_id); None = auto: off
+    # without injected faults (the Pegasus artifact), on with loss or
+    # duplication (netkv/retries.py); 0 = off
+    timeout_us: Micros | None = None
+    retries: int | None = Field(None, ge=0, le=100)
     # Measurement (simulator): stragglers may complete for drain_ms after the
     # last arrival; the timeline is cut into windows of timeline_ms.
-    drain_ms: NonNeg = 50.0
-    timeline_ms: NonNeg = 10.0
+    drain_ms: Millis = 50.0
+    timeline_ms: Millis = 10.0
 
 
 class ServerCrash(Strict):
-    server: int = Field(ge=0)
-    at_s: NonNeg
-    restart_s: NonNeg | None = None  # None = stays down
+    server: int = Field(ge=0, lt=MAX_SERVERS)
+    at_s: Annotated[float, Field(ge=0.0, le=MAX_DURATION_S)]
+    restart_s: Annotated[float, Field(ge=0.0, le=MAX_DURATION_S)] | None = None  # None = stays down
 
 
 class Faults(Strict):
@@ -109,8 +159,8 @@ class Faults(Strict):
     loss: Frac = 0.0
     duplicate: Frac = 0.0
     reorder: Frac = 0.0  # fraction of packets held back ...
-    reorder_us: NonNeg = 10.0  # ... by a uniform extra delay in [0, reorder_us]
-    delay_us: NonNeg = 0.0  # constant extra one-way delay per hop
+    reorder_us: Micros = 10.0  # ... by a uniform extra delay in [0, reorder_us]
+    delay_us: Micros = 0.0  # constant extra one-way delay per hop
     links: Literal["all", "clients", "servers"] = "all"
     crashes: list[ServerCrash] = []
 
@@ -123,17 +173,17 @@ class Target(Strict):
     switch: str = "netkv"
     faults: Faults = Faults()
     # target=mininet (real processes; ignored by the simulator)
-    service_ns: NonNeg = 0.0  # kvserver busy-wait per request: emulated capacity (0 = none)
-    max_rps: Pos = 50_000.0  # ceiling of the load search on this machine
+    service_ns: Nanos = 0.0  # kvserver busy-wait per request: emulated capacity (0 = none)
+    max_rps: Annotated[float, Field(gt=0.0, le=1e9)] = 50_000.0  # ceiling of the load search on this machine
     # auto: what the protocol asks for (its plug-in's ``preload``)
     preload: Literal["auto", "home", "all", "none"] = "auto"
-    spin_us: NonNeg = 0.0  # netkv-switch busy-polls this long after traffic (0 = sleep at once)
-    start_delay_ms: NonNeg = 20.0  # clients start together this long after all are ready
+    spin_us: Micros = 0.0  # netkv-switch busy-polls this long after traffic (0 = sleep at once)
+    start_delay_ms: Millis = 20.0  # clients start together this long after all are ready
     # servers' load reports (Pegasus `load_window_us`) cover this long; 0 = one
     # controller epoch (at Mininet's thousands of req/s a 1 ms window holds ~1)
-    load_window_us: NonNeg = 0.0
-    min_duration_s: NonNeg = 0.0  # mininet: a point lasts at least this long
-    min_epoch_ms: NonNeg = 0.0  # mininet: the controller epoch is at least this long
+    load_window_us: Micros = 0.0
+    min_duration_s: Annotated[float, Field(ge=0.0, le=MAX_DURATION_S)] = 0.0  # mininet: a point lasts at least this long
+    min_epoch_ms: Millis = 0.0  # mininet: the controller epoch is at least this long
 
     @model_validator(mode="after")
     def _switch_runs_here(self) -> "Target":
@@ -154,12 +204,12 @@ class Slo(Strict):
     # switch cache's median is a switch hit).
     reference: str = "hash"
     percentile: Annotated[float, Field(gt=0.0, lt=100.0)] = 99.0
-    factor: Pos = 5.0
-    p99_us: Pos | None = None
+    factor: Annotated[float, Field(gt=0.0, le=1e6)] = 5.0
+    p99_us: Annotated[float, Field(gt=0.0, le=1e8)] | None = None
     min_completion: Frac = 0.99
     precision: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.02
     unloaded_fraction: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.05
-    max_points: int = Field(24, ge=2)
+    max_points: int = Field(24, ge=2, le=1000)
 
     @model_validator(mode="after")
     def _reference_exists(self) -> "Slo":
@@ -191,17 +241,46 @@ class CaptureLimits(Strict):
 # --- the whole run ---------------------------------------------------------
 
 
+def check_out_dir(out: str) -> None:
+    """``out`` must name a directory that exists or can be made: not a file,
+    nothing below a file, and its nearest existing parent writable."""
+    if not out.strip() or "\0" in out:
+        raise ValueError(f"out = {out!r} (allowed: a directory path)")
+    try:
+        _check_out_dir(out)
+    except OSError as exc:  # a name too long, a loop of links, ...
+        raise ValueError(f"out = {out!r}: {exc.strerror or exc} (allowed: a directory path)"
+                         ) from None
+
+
+def _check_out_dir(out: str) -> None:
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"out = {out!r} is an existing file (allowed: a directory path)")
+    parent = path
+    while not parent.exists():
+        if parent.parent == parent:
+            break
+        parent = parent.parent
+    if parent.exists() and not parent.is_dir():
+        raise ValueError(f"out = {out!r}: {str(parent)!r} is a file (allowed: a directory path)")
+    if parent.exists() and not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"out = {out!r}: {str(parent)!r} is not writable "
+                         "(allowed: a directory path you can write)")
+
+
+
 class RunConfig(Strict):
     # Top-level shortcuts come first so that their errors are reported under
     # the name the user typed (alpha, not workload.alpha).
-    name: str = Field(min_length=1)
-    alpha: NonNeg
+    name: str = Field(min_length=1, max_length=200, pattern=NAME_PATTERN)
+    alpha: Alpha
     write_ratio: Frac
-    servers: int = Field(ge=1)
-    clients: int = Field(ge=1)
+    servers: int = Field(ge=1, le=MAX_SERVERS)
+    clients: int = Field(ge=1, le=MAX_CLIENTS)
     seed: int = Field(ge=0, lt=1 << 63)
-    duration: Pos
-    keys: int = Field(ge=1)
+    duration: Annotated[float, Field(gt=0.0, le=MAX_DURATION_S)]
+    keys: int = Field(ge=1, le=MAX_KEYS)
     record_history: bool = False
     capture: bool = False
     capture_limits: CaptureLimits = CaptureLimits()
@@ -212,6 +291,13 @@ class RunConfig(Strict):
     topology: Topology
     slo: Slo
 
+    @field_validator("out")
+    @classmethod
+    def _out_is_a_directory_to_be(cls, out: str | None) -> str | None:
+        if out is not None:
+            check_out_dir(out)
+        return out
+
     @model_validator(mode="after")
     def _servers_within_protocol_limit(self) -> "RunConfig":
         limit = self.protocol.max_servers
@@ -220,4 +306,24 @@ class RunConfig(Strict):
                 f"servers = {self.topology.servers} (allowed: 1..{limit} for protocol "
                 f"{self.protocol.name})"
             )
+        limit = MAX_UDP_PAYLOAD.get(self.target.name)
+        size = self.workload.max_value_size()
+        if limit is not None and self.protocol.payload_bytes(self.workload.key_size, size) > limit:
+            fit = max(v for v in range(0, limit + 1)
+                      if self.protocol.payload_bytes(self.workload.key_size, v) <= limit)
+            raise ValueError(
+                f"workload.value_size = {size} (allowed: 0..{fit} on target {self.target.name} "
+                f"with protocol {self.protocol.name} and key_size {self.workload.key_size}: "
+                f"a request must fit one {limit} B UDP payload)")
+        windows = (self.duration * 1e3 + self.topology.drain_ms) / self.topology.timeline_ms \
+            if self.topology.timeline_ms > 0 else 0
+        if windows > MAX_TIMELINE_WINDOWS:
+            raise ValueError(
+                f"topology.timeline_ms = {self.topology.timeline_ms:g} (allowed: at least "
+                f"{(self.duration * 1e3 + self.topology.drain_ms) / MAX_TIMELINE_WINDOWS:.3g} "
+                f"for duration {self.duration:g} s: at most {MAX_TIMELINE_WINDOWS:,} windows)")
+        for crash in self.target.faults.crashes:
+            if crash.server >= self.topology.servers:
+                raise ValueError(f"target.faults.crashes: server = {crash.server} (allowed: "
+                                 f"0..{self.topology.servers - 1})")
         return self

@@ -27,6 +27,7 @@ from netkv.experiments.checks import (CheckResult, differs_text, evaluate, print
                                       summarize_verdicts)
 from netkv.experiments.spec import METRICS, Experiment
 from netkv.results.atomic import write_parquet, write_text
+from netkv.runner import check_supported
 
 
 @dataclass(frozen=True)
@@ -191,7 +192,7 @@ def reproduce_sweep(exp: Experiment, name: str, extra: list[str], out: Path | No
     """Run, plot and check sweep experiment ``name``; the checks' results
     (``checks.exit_code`` turns them into the command's exit code)."""
     for cell in cells(exp, extra):  # every cell's config is valid before anything runs
-        load(list(cell.overrides))
+        check_supported(load(list(cell.overrides)))
     out = out or default_out(name)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()

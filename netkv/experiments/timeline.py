@@ -35,6 +35,7 @@ from netkv.experiments.checks import (CheckResult, evaluate_timeline, ms_text, p
 from netkv.experiments.reproduce import Cell, default_out, pin_slo, run_cell, write_checks
 from netkv.experiments.spec import Check, Experiment, RecoveryCheck, Timeline
 from netkv.results.atomic import write_parquet
+from netkv.runner import check_supported
 
 EPS_S = 1e-9
 
@@ -130,7 +131,7 @@ def reproduce_timeline(exp: Experiment, name: str, extra: list[str], out: Path |
     tl = exp.timeline
     assert tl is not None
     for s in exp.series:  # every config is valid before anything runs
-        load(list(search_overrides(exp, s, extra)))
+        check_supported(load(list(search_overrides(exp, s, extra))))
         for x in exp.x.values:
             load(list(run_overrides(exp, s, x, extra)))
     out = out or default_out(name)

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from netkv.config.base import ProtocolBase, Ring
+from netkv.config.base import MAX_VNODES, ProtocolBase, Ring
 from netkv.protocols.plugin import P4Program, ProtocolPlugin
 from netkv.wire.codec import PEGASUS_PORT, Proto
 
@@ -19,7 +19,7 @@ from netkv.wire.codec import PEGASUS_PORT, Proto
 class HashProtocol(ProtocolBase):
     name: Literal["hash"]
     max_servers: int = Field(256, ge=1)
-    virtual_nodes: int = Field(16, ge=1)
+    virtual_nodes: int = Field(16, ge=1, le=MAX_VNODES)
     ring: Ring = "consistent"
 
 

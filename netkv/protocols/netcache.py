@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import Field
 
-from netkv.config.base import Pos, ProtocolBase, Ring
+from netkv.config.base import MAX_VNODES, PosMillis, ProtocolBase, Ring
 from netkv.constants import NC_CM_ROWS, NC_FETCH_CLIENT, NC_HASH_ROW_MUL, NC_HASH_SEED0, NC_HASH_SEED1
 from netkv.protocols.base import ControlPlane, Controller
 from netkv.protocols.plugin import (
@@ -70,9 +70,13 @@ class NetCacheProtocol(ProtocolBase):
     hot_threshold: int = Field(128, ge=1, le=65_535)  # count-min reads per epoch to report a key
     cm_width: int = Field(65_536, ge=16, le=1 << 24)  # count-min counters per row (4 rows)
     bf_bits: int = Field(262_144, ge=64, le=1 << 26)  # Bloom filter bits (3 hashes)
-    epoch_ms: Pos = 100.0   # controller epoch: counters read and reset, sketch cleared
-    virtual_nodes: int = Field(16, ge=1)
+    epoch_ms: PosMillis = 100.0   # controller epoch: counters read and reset, sketch cleared
+    virtual_nodes: int = Field(16, ge=1, le=MAX_VNODES)
     ring: Ring = "consistent"
+
+    def payload_bytes(self, key_size: int, value_size: int) -> int:
+        """40 B header (the key inside it), value padded to 16 B chunks."""
+        return 40 + -(-value_size // 16) * 16
 
 
 def pipeline_params(cfg: RunConfig) -> str:

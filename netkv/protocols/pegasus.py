@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from netkv.config.base import Pos, ProtocolBase, Ring
+from netkv import retries
+from netkv.config.base import MAX_VNODES, Pos, PosMillis, ProtocolBase, Ring
 from netkv.constants import (
     PEG_FANOUT_DIV_UNIT,
     PEG_N,
@@ -66,10 +67,10 @@ class PegasusProtocol(ProtocolBase):
     max_servers: int = Field(MAX_SERVERS, ge=1, le=MAX_SERVERS)
     mode: Literal["prewarmed", "cold"] = "prewarmed"
     selection: Literal["random", "rr", "wrr", "least_loaded"] = "wrr"
-    replicated_keys: int | None = Field(None, ge=0)
-    epoch_ms: Pos = 10.0
-    amo: bool = False
-    virtual_nodes: int = Field(16, ge=1)
+    replicated_keys: int | None = Field(None, ge=0, le=1 << 20)
+    epoch_ms: PosMillis = 10.0
+    amo: bool | None = None  # None = auto: on when clients resend (netkv/retries.py)
+    virtual_nodes: int = Field(16, ge=1, le=MAX_VNODES)
     ring: Ring = "consistent"
     # Write fan-out r = clamp(round(reads / (writes + 1) / fanout_div), 1, n)
     # per key and epoch: proportional to reads per write (the paper gives no
@@ -80,6 +81,17 @@ class PegasusProtocol(ProtocolBase):
     # Deliberately broken directory (stale replicas join the replica set):
     # only for showing that the linearizability check catches it.
     unsafe_skip_version_check: bool = False
+
+    @model_validator(mode="after")
+    def _amo_is_prewarmed_only(self) -> "PegasusProtocol":
+        # docs/pegasus.md's AMO mode change (pause the key, copy the client
+        # tables with amo_get/amo_put) is not implemented: a key that joins or
+        # leaves the directory would lose its at-most-once guarantee
+        if self.amo and self.mode == "cold":
+            raise ValueError("protocol.amo = true with protocol.mode = cold is not implemented "
+                             "yet (the AMO mode change of docs/pegasus.md; allowed: amo with "
+                             "mode=prewarmed)")
+        return self
 
     @model_validator(mode="after")
     def _fanout_div_in_sixteenths(self) -> "PegasusProtocol":
@@ -106,6 +118,18 @@ def replicated_keys(cfg: RunConfig) -> int:
     return n * max(1, math.ceil(math.log2(n))) if n > 1 else 1
 
 
+def amo_on(cfg: RunConfig) -> bool:
+    """``protocol.amo``, or when unset (auto): on whenever clients resend
+    requests (injected loss or duplication), so that a resent write is applied
+    at most once and histories stay linearizable; off in cold mode, whose AMO
+    mode change is not implemented."""
+    proto = cfg.protocol
+    assert isinstance(proto, PegasusProtocol)
+    if proto.amo is not None:
+        return proto.amo
+    return proto.mode == "prewarmed" and retries.will_retry(cfg)
+
+
 def pipeline_params(cfg: RunConfig) -> str:
     """The ``params`` string of the Pegasus pipeline and host logic."""
     proto = cfg.protocol
@@ -116,13 +140,13 @@ def pipeline_params(cfg: RunConfig) -> str:
         "max_rkeys": capacity,
         "n_servers": cfg.topology.servers,
         "selection": proto.selection,
-        "amo": int(proto.amo),
+        "amo": int(amo_on(cfg)),
         "sample": SAMPLE_EVERY,
         "fanout": "reg",
         "fanout_div16": proto.fanout_div16,
         "ver_next": PEG_VER_NEXT_INITIAL,
     }
-    if proto.amo:
+    if amo_on(cfg):
         # The client table must remember every REQID a client can still retry:
         # open-loop clients have many requests outstanding (our choice: 4096).
         knobs["amo_window"] = AMO_WINDOW

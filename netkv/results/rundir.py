@@ -40,17 +40,22 @@ class RunDir:
 
     # --- set-up --------------------------------------------------------------
 
-    def prepare(self, config_yaml: str, provenance: dict[str, Any]) -> int:
-        """Create or reopen the directory; return how many points it holds."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        for stale in self.path.rglob(".*.tmp"):  # temp files of a killed writer
-            stale.unlink(missing_ok=True)
+    def check(self, config_yaml: str) -> None:
+        """Refuse a directory that holds a run of another config (writes nothing)."""
         config_file = self.path / "config.yaml"
-        if config_file.exists() and config_file.read_text(encoding="utf-8") != config_yaml:
+        if config_file.is_file() and config_file.read_text(encoding="utf-8") != config_yaml:
             raise RunDirConflict(
                 f"run directory {self.path} holds a run of a different config; "
                 "pass another out=<dir> or remove it"
             )
+
+    def prepare(self, config_yaml: str, provenance: dict[str, Any]) -> int:
+        """Create or reopen the directory; return how many points it holds."""
+        self.check(config_yaml)
+        self.path.mkdir(parents=True, exist_ok=True)
+        for stale in self.path.rglob(".*.tmp"):  # temp files of a killed writer
+            stale.unlink(missing_ok=True)
+        config_file = self.path / "config.yaml"
         held = len(self.cached_keys())
         if held:
             self._same_build(held, provenance.get("build") or {})
@@ -106,6 +111,7 @@ class RunDir:
             hist_counts=hist["count"].to_numpy(),
             timeline={c: timeline[c].to_numpy() for c in timeline.columns if c != "point"},
             switch_replies=row["switch_replies"],
+            retries=row.get("retries") or 0,  # fragments written before the column: 0
         )
 
     def store_point(
@@ -145,6 +151,7 @@ class RunDir:
             "completed": result.completed,
             "dropped": result.dropped,
             "timeouts": result.timeouts,
+            "retries": result.retries,
             "completion": result.completion,
             "switch_replies": result.switch_replies,
             **{f"{k}_ns": float(result.latency_ns.get(k, float("nan")))

@@ -59,7 +59,11 @@ def read_trace(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
     have_ops = False
     writes = {"w", "put", "write", "set", "update"}
     reads = {"r", "get", "read"}
-    for lineno, raw in enumerate(Path(path).read_text().splitlines(), 1):
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SimError(f"workload.trace: cannot read {path}: {exc}") from None
+    for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
@@ -77,6 +81,8 @@ def read_trace(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
                 keys.append(int(parts[1]))
             else:
                 raise ValueError(line)
+            if not 0 <= keys[-1] <= 0xFFFFFFFF:
+                raise ValueError(keys[-1])
         except ValueError:
             raise SimError(f"workload.trace: {path}:{lineno}: expected '<key id>' or "
                            f"'<R|W> <key id>', got {raw!r}") from None
@@ -288,8 +294,8 @@ class SimEngine:
         c.queue_limit = srv.queue_limit
         c.dispatch = native.DISPATCH[srv.dispatch]
         c.client_cpu_ns = top.client_cpu_ns
-        c.timeout_ns = top.timeout_us * 1e3
-        c.retries = top.retries
+        c.timeout_ns = (top.timeout_us or 0.0) * 1e3  # None (auto, unresolved): off
+        c.retries = top.retries or 0
         c.loss = faults.loss
         c.duplicate = faults.duplicate
         c.reorder = faults.reorder

@@ -45,6 +45,7 @@ class PointResult:
     # (t_s, issued, completed, lost, p50_ns, p99_ns), the same on every target.
     timeline: dict[str, np.ndarray] = field(default_factory=dict)
     switch_replies: int = 0  # requests answered by the switch itself (NetCache)
+    retries: int = 0  # resends after a timeout (same req_id); `timeouts` = give-ups
 
     @property
     def achieved_rps(self) -> float:
@@ -78,6 +79,13 @@ class Target(ABC):
         # run_point leaves what it wrote in last_capture (capture.json)
         self.capture_dir: Path | None = None
         self.last_capture: dict[str, Any] | None = None
+
+    def set_client_retries(self, timeout_us: float, retries: int) -> None:
+        """The clients' timeout and resends for the points from here on (the
+        runner resolves the automatic ones once the SLO bound is known)."""
+        top = self.cfg.topology.model_copy(update={"timeout_us": timeout_us,
+                                                   "retries": retries})
+        self.cfg = self.cfg.model_copy(update={"topology": top})
 
     @abstractmethod
     def capacity_hint_rps(self) -> float:

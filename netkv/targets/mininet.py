@@ -96,6 +96,16 @@ def controller_epoch_ms(cfg: RunConfig) -> float | None:
     return None if epoch is None else max(epoch, cfg.target.min_epoch_ms)
 
 
+def check_config(cfg: RunConfig) -> None:
+    """Refuse, before anything is written, what this placement cannot run."""
+    if cfg.workload.kind == "trace" or not isinstance(cfg.workload.value_size, int):
+        raise TargetUnavailable("target=mininet: kvclient supports zipf/uniform/ycsb workloads "
+                                "with one fixed value_size for now")
+    if cfg.workload.multiget_keys != 1:
+        raise TargetUnavailable("workload.multiget_keys: target=mininet runs single-key "
+                                "requests only (1)")
+
+
 class MininetTarget(Target):
     """One rack of Mininet hosts around the switch back-end."""
 
@@ -110,9 +120,7 @@ class MininetTarget(Target):
         self.plugin = protocol_plugin(cfg.protocol.name)
         backend_cls = backend_class(cfg.target.switch)
         backend_cls.preflight(cfg, self.plugin)   # one line, before anything else
-        if cfg.workload.kind == "trace" or not isinstance(cfg.workload.value_size, int):
-            raise TargetUnavailable("target=mininet: kvclient supports zipf/uniform/ycsb workloads "
-                                    "with one fixed value_size for now")
+        check_config(cfg)
         from netkv.mininet.cleanup import RunState, clean
         from netkv.mininet.rack import Rack, RackSpec, check_mininet
 
@@ -244,7 +252,7 @@ class MininetTarget(Target):
                   "--duration", repr(self.duration_s), "--drain", repr(drain_s),
                   "--write-ratio", repr(cfg.workload.write_ratio),
                   "--window-ms", repr(topo.timeline_ms),
-                  "--timeout-us", repr(topo.timeout_us), "--retries", str(topo.retries)]
+                  "--timeout-us", repr(topo.timeout_us or 0.0), "--retries", str(topo.retries or 0)]
         if self.params:
             common += ["--params", self.params]
         hist_dir = history_dir or (str(self.state.folder) if cfg.record_history else None)
@@ -270,7 +278,7 @@ class MininetTarget(Target):
                                               args=(stop, start_ns, failure), daemon=True)
                 ctl_thread.start()
 
-        retry_s = topo.timeout_us / 1e6 * (topo.retries + 1)
+        retry_s = (topo.timeout_us or 0.0) / 1e6 * ((topo.retries or 0) + 1)
         capture = self._start_capture()
         try:
             results = self.rack.run_clients(
@@ -313,6 +321,7 @@ class MininetTarget(Target):
             hist_counts=counts,
             timeline=merge_timelines(results),
             switch_replies=sum(r.get("switch_or_other_replies", 0) for r in results),
+            retries=sum(int(r.get("retries", 0)) for r in results),
         )
 
     def _start_capture(self) -> RackCapture | None:

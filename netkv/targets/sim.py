@@ -18,7 +18,8 @@ import numpy as np
 
 from netkv.config.schema import RunConfig
 from netkv.sim.history import write_history
-from netkv.sim.engine import Controller, SimEngine, Workload, capacity_factors, value_classes
+from netkv.sim.engine import (Controller, SimEngine, SimError, Workload, capacity_factors,
+                              read_trace, value_classes)
 from netkv.quantile import latency_summary
 from netkv.targets.base import PointResult, Target
 
@@ -31,6 +32,17 @@ class HistoryData:
 
     ops: np.ndarray
     owners: dict[tuple[int, int], int]
+
+
+def check_config(cfg: RunConfig) -> None:
+    """Refuse, before anything is written, what the simulator cannot run."""
+    if cfg.workload.multiget_keys != 1:
+        raise SimError("workload.multiget_keys: the simulator runs single-key requests only (1)")
+    if cfg.workload.kind == "trace" and cfg.workload.trace:
+        keys, _ = read_trace(cfg.workload.trace)
+        if len(keys) and int(keys.max()) >= cfg.workload.keys:
+            raise SimError(f"workload.trace: key id {int(keys.max())} in {cfg.workload.trace} "
+                           f"(allowed: 0..{cfg.workload.keys - 1}, below keys)")
 
 
 class SimTarget(Target):
@@ -77,6 +89,7 @@ class SimTarget(Target):
                 completed=st.completed,
                 dropped=st.dropped,
                 timeouts=st.timeouts,
+                retries=st.retries,
                 latency_ns=latency_summary(lower, counts, st.issued - st.completed, st.mean_ns),
                 server_requests=eng.server_counts(),
                 hist_lower_ns=lower,

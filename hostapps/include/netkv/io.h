@@ -216,6 +216,11 @@ uint64_t nk_port_kernel_drops(struct nk_port *p);
 
 uint64_t nk_now_ns(void);   /* CLOCK_MONOTONIC, shared by every namespace */
 
+/* Ask the kernel to send `sig` when the process that started us dies
+ * (PR_SET_PDEATHSIG), so that a SIGKILLed orchestrator leaves no program
+ * behind; returns -1 (and the caller exits) if that parent is already gone. */
+int nk_exit_with_parent(int sig);
+
 #ifdef __cplusplus
 }
 #endif

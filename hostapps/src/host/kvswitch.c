@@ -135,6 +135,15 @@ static void ks_server_fini(void *st)
 	s->tab = NULL;
 }
 
+/* A cold write's version: stored + 1, saturating at the wire's 32-bit VER
+ * (a stored 2^32-1, e.g. pushed by a stamped packet, would otherwise give a
+ * version no reply can carry: found by fuzz_kvswitch, tests/fuzz/kvswitch/). */
+static uint64_t ks_ver_after(int found, uint64_t stored)
+{
+	uint64_t v = nk_ver_after(found, stored);
+	return v > UINT32_MAX ? UINT32_MAX : v;
+}
+
 static void mk_msg(const struct ks_server *s, const struct nk_msg *in, struct nk_msg *r,
 		   uint8_t op, uint8_t result)
 {
@@ -223,7 +232,7 @@ static int ks_server_handle(void *st, struct nk_store *store, const struct nk_ms
 		if (in->ver)
 			apply_stamped(s, store, in, found, ver, nvlen);
 		else
-			store->ops->put(store->impl, in, nk_ver_after(found, ver), nvlen);
+			store->ops->put(store->impl, in, ks_ver_after(found, ver), nvlen);
 		mk_msg(s, in, r, del ? NK_KVSWITCH_OP_DEL_REPLY : NK_KVSWITCH_OP_SET_REPLY,
 		       NK_RESULT_OK);
 		r->ver = 0;
