@@ -53,7 +53,7 @@ def test_bad_value_inside_a_sweep_is_caught_before_anything_runs(capsys, tmp_pat
 
 
 def test_unimplemented_protocol_on_target_is_a_config_error(capsys):
-    code = main(["run", "protocol=netcache", "target=mininet"])
+    code = main(["run", "protocol=kvswitch", "target=mininet"])
     err = capsys.readouterr().err
     assert code == 2 and "not implemented on target = 'mininet'" in err
 

@@ -380,6 +380,15 @@ def hottest_cacheable(workload: "Workload", ffi: object, lib: object, count: int
     return keys
 
 
+def initial_cache(proto: NetCacheProtocol,
+                  wl: "Workload") -> tuple[list[CacheKey], Callable[[int], int]]:
+    """(keys to cache before traffic, keyhash -> value size) for a workload:
+    the cache_items hottest cacheable keys in prewarmed mode, none in cold."""
+    prewarm = (hottest_cacheable(wl, wl.ffi, wl.lib, proto.cache_items, proto.max_value_bytes)
+               if proto.mode == "prewarmed" else [])
+    return prewarm, value_size_oracle(wl)
+
+
 def sim_controller_factory(cfg: RunConfig):  # type: ignore[no-untyped-def]
     from netkv.sim.control import SimControlPlane, SimEpochs
 
@@ -391,15 +400,29 @@ def sim_controller_factory(cfg: RunConfig):  # type: ignore[no-untyped-def]
         plane = SimControlPlane(engine)
         wl = engine.workload
         if not memo or memo[0][0] is not wl:  # the workload is shared by every load point
-            prewarm = (hottest_cacheable(wl, engine.ffi, engine.lib, proto.cache_items,
-                                         proto.max_value_bytes)
-                       if proto.mode == "prewarmed" else [])
-            memo[:] = [(wl, prewarm, value_size_oracle(wl))]
+            memo[:] = [(wl, *initial_cache(proto, wl))]
         _wl, prewarm, sizes = memo[0]
         controller = NetCacheController(plane, proto, prewarm, sizes)
         controller.start()
         factory.last = controller  # type: ignore[attr-defined]
         return SimEpochs(controller)
+
+    return factory
+
+
+def mininet_controller_factory(cfg: RunConfig):  # type: ignore[no-untyped-def]
+    """Real racks (target=mininet): ``factory(plane) -> NetCacheController``
+    over the rack's control plane, with the keys of the same workload the
+    clients draw from (the target calls ``start()``)."""
+    proto = cfg.protocol
+    assert isinstance(proto, NetCacheProtocol)
+
+    def factory(plane: ControlPlane) -> NetCacheController:
+        from netkv.sim.engine import Workload
+
+        with Workload.from_config(cfg) as wl:
+            prewarm, sizes = initial_cache(proto, wl)
+        return NetCacheController(plane, proto, prewarm, sizes)
 
     return factory
 
@@ -466,12 +489,13 @@ class NetCacheP4(P4Semantics):
 PLUGIN = ProtocolPlugin(
     name="netcache",
     summary="NetCache switch cache (baseline)",
-    targets=("sim",),
+    targets=("sim", "mininet"),
     config=NetCacheProtocol,
     wire=Proto.NETCACHE,
     udp_port=NETCACHE_PORT,
     pipeline_params=pipeline_params,
     sim_controller=sim_controller_factory,
+    rack_controller=mininet_controller_factory,
     p4=P4Program("netcache/netcache.p4", defines=p4_defines, semantics=NetCacheP4),
 )
 
