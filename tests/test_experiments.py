@@ -229,6 +229,9 @@ def test_timeline_reproduce_end_to_end_and_resume(tmp_path):
     assert results["changes_s"].to_list() == [pytest.approx([0.05, 0.1])] * 2
     assert len(timeline) == 2 * 15  # 0.15 s in 10 ms windows, per cell
     assert (out / "plot.png").stat().st_size > 0 and (out / "checks.md").is_file()
+    slo = results["slo_us"].unique().to_list()   # one SLO for every series and panel
+    assert len(slo) == 1
+    assert f"SLO: {round(slo[0], 3):g} us (one bound" in (out / "checks.md").read_text()
     marks = {p: p.stat().st_ino for p in out.rglob("points.d/*/point.parquet")}
     verdicts = reproduce_timeline(exp, "t/tiny", [], out, 1, console)
     assert [r.verdict for r in verdicts] == ["holds"]

@@ -32,7 +32,8 @@ from rich.table import Table
 from netkv.config.compose import load
 from netkv.experiments.checks import (CheckResult, evaluate_timeline, ms_text, print_checks,
                                       recovery_ms, windows_over)
-from netkv.experiments.reproduce import Cell, default_out, pin_slo, run_cell, write_checks
+from netkv.experiments.reproduce import (Cell, default_out, pin_slo, run_cell, slo_markdown,
+                                         write_checks)
 from netkv.experiments.spec import Check, Experiment, RecoveryCheck, Timeline
 from netkv.results.atomic import write_parquet
 from netkv.runner import check_supported
@@ -179,7 +180,7 @@ def reproduce_timeline(exp: Experiment, name: str, extra: list[str], out: Path |
     plot_timeline(exp, results, timeline, out / "plot.png", f"{name}: {exp.description}")
     checks = [evaluate_timeline(c, results, timeline, exp)
               for c in exp.checks if not isinstance(c, Check)]  # spec: no compare here
-    write_checks(out, exp, checks, summary_markdown(results))
+    write_checks(out, exp, checks, slo_markdown(results) + "\n" + summary_markdown(results))
     show_timeline(exp, results, checks, console)
     console.print(f"{name}: {time.monotonic() - started:.0f} s; plot {out / 'plot.png'}, "
                   f"table {out / 'checks.md'}")
