@@ -35,7 +35,7 @@ def _flows_by_point(out: Path) -> pl.DataFrame:
                                     (pl.col("served_by") == "switch").sum().alias("by_switch"))
 
 
-@pytest.mark.parametrize("proto", ["hash", "pegasus"])
+@pytest.mark.parametrize("proto", ["hash", "pegasus", "kvswitch"])
 def test_trace_accounts_for_every_completed_request(tmp_path: Path, proto: str) -> None:
     out, points = _run(tmp_path, f"protocol={proto}", "write_ratio=0.2", "capture=true")
     got = points.join(_flows_by_point(out), on="point")
