@@ -27,10 +27,10 @@ from netkv.sim import native as sim_native
 CDEF = """
 struct nk_pkt_meta {
     uint64_t now_ns; uint16_t ingress_port; uint16_t src; uint16_t dst; uint16_t wire_len;
-    uint8_t from_cpu; uint8_t recirculated;
+    uint8_t from_cpu; uint8_t recirculated; uint64_t cookie;
 };
 struct nk_actions {
-    uint8_t fwd; uint8_t to_cpu; uint8_t switch_reply; uint8_t rsvd;
+    uint8_t fwd; uint8_t to_cpu; uint8_t switch_reply; uint8_t held;
     uint16_t port; uint16_t mcast_group;
 };
 struct nk_pipeline_cfg {

@@ -57,6 +57,13 @@ struct nk_pkt_meta {
 	uint16_t wire_len;      /* frame length in bytes */
 	uint8_t from_cpu;       /* injected by the controller (packet-out) */
 	uint8_t recirculated;   /* arrived from the recirculation port */
+	/* The embedder's handle of the request this packet carries (the
+	 * simulator: its client request slot; 0 = none). A pipeline that keeps
+	 * a request and answers it later from another packet (StarCache's
+	 * parked reads) stores it with the request and writes it back into
+	 * the answering packet's meta, as a switch stores the client's address
+	 * and port; netkv-switch, which addresses by node, leaves it 0. */
+	uint64_t cookie;
 };
 
 enum nk_fwd {
@@ -70,7 +77,8 @@ struct nk_actions {
 	uint8_t fwd;            /* enum nk_fwd */
 	uint8_t to_cpu;         /* also send a copy to the controller */
 	uint8_t switch_reply;   /* the switch answered the request itself */
-	uint8_t rsvd;
+	uint8_t held;           /* with NK_FWD_DROP: the pipeline kept the request
+				 * to answer it later (not counted as a drop) */
 	uint16_t port;
 	uint16_t mcast_group;
 };

@@ -577,9 +577,39 @@ static void egress(struct nk_sim *s, uint32_t pi, uint16_t port, uint64_t t)
 	}
 }
 
+/* A packet's request handle for the pipeline (nk_pkt_meta.cookie): its
+ * client slot + 1 above the low 40 bits of its serial; 0 = none. */
+#define COOKIE_SERIAL_BITS 40
+#define COOKIE_SERIAL_MASK ((1ull << COOKIE_SERIAL_BITS) - 1)
+
+static uint64_t pkt_cookie(const struct pkt *p)
+{
+	if (p->slot == NONE32)
+		return 0;
+	return (uint64_t)(p->slot + 1) << COOKIE_SERIAL_BITS | (p->serial & COOKIE_SERIAL_MASK);
+}
+
+/* The pipeline made this packet the answer to the request behind `cookie`
+ * (a parked read): it completes that request's slot, unless the slot has
+ * been reused since (then it is a late duplicate). */
+static void pkt_set_cookie(const struct nk_sim *s, struct pkt *p, uint64_t cookie)
+{
+	uint64_t slot = cookie >> COOKIE_SERIAL_BITS;
+	p->slot = NONE32;
+	p->serial = 0;
+	if (!slot || slot - 1 >= s->slot_cap)
+		return;
+	const struct slot *sl = &s->slots[slot - 1];
+	if ((sl->serial & COOKIE_SERIAL_MASK) == (cookie & COOKIE_SERIAL_MASK)) {
+		p->slot = (uint32_t)(slot - 1);
+		p->serial = sl->serial;
+	}
+}
+
 static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 {
 	struct pkt *p = &s->pk[pi];
+	uint64_t cookie = pkt_cookie(p);
 	struct nk_pkt_meta meta = {
 		.now_ns = t_in / PS_PER_NS,
 		.ingress_port = p->ingress,
@@ -588,6 +618,7 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 		.wire_len = p->wire_len,
 		.from_cpu = p->from_cpu,
 		.recirculated = p->recirculated,
+		.cookie = cookie,
 	};
 	struct nk_actions act = {0};
 	if (s->cap && (p->ingress < s->n_nodes || p->ingress == s->cpu_port))
@@ -597,6 +628,8 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 	struct nk_msg received = p->m;
 	s->pipe->process(s->pstate, &p->m, &meta, &act);
 	p->dst = meta.dst;
+	if (meta.cookie != cookie)
+		pkt_set_cookie(s, p, meta.cookie);
 	p->recirculated = 0;
 	p->from_cpu = 0;
 	uint64_t t = t_in + s->switch_ps;
@@ -639,7 +672,8 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 		break;
 	}
 	default:
-		count_drop(s, &s->st.drop_switch);
+		if (!act.held)
+			count_drop(s, &s->st.drop_switch);
 		pkt_free(s, pi);
 		break;
 	}
