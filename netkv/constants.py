@@ -57,6 +57,14 @@ NC_FETCH_CLIENT = 0xFFFF  # client_id of a controller fetch (CACHE_UPDATE)
 KVS_M = 32  # servers per rack: the packed Valid word's width and the multicast group stride
 KVS_VER_SHIFT = 20  # install version of period p: (p + 1) << KVS_VER_SHIFT, above any cold write's version
 
+# ---- StarCache pipeline (docs/starcache.md)
+SC_STATE_INVALID = 0  # state: a write in flight (or not yet fetched): reads go to the server, cache packets drop themselves
+SC_STATE_VALID = 1  # state: reads park until the key's cache packet comes around
+SC_STATE_DRAINING = 2  # state: being evicted: reads go to the server, cache packets still serve the parked ones (digest 8.5)
+SC_DEFAULT_KEYS = 4096  # cached keys (CacheIdx values) the request table is sized for
+SC_DEFAULT_SLOTS = 16  # S: parked requests per key
+SC_MAX_SLOTS_TOTAL = 65536  # keys x S request-table slots (the prototype's 64K)
+
 
 class Proto(IntEnum):
     """which wire format a message uses (stable: golden vectors, codec)."""
@@ -148,6 +156,23 @@ class NetmcOp(IntEnum):
     MGET_REPLY = 5
 
 
+class ScStat(IntEnum):
+    """cells of StarCache's stats register."""
+
+    PARKED = 0
+    SERVED = 1
+    LOOPS = 2
+    LOOP_DROPS = 3
+    INVALID_READS = 4
+    DRAINING_READS = 5
+    INVALIDATIONS = 6
+    REVALIDATIONS = 7
+    FETCHES = 8
+    STALE_UPDATES = 9
+    NO_ROUTE = 10
+    HOST_SERVER_OP = 11
+
+
 def peg_mcast_group(start: int, r: int) -> int:
     """The multicast group of a write to start, start+1, ..., start+r-1 (mod n), 2 <= r <= n: 1..1023, never 0 (no multicast on v1model)."""
     return start * PEG_N + r - 1
@@ -171,6 +196,11 @@ def peg_wrr_sched_initial(i: int, n: int) -> int:
 def kvs_mcast_group(owner: int, r: int) -> int:
     """The multicast group of a hot write of a key owned by `owner` with r copies on the ring (step M / r), 2 <= r <= M: 1..1023, never 0."""
     return owner * KVS_M + r - 1
+
+
+def sc_mcast_group(node: int) -> int:
+    """The PRE group of a node: {its port, the recirculation port} (a served reply and its copy back into the loop); never 0."""
+    return node + 1
 
 
 #: name -> (bits, cells) of every register, per program (cells: an

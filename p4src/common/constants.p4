@@ -52,6 +52,14 @@ const bit<16> NC_FETCH_CLIENT = 0xFFFF; /* client_id of a controller fetch (CACH
 #define KVS_M 32 /* servers per rack: the packed Valid word's width and the multicast group stride */
 #define KVS_VER_SHIFT 20 /* install version of period p: (p + 1) << KVS_VER_SHIFT, above any cold write's version */
 
+/* ---- StarCache pipeline (docs/starcache.md) */
+const bit<8> SC_STATE_INVALID = 0; /* state: a write in flight (or not yet fetched): reads go to the server, cache packets drop themselves */
+const bit<8> SC_STATE_VALID = 1; /* state: reads park until the key's cache packet comes around */
+const bit<8> SC_STATE_DRAINING = 2; /* state: being evicted: reads go to the server, cache packets still serve the parked ones (digest 8.5) */
+#define SC_DEFAULT_KEYS 4096 /* cached keys (CacheIdx values) the request table is sized for */
+#define SC_DEFAULT_SLOTS 16 /* S: parked requests per key */
+#define SC_MAX_SLOTS_TOTAL 65536 /* keys x S request-table slots (the prototype's 64K) */
+
 /* Pegasus (and plain) op codes */
 const bit<8> PEGASUS_OP_READ = 0; /* artifact GET */
 const bit<8> PEGASUS_OP_WRITE = 1; /* artifact PUT */
@@ -117,5 +125,8 @@ const bit<8> NETMC_OP_MGET_REPLY = 5;
 
 /* the multicast group of a hot write of a key owned by `owner` with r copies on the ring (step M / r), 2 <= r <= M: 1..1023, never 0 */
 #define KVS_MCAST_GROUP(owner, r) ((owner) * 32 + (r) - 1)
+
+/* the PRE group of a node: {its port, the recirculation port} (a served reply and its copy back into the loop); never 0 */
+#define SC_MCAST_GROUP(node) ((node) + 1)
 
 #endif /* NETKV_CONSTANTS_P4 */

@@ -54,6 +54,14 @@
 #define KVS_M 32 /* servers per rack: the packed Valid word's width and the multicast group stride */
 #define KVS_VER_SHIFT 20 /* install version of period p: (p + 1) << KVS_VER_SHIFT, above any cold write's version */
 
+/* ---- StarCache pipeline (docs/starcache.md) */
+#define SC_STATE_INVALID 0 /* state: a write in flight (or not yet fetched): reads go to the server, cache packets drop themselves */
+#define SC_STATE_VALID 1 /* state: reads park until the key's cache packet comes around */
+#define SC_STATE_DRAINING 2 /* state: being evicted: reads go to the server, cache packets still serve the parked ones (digest 8.5) */
+#define SC_DEFAULT_KEYS 4096 /* cached keys (CacheIdx values) the request table is sized for */
+#define SC_DEFAULT_SLOTS 16 /* S: parked requests per key */
+#define SC_MAX_SLOTS_TOTAL 65536 /* keys x S request-table slots (the prototype's 64K) */
+
 /* which wire format a message uses (stable: golden vectors, codec) */
 enum nk_proto {
 	NK_PROTO_PLAIN = 0,
@@ -140,6 +148,23 @@ enum nk_netmc_op {
 	NK_NETMC_OP_MGET_REPLY = 5,
 };
 
+/* cells of StarCache's stats register */
+enum sc_stat {
+	SC_STAT_PARKED = 0,
+	SC_STAT_SERVED = 1,
+	SC_STAT_LOOPS = 2,
+	SC_STAT_LOOP_DROPS = 3,
+	SC_STAT_INVALID_READS = 4,
+	SC_STAT_DRAINING_READS = 5,
+	SC_STAT_INVALIDATIONS = 6,
+	SC_STAT_REVALIDATIONS = 7,
+	SC_STAT_FETCHES = 8,
+	SC_STAT_STALE_UPDATES = 9,
+	SC_STAT_NO_ROUTE = 10,
+	SC_STAT_HOST_SERVER_OP = 11,
+	SC_STAT_COUNT
+};
+
 /* the multicast group of a write to start, start+1, ..., start+r-1 (mod n), 2 <= r <= n: 1..1023, never 0 (no multicast on v1model) */
 static inline uint64_t nk_peg_mcast_group(uint64_t start, uint64_t r)
 {
@@ -168,6 +193,12 @@ static inline uint64_t nk_peg_wrr_sched_initial(uint64_t i, uint64_t n)
 static inline uint64_t nk_kvs_mcast_group(uint64_t owner, uint64_t r)
 {
 	return owner * KVS_M + r - 1;
+}
+
+/* the PRE group of a node: {its port, the recirculation port} (a served reply and its copy back into the loop); never 0 */
+static inline uint64_t nk_sc_mcast_group(uint64_t node)
+{
+	return node + 1;
 }
 
 #endif /* NETKV_CONSTANTS_H */

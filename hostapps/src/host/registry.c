@@ -8,12 +8,14 @@ extern const struct nk_host_ops nk_host_hash;
 extern const struct nk_host_ops nk_host_pegasus;
 extern const struct nk_host_ops nk_host_netcache;
 extern const struct nk_host_ops nk_host_kvswitch;
+extern const struct nk_host_ops nk_host_starcache;
 
 static const struct nk_host_ops *const hosts[] = {
 	&nk_host_hash,
 	&nk_host_pegasus,
 	&nk_host_netcache,
 	&nk_host_kvswitch,
+	&nk_host_starcache,
 };
 
 const struct nk_host_ops *nk_host_find(const char *name)

@@ -1,5 +1,5 @@
 /*
- * key128.h - private helper of the NetCache and KVSwitch pipelines: an
+ * key128.h - private helper of the NetCache, KVSwitch and StarCache pipelines: an
  * exact-match table on a 16 B key (two big-endian 64-bit words, as the
  * controller writes table keys) -> one 32-bit value, open addressing with
  * backward-shift deletion. Capacity is fixed at init (no allocation per

@@ -8,12 +8,14 @@ extern const struct nk_pipeline_ops nk_pipeline_hash;
 extern const struct nk_pipeline_ops nk_pipeline_pegasus;
 extern const struct nk_pipeline_ops nk_pipeline_netcache;
 extern const struct nk_pipeline_ops nk_pipeline_kvswitch;
+extern const struct nk_pipeline_ops nk_pipeline_starcache;
 
 static const struct nk_pipeline_ops *const pipelines[] = {
 	&nk_pipeline_hash,
 	&nk_pipeline_pegasus,
 	&nk_pipeline_netcache,
 	&nk_pipeline_kvswitch,
+	&nk_pipeline_starcache,
 };
 
 const struct nk_pipeline_ops *nk_pipeline_find(const char *name)

@@ -1,0 +1,189 @@
+/*
+ * starcache.c - StarCache host logic (docs/starcache.md, digest §5).
+ *
+ * Server: R_REQ/CRN_REQ -> R_REP with key and value (FLAG = packets in the
+ * item, 1); W_REQ -> apply (stored version + 1), W_REP carrying the key,
+ * and the new value when the switch marked the write cached (FLAG >= 1), so
+ * the switch can put it into the loop; F_REQ from the controller -> F_REP
+ * with key and value, back to the controller: at the switch it becomes the
+ * key's cache packet. A W_REQ/F_REQ whose HKEY is not its key's hash puts
+ * nothing into the loop (the W_REP says RETRY and carries no value, the
+ * F_REP has FLAG 0): a client cannot put one key's value into another key's
+ * cache packet.
+ * Client: R_REQ/W_REQ with HKEY = MurmurHash3_x64_128(key); it remembers
+ * the key of each outstanding SEQ, and when a read reply carries another key
+ * (an HKEY collision, or a cache slot reused by another key) it asks again
+ * with a correction request (CRN_REQ), which the switch passes to the
+ * server.
+ */
+#include <string.h>
+
+#include "netkv/host.h"
+#include "netkv/wire.h"
+
+#define SC_PENDING 4096      /* outstanding SEQs a client remembers (ring) */
+
+struct sc_server {
+	uint32_t id;
+};
+
+struct sc_pending {
+	uint32_t req_id;
+	uint8_t live, correct, key_len;
+	uint8_t key[NK_MAX_KEY_LEN];
+};
+
+struct sc_client {
+	struct sc_pending p[SC_PENDING];
+};
+
+static int sc_server_init(void *st, const struct nk_host_cfg *cfg)
+{
+	struct sc_server *s = st;
+	s->id = cfg->id;
+	return 0;
+}
+
+static void sc_fini(void *st)
+{
+	(void)st;
+}
+
+static int hkey_matches(const struct nk_msg *m)
+{
+	uint64_t h[2];
+	nk_starcache_hkey(m->key, m->key_len, h);
+	return h[0] == m->hkey[0] && h[1] == m->hkey[1];
+}
+
+static void mk_reply(const struct sc_server *s, const struct nk_msg *in, struct nk_msg *r,
+		     uint8_t op, uint8_t result)
+{
+	*r = *in;
+	r->op = op;
+	r->kind = (uint8_t)nk_wire_kind(NK_PROTO_STARCACHE, op);
+	r->result = result;
+	r->server_id = (uint8_t)s->id;   /* PARID */
+	r->flags = 0;                    /* CACHED: served by a server */
+	r->frag_cnt = 1;
+	r->frag_idx = 0;
+	r->value_len = 0;
+	r->value = NULL;
+}
+
+static int sc_server_handle(void *st, struct nk_store *store, const struct nk_msg *in,
+			    uint16_t src, struct nk_host_out *out, int max_out)
+{
+	struct sc_server *s = st;
+	(void)src;
+	if (max_out < 1 || in->proto != NK_PROTO_STARCACHE)
+		return 0;
+	uint64_t ver = 0;
+	uint32_t vlen = 0;
+	int found = store->ops->get(store->impl, in, &ver, &vlen) == 0;
+	struct nk_msg *r = &out[0].msg;
+	out[0].dst = NK_DST_SRC;
+	switch (in->op) {
+	case NK_STARCACHE_OP_R_REQ:
+	case NK_STARCACHE_OP_CRN_REQ:
+	case NK_STARCACHE_OP_F_REQ:
+		mk_reply(s, in, r,
+			 in->op == NK_STARCACHE_OP_F_REQ ? NK_STARCACHE_OP_F_REP
+							 : NK_STARCACHE_OP_R_REP,
+			 found ? NK_RESULT_OK : NK_RESULT_NOT_FOUND);
+		r->ver = ver;
+		r->value_len = found ? vlen : 0;   /* the embedder fills the bytes */
+		if (in->op == NK_STARCACHE_OP_F_REQ && (!found || !hkey_matches(in)))
+			r->frag_cnt = 0;           /* nothing to put into the loop */
+		return 1;
+	case NK_STARCACHE_OP_W_REQ: {
+		uint64_t nv = nk_ver_after(found, ver);
+		store->ops->put(store->impl, in, nv, in->value_len);
+		mk_reply(s, in, r, NK_STARCACHE_OP_W_REP, NK_RESULT_OK);
+		r->ver = nv;
+		r->frag_cnt = in->frag_cnt ? 1 : 0;   /* the switch counted it */
+		if (in->frag_cnt && hkey_matches(in)) {
+			r->value_len = in->value_len;  /* cached: the new value rides along */
+			r->value = in->value;
+		} else if (in->frag_cnt) {
+			r->result = NK_RESULT_RETRY;   /* forged HKEY: nothing for the loop */
+		}
+		return 1;
+	}
+	default:
+		return 0;
+	}
+}
+
+static int sc_client_init(void *st, const struct nk_host_cfg *cfg)
+{
+	(void)cfg;
+	memset(st, 0, sizeof(struct sc_client));
+	return 0;
+}
+
+static uint16_t sc_client_request(void *st, const struct nk_req_spec *sp, struct nk_msg *m)
+{
+	struct sc_client *c = st;
+	struct sc_pending *p = &c->p[sp->req_id % SC_PENDING];
+	int w = sp->kind == NK_KIND_WRITE;
+	int correct = p->live && p->req_id == sp->req_id && p->correct;
+	if (!(p->live && p->req_id == sp->req_id)) {
+		p->req_id = sp->req_id;
+		p->live = 1;
+		p->correct = 0;
+	}
+	p->key_len = sp->key_len < NK_MAX_KEY_LEN ? sp->key_len : NK_MAX_KEY_LEN;
+	memcpy(p->key, sp->key, p->key_len);
+
+	memset(m, 0, sizeof(*m));
+	m->proto = NK_PROTO_STARCACHE;
+	m->op = w ? NK_STARCACHE_OP_W_REQ
+		  : correct ? NK_STARCACHE_OP_CRN_REQ : NK_STARCACHE_OP_R_REQ;
+	m->kind = w ? NK_KIND_WRITE : NK_KIND_READ;
+	m->server_id = (uint8_t)(sp->home < NK_SERVER_NONE ? sp->home : NK_SERVER_NONE);
+	m->client_id = sp->client_id;
+	m->req_id = sp->req_id;
+	m->keyhash = sp->keyhash;    /* not on the wire; the simulator's store uses it */
+	m->send_ns = sp->send_ns;
+	m->key_len = p->key_len;
+	memcpy(m->key, sp->key, m->key_len);
+	nk_starcache_hkey(m->key, m->key_len, m->hkey);
+	m->value_len = w ? sp->value_len : 0;
+	m->nkeys = 1;
+	return sp->home;
+}
+
+static int sc_client_reply(void *st, const struct nk_msg *r)
+{
+	struct sc_client *c = st;
+	if (r->proto != NK_PROTO_STARCACHE)
+		return NK_REPLY_IGNORE;
+	if (r->op != NK_STARCACHE_OP_R_REP && r->op != NK_STARCACHE_OP_W_REP)
+		return NK_REPLY_IGNORE;
+	struct sc_pending *p = &c->p[r->req_id % SC_PENDING];
+	if (!p->live || p->req_id != r->req_id)
+		return NK_REPLY_DONE;     /* forgotten (ring wrapped): nothing to compare */
+	if (r->op == NK_STARCACHE_OP_R_REP &&
+	    (r->key_len != p->key_len || memcmp(r->key, p->key, p->key_len))) {
+		p->correct = 1;           /* another key's value: ask the server */
+		return NK_REPLY_RETRY;
+	}
+	p->live = 0;
+	return NK_REPLY_DONE;
+}
+
+const struct nk_host_ops nk_host_starcache = {
+	.name = "starcache",
+	.proto = NK_PROTO_STARCACHE,
+	.udp_port = NK_STARCACHE_PORT,
+	.server_state_size = sizeof(struct sc_server),
+	.client_state_size = sizeof(struct sc_client),
+	.server_init = sc_server_init,
+	.server_fini = sc_fini,
+	.server_handle = sc_server_handle,
+	.client_init = sc_client_init,
+	.client_fini = sc_fini,
+	.client_request = sc_client_request,
+	.client_reply = sc_client_reply,
+};

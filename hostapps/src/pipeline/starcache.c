@@ -1,0 +1,446 @@
+/*
+ * starcache.c - the StarCache switch (G. Kim, "Towards Variable-Length
+ * In-Network Caching"; docs/starcache.md, digest §3).
+ *
+ * A cached item lives in a *cache packet* (a read reply with key and value)
+ * that loops through the recirculation port; the switch keeps only small
+ * per-key state. Map of this file:
+ *   state + named registers - per CacheIdx: state (VALID/INVALID/DRAINING),
+ *                             pending_writes, pop, qlen/front/rear, ack; the
+ *                             request table (keys x S slots): req_ip, req_seq,
+ *                             req_ts, req_cookie; hits, overflow, stats
+ *   lookup                  - exact-match table HKEY (128 b) -> set_idx(idx)
+ *   process()               - R_REQ hit: park (client, SEQ, LAT) in the key's
+ *                             queue, or overflow to the server; W_REQ hit:
+ *                             invalidate, FLAG=1; the server's W_REP/F_REP
+ *                             revalidates and is multicast to {client, loop};
+ *                             a cache packet (ingress = recirculation) serves
+ *                             the head of its queue (multicast to {client,
+ *                             loop}), or loops on, or drops itself when its
+ *                             key is invalid or evicted
+ *
+ * Coherence (digest §8.3). `faithful=1` is the paper's 1-bit flag: any W_REP
+ * revalidates, so with two writes in flight the first reply puts its value
+ * into the loop while the second is pending (a stale read can follow).
+ * Default (strict): `pending_writes` counts writes in flight; only the reply
+ * that brings it to 0 revalidates and puts a cache packet into the loop.
+ *
+ * Clients are addressed by node (req_ip holds the client's node id, which
+ * the switch maps to its IP) and the embedder's request handle
+ * (nk_pkt_meta.cookie) stands in for the client's UDP port.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "netkv/pipeline.h"
+#include "netkv/wire.h"
+#include "key128.h"
+#include "peg_params.h"
+
+/* SC_STATE_*, SC_STAT_*, SC_MAX_SLOTS_TOTAL, nk_sc_mcast_group():
+ * netkv/constants.h (spec/constants.toml) */
+#define SC_MAX_NODES 4096
+#define SC_NREGS 18
+
+struct starcache_state {
+	uint32_t keys, slots, faithful;
+	struct nk_trust trust;
+	uint16_t *node_port;
+	uint16_t cpu_port, recirc_port;
+	uint32_t n_servers, n_clients;
+	struct nk_k128 tab;        /* lookup: HKEY (hkey[0] high) -> idx */
+	/* per CacheIdx */
+	uint8_t *state;
+	uint16_t *pending_writes;
+	uint32_t *pop;
+	uint16_t *qlen, *front, *rear;
+	uint8_t *ack;
+	/* request table, keys x slots: ReqIdx = CacheIdx * S + i */
+	uint32_t *req_ip;          /* client node id */
+	uint32_t *req_seq;         /* SEQ */
+	uint32_t *req_ts;          /* LAT */
+	uint64_t *req_cookie;      /* the embedder's request handle */
+	uint64_t hits, overflow;
+	uint64_t stats[SC_STAT_COUNT];
+	struct nk_reg_desc regs[SC_NREGS];
+	unsigned nregs;
+};
+
+static void sc_fini(void *st)
+{
+	struct starcache_state *s = st;
+	free(s->node_port);
+	free(s->tab.e);
+	free(s->state);
+	free(s->pending_writes);
+	free(s->pop);
+	free(s->qlen);
+	free(s->front);
+	free(s->rear);
+	free(s->ack);
+	free(s->req_ip);
+	free(s->req_seq);
+	free(s->req_ts);
+	free(s->req_cookie);
+	memset(s, 0, sizeof(*s));
+}
+
+static void add_reg(struct starcache_state *s, const char *name, void *base, uint32_t n,
+		    uint8_t esize, uint8_t bits)
+{
+	s->regs[s->nregs++] = (struct nk_reg_desc){ name, base, n, esize, bits };
+}
+
+static void reset_key(struct starcache_state *s, uint32_t idx)
+{
+	s->state[idx] = SC_STATE_INVALID;
+	s->pending_writes[idx] = 0;
+	s->pop[idx] = 0;
+	s->qlen[idx] = s->front[idx] = s->rear[idx] = 0;
+	s->ack[idx] = 1;
+}
+
+static int sc_init(void *st, const struct nk_pipeline_cfg *cfg)
+{
+	struct starcache_state *s = st;
+	memset(s, 0, sizeof(*s));
+	uint64_t keys, slots, faithful;
+	if (nkp_u64(cfg->params, "keys", SC_DEFAULT_KEYS, &keys) ||
+	    nkp_u64(cfg->params, "slots", SC_DEFAULT_SLOTS, &slots) ||
+	    nkp_u64(cfg->params, "faithful", 0, &faithful) ||
+	    nkp_trust(cfg->params, cfg->n_servers, &s->trust))
+		return NK_PIPE_EINVAL;
+	if (keys < 1 || slots < 1 || slots > 0xFFFF || keys * slots > SC_MAX_SLOTS_TOTAL ||
+	    faithful > 1 || cfg->n_nodes > SC_MAX_NODES)
+		return NK_PIPE_ERANGE;
+	s->keys = (uint32_t)keys;
+	s->slots = (uint32_t)slots;
+	s->faithful = (uint32_t)faithful;
+	s->n_servers = cfg->n_servers;
+	s->n_clients = cfg->n_clients;
+	s->cpu_port = cfg->cpu_port;
+	s->recirc_port = cfg->recirc_port;
+	uint32_t k = s->keys, r = s->keys * s->slots;
+	s->node_port = malloc(SC_MAX_NODES * sizeof(uint16_t));
+	s->state = calloc(k, 1);
+	s->pending_writes = calloc(k, sizeof(uint16_t));
+	s->pop = calloc(k, sizeof(uint32_t));
+	s->qlen = calloc(k, sizeof(uint16_t));
+	s->front = calloc(k, sizeof(uint16_t));
+	s->rear = calloc(k, sizeof(uint16_t));
+	s->ack = calloc(k, 1);
+	s->req_ip = calloc(r, sizeof(uint32_t));
+	s->req_seq = calloc(r, sizeof(uint32_t));
+	s->req_ts = calloc(r, sizeof(uint32_t));
+	s->req_cookie = calloc(r, sizeof(uint64_t));
+	if (nk_k128_init(&s->tab, s->keys) || !s->node_port || !s->state || !s->pending_writes || !s->pop || !s->qlen ||
+	    !s->front || !s->rear || !s->ack || !s->req_ip || !s->req_seq || !s->req_ts ||
+	    !s->req_cookie) {
+		sc_fini(s);
+		return NK_PIPE_EFULL;
+	}
+	for (uint32_t i = 0; i < SC_MAX_NODES; i++)
+		s->node_port[i] = i < cfg->n_nodes && cfg->node_port ? cfg->node_port[i]
+								      : NK_NODE_NONE;
+	for (uint32_t i = 0; i < k; i++)
+		reset_key(s, i);
+	add_reg(s, "state", s->state, k, 1, 8);
+	add_reg(s, "pending_writes", s->pending_writes, k, 2, 16);
+	add_reg(s, "pop", s->pop, k, 4, 32);
+	add_reg(s, "qlen", s->qlen, k, 2, 16);
+	add_reg(s, "front", s->front, k, 2, 16);
+	add_reg(s, "rear", s->rear, k, 2, 16);
+	add_reg(s, "ack", s->ack, k, 1, 8);
+	add_reg(s, "req_ip", s->req_ip, r, 4, 32);
+	add_reg(s, "req_seq", s->req_seq, r, 4, 32);
+	add_reg(s, "req_ts", s->req_ts, r, 4, 32);
+	add_reg(s, "req_cookie", s->req_cookie, r, 8, 64);
+	add_reg(s, "hits", &s->hits, 1, 8, 64);
+	add_reg(s, "overflow", &s->overflow, 1, 8, 64);
+	add_reg(s, "stats", s->stats, SC_STAT_COUNT, 8, 64);
+	add_reg(s, "n_servers", &s->trust.n_servers, 1, 4, 8);   /* the trust boundary */
+	return 0;
+}
+
+/* ---- registers ------------------------------------------------------------- */
+
+static int sc_reg_read(void *st, const char *name, uint32_t idx, uint64_t *val)
+{
+	struct starcache_state *s = st;
+	return nk_reg_read_named(s->regs, s->nregs, name, idx, val);
+}
+
+static int sc_reg_write(void *st, const char *name, uint32_t idx, uint64_t val)
+{
+	struct starcache_state *s = st;
+	const struct nk_reg_desc *r = nk_reg_find(s->regs, s->nregs, name);
+	/* queue pointers index the key's S slots; a state is one of three */
+	if (r && idx < r->n &&
+	    (((r->base == s->front || r->base == s->rear) && val >= s->slots) ||
+	     (r->base == s->qlen && val > s->slots) ||
+	     (r->base == s->state && val > SC_STATE_DRAINING)))
+		return NK_PIPE_ERANGE;
+	return nk_reg_write_named(s->regs, s->nregs, name, idx, val, NULL);
+}
+
+/* ---- lookup table: HKEY -> CacheIdx ------------------------------------------ */
+
+static int node_fwd_op(struct starcache_state *s, const uint64_t *key, unsigned nkey,
+		       const uint64_t *args, unsigned nargs, int add)
+{
+	if (nkey != 1 || (add && nargs != 1))
+		return NK_PIPE_EINVAL;
+	if (key[0] >= SC_MAX_NODES || (add && args[0] >= NK_NODE_NONE))
+		return NK_PIPE_ERANGE;
+	s->node_port[key[0]] = add ? (uint16_t)args[0] : NK_NODE_NONE;
+	return 0;
+}
+
+static int sc_table_add(void *st, const char *table, const uint64_t *key, unsigned nkey,
+			const uint64_t *args, unsigned nargs)
+{
+	struct starcache_state *s = st;
+	if (!strcmp(table, "node_fwd"))
+		return node_fwd_op(s, key, nkey, args, nargs, 1);
+	if (strcmp(table, "lookup"))
+		return NK_PIPE_ENOENT;
+	if (nkey != 2 || nargs != 1)
+		return NK_PIPE_EINVAL;
+	if (args[0] >= s->keys)
+		return NK_PIPE_ERANGE;
+	int fresh;
+	int rc = nk_k128_put(&s->tab, key[0], key[1], (uint32_t)args[0], &fresh);
+	if (rc)
+		return rc;
+	/* a new entry starts INVALID with an empty queue: reads go to the
+	 * server until the controller's fetch brings the cache packet */
+	reset_key(s, (uint32_t)args[0]);
+	return 0;
+}
+
+static int sc_table_del(void *st, const char *table, const uint64_t *key, unsigned nkey)
+{
+	struct starcache_state *s = st;
+	if (!strcmp(table, "node_fwd"))
+		return node_fwd_op(s, key, nkey, NULL, 0, 0);
+	if (strcmp(table, "lookup"))
+		return NK_PIPE_ENOENT;
+	if (nkey != 2)
+		return NK_PIPE_EINVAL;
+	uint32_t idx;
+	int rc = nk_k128_del(&s->tab, key[0], key[1], &idx);
+	if (rc)
+		return rc;
+	/* the key's cache packet drops itself on its next pass (a miss) */
+	s->state[idx] = SC_STATE_INVALID;
+	return 0;
+}
+
+/* ---- process ------------------------------------------------------------------- */
+
+static void forward(struct starcache_state *s, struct nk_pkt_meta *meta, struct nk_actions *act)
+{
+	nk_fwd_to_node(s->node_port, SC_MAX_NODES, meta, act);
+	if (act->fwd == NK_FWD_DROP)
+		s->stats[SC_STAT_NO_ROUTE]++;
+}
+
+/* A copy to meta->dst and a copy into the loop: the PRE group of the
+ * destination node ({its port, the recirculation port}, set by the
+ * controller). */
+static void to_node_and_loop(struct nk_pkt_meta *meta, struct nk_actions *act)
+{
+	act->fwd = NK_FWD_MCAST;
+	act->mcast_group = (uint16_t)nk_sc_mcast_group(meta->dst);
+}
+
+static void drop(struct starcache_state *s, enum sc_stat why, struct nk_actions *act)
+{
+	s->stats[why]++;
+	act->fwd = NK_FWD_DROP;
+}
+
+/* R_REQ to a cached key: park it, or send it to the server. */
+static void read_request(struct starcache_state *s, uint32_t idx, const struct nk_msg *m,
+			 struct nk_pkt_meta *meta, struct nk_actions *act)
+{
+	if (s->pop[idx] < UINT32_MAX)
+		s->pop[idx]++;
+	s->hits++;
+	if (s->state[idx] != SC_STATE_VALID) {
+		/* a write in flight (INVALID) or an eviction (DRAINING) */
+		s->stats[s->state[idx] == SC_STATE_DRAINING ? SC_STAT_DRAINING_READS
+							     : SC_STAT_INVALID_READS]++;
+		forward(s, meta, act);
+		return;
+	}
+	if (s->qlen[idx] >= s->slots) {
+		s->overflow++;
+		forward(s, meta, act);
+		return;
+	}
+	uint32_t i = s->rear[idx];
+	s->rear[idx] = (uint16_t)((i + 1) % s->slots);
+	s->qlen[idx]++;
+	size_t r = (size_t)idx * s->slots + i;
+	s->req_ip[r] = meta->src;
+	s->req_seq[r] = m->req_id;
+	s->req_ts[r] = (uint32_t)m->send_ns;
+	s->req_cookie[r] = meta->cookie;
+	s->stats[SC_STAT_PARKED]++;
+	act->fwd = NK_FWD_DROP;
+	act->held = 1;          /* a cache packet will answer */
+}
+
+/* A cache packet's pass: serve the head of its key's queue, loop on, or
+ * drop itself. */
+static void cache_packet(struct starcache_state *s, int64_t hit, struct nk_msg *m,
+			 struct nk_pkt_meta *meta, struct nk_actions *act)
+{
+	m->op = NK_STARCACHE_OP_R_REP;     /* first loop after a W_REP/F_REP */
+	m->kind = NK_KIND_READ_REPLY;
+	uint32_t idx = (uint32_t)hit;
+	if (hit < 0 || s->state[idx] == SC_STATE_INVALID) {
+		drop(s, SC_STAT_LOOP_DROPS, act);   /* evicted, or a write in flight */
+		return;
+	}
+	if (!s->qlen[idx]) {
+		if (s->state[idx] == SC_STATE_DRAINING) {
+			drop(s, SC_STAT_LOOP_DROPS, act);  /* drained: leave the loop */
+			return;
+		}
+		act->fwd = NK_FWD_RECIRC;
+		s->stats[SC_STAT_LOOPS]++;
+		return;
+	}
+	uint32_t i = s->front[idx], flag = m->frag_cnt ? m->frag_cnt : 1;
+	if (s->ack[idx] < flag) {
+		s->ack[idx]++;          /* multi-packet item: the head waits for all */
+	} else {
+		s->qlen[idx]--;
+		s->front[idx] = (uint16_t)((i + 1) % s->slots);
+		s->ack[idx] = 1;
+	}
+	size_t r = (size_t)idx * s->slots + i;
+	meta->dst = (uint16_t)s->req_ip[r];
+	meta->cookie = s->req_cookie[r];
+	m->req_id = s->req_seq[r];
+	m->send_ns = s->req_ts[r];
+	m->flags = 1;           /* CACHED */
+	m->result = NK_RESULT_OK;
+	if (meta->dst >= s->n_servers)
+		m->client_id = (uint16_t)(meta->dst - s->n_servers);
+	s->stats[SC_STAT_SERVED]++;
+	act->switch_reply = 1;
+	to_node_and_loop(meta, act);
+}
+
+/* The server's W_REP or F_REP for a cached key: revalidate and put the new
+ * value into the loop, or just pass it on. */
+static void server_update(struct starcache_state *s, int64_t hit, struct nk_msg *m,
+			  struct nk_pkt_meta *meta, struct nk_actions *act)
+{
+	uint32_t idx = (uint32_t)hit;
+	int write = m->op == NK_STARCACHE_OP_W_REP;
+	if (hit < 0 || s->state[idx] == SC_STATE_DRAINING) {
+		if (!write)
+			m->result = NK_RESULT_RETRY;   /* the controller's fetch failed */
+		forward(s, meta, act);
+		return;
+	}
+	/* FLAG >= 1: the reply of a write this switch counted */
+	if (write && m->frag_cnt && !s->faithful && s->pending_writes[idx])
+		s->pending_writes[idx]--;
+	int ok = m->frag_cnt && m->result == NK_RESULT_OK &&
+		 (s->faithful || (!s->pending_writes[idx] && s->state[idx] != SC_STATE_VALID) ||
+		  (!write && !s->pending_writes[idx]));
+	if (!ok) {
+		/* no value (an uncached write, or a W_REQ whose HKEY is not
+		 * its key's: the server attaches nothing), an older write's reply while another is in flight
+		 * (strict), or a duplicate: the loop keeps what it has */
+		if (!write)
+			m->result = NK_RESULT_RETRY;
+		else if (m->frag_cnt)
+			s->stats[SC_STAT_STALE_UPDATES]++;
+		forward(s, meta, act);
+		return;
+	}
+	s->state[idx] = SC_STATE_VALID;
+	s->ack[idx] = 1;
+	s->stats[write ? SC_STAT_REVALIDATIONS : SC_STAT_FETCHES]++;
+	to_node_and_loop(meta, act);
+}
+
+static void sc_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
+		       struct nk_actions *act)
+{
+	struct starcache_state *s = st;
+	memset(act, 0, sizeof(*act));
+	if (m->proto != NK_PROTO_STARCACHE) {
+		forward(s, meta, act);
+		return;
+	}
+	enum nk_origin from = nk_origin_of(&s->trust, s->node_port, meta);
+	if (from == NK_ORIGIN_CLIENT && m->op != NK_STARCACHE_OP_R_REQ &&
+	    m->op != NK_STARCACHE_OP_W_REQ && m->op != NK_STARCACHE_OP_CRN_REQ) {
+		/* a forged reply would enter the loop and answer other clients */
+		drop(s, SC_STAT_HOST_SERVER_OP, act);
+		return;
+	}
+	if (from == NK_ORIGIN_CLIENT)
+		m->flags = 0;   /* CACHED is the switch's to set */
+	const struct nk_k128_ent *e = nk_k128_find(&s->tab, m->hkey[0], m->hkey[1]);
+	int64_t hit = e ? (int64_t)e->val : -1;
+	if (meta->recirculated) {
+		if (m->op == NK_STARCACHE_OP_R_REP || m->op == NK_STARCACHE_OP_W_REP ||
+		    m->op == NK_STARCACHE_OP_F_REP)
+			cache_packet(s, hit, m, meta, act);
+		else
+			drop(s, SC_STAT_LOOP_DROPS, act);
+		return;
+	}
+	switch (m->op) {
+	case NK_STARCACHE_OP_R_REQ:
+		if (hit < 0)
+			forward(s, meta, act);
+		else
+			read_request(s, (uint32_t)hit, m, meta, act);
+		return;
+	case NK_STARCACHE_OP_W_REQ:
+		/* FLAG tells the server whether to attach the new value */
+		m->frag_cnt = 0;
+		m->frag_idx = 0;
+		if (hit >= 0 && s->state[hit] != SC_STATE_DRAINING) {
+			s->state[hit] = SC_STATE_INVALID;
+			if (!s->faithful && s->pending_writes[hit] < UINT16_MAX)
+				s->pending_writes[hit]++;
+			m->frag_cnt = 1;
+			s->stats[SC_STAT_INVALIDATIONS]++;
+		}
+		forward(s, meta, act);
+		return;
+	case NK_STARCACHE_OP_W_REP:
+	case NK_STARCACHE_OP_F_REP:
+		server_update(s, hit, m, meta, act);
+		return;
+	default:
+		/* CRN_REQ, F_REQ (no cache logic), R_REP from a server */
+		forward(s, meta, act);
+		return;
+	}
+}
+
+const struct nk_pipeline_ops nk_pipeline_starcache = {
+	.name = "starcache",
+	.proto = NK_PROTO_STARCACHE,
+	.udp_port = NK_STARCACHE_PORT,
+	.udp_ports = 1,
+	.state_size = sizeof(struct starcache_state),
+	.init = sc_init,
+	.fini = sc_fini,
+	.process = sc_process,
+	.reg_read = sc_reg_read,
+	.reg_write = sc_reg_write,
+	.table_add = sc_table_add,
+	.table_del = sc_table_del,
+};

@@ -1,0 +1,527 @@
+/*
+ * test_starcache.c - packet-in/packet-out tests of StarCache: the switch
+ * pipeline (hostapps/src/pipeline/starcache.c) and its host logic
+ * (hostapps/src/host/starcache.c); docs/starcache.md.
+ *
+ * Covered: config limits (keys x S), misses and not-yet-fetched keys go to
+ * the server, the fetch puts a cache packet into the loop, reads park and
+ * the cache packet serves the head of the queue (client, SEQ, LAT, request
+ * handle restored; multicast to {client, loop}), an idle cache packet loops
+ * on, overflow, write invalidation with the pending-write counter (strict)
+ * and the 1-bit flag (faithful, the stale read of digest 8.3), DRAINING,
+ * eviction, forged server messages, the client's correction request.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "netkv/host.h"
+#include "netkv/pipeline.h"
+#include "netkv/wire.h"
+
+#include "expect.h"
+
+#define NS 2
+#define NC 2
+#define CL NS            /* client node */
+#define CTL (NS + NC)    /* the controller's node */
+#define RECIRC 98
+#define CPU 99
+
+/* ---- a tiny store (versions and lengths) ------------------------------- */
+
+struct tstore {
+	int n;
+	struct {
+		uint8_t key[NK_MAX_KEY_LEN], key_len;
+		uint64_t ver;
+		uint32_t vlen;
+	} e[16];
+};
+
+static int ts_find(struct tstore *t, const struct nk_msg *m)
+{
+	for (int i = 0; i < t->n; i++)
+		if (t->e[i].key_len == m->key_len && !memcmp(t->e[i].key, m->key, m->key_len))
+			return i;
+	return -1;
+}
+
+static int ts_get(void *impl, const struct nk_msg *m, uint64_t *ver, uint32_t *vlen)
+{
+	struct tstore *t = impl;
+	int i = ts_find(t, m);
+	if (i < 0)
+		return 1;
+	*ver = t->e[i].ver;
+	*vlen = t->e[i].vlen;
+	return 0;
+}
+
+static int ts_put(void *impl, const struct nk_msg *m, uint64_t ver, uint32_t vlen)
+{
+	struct tstore *t = impl;
+	int i = ts_find(t, m);
+	if (i < 0) {
+		i = t->n++;
+		t->e[i].key_len = m->key_len;
+		memcpy(t->e[i].key, m->key, m->key_len);
+	}
+	t->e[i].ver = ver;
+	t->e[i].vlen = vlen;
+	return 0;
+}
+
+static const struct nk_store_ops ts_ops = { ts_get, ts_put };
+
+/* ---- rig ------------------------------------------------------------------ */
+
+struct rig {
+	const struct nk_pipeline_ops *P;
+	const struct nk_host_ops *H;
+	void *sw, *srv, *cli;
+	struct tstore store;
+	struct nk_store ns;
+};
+
+static int rig_try(struct rig *r, const char *params)
+{
+	memset(r, 0, sizeof *r);
+	r->P = nk_pipeline_find("starcache");
+	r->H = nk_host_find("starcache");
+	if (!r->P || !r->H) {
+		fprintf(stderr, "starcache not registered\n");
+		exit(2);
+	}
+	/* node i on port 10 + i; the controller behind the CPU port */
+	uint16_t ports[NS + NC + 1] = { 10, 11, 12, 13, CPU };
+	struct nk_pipeline_cfg cfg = { .n_servers = NS, .n_clients = NC, .n_nodes = NS + NC + 1,
+				       .node_port = ports, .cpu_port = CPU,
+				       .recirc_port = RECIRC, .params = params };
+	r->sw = calloc(1, r->P->state_size);
+	int rc = r->P->init(r->sw, &cfg);
+	if (rc) {
+		free(r->sw);
+		return rc;
+	}
+	r->srv = calloc(1, r->H->server_state_size);
+	r->cli = calloc(1, r->H->client_state_size);
+	struct nk_host_cfg hc = { .n_servers = NS, .n_clients = NC, .id = 1 };
+	r->H->server_init(r->srv, &hc);
+	r->H->client_init(r->cli, &hc);
+	r->ns.ops = &ts_ops;
+	r->ns.impl = &r->store;
+	return 0;
+}
+
+static void rig_init(struct rig *r, const char *params)
+{
+	if (rig_try(r, params)) {
+		fprintf(stderr, "init failed: %s\n", params);
+		exit(2);
+	}
+}
+
+static void rig_free(struct rig *r)
+{
+	r->P->fini(r->sw);
+	r->H->server_fini(r->srv);
+	r->H->client_fini(r->cli);
+	free(r->sw);
+	free(r->srv);
+	free(r->cli);
+}
+
+/* a client request built by the host logic */
+static struct nk_msg req(struct rig *r, int write, const char *key, uint32_t req_id)
+{
+	struct nk_req_spec sp = { .kind = write ? NK_KIND_WRITE : NK_KIND_READ,
+				  .key_len = (uint8_t)strlen(key), .client_id = 0, .home = 1,
+				  .req_id = req_id, .value_len = write ? 100 + req_id : 0,
+				  .send_ns = 1000 + req_id, .key = (const uint8_t *)key };
+	struct nk_msg m;
+	EXPECT_EQ(r->H->client_request(r->cli, &sp, &m), 1);
+	return m;
+}
+
+struct out {
+	struct nk_actions act;
+	struct nk_pkt_meta meta;
+};
+
+static struct out sw_in(struct rig *r, struct nk_msg *m, uint16_t src, uint16_t dst,
+			int recirc, uint64_t cookie)
+{
+	struct out o;
+	memset(&o, 0, sizeof o);
+	o.meta = (struct nk_pkt_meta){ .src = src, .dst = dst, .cookie = cookie,
+				       .recirculated = (uint8_t)recirc,
+				       .from_cpu = src == CTL && !recirc };
+	o.meta.ingress_port = recirc ? RECIRC : src == CTL ? CPU : (uint16_t)(10 + src);
+	memset(&o.act, 0xAB, sizeof o.act);
+	r->P->process(r->sw, m, &o.meta, &o.act);
+	return o;
+}
+
+/* server 1 handles m, returns its only output */
+static struct nk_msg serve(struct rig *r, const struct nk_msg *m)
+{
+	struct nk_host_out out[NK_HOST_MAX_OUT];
+	int n = r->H->server_handle(r->srv, &r->ns, m, CL, out, NK_HOST_MAX_OUT);
+	EXPECT_EQ(n, 1);
+	return out[0].msg;
+}
+
+static uint64_t rd(struct rig *r, const char *name, uint32_t idx)
+{
+	uint64_t v = 0;
+	if (r->P->reg_read(r->sw, name, idx, &v))
+		failed++;
+	return v;
+}
+
+static int cache_add(struct rig *r, const char *key, uint32_t idx)
+{
+	uint64_t h[2], a = idx;
+	nk_starcache_hkey((const uint8_t *)key, strlen(key), h);
+	return r->P->table_add(r->sw, "lookup", h, 2, &a, 1);
+}
+
+/* the controller's fetch: F_REQ through the switch to the server, the
+ * F_REP back through the switch; returns the cache packet (the F_REP) */
+static struct nk_msg fetch(struct rig *r, const char *key, struct out *o)
+{
+	struct nk_msg f = req(r, 0, key, 77);
+	f.op = NK_STARCACHE_OP_F_REQ;
+	f.kind = NK_KIND_CONTROL;
+	struct out a = sw_in(r, &f, CTL, 1, 0, 0);
+	EXPECT_EQ(a.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(a.act.port, 11);
+	struct nk_msg rep = serve(r, &f);
+	EXPECT_EQ(rep.op, NK_STARCACHE_OP_F_REP);
+	*o = sw_in(r, &rep, 1, CTL, 0, 0);
+	return rep;
+}
+
+static void seed(struct rig *r, const char *key, uint32_t vlen)
+{
+	struct nk_msg m = req(r, 0, key, 0);
+	ts_put(&r->store, &m, 1, vlen);
+}
+
+/* ---- tests ------------------------------------------------------------------ */
+
+static void test_config_limits(void)
+{
+	current = "config_limits";
+	struct rig r;
+	EXPECT_EQ(rig_try(&r, "keys=4096;slots=16"), 0);
+	rig_free(&r);
+	EXPECT_EQ(rig_try(&r, "keys=256;slots=256"), 0);
+	EXPECT_EQ(rd(&r, "req_ip", 65535), 0);
+	uint64_t v;
+	EXPECT_EQ(r.P->reg_read(r.sw, "req_ip", 65536, &v), NK_PIPE_ERANGE);
+	EXPECT_EQ(rd(&r, "ack", 255), 1);
+	rig_free(&r);
+	EXPECT_EQ(rig_try(&r, "keys=4097;slots=16"), NK_PIPE_ERANGE);   /* > 64 Ki slots */
+	EXPECT_EQ(rig_try(&r, "keys=0"), NK_PIPE_ERANGE);
+	EXPECT_EQ(rig_try(&r, "faithful=2"), NK_PIPE_ERANGE);
+	EXPECT_EQ(rig_try(&r, "slots=abc"), NK_PIPE_EINVAL);
+}
+
+static void test_miss_and_unfetched(void)
+{
+	current = "miss_and_unfetched";
+	struct rig r;
+	rig_init(&r, "keys=4;slots=4");
+	struct nk_msg m = req(&r, 0, "k-uncached", 1);
+	struct out o = sw_in(&r, &m, CL, 1, 0, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(o.act.port, 11);
+	EXPECT_EQ(rd(&r, "hits", 0), 0);
+	/* installed but not fetched: INVALID, the read goes to the server */
+	EXPECT_EQ(cache_add(&r, "k-hot", 2), 0);
+	m = req(&r, 0, "k-hot", 2);
+	o = sw_in(&r, &m, CL, 1, 0, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "pop", 2), 1);
+	EXPECT_EQ(rd(&r, "hits", 0), 1);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_INVALID_READS), 1);
+	EXPECT_EQ(rd(&r, "qlen", 2), 0);
+	rig_free(&r);
+}
+
+static void test_park_and_serve(void)
+{
+	current = "park_and_serve";
+	struct rig r;
+	rig_init(&r, "keys=4;slots=4");
+	seed(&r, "k-hot", 1024);
+	EXPECT_EQ(cache_add(&r, "k-hot", 1), 0);
+	struct out o;
+	struct nk_msg cp = fetch(&r, "k-hot", &o);
+	/* the fetch reply validates the key: to the controller and into the loop */
+	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(o.act.mcast_group, nk_sc_mcast_group(CTL));
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_VALID);
+	EXPECT_EQ(cp.value_len, 1024);
+	EXPECT_EQ(cp.frag_cnt, 1);
+
+	/* idle: the cache packet loops on, as an R_REP */
+	struct nk_msg loop = cp;
+	o = sw_in(&r, &loop, NS + NC, CTL, 1, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_RECIRC);
+	EXPECT_EQ(loop.op, NK_STARCACHE_OP_R_REP);
+
+	/* two reads park (dropped, held, not forwarded) */
+	struct nk_msg a = req(&r, 0, "k-hot", 10), b = req(&r, 0, "k-hot", 11);
+	o = sw_in(&r, &a, CL, 1, 0, 0xA1);
+	EXPECT_EQ(o.act.fwd, NK_FWD_DROP);
+	EXPECT_EQ(o.act.held, 1);
+	o = sw_in(&r, &b, CL + 1, 1, 0, 0xB2);
+	EXPECT_EQ(o.act.held, 1);
+	EXPECT_EQ(rd(&r, "qlen", 1), 2);
+	EXPECT_EQ(rd(&r, "req_ip", 1 * 4 + 0), CL);
+	EXPECT_EQ(rd(&r, "req_seq", 1 * 4 + 1), 11);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_PARKED), 2);
+
+	/* the cache packet serves the head, then the next */
+	o = sw_in(&r, &loop, NS + NC, CTL, 1, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(o.act.mcast_group, nk_sc_mcast_group(CL));
+	EXPECT_EQ(o.act.switch_reply, 1);
+	EXPECT_EQ(o.meta.dst, CL);
+	EXPECT_EQ(o.meta.cookie, 0xA1);
+	EXPECT_EQ(loop.req_id, 10);
+	EXPECT_EQ(loop.send_ns, 1010);
+	EXPECT_EQ(loop.flags, 1);              /* CACHED */
+	EXPECT_EQ(loop.value_len, 1024);
+	EXPECT_EQ(rd(&r, "qlen", 1), 1);
+	/* the client accepts it: its key */
+	EXPECT_EQ(r.H->client_reply(r.cli, &loop), NK_REPLY_DONE);
+	o = sw_in(&r, &loop, NS + NC, CL, 1, 0);
+	EXPECT_EQ(o.meta.dst, CL + 1);
+	EXPECT_EQ(o.meta.cookie, 0xB2);
+	EXPECT_EQ(loop.req_id, 11);
+	EXPECT_EQ(rd(&r, "qlen", 1), 0);
+	EXPECT_EQ(rd(&r, "front", 1), 2);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_SERVED), 2);
+	rig_free(&r);
+}
+
+static void test_overflow(void)
+{
+	current = "overflow";
+	struct rig r;
+	rig_init(&r, "keys=2;slots=3");
+	EXPECT_EQ(cache_add(&r, "k-hot", 0), 0);
+	struct out o;
+	fetch(&r, "k-hot", &o);                /* not stored: no cache packet */
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "state", 0), SC_STATE_INVALID);
+	seed(&r, "k-hot", 64);
+	fetch(&r, "k-hot", &o);
+	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);
+	for (uint32_t i = 0; i < 3; i++) {
+		struct nk_msg m = req(&r, 0, "k-hot", 20 + i);
+		EXPECT_EQ(sw_in(&r, &m, CL, 1, 0, 0).act.held, 1);
+	}
+	struct nk_msg m = req(&r, 0, "k-hot", 23);
+	o = sw_in(&r, &m, CL, 1, 0, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);     /* queue full: to the server */
+	EXPECT_EQ(rd(&r, "overflow", 0), 1);
+	EXPECT_EQ(rd(&r, "hits", 0), 4);
+	EXPECT_EQ(rd(&r, "rear", 0), 0);       /* wrapped 2 -> 0 */
+	rig_free(&r);
+}
+
+/* writes W1, W2 to a cached key, both in flight; their replies come back
+ * in order (FIFO server and link). Returns the two W_REPs' switch outcomes. */
+static void two_writes(struct rig *r, struct nk_msg *rep1, struct out *o1, struct nk_msg *rep2,
+		       struct out *o2)
+{
+	struct nk_msg w1 = req(r, 1, "k-hot", 31), w2 = req(r, 1, "k-hot", 32);
+	sw_in(r, &w1, CL, 1, 0, 0);
+	EXPECT_EQ(w1.frag_cnt, 1);             /* FLAG: cached */
+	sw_in(r, &w2, CL + 1, 1, 0, 0);
+	EXPECT_EQ(rd(r, "state", 0), SC_STATE_INVALID);
+	*rep1 = serve(r, &w1);
+	*rep2 = serve(r, &w2);
+	EXPECT_EQ(rep1->value_len, w1.value_len);
+	*o1 = sw_in(r, rep1, 1, CL, 0, 0);
+	*o2 = sw_in(r, rep2, 1, CL + 1, 0, 0);
+}
+
+static void test_write_strict(void)
+{
+	current = "write_strict";
+	struct rig r;
+	rig_init(&r, "keys=2;slots=4");
+	seed(&r, "k-hot", 64);
+	EXPECT_EQ(cache_add(&r, "k-hot", 0), 0);
+	struct out o;
+	struct nk_msg old = fetch(&r, "k-hot", &o);
+	struct nk_msg rep1, rep2;
+	struct out o1, o2;
+	struct nk_msg w1 = req(&r, 1, "k-hot", 31);
+	sw_in(&r, &w1, CL, 1, 0, 0);
+	EXPECT_EQ(rd(&r, "pending_writes", 0), 1);
+	/* the old cache packet drops itself while the write is in flight */
+	old.op = NK_STARCACHE_OP_R_REP;
+	EXPECT_EQ(sw_in(&r, &old, CTL, CTL, 1, 0).act.fwd, NK_FWD_DROP);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_LOOP_DROPS), 1);
+	/* a read goes to the server meanwhile */
+	struct nk_msg rq = req(&r, 0, "k-hot", 40);
+	EXPECT_EQ(sw_in(&r, &rq, CL, 1, 0, 0).act.fwd, NK_FWD_PORT);
+	rep1 = serve(&r, &w1);
+	o1 = sw_in(&r, &rep1, 1, CL, 0, 0);
+	EXPECT_EQ(o1.act.fwd, NK_FWD_MCAST);   /* the only write: back to valid */
+	EXPECT_EQ(rd(&r, "state", 0), SC_STATE_VALID);
+
+	two_writes(&r, &rep1, &o1, &rep2, &o2);
+	EXPECT_EQ(o1.act.fwd, NK_FWD_PORT);    /* W1's reply: to its client only */
+	EXPECT_EQ(o2.act.fwd, NK_FWD_MCAST);   /* W2's: the loop gets the newest */
+	EXPECT_EQ(o2.act.mcast_group, nk_sc_mcast_group(CL + 1));
+	EXPECT_EQ(rd(&r, "pending_writes", 0), 0);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_REVALIDATIONS), 2);
+	rig_free(&r);
+}
+
+/* The 1-bit flag of the paper: W1's reply revalidates while W2 is in flight,
+ * so v1's cache packet loops on next to v2's and answers a read issued after
+ * W2 was acknowledged: the stale read of digest 8.3. */
+static void test_write_faithful_stale_read(void)
+{
+	current = "write_faithful_stale_read";
+	struct rig r;
+	rig_init(&r, "keys=2;slots=4;faithful=1");
+	seed(&r, "k-hot", 64);
+	EXPECT_EQ(cache_add(&r, "k-hot", 0), 0);
+	struct out o;
+	fetch(&r, "k-hot", &o);
+	struct nk_msg rep1, rep2;
+	struct out o1, o2;
+	two_writes(&r, &rep1, &o1, &rep2, &o2);
+	EXPECT_EQ(o1.act.fwd, NK_FWD_MCAST);   /* v1 enters the loop ... */
+	EXPECT_EQ(o2.act.fwd, NK_FWD_MCAST);   /* ... and so does v2 */
+	EXPECT(rep2.ver > rep1.ver);
+	/* W2 acknowledged; now a read parks and v1's packet comes around first */
+	struct nk_msg rq = req(&r, 0, "k-hot", 50);
+	EXPECT_EQ(sw_in(&r, &rq, CL, 1, 0, 0).act.held, 1);
+	struct nk_msg v1 = rep1;
+	o = sw_in(&r, &v1, CTL, CTL, 1, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(v1.req_id, 50);
+	EXPECT(v1.ver < rep2.ver);             /* older than the acknowledged write */
+	rig_free(&r);
+
+	/* the same sequence in strict mode serves only v2 */
+	rig_init(&r, "keys=2;slots=4");
+	seed(&r, "k-hot", 64);
+	EXPECT_EQ(cache_add(&r, "k-hot", 0), 0);
+	fetch(&r, "k-hot", &o);
+	two_writes(&r, &rep1, &o1, &rep2, &o2);
+	EXPECT_EQ(o1.act.fwd, NK_FWD_PORT);
+	rig_free(&r);
+}
+
+static void test_draining_and_eviction(void)
+{
+	current = "draining_and_eviction";
+	struct rig r;
+	rig_init(&r, "keys=2;slots=4");
+	seed(&r, "k-hot", 64);
+	EXPECT_EQ(cache_add(&r, "k-hot", 1), 0);
+	struct out o;
+	struct nk_msg cp = fetch(&r, "k-hot", &o);
+	struct nk_msg m = req(&r, 0, "k-hot", 60);
+	EXPECT_EQ(sw_in(&r, &m, CL, 1, 0, 7).act.held, 1);
+	EXPECT_EQ(r.P->reg_write(r.sw, "state", 1, SC_STATE_DRAINING), 0);
+	EXPECT_EQ(r.P->reg_write(r.sw, "state", 1, 3), NK_PIPE_ERANGE);
+	EXPECT_EQ(r.P->reg_write(r.sw, "front", 1, 4), NK_PIPE_ERANGE);
+	/* new reads go to the server; a write does not invalidate */
+	m = req(&r, 0, "k-hot", 61);
+	EXPECT_EQ(sw_in(&r, &m, CL, 1, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_DRAINING_READS), 1);
+	struct nk_msg w = req(&r, 1, "k-hot", 62);
+	sw_in(&r, &w, CL, 1, 0, 0);
+	EXPECT_EQ(w.frag_cnt, 0);
+	/* the cache packet still serves the parked read, then leaves the loop */
+	o = sw_in(&r, &cp, CTL, CTL, 1, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(o.meta.cookie, 7);
+	EXPECT_EQ(rd(&r, "qlen", 1), 0);
+	EXPECT_EQ(sw_in(&r, &cp, CTL, CL, 1, 0).act.fwd, NK_FWD_DROP);
+	/* eviction: the entry goes, a late cache packet drops itself */
+	uint64_t h[2];
+	nk_starcache_hkey((const uint8_t *)"k-hot", 5, h);
+	EXPECT_EQ(r.P->table_del(r.sw, "lookup", h, 2), 0);
+	EXPECT_EQ(r.P->table_del(r.sw, "lookup", h, 2), NK_PIPE_ENOENT);
+	EXPECT_EQ(sw_in(&r, &cp, CTL, CL, 1, 0).act.fwd, NK_FWD_DROP);
+	m = req(&r, 0, "k-hot", 63);
+	EXPECT_EQ(sw_in(&r, &m, CL, 1, 0, 0).act.fwd, NK_FWD_PORT);
+	/* the table holds `keys` entries */
+	EXPECT_EQ(cache_add(&r, "a", 0), 0);
+	EXPECT_EQ(cache_add(&r, "b", 1), 0);
+	EXPECT_EQ(cache_add(&r, "c", 1), NK_PIPE_EFULL);
+	EXPECT_EQ(cache_add(&r, "c", 2), NK_PIPE_ERANGE);
+	rig_free(&r);
+}
+
+static void test_forged_and_correction(void)
+{
+	current = "forged_and_correction";
+	struct rig r;
+	rig_init(&r, "keys=2;slots=4");
+	seed(&r, "k-hot", 64);
+	EXPECT_EQ(cache_add(&r, "k-hot", 0), 0);
+	/* server-only messages from a client port are dropped and counted */
+	struct nk_msg f = req(&r, 0, "k-hot", 70);
+	f.op = NK_STARCACHE_OP_F_REP;
+	f.frag_cnt = 1;
+	EXPECT_EQ(sw_in(&r, &f, CL, CTL, 0, 0).act.fwd, NK_FWD_DROP);
+	f.op = NK_STARCACHE_OP_R_REP;
+	EXPECT_EQ(sw_in(&r, &f, CL, CL + 1, 0, 0).act.fwd, NK_FWD_DROP);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_HOST_SERVER_OP), 2);
+	EXPECT_EQ(rd(&r, "state", 0), SC_STATE_INVALID);
+	/* a write whose HKEY is k-hot's but whose key is another: the server
+	 * attaches nothing, nothing enters the loop */
+	struct out o;
+	fetch(&r, "k-hot", &o);
+	struct nk_msg w = req(&r, 1, "k-other", 71);
+	nk_starcache_hkey((const uint8_t *)"k-hot", 5, w.hkey);
+	sw_in(&r, &w, CL, 1, 0, 0);
+	struct nk_msg rep = serve(&r, &w);
+	EXPECT_EQ(rep.result, NK_RESULT_RETRY);
+	EXPECT_EQ(rep.value_len, 0);
+	EXPECT_EQ(sw_in(&r, &rep, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "pending_writes", 0), 0);
+	/* a read reply with another key: the client corrects (CRN_REQ) */
+	struct nk_msg a = req(&r, 0, "k-a", 80);
+	struct nk_msg b = req(&r, 0, "k-b", 81);
+	b.req_id = 80;
+	b.op = NK_STARCACHE_OP_R_REP;
+	EXPECT_EQ(r.H->client_reply(r.cli, &b), NK_REPLY_RETRY);
+	struct nk_msg c = req(&r, 0, "k-a", 80);
+	EXPECT_EQ(c.op, NK_STARCACHE_OP_CRN_REQ);
+	EXPECT_EQ(sw_in(&r, &c, CL, 1, 0, 0).act.fwd, NK_FWD_PORT);   /* no cache logic */
+	struct nk_msg ca = serve(&r, &c);
+	EXPECT_EQ(ca.op, NK_STARCACHE_OP_R_REP);
+	EXPECT_EQ(r.H->client_reply(r.cli, &ca), NK_REPLY_DONE);
+	(void)a;
+	rig_free(&r);
+}
+
+int main(void)
+{
+	test_config_limits();
+	test_miss_and_unfetched();
+	test_park_and_serve();
+	test_overflow();
+	test_write_strict();
+	test_write_faithful_stale_read();
+	test_draining_and_eviction();
+	test_forged_and_correction();
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
