@@ -46,6 +46,25 @@ class ControlPlane(ABC):
     def now_s(self) -> float:
         """The rack's clock (simulated time on the simulator)."""
 
+    # Ports, for controllers that build multicast groups over hosts and the
+    # recirculation port (StarCache's {client, loop} groups). A target that
+    # cannot say raises NotImplementedError.
+
+    @property
+    def controller_node(self) -> int:
+        """The node id the switch addresses the controller by (packet-out
+        replies come back to it)."""
+        raise NotImplementedError("this target does not expose its controller's node")
+
+    def port_of(self, node: int) -> int:
+        """The switch port that reaches ``node`` (the controller's: the CPU port)."""
+        raise NotImplementedError("this target does not expose its port map")
+
+    @property
+    def recirc_port(self) -> int:
+        """The switch's recirculation port (a packet sent there re-enters ingress)."""
+        raise NotImplementedError("this target has no recirculation port")
+
 
 class Controller(ABC):
     """A protocol's control plane logic, run every epoch."""

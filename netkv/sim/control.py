@@ -111,6 +111,23 @@ class SimControlPlane(ControlPlane):
     def now_s(self) -> float:
         return self.engine.now_s
 
+    # nodes: servers 0..S-1, clients S..S+M-1, the controller S+M; port p
+    # reaches node p, the controller is behind the CPU port (docs/simulator.md)
+
+    @property
+    def controller_node(self) -> int:
+        top = self.engine.cfg.topology
+        return int(top.servers + top.clients)
+
+    def port_of(self, node: int) -> int:
+        if not 0 <= node <= self.controller_node:
+            raise DriverError(f"node {node}: the rack has nodes 0..{self.controller_node}")
+        return self.engine.cpu_port if node == self.controller_node else node
+
+    @property
+    def recirc_port(self) -> int:
+        return self.engine.recirc_port
+
 
 class SimEpochs:
     """Adapts a protocol Controller to SimEngine.run's ``epoch(engine, t)`` hook."""
