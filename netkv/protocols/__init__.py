@@ -22,6 +22,7 @@ PROTOCOLS: dict[str, str] = {
     "pegasus": "netkv.protocols.pegasus",
     "netcache": "netkv.protocols.netcache",
     "kvswitch": "netkv.protocols.kvswitch",
+    "starcache": "netkv.protocols.starcache",
 }
 
 

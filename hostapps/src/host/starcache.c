@@ -6,10 +6,10 @@
  * and the new value when the switch marked the write cached (FLAG >= 1), so
  * the switch can put it into the loop; F_REQ from the controller -> F_REP
  * with key and value, back to the controller: at the switch it becomes the
- * key's cache packet. A W_REQ/F_REQ whose HKEY is not its key's hash puts
- * nothing into the loop (the W_REP says RETRY and carries no value, the
- * F_REP has FLAG 0): a client cannot put one key's value into another key's
- * cache packet.
+ * key's cache packet (its HKEY computed from its key; FLAG 0 if the key is
+ * not stored). A W_REQ whose HKEY is not its key's hash puts nothing into
+ * the loop (the W_REP says RETRY and carries no value): a client cannot put
+ * one key's value into another key's cache packet.
  * Client: R_REQ/W_REQ with HKEY = MurmurHash3_x64_128(key); it remembers
  * the key of each outstanding SEQ, and when a read reply carries another key
  * (an HKEY collision, or a cache slot reused by another key) it asks again
@@ -93,8 +93,13 @@ static int sc_server_handle(void *st, struct nk_store *store, const struct nk_ms
 			 found ? NK_RESULT_OK : NK_RESULT_NOT_FOUND);
 		r->ver = ver;
 		r->value_len = found ? vlen : 0;   /* the embedder fills the bytes */
-		if (in->op == NK_STARCACHE_OP_F_REQ && (!found || !hkey_matches(in)))
-			r->frag_cnt = 0;           /* nothing to put into the loop */
+		if (in->op == NK_STARCACHE_OP_F_REQ) {
+			/* the cache packet's HKEY is its key's, whatever the
+			 * request said */
+			nk_starcache_hkey(in->key, in->key_len, r->hkey);
+			if (!found)
+				r->frag_cnt = 0;   /* nothing to put into the loop */
+		}
 		return 1;
 	case NK_STARCACHE_OP_W_REQ: {
 		uint64_t nv = nk_ver_after(found, ver);

@@ -1,0 +1,287 @@
+"""StarCache's controller (one class for every target) and its pipeline knobs.
+
+The data plane (hostapps/src/pipeline/starcache.c) keeps a cached item in a
+*cache packet* looping through the recirculation port and parks reads of
+cached keys in per-key queues; each pass of the cache packet answers the
+head of its key's queue (docs/starcache.md). This controller decides which
+keys are cached, through the table and register names of docs/starcache.md
+and the ControlPlane only:
+
+- start: one PRE group per client node and for the controller,
+  ``{node's port, recirculation port}`` (group ``sc_mcast_group(node)``),
+  so a served reply and its copy back into the loop leave together; then the
+  ``cache_size`` hottest keys (the paper's static cache of 32) are
+  installed (``lookup`` entry, INVALID) and fetched: an F_REQ packet-out to
+  the key's home, whose F_REP, passing the switch, validates the key and
+  becomes its cache packet.
+- every epoch: drain the CPU channel (F_REPs: OK = the cache packet is
+  looping; RETRY = the switch refused it, a write was in flight: fetch
+  again), and the lost-cache-packet watchdog (digest 8.6): a cached key
+  whose queue stayed full (``qlen == S``) over a whole epoch, or that is
+  INVALID with no write in flight and no fetch outstanding, is fetched
+  again.
+
+Not yet: top-k replacement from the servers' sketches, dynamic cache sizing
+by the overflow ratio, eviction through DRAINING driven by popularity
+(``evict`` does it on request), multi-packet items.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field, model_validator
+
+from netkv.config.base import Pos, ProtocolBase, Ring
+from netkv.constants import (
+    SC_DEFAULT_KEYS,
+    SC_DEFAULT_SLOTS,
+    SC_MAX_SLOTS_TOTAL,
+    SC_STATE_DRAINING,
+    SC_STATE_INVALID,
+    ScStat,
+    sc_mcast_group,
+)
+from netkv.protocols.base import ControlPlane, Controller
+from netkv.protocols.plugin import ProtocolPlugin
+from netkv.wire.codec import STARCACHE_PORT, Msg, Proto, Result, StarcacheOp, starcache_hkey
+
+MAX_FETCHES = 4  # fetches of one key before it is given up
+
+
+class StarCacheProtocol(ProtocolBase):
+    """StarCache: variable-length items cached in looping packets (docs/starcache.md)."""
+
+    name: Literal["starcache"]
+    max_servers: int = Field(256, ge=1)
+    cache_size: int = Field(32, ge=0)       # keys cached (the paper's static 32)
+    keys: int = Field(SC_DEFAULT_KEYS, ge=1)   # request-table keys (CacheIdx values)
+    slots: int = Field(SC_DEFAULT_SLOTS, ge=1)  # S: parked reads per key
+    faithful: bool = False                  # the paper's 1-bit invalidation flag
+    epoch_ms: Pos = 100.0                   # controller epoch (watchdog, fetch retries)
+    virtual_nodes: int = Field(16, ge=1)
+    ring: Ring = "consistent"
+
+    @model_validator(mode="after")
+    def _fits(self) -> "StarCacheProtocol":
+        if self.keys * self.slots > SC_MAX_SLOTS_TOTAL:
+            raise ValueError(f"keys x slots = {self.keys * self.slots}: the request table "
+                             f"holds at most {SC_MAX_SLOTS_TOTAL} slots")
+        if self.cache_size > self.keys:
+            raise ValueError(f"cache_size {self.cache_size} > keys {self.keys}: "
+                             "each cached key needs a CacheIdx")
+        return self
+
+
+def pipeline_params(cfg: RunConfig) -> str:
+    proto = cfg.protocol
+    assert isinstance(proto, StarCacheProtocol)
+    return f"keys={proto.keys};slots={proto.slots};faithful={int(proto.faithful)}"
+
+
+def hkey_words(key: bytes) -> list[int]:
+    """The ``lookup`` table key: HKEY as [high, low] 64-bit words."""
+    h = starcache_hkey(key)
+    return [h >> 64, h & (2**64 - 1)]
+
+
+@dataclass
+class CacheKey:
+    key: bytes
+    keyhash: int      # the simulator's store key (not on the wire)
+    home: int
+
+
+@dataclass
+class Item:
+    ck: CacheKey
+    idx: int
+    fetch_req: int | None = None
+    fetches: int = 0
+    looping: bool = False   # an F_REP came back OK: its cache packet is in the loop
+    full_epochs: int = 0
+
+
+@dataclass
+class StarCacheStats:
+    inserts: int = 0
+    fetches: int = 0
+    fetch_ok: int = 0
+    fetch_retry: int = 0
+    refetches: int = 0      # by the watchdog
+    given_up: int = 0
+    evictions: int = 0
+
+
+class StarCacheController(Controller):
+    def __init__(self, plane: ControlPlane, proto: StarCacheProtocol, hot: list[CacheKey],
+                 client_nodes: range) -> None:
+        super().__init__(plane)
+        self.proto = proto
+        self.hot = hot
+        self.client_nodes = client_nodes
+        self.items: dict[bytes, Item] = {}
+        self.by_req: dict[int, Item] = {}
+        self.free_idx = list(range(proto.keys - 1, -1, -1))
+        self.next_req = 1
+        self.stats = StarCacheStats()
+
+    def start(self) -> None:
+        plane, sw = self.plane, self.plane.switch
+        for node in [*self.client_nodes, plane.controller_node]:
+            sw.mcast_set(sc_mcast_group(node), [plane.port_of(node), plane.recirc_port])
+        for ck in self.hot[:self.proto.cache_size]:
+            self.insert(ck)
+
+    def insert(self, ck: CacheKey) -> None:
+        idx = self.free_idx.pop()
+        self.plane.switch.table_add("lookup", hkey_words(ck.key), [idx])  # INVALID
+        item = Item(ck, idx)
+        self.items[ck.key] = item
+        self.stats.inserts += 1
+        self._fetch(item)
+
+    def evict(self, key: bytes) -> None:
+        """DRAINING: reads go to the server and the cache packet serves the
+        parked ones; the entry goes once the queue is empty (next epochs)."""
+        item = self.items[key]
+        self.plane.switch.reg_write("state", item.idx, SC_STATE_DRAINING)
+
+    def _fetch(self, item: Item) -> None:
+        req = self.next_req
+        self.next_req = self.next_req % 0xFFFFFFFE + 1
+        ck = item.ck
+        msg = Msg(proto=Proto.STARCACHE, op=StarcacheOp.F_REQ, key=ck.key, keyhash=ck.keyhash,
+                  server_id=ck.home, req_id=req, hkey=starcache_hkey(ck.key), nkeys=1)
+        if item.fetch_req is not None:
+            self.by_req.pop(item.fetch_req, None)
+        item.fetch_req = req
+        item.fetches += 1
+        self.by_req[req] = item
+        self.stats.fetches += 1
+        self.plane.packet_out(msg, ck.home)
+
+    def epoch(self, t_s: float) -> None:
+        del t_s
+        self._drain_cpu()
+        self._drained()
+        self._watchdog()
+
+    def _drain_cpu(self) -> None:
+        while batch := self.plane.cpu_messages():
+            for _src, msg in batch:
+                if msg.proto != Proto.STARCACHE or msg.op != StarcacheOp.F_REP:
+                    continue
+                item = self.by_req.pop(msg.req_id, None)
+                if item is None:
+                    continue
+                item.fetch_req = None
+                if msg.result == Result.OK and msg.frag_cnt:
+                    item.looping = True
+                    self.stats.fetch_ok += 1
+                else:
+                    self.stats.fetch_retry += 1
+                    self._refetch(item)
+
+    def _refetch(self, item: Item) -> None:
+        if item.fetches >= MAX_FETCHES:
+            self.stats.given_up += 1
+            self._remove(item)
+            return
+        self._fetch(item)
+
+    def _drained(self) -> None:
+        sw = self.plane.switch
+        for item in list(self.items.values()):
+            if (sw.reg_read("state", item.idx) == SC_STATE_DRAINING
+                    and sw.reg_read("qlen", item.idx) == 0):
+                self._remove(item)
+                self.stats.evictions += 1
+
+    def _remove(self, item: Item) -> None:
+        self.plane.switch.table_delete("lookup", hkey_words(item.ck.key))
+        if item.fetch_req is not None:
+            self.by_req.pop(item.fetch_req, None)
+        del self.items[item.ck.key]
+        self.free_idx.append(item.idx)
+
+    def _watchdog(self) -> None:
+        """A lost cache packet parks reads until the queue is full (then they
+        overflow to the server), a write whose reply carried no value leaves
+        the key INVALID with nothing looping: fetch again (digest 8.6)."""
+        sw = self.plane.switch
+        for item in list(self.items.values()):
+            if item.fetch_req is not None:
+                continue
+            state = sw.reg_read("state", item.idx)
+            full = sw.reg_read("qlen", item.idx) >= self.proto.slots
+            item.full_epochs = item.full_epochs + 1 if full else 0
+            stuck = (state == SC_STATE_INVALID and item.looping
+                     and sw.reg_read("pending_writes", item.idx) == 0)
+            if item.full_epochs >= 2 or stuck:
+                item.full_epochs = 0
+                self.stats.refetches += 1
+                self._fetch(item)
+
+    def switch_stats(self) -> dict[str, int]:
+        sw = self.plane.switch
+        out = {s.name.lower(): sw.reg_read("stats", int(s)) for s in ScStat}
+        out["hits"] = sw.reg_read("hits", 0)
+        out["overflow"] = sw.reg_read("overflow", 0)
+        return out
+
+
+# --- on the simulator ---------------------------------------------------------------------
+
+
+def hottest(workload: "Workload", ffi: object, lib: object, count: int) -> list[CacheKey]:
+    """The ``count`` most popular keys (the workload's rank table)."""
+    info = workload.rank_info()[:count]
+    size = workload.key_size
+    buf = ffi.new("uint8_t[]", size)  # type: ignore[attr-defined]
+    out = []
+    for rec in info:
+        lib.nk_key_bytes(int(rec["key"]), size, buf)  # type: ignore[attr-defined]
+        out.append(CacheKey(bytes(ffi.buffer(buf, size)),  # type: ignore[attr-defined]
+                            int(rec["keyhash"]), int(rec["home"])))
+    return out
+
+
+def sim_controller_factory(cfg: RunConfig):  # type: ignore[no-untyped-def]
+    from netkv.sim.control import SimControlPlane, SimEpochs
+
+    proto = cfg.protocol
+    assert isinstance(proto, StarCacheProtocol)
+    memo: list[tuple["Workload", list[CacheKey]]] = []
+
+    def factory(engine: "SimEngine") -> "SimEpochs":
+        plane = SimControlPlane(engine)
+        wl = engine.workload
+        if not memo or memo[0][0] is not wl:  # the workload is shared by every load point
+            memo[:] = [(wl, hottest(wl, engine.ffi, engine.lib, proto.cache_size))]
+        top = engine.cfg.topology
+        controller = StarCacheController(plane, proto, memo[0][1],
+                                         range(top.servers, top.servers + top.clients))
+        controller.start()
+        factory.last = controller  # type: ignore[attr-defined]
+        return SimEpochs(controller)
+
+    return factory
+
+
+PLUGIN = ProtocolPlugin(
+    name="starcache",
+    summary="StarCache: variable-length items cached in packets looping through the switch",
+    targets=("sim",),
+    config=StarCacheProtocol,
+    wire=Proto.STARCACHE,
+    udp_port=STARCACHE_PORT,
+    pipeline_params=pipeline_params,
+    sim_controller=sim_controller_factory,
+)
+
+
+if TYPE_CHECKING:
+    from netkv.config.schema import RunConfig
+    from netkv.sim.engine import SimEngine, Workload
