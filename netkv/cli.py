@@ -173,6 +173,15 @@ def cmd_clean(args: argparse.Namespace) -> int:
     from netkv.mininet.cleanup import clean
 
     removed = clean(force=args.force)
+    if args.inventory:
+        from netkv.testbed.clean import clean_inventory
+        from netkv.targets.testbed import STATE_ROOT
+
+        try:
+            inv = load([f"inventory={args.inventory}"]).inventory
+        except ConfigError as exc:
+            return _fail(str(exc))
+        removed += clean_inventory(inv, STATE_ROOT, force=args.force)
     for item in removed:
         print(f"removed {item}")
     print(f"clean: {len(removed)} leftover(s) removed")
@@ -269,6 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "Mininet interfaces and state of runs that are no longer alive.")
     cln.add_argument("--force", action="store_true",
                      help="also remove the state of runs whose owner still looks alive")
+    cln.add_argument("--inventory", metavar="NAME",
+                     help="also stop and remove what crashed target=testbed runs left on "
+                          "the hosts of conf/inventory/NAME.yaml")
     cln.set_defaults(func=cmd_clean)
 
     from netkv.trace import build_parser as trace_parser

@@ -38,6 +38,7 @@ REFERENCE_KEY = "reference"  # the SLO reference point's fragment in points.d/
 PLACEMENTS: dict[str, str] = {
     "sim": "netkv.targets.sim:SimTarget",
     "mininet": "netkv.targets.mininet:MininetTarget",
+    "testbed": "netkv.targets.testbed:TestbedTarget",
 }
 
 

@@ -175,7 +175,9 @@ static void wait_io(int fd, uint64_t t)
 }
 
 /* --start-at stdin: everything is built; say so and read the start time
- * (CLOCK_MONOTONIC ns) from stdin. 0 on error. */
+ * from stdin: CLOCK_MONOTONIC ns, or "@" and CLOCK_REALTIME ns (clients on
+ * different hosts, whose monotonic clocks differ, start together when their
+ * real-time clocks are synchronised). The CLOCK_MONOTONIC start; 0 on error. */
 static uint64_t handshake_start(void)
 {
 	char line[64];
@@ -183,12 +185,21 @@ static uint64_t handshake_start(void)
 	fflush(stdout);
 	if (!fgets(line, sizeof(line), stdin))
 		return 0;
+	int realtime = line[0] == '@';
+	const char *num = line + realtime;
 	char *end;
 	errno = 0;
-	unsigned long long v = strtoull(line, &end, 10);
-	if (errno || end == line || (*end && *end != '\n'))
+	unsigned long long v = strtoull(num, &end, 10);
+	if (errno || end == num || (*end && *end != '\n'))
 		return 0;
-	return (uint64_t)v;
+	if (!realtime)
+		return (uint64_t)v;
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	uint64_t now_rt = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+	uint64_t now = nk_now_ns();
+	/* a start already past (or a clock far off) starts now */
+	return v > now_rt ? now + (v - now_rt) : now;
 }
 
 static void json_hist(FILE *o, const struct nk_hist *h)

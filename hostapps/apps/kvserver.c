@@ -198,13 +198,42 @@ struct ctl_ctx {
 	const struct nk_host_ops *ops;
 	void *hst;
 	struct nk_store *store;
+	/* for "stats": the counters SIGUSR1 writes to --stats-file, for a
+	 * controller that reaches this server only through its socket (a
+	 * remote rack, over a forwarded socket) */
+	const struct counters *counters;
+	const struct store *st;
+	uint32_t id;
+	const char *mode;
 };
+
+/* "ok {counters}" in out (one line); the JSON of --stats-file. */
+static int ctl_stats(const struct ctl_ctx *c, char *out, size_t cap)
+{
+	if (cap < 4)
+		return -1;
+	memcpy(out, "ok ", 3);
+	FILE *f = fmemopen(out + 3, cap - 3, "w");
+	if (!f)
+		return snprintf(out, cap, "err stats: %s", strerror(errno));
+	write_counters(f, c->counters, c->st, c->id, c->mode);
+	long n = ftell(f);
+	fclose(f);
+	if (n <= 0 || (size_t)n >= cap - 3)
+		return snprintf(out, cap, "err stats: reply too long");
+	if (out[3 + n - 1] == '\n')
+		n--;
+	out[3 + n] = '\0';
+	return (int)(3 + n);
+}
 
 static int ctl_handler(void *ctx, int argc, char **argv, char *out, size_t cap)
 {
 	struct ctl_ctx *c = ctx;
 	if (!strcmp(argv[0], "ping"))
 		return snprintf(out, cap, "ok kvserver");
+	if (!strcmp(argv[0], "stats") && argc == 1)
+		return ctl_stats(c, out, cap);
 	if (!c->ops || !c->ops->server_ctl)
 		return snprintf(out, cap, "err protocol has no server commands");
 	int n = c->ops->server_ctl(c->hst, c->store, argc, argv, out, cap);
@@ -364,7 +393,9 @@ int main(int argc, char **argv)
 	}
 	struct nk_store store = {.ops = &store_ops, .impl = &st};
 	static struct nk_ctl ctl;
-	struct ctl_ctx cctx = {.ops = ops, .hst = hst, .store = &store};
+	static struct counters c;
+	struct ctl_ctx cctx = {.ops = ops, .hst = hst, .store = &store, .counters = &c, .st = &st,
+			       .id = id, .mode = mode};
 	if (ctl_path) {
 		char err[256];
 		if (nk_ctl_open(&ctl, ctl_path, 1 << 20, err, sizeof(err))) {
@@ -399,7 +430,6 @@ int main(int argc, char **argv)
 	struct sigaction sd = {.sa_handler = on_dump};
 	sigaction(SIGUSR1, &sd, NULL);
 	/* handlers are in place: the first stats file says "ready" */
-	struct counters c = {0};
 	dump_stats(stats_file, &c, &st, id, mode);
 
 	/* receive and transmit bursts */

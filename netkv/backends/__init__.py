@@ -27,7 +27,7 @@ class BackendEntry:
 
 BACKENDS: dict[str, BackendEntry] = {
     "netkv": BackendEntry("netkv.backends.netkv_switch:NetkvSwitchBackend",
-                          ("sim", "mininet"), ("netkv-switch",)),
+                          ("sim", "mininet", "testbed"), ("netkv-switch",)),
     # a source build's simple_switch_grpc is a libtool wrapper that execs
     # .libs/lt-simple_switch_grpc (same pid, new name): both count
     "bmv2": BackendEntry("netkv.backends.bmv2:Bmv2Backend", ("mininet",),

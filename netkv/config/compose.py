@@ -27,7 +27,7 @@ from netkv.config.schema import RunConfig
 from netkv.protocols import names as protocol_names
 
 CONFIG_NAME = "config"
-GROUPS = ("protocol", "target", "workload", "topology", "slo")
+GROUPS = ("protocol", "target", "workload", "topology", "slo", "inventory")
 
 
 class ConfigError(ValueError):

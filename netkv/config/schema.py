@@ -33,6 +33,7 @@ from netkv.config.base import (
     Strict,
 )
 from netkv.protocols import config_models, names as protocol_names
+from netkv.testbed.inventory import Inventory
 
 __all__ = ["Frac", "NonNeg", "Pos", "ProtocolBase", "Strict", "RunConfig"]
 
@@ -290,6 +291,13 @@ class RunConfig(Strict):
     workload: Workload
     topology: Topology
     slo: Slo
+    inventory: Inventory = Inventory(name="none")
+
+    @model_validator(mode="after")
+    def _testbed_has_a_rack(self) -> "RunConfig":
+        if self.target.name == "testbed":
+            self.inventory.check_rack(self.topology.servers, self.topology.clients)
+        return self
 
     @field_validator("out")
     @classmethod

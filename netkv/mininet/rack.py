@@ -271,9 +271,8 @@ class Rack:
         start_delay_ms`` (CLOCK_MONOTONIC ns, shared by every namespace), on
         stdin (then ``on_start(start_ns)`` is called). ``run_s`` bounds the
         time from that instant to their exit."""
-        import selectors
-
         from netkv.native import program_path
+        from netkv.targets.handshake import start_together, wait_all
 
         program = str(program_path("kvclient"))
         procs: list[subprocess.Popen[str]] = []
@@ -299,53 +298,21 @@ class Rack:
                 log.close()
                 self.state.add_pid(p.pid)
                 procs.append(p)
-            # 1. wait for every client's "ready"
-            sel = selectors.DefaultSelector()
-            for j, p in enumerate(procs):
-                assert p.stdout is not None
-                sel.register(p.stdout, selectors.EVENT_READ, j)
-            waiting = set(range(len(procs)))
-            deadline = time.monotonic() + ready_timeout_s
-            while waiting:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise RuntimeError(
-                        f"kvclient(s) {sorted(waiting)} not ready after {ready_timeout_s:.0f} s "
-                        "(building the workload); no load was offered")
-                for key, _ in sel.select(timeout=min(left, 1.0)):
-                    j = key.data
-                    line = key.fileobj.readline()  # type: ignore[union-attr]
-                    if line.strip() == "ready":
-                        waiting.discard(j)
-                        sel.unregister(key.fileobj)
-                    elif not line:  # EOF: it exited before being ready
-                        procs[j].wait(timeout=5)
-                        raise RuntimeError(f"kvclient {j} exited ({procs[j].returncode}) before "
-                                           f"it was ready: {log_tail(j)}")
-                for j in list(waiting):
-                    if procs[j].poll() is not None:
-                        raise RuntimeError(f"kvclient {j} exited ({procs[j].returncode}) before "
-                                           f"it was ready: {log_tail(j)}")
-            sel.close()
-            # 2. one start instant for all
-            start_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + int(start_delay_ms * 1e6)
-            for p in procs:
-                assert p.stdin is not None
-                p.stdin.write(f"{start_ns}\n")
-                p.stdin.close()
+            # 1. every client's "ready", 2. one start instant for all
+            start_ns = 0
+
+            def start_text() -> str:
+                nonlocal start_ns
+                start_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + int(start_delay_ms * 1e6)
+                return f"{start_ns}\n"
+
+            start_together(procs, start_text, ready_timeout_s, log_tail)
             if on_start is not None:
                 on_start(start_ns)
             # 3. results
+            wait_all(procs, run_s, start_delay_ms, log_tail)
             results = []
-            deadline = time.monotonic() + start_delay_ms / 1e3 + run_s
-            for j, p in enumerate(procs):
-                try:
-                    p.wait(timeout=max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    raise RuntimeError(f"kvclient {j} did not finish within {run_s:.0f} s of "
-                                       "its start") from None
-                if p.returncode:
-                    raise RuntimeError(f"kvclient {j} failed ({p.returncode}): {log_tail(j)}")
+            for j in range(len(procs)):
                 results.append(json.loads((self.spec.folder / f"client{j}.json").read_text()))
             return results
         finally:

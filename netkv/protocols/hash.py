@@ -26,7 +26,7 @@ class HashProtocol(ProtocolBase):
 PLUGIN = ProtocolPlugin(
     name="hash",
     summary="static consistent hashing (baseline)",
-    targets=("sim", "mininet"),
+    targets=("sim", "mininet", "testbed"),
     config=HashProtocol,
     wire=Proto.PLAIN,
     udp_port=PEGASUS_PORT,  # the plain format shares Pegasus' port (the artifact's)

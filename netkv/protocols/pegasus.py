@@ -562,7 +562,7 @@ def p4_initial_registers(n_servers: int, params: Params) -> list[tuple[str, int,
 PLUGIN = ProtocolPlugin(
     name="pegasus",
     summary="Pegasus coherence directory (OSDI'20)",
-    targets=("sim", "mininet"),
+    targets=("sim", "mininet", "testbed"),
     config=PegasusProtocol,
     wire=Proto.PEGASUS,
     udp_port=PEGASUS_PORT,

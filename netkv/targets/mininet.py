@@ -96,13 +96,13 @@ def controller_epoch_ms(cfg: RunConfig) -> float | None:
     return None if epoch is None else max(epoch, cfg.target.min_epoch_ms)
 
 
-def check_config(cfg: RunConfig) -> None:
+def check_config(cfg: RunConfig, target: str = "mininet") -> None:
     """Refuse, before anything is written, what this placement cannot run."""
     if cfg.workload.kind == "trace" or not isinstance(cfg.workload.value_size, int):
-        raise TargetUnavailable("target=mininet: kvclient supports zipf/uniform/ycsb workloads "
+        raise TargetUnavailable(f"target={target}: kvclient supports zipf/uniform/ycsb workloads "
                                 "with one fixed value_size for now")
     if cfg.workload.multiget_keys != 1:
-        raise TargetUnavailable("workload.multiget_keys: target=mininet runs single-key "
+        raise TargetUnavailable(f"workload.multiget_keys: target={target} runs single-key "
                                 "requests only (1)")
 
 
@@ -120,14 +120,10 @@ class MininetTarget(Target):
         self.plugin = protocol_plugin(cfg.protocol.name)
         backend_cls = backend_class(cfg.target.switch)
         backend_cls.preflight(cfg, self.plugin)   # one line, before anything else
-        check_config(cfg)
-        from netkv.mininet.cleanup import RunState, clean
-        from netkv.mininet.rack import Rack, RackSpec, check_mininet
+        check_config(cfg, self.name)
+        from netkv.mininet.rack import RackSpec
 
-        try:
-            check_mininet()
-        except RuntimeError as exc:
-            raise TargetUnavailable(str(exc)) from None
+        self.check_placement()
         from netkv.sim.engine import capacity_factors
 
         t = cfg.target
@@ -135,8 +131,8 @@ class MininetTarget(Target):
         self.capacity = capacity_factors(cfg)
         if (self.capacity != 1.0).any() and t.service_ns <= 0:
             raise ConfigError("invalid config: topology.server.slow_fraction/slow_capacity on "
-                              "target=mininet need target.service_ns > 0 (a server's capacity is "
-                              "emulated by its busy-wait per request)")
+                              f"target={self.name} need target.service_ns > 0 (a server's "
+                              "capacity is emulated by its busy-wait per request)")
         # prepared before anything is started: a refusal or a compile error
         # leaves nothing behind
         self.backend = backend_cls(cfg, self.plugin, self.params)
@@ -144,10 +140,9 @@ class MininetTarget(Target):
             raise ConfigError(f"invalid config: capture=true needs a switch back-end that "
                               f"captures (target.switch={cfg.target.switch} does not yet; "
                               "allowed: netkv)")
-        clean()  # leftovers of crashed runs (never a live run's)
-        self.state = RunState.create()
+        self.state = self.new_state()
         self.controller_factory = controller_factory
-        self.rack: Rack | None = None
+        self.rack: Any = None
         # the back-end's driver (None when it keeps nothing connected without
         # a controller, as BMv2)
         self.driver: SwitchDriver | None = None
@@ -169,7 +164,7 @@ class MininetTarget(Target):
             per_server_args=per_server,
         )
         try:
-            self.rack = Rack(spec, self.state)
+            self.rack = self.new_rack(spec)
             folder = self.state.folder
             self.driver = self.backend.connect(folder, controller_factory is not None)
             if has_faults(cfg):
@@ -186,6 +181,35 @@ class MininetTarget(Target):
         except BaseException:
             self.close()
             raise
+
+    # --- the placement: Mininet here, other racks (the testbed) override ----------
+
+    def check_placement(self) -> None:
+        """Refuse in one line what this placement cannot run here."""
+        from netkv.mininet.rack import check_mininet
+
+        try:
+            check_mininet()
+        except RuntimeError as exc:
+            raise TargetUnavailable(str(exc)) from None
+
+    def new_state(self) -> Any:
+        """The run's local folder and record (``.tag``, ``.folder``, ``.pids``)."""
+        from netkv.mininet.cleanup import RunState, clean
+
+        clean()  # leftovers of crashed runs (never a live run's)
+        return RunState.create()
+
+    def new_rack(self, spec: Any) -> Any:
+        from netkv.mininet.rack import Rack
+
+        return Rack(spec, self.state)
+
+    def release(self) -> None:
+        """After the rack stopped: whatever it may have left."""
+        from netkv.mininet.cleanup import clean_run
+
+        clean_run(self.state.tag, self.state.pids)
 
     # --- configuration -> program arguments -------------------------------------
 
@@ -389,7 +413,5 @@ class MininetTarget(Target):
                 self.last_final = self.rack.stop()
             finally:
                 self.rack = None
-        from netkv.mininet.cleanup import clean_run
-
         if getattr(self, "state", None) is not None:
-            clean_run(self.state.tag, self.state.pids)
+            self.release()

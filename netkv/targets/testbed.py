@@ -1,0 +1,78 @@
+"""TestbedTarget: the Mininet target's rack logic on real hosts over SSH.
+
+Everything per load point (client arguments, the common start, the
+controller's epochs, merging histograms and counters into a PointResult) is
+the Mininet target's; what differs is the rack (``netkv.testbed.rack.SshRack``
+on the inventory's hosts) and its state: a local folder for the forwarded
+control sockets and the SSH masters, and on each host a run folder that
+``stop`` removes. The switch back-end is prepared here as on Mininet and its
+program started on the switch host.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from netkv.targets.base import TargetUnavailable
+from netkv.targets.mininet import MininetTarget
+
+STATE_ROOT = Path(os.environ.get("NETKV_TESTBED_STATE", "/run/netkv/testbed"))
+
+
+@dataclass
+class LocalState:
+    """A run's local folder (0700): forwarded sockets, SSH masters, histories."""
+
+    tag: str
+    folder: Path
+    pids: list[int] = field(default_factory=list)
+
+    @classmethod
+    def create(cls) -> "LocalState":
+        STATE_ROOT.mkdir(parents=True, exist_ok=True, mode=0o700)
+        folder = Path(tempfile.mkdtemp(prefix="nk", dir=STATE_ROOT))
+        # whose run it is: `netkv clean --inventory` treats the run as dead
+        # once this process is gone
+        (folder / "owner").write_text(f"{os.getpid()}\n")
+        # it names the remote run folders and the run in process lists
+        return cls(folder.name, folder)
+
+
+class TestbedTarget(MininetTarget):
+    """One rack of the inventory's hosts, reached over SSH."""
+
+    name = "testbed"
+
+    def check_placement(self) -> None:
+        if getattr(self.cfg, "capture", False):
+            raise TargetUnavailable("capture=true is not implemented on target=testbed yet "
+                                    "(sim and mininet capture)")
+        if shutil.which("ssh") is None:
+            raise TargetUnavailable("target=testbed needs OpenSSH's client: "
+                                    "apt-get install openssh-client")
+        missing = sorted({h.key for h in self.cfg.inventory.hosts if not os.path.exists(h.key)})
+        if missing:
+            raise TargetUnavailable(f"target=testbed: key file {missing[0]} not found "
+                                    f"(inventory {self.cfg.inventory.name!r})")
+        if not os.path.exists(self.cfg.inventory.known_hosts):
+            raise TargetUnavailable(f"target=testbed: known_hosts file "
+                                    f"{self.cfg.inventory.known_hosts} not found (host keys "
+                                    "are pinned)")
+
+    def new_state(self) -> Any:
+        return LocalState.create()
+
+    def new_rack(self, spec: Any) -> Any:
+        from netkv.testbed.rack import SshRack
+
+        control = self.state.folder / "ssh"
+        control.mkdir(mode=0o700)
+        return SshRack(spec, self.cfg.inventory, self.state.folder, control)
+
+    def release(self) -> None:
+        shutil.rmtree(self.state.folder, ignore_errors=True)

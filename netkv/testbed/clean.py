@@ -1,0 +1,62 @@
+"""``netkv clean --inventory NAME``: what a crashed testbed run left on its hosts.
+
+A run keeps a local folder (``STATE_ROOT/<tag>``, with its owner's pid)
+while it lives and a run folder ``<workdir>/run-<tag>`` on every host it
+uses, with the pid of each program it started. A remote run folder whose
+local folder is gone, or whose owner is gone, belongs to a run that died
+without cleaning up: its programs (only those still carrying the tag: a pid
+may have been reused) are killed and the folder removed.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import tempfile
+from pathlib import Path
+
+from netkv.testbed.inventory import Inventory
+from netkv.testbed.ssh import RemoteError, Ssh
+
+
+def alive(state_root: Path, tag: str) -> bool:
+    """The run ``tag`` is still running here."""
+    try:
+        pid = int((state_root / tag / "owner").read_text().strip())
+    except (OSError, ValueError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_inventory(inv: Inventory, state_root: Path, force: bool = False) -> list[str]:
+    removed: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="nkclean", dir="/tmp") as control:
+        for host in inv.hosts:
+            ssh = Ssh(host, inv.known_hosts, Path(control))
+            try:
+                ssh.check()
+                found = ssh.run(f"ls -d {shlex.quote(host.workdir)}/run-* 2>/dev/null || true")
+            except RemoteError as exc:
+                removed.append(f"skipped {exc}")
+                continue
+            for folder in found.stdout.split():
+                tag = folder.rsplit("/run-", 1)[-1]
+                if not force and alive(state_root, tag):
+                    continue  # a live run's
+                q, t = shlex.quote(folder), shlex.quote(tag)
+                ssh.run(f"for f in {q}/*.pid; do [ -f \"$f\" ] || continue; p=$(cat \"$f\"); "
+                        f"grep -qa -- {t} /proc/$p/cmdline 2>/dev/null && kill -9 $p; done; "
+                        f"rm -rf {q}", check=False)
+                removed.append(f"{host.name}:{folder}")
+            ssh.close()
+    for folder in state_root.glob("nk*") if state_root.exists() else []:
+        if force or not alive(state_root, folder.name):
+            shutil.rmtree(folder, ignore_errors=True)
+    return removed

@@ -1,0 +1,80 @@
+"""The testbed's hosts: ``conf/inventory/<name>.yaml``, a Hydra config group.
+
+A host has an SSH address, a user and a key, its roles (``server``,
+``client``, ``switch``; ``coordinator`` = where netkv itself runs, informative),
+its data NIC and, for the switch, its data ports in node order (port i =
+node i: servers first, then clients, netkv's rack plan), the cores to use and
+its host stack. Servers and clients are taken in inventory order. Host keys
+are pinned: ``known_hosts`` is the one file ssh trusts (no host key is ever
+accepted unseen).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from netkv.config.base import Strict
+
+Role = Literal["server", "client", "switch", "coordinator"]
+Stack = Literal["kernel", "dpdk", "vma"]
+
+
+class Host(Strict):
+    name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,11}$")
+    ssh: str = Field(min_length=1)          # address or name on the management network
+    port: int = Field(22, ge=1, le=65535)
+    user: str = Field("root", min_length=1)
+    key: str = Field(min_length=1)           # private key file
+    roles: list[Role] = Field(min_length=1)
+    nic: str = "eth1"                        # data NIC (servers, clients)
+    ports: list[str] = []                    # switch: data port i = ports[i] (node i)
+    pci: str | None = None                   # data NIC's PCI address (DPDK)
+    cores: list[int] = []                    # cores to pin to (empty: any)
+    stack: Stack = "kernel"
+    workdir: str = "/tmp/netkv-testbed"      # remote folder for binaries and run state
+
+
+class Inventory(Strict):
+    name: str = Field(min_length=1)
+    description: str = ""
+    known_hosts: str = ""                    # pinned host keys (ssh UserKnownHostsFile)
+    hosts: list[Host] = []
+
+    @model_validator(mode="after")
+    def _unique(self) -> "Inventory":
+        names = [h.name for h in self.hosts]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"inventory.hosts: host name {dup[0]!r} appears twice")
+        return self
+
+    def with_role(self, role: Role) -> list[Host]:
+        return [h for h in self.hosts if role in h.roles]
+
+    def check_rack(self, servers: int, clients: int) -> None:
+        """Raise ValueError (one line) unless this inventory holds a rack of
+        ``servers`` servers and ``clients`` clients that netkv can run."""
+        where = f"inventory {self.name!r}"
+        if not self.hosts:
+            raise ValueError(f"target=testbed needs an inventory with hosts ({where} has none; "
+                             "choose one: inventory=<name>, conf/inventory/)")
+        if not self.known_hosts:
+            raise ValueError(f"{where}: known_hosts is required (host keys are pinned)")
+        have_s, have_c = len(self.with_role("server")), len(self.with_role("client"))
+        if have_s < servers or have_c < clients:
+            raise ValueError(f"{where} has {have_s} servers and {have_c} clients; the run "
+                             f"asks for servers={servers} clients={clients}")
+        switches = self.with_role("switch")
+        if len(switches) != 1:
+            raise ValueError(f"{where}: exactly one host must have role switch "
+                             f"(found {len(switches)})")
+        if len(switches[0].ports) < servers + clients:
+            raise ValueError(f"{where}: switch {switches[0].name!r} lists "
+                             f"{len(switches[0].ports)} ports; the rack needs "
+                             f"{servers + clients} (servers, then clients)")
+        for h in self.hosts:
+            if h.stack != "kernel" and ({"server", "client"} & set(h.roles)):
+                raise ValueError(f"{where}: host {h.name!r} stack = {h.stack!r} is not "
+                                 "implemented on the testbed yet (allowed: kernel)")

@@ -1,0 +1,380 @@
+"""SshRack: a rack of real hosts (the inventory's), driven over SSH.
+
+The same interface the Mininet rack gives its target (``check_alive``,
+``server_stats``, ``server_ctl``, ``run_clients``, ``stop``), so the testbed
+target is the Mininet target with another rack:
+
+1. every host used answers over SSH (one line naming the host and why not);
+2. the C programs are pushed once per build into ``<workdir>/bin/<build>/``
+   on each host (a content hash of the programs: a rebuilt binary is pushed
+   again, an unchanged one never);
+3. the data NICs get the rack plan's addresses (node n: 10.0.0.(n+1), MAC
+   02:00:00:00:HH:LL), static ARP for every node and the controller;
+4. the switch back-end's program starts on the switch host on the ports
+   wired to the hosts used, the kvservers on the servers, each under a
+   lifeline (``ssh.lifeline``), their control sockets forwarded here;
+5. a load point's kvclients start over SSH and are sent one start instant
+   in CLOCK_REALTIME (``@ns``: hosts' real-time clocks must be synchronised,
+   e.g. by PTP/NTP; in the namespace rack they share one clock);
+6. ``stop`` closes every lifeline (the programs get SIGTERM and print their
+   exit report), the forwards and the SSH masters, and removes the remote
+   run folder; nothing stays running remotely.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+# the rack plan and the controller's address are the Mininet rack's (io.h)
+from netkv.mininet.rack import CONTROLLER_IP, CONTROLLER_MAC, node_ip, node_mac
+from netkv.testbed.inventory import Host, Inventory
+from netkv.testbed.ssh import RemoteError, Ssh, lifeline
+
+if TYPE_CHECKING:
+    from netkv.mininet.rack import RackSpec
+
+PROGRAMS = ("kvserver", "kvclient", "netkv-switch")
+
+
+def build_id(paths: Sequence[Path]) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(p.name.encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+class SshRack:
+    """The inventory's switch, first ``spec.servers`` servers and first
+    ``spec.clients`` clients, running one rack."""
+
+    def __init__(self, spec: "RackSpec", inventory: Inventory, local_folder: Path,
+                 control_dir: Path) -> None:
+        from netkv.native import program_path
+
+        self.spec = spec
+        self.inv = inventory
+        self.folder = local_folder
+        servers = inventory.with_role("server")
+        clients = inventory.with_role("client")
+        self.servers: list[Host] = servers[: spec.servers]
+        self.clients: list[Host] = clients[: spec.clients]
+        self.switch_host = inventory.with_role("switch")[0]
+        # the switch's port to each host used (port i of the inventory is
+        # wired to the i-th server, then the clients)
+        ports = self.switch_host.ports
+        self.switch_ports = ports[: spec.servers] + ports[len(servers): len(servers) + spec.clients]
+        self.nodes: list[Host] = self.servers + self.clients
+        used = {h.name: h for h in [self.switch_host, *self.nodes]}
+        self.ssh = {name: Ssh(h, inventory.known_hosts, control_dir) for name, h in used.items()}
+        self.lifelines: dict[str, subprocess.Popen[str]] = {}
+        self.logs: dict[str, tuple[str, str]] = {}   # label -> (host, remote log)
+        self.forwards: list[subprocess.Popen[str]] = []
+        from netkv.native import library_path
+
+        self.local = {p: Path(program_path(p)) for p in PROGRAMS}
+        self.library = Path(library_path())
+        self.build = build_id([self.library, *(self.local[p] for p in PROGRAMS)])
+        self.remote_run = {h.name: f"{h.workdir}/run-{spec.tag}" for h in used.values()}
+        self.remote_bin = {h.name: f"{h.workdir}/bin/{self.build}" for h in used.values()}
+        try:
+            self._each(lambda name: self.ssh[name].check())
+            self._each(self._push)
+            self._each(lambda name: self.ssh[name].run(
+                f"mkdir -p -m 700 {shlex.quote(self.remote_run[name])}"))
+            self._each_node(self._address)
+            self._start_switch()
+            self._start_servers()
+        except BaseException:
+            self.stop()
+            raise
+
+    # --- set-up ----------------------------------------------------------------------------
+
+    def _each(self, fn: Callable[[str], Any]) -> None:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            for f in [pool.submit(fn, name) for name in self.ssh]:
+                f.result()
+
+    def _each_node(self, fn: Callable[[int, Host], Any]) -> None:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            for f in [pool.submit(fn, n, h) for n, h in enumerate(self.nodes)]:
+                f.result()
+
+    def _push(self, name: str) -> None:
+        ssh, rbin = self.ssh[name], self.remote_bin[name]
+        have = ssh.run(f"test -x {shlex.quote(rbin)}/{PROGRAMS[-1]} && echo yes || echo no")
+        if have.stdout.strip() == "yes":
+            return
+        ssh.run(f"mkdir -p {shlex.quote(rbin)}")
+        ssh.copy_to(self.library, f"{rbin}/{self.library.name}")
+        for prog in PROGRAMS:  # the last one marks the folder complete
+            ssh.copy_to(self.local[prog], f"{rbin}/{prog}")
+        res = ssh.run(shlex.join(self._remote_argv(name, [str(self.local["kvserver"]), "--help"])),
+                      check=False)
+        if "usage" not in (res.stdout + res.stderr):
+            raise RemoteError(f"host {name!r}: the pushed kvserver does not run there "
+                              f"({' '.join(res.stderr.split())[:200] or 'no output'}); "
+                              "hosts need the same OS and libc as this machine")
+
+    def _address(self, node: int, host: Host) -> None:
+        nic = shlex.quote(host.nic)
+        neigh = "".join(
+            f"ip neigh replace {node_ip(m)} lladdr {node_mac(m)} dev {nic} nud permanent; "
+            for m in range(len(self.nodes)) if m != node)
+        self.ssh[host.name].run(
+            f"ip link set dev {nic} address {node_mac(node)} && ip addr flush dev {nic} && "
+            f"ip addr add {node_ip(node)}/8 dev {nic} && ip link set dev {nic} up && "
+            f"(ethtool -K {nic} tx off >/dev/null 2>&1 || true) && {neigh}"
+            f"ip neigh replace {CONTROLLER_IP} lladdr {CONTROLLER_MAC} dev {nic} nud permanent")
+
+    def _remote_argv(self, name: str, argv: Sequence[str]) -> list[str]:
+        """A local program's command line with the remote copy's path."""
+        out = list(argv)
+        rbin = self.remote_bin[name]
+        for prog, path in self.local.items():
+            if out and out[0] == str(path):
+                # the programs find the pushed libnetkv beside them
+                out = ["env", f"LD_LIBRARY_PATH={rbin}", f"{rbin}/{prog}", *out[1:]]
+        return out
+
+    def _lifeline(self, label: str, host: Host, argv: Sequence[str]) -> subprocess.Popen[str]:
+        rrun = self.remote_run[host.name]
+        log = f"{rrun}/{label}.log"
+        cmd = lifeline(self._remote_argv(host.name, argv), f"{rrun}/{label}.pid")
+        proc = self.ssh[host.name].popen(f"{cmd} 2>{shlex.quote(log)}", stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.lifelines[label] = proc
+        self.logs[label] = (host.name, log)
+        return proc
+
+    def _forward(self, host: Host, pairs: list[tuple[Path, str]], label: str) -> None:
+        fwd = self.ssh[host.name].forward(pairs)
+        self.forwards.append(fwd)
+        time.sleep(0.05)
+        if fwd.poll() is not None:
+            err = fwd.stderr.read() if fwd.stderr else ""
+            raise RemoteError(f"host {host.name!r}: cannot forward {label}'s control socket: "
+                              f"{' '.join(err.split())}")
+
+    def _wait_socket(self, host: Host, remote: str, label: str, timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.check_alive()
+            res = self.ssh[host.name].run(f"test -S {shlex.quote(remote)} && echo ok",
+                                          check=False)
+            if res.stdout.strip() == "ok":
+                return
+            if time.monotonic() > deadline:
+                raise RemoteError(f"{label} on {host.name!r} did not open {remote}")
+            time.sleep(0.1)
+
+    def _start_switch(self) -> None:
+        backend = self.spec.backend
+        rrun = self.remote_run[self.switch_host.name]
+        argv = backend.command(self.switch_ports, Path(rrun), self.spec.tag)
+        self._lifeline("switch", self.switch_host, argv)
+        remote = f"{rrun}/switch.sock"
+        self._wait_socket(self.switch_host, remote, backend.label)
+        self._forward(self.switch_host, [(self.folder / "switch.sock", remote)], "the switch")
+
+    def _start_servers(self) -> None:
+        for i, host in enumerate(self.servers):
+            rrun = self.remote_run[host.name]
+            args = [str(self.local["kvserver"]), "--protocol", self.spec.protocol, "--id", str(i),
+                    "--servers", str(self.spec.servers), "--clients", str(self.spec.clients),
+                    "--ctl", f"{rrun}/server{i}.sock", "--tag", self.spec.tag,
+                    *self.spec.server_args]
+            if self.spec.per_server_args:
+                args += list(self.spec.per_server_args[i])
+            self._lifeline(f"server{i}", host, args)
+        for i, host in enumerate(self.servers):
+            remote = f"{self.remote_run[host.name]}/server{i}.sock"
+            self._wait_socket(host, remote, f"kvserver {i}")
+            self._forward(host, [(self.folder / f"server{i}.sock", remote)], f"kvserver {i}")
+        for i in range(len(self.servers)):  # each answers through its forward
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    self.server_ctl(i, "ping")
+                    break
+                except Exception:  # noqa: BLE001 - the forward may still be connecting
+                    if time.monotonic() > deadline:
+                        raise RemoteError(f"kvserver {i}'s control socket does not answer "
+                                          "through its SSH forward") from None
+                    time.sleep(0.05)
+
+    # --- the interface the rack target uses ------------------------------------------------
+
+    def log_tail(self, label: str) -> str:
+        host, log = self.logs.get(label, ("", ""))
+        if not host:
+            return ""
+        try:
+            return " ".join(self.ssh[host].read(log).decode(errors="replace").split())[-400:]
+        except RemoteError:
+            return ""
+
+    def check_alive(self) -> None:
+        for label, proc in self.lifelines.items():
+            if proc.poll() is not None:
+                host = self.logs[label][0]
+                raise RuntimeError(f"{label} on host {host!r} exited ({proc.returncode}): "
+                                   f"{self.log_tail(label)}")
+
+    def server_ctl(self, server: int, line: str) -> str:
+        from netkv.drivers.netkv_switch import CtlSocket
+
+        sock = CtlSocket(self.folder / f"server{server}.sock")
+        try:
+            return sock.request(line)
+        finally:
+            sock.close()
+
+    def server_stats(self, timeout_s: float = 10.0) -> list[dict[str, Any]]:
+        """Every kvserver's counters now (its control socket's ``stats``)."""
+        from netkv.drivers.base import DriverError
+
+        self.check_alive()
+        out = []
+        for i, host in enumerate(self.servers):
+            try:
+                out.append(json.loads(self.server_ctl(i, "stats")))
+            except (OSError, DriverError, ValueError) as exc:
+                # a server that died answers nothing: say which, from its lifeline
+                deadline = time.monotonic() + timeout_s
+                while time.monotonic() < deadline and self.lifelines[f"server{i}"].poll() is None:
+                    time.sleep(0.05)
+                self.check_alive()
+                raise RuntimeError(f"server{i} on host {host.name!r} does not answer: "
+                                   f"{exc}") from None
+        return out
+
+    def run_clients(self, args_for: list[list[str]], run_s: float, start_delay_ms: float = 20.0,
+                    ready_timeout_s: float = 120.0,
+                    on_start: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+        """One kvclient per client host; their JSON (as the Mininet rack's)."""
+        from netkv.targets.handshake import start_together, wait_all
+
+        procs: list[subprocess.Popen[str]] = []
+        fetch: list[tuple[int, str, Path]] = []   # (client, remote, local) histories
+        try:
+            for j, (host, args) in enumerate(zip(self.clients, args_for, strict=True)):
+                rrun = self.remote_run[host.name]
+                args = list(args)
+                if "--history" in args:  # written there, fetched here
+                    k = args.index("--history") + 1
+                    local = Path(args[k])
+                    args[k] = f"{rrun}/{local.name}"
+                    fetch.append((j, args[k], local))
+                argv = [str(self.local["kvclient"]), "--protocol", self.spec.protocol,
+                        "--id", str(j), "--servers", str(self.spec.servers),
+                        "--clients", str(self.spec.clients), "--out", f"{rrun}/client{j}.json",
+                        "--tag", self.spec.tag, *args, "--start-at", "stdin"]
+                log = f"{rrun}/client{j}.log"
+                cmd = shlex.join(self._remote_argv(host.name, argv)) + f" 2>{shlex.quote(log)}"
+                procs.append(self.ssh[host.name].popen(cmd, stdin=subprocess.PIPE,
+                                                       stdout=subprocess.PIPE,
+                                                       stderr=subprocess.PIPE))
+                self.logs[f"client{j}"] = (host.name, log)
+            start_ns = 0
+
+            def start_text() -> str:
+                # one instant for all, in real time (each host converts to its own clock)
+                nonlocal start_ns
+                now_rt = time.clock_gettime_ns(time.CLOCK_REALTIME)
+                start_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + int(start_delay_ms * 1e6)
+                return f"@{now_rt + int(start_delay_ms * 1e6)}\n"
+
+            start_together(procs, start_text, ready_timeout_s,
+                           lambda j: self.log_tail(f"client{j}"))
+            if on_start is not None:
+                on_start(start_ns)
+            wait_all(procs, run_s, start_delay_ms, lambda j: self.log_tail(f"client{j}"))
+            results = []
+            for j in range(len(procs)):
+                host = self.clients[j]
+                raw = self.ssh[host.name].read(f"{self.remote_run[host.name]}/client{j}.json")
+                results.append(json.loads(raw))
+            for j, remote, local in fetch:
+                local.write_bytes(self.ssh[self.clients[j].name].read(remote))
+            return results
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+
+    def stop(self) -> dict[str, Any]:
+        """Stop everything started; the final counters (as the Mininet rack's).
+        Each step runs whatever the one before raised: the remote clean-up
+        always happens."""
+        final: dict[str, Any] = {"servers": []}
+        try:
+            self._stop_lifelines(final)
+        finally:
+            for fwd in self.forwards:
+                fwd.terminate()
+                try:
+                    fwd.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    fwd.kill()
+            self.forwards = []
+            self._clean_remote()
+        return final
+
+    def _stop_lifelines(self, final: dict[str, Any]) -> None:
+        for proc in self.lifelines.values():
+            if proc.stdin is not None:
+                try:
+                    proc.stdin.close()   # the lifeline sends SIGTERM
+                except OSError:
+                    pass
+                proc.stdin = None
+        for label, proc in self.lifelines.items():
+            try:
+                out, _ = proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, _ = proc.communicate()
+            last = out.strip().splitlines()[-1] if out and out.strip() else ""
+            try:
+                report = json.loads(last) if last else {}
+            except json.JSONDecodeError:
+                report = {}
+            if label.startswith("server"):
+                final["servers"].append(report)
+            elif label == "switch":
+                final["switch"] = next(iter(report.values()), {}) if len(report) == 1 else report
+        self.lifelines = {}
+
+    def _clean_remote(self) -> None:
+        """Kill what the lifelines missed (recorded pids still carrying this
+        run's tag: a pid may have been reused), remove the run folders, end
+        the SSH masters."""
+        tag = shlex.quote(self.spec.tag)
+
+        def clean(name: str) -> None:
+            q = shlex.quote(self.remote_run[name])
+            ssh = self.ssh[name]
+            try:
+                ssh.run(f"for f in {q}/*.pid; do [ -f \"$f\" ] || continue; p=$(cat \"$f\"); "
+                        f"grep -qa -- {tag} /proc/$p/cmdline 2>/dev/null && kill -9 $p; done; "
+                        f"rm -rf {q}", check=False, timeout_s=20)
+            except RemoteError:
+                pass  # unreachable now: `netkv clean` finds it later
+            ssh.close()
+
+        threads = [threading.Thread(target=clean, args=(name,)) for name in self.ssh]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)

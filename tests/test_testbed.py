@@ -1,0 +1,243 @@
+"""target=testbed on a rack of network namespaces reached only over SSH
+(netkv.testbed.netns): end to end for hash and Pegasus, the same tables as
+the other targets, nothing left running; and the failure cases, each one
+line. Needs root, iproute2, openssh-server (sshd) and openssh-client."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from netkv.config.compose import ConfigError, load
+from netkv.testbed import netns
+from netkv.testbed.inventory import Inventory
+
+REASON = None
+if os.geteuid() != 0:
+    REASON = "needs root (network namespaces)"
+elif not (shutil.which("sshd") or os.path.exists("/usr/sbin/sshd")) or not shutil.which("ssh"):
+    REASON = "needs openssh-server and openssh-client (just system-deps installs them)"
+
+pytestmark = [pytest.mark.testbed, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
+
+SMALL = ["target=testbed", "inventory=netns-rack", "servers=2", "clients=1", "keys=2000",
+         "duration=0.2", "target.min_duration_s=0.5", "target.max_rps=4000"]
+
+
+@pytest.fixture(scope="module")
+def rack() -> Iterator[Inventory]:
+    inv = netns.load(netns.default_inventory())
+    netns.up(inv)
+    try:
+        yield inv
+    finally:
+        netns.down(inv)
+
+
+def leftovers(inv: Inventory) -> list[str]:
+    """Processes in the rack's namespaces other than its sshds and their
+    sessions, and run folders on the hosts."""
+    out = []
+    for host in inv.hosts:
+        res = subprocess.run(["ip", "netns", "pids", netns.ns_name(host)], capture_output=True,
+                             text=True)
+        for pid in res.stdout.split():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if not cmd.startswith("sshd"):
+                out.append(f"{host.name}: {cmd[:80]}")
+    workdirs = {h.workdir for h in inv.hosts}
+    for w in workdirs:  # one file system here
+        out += [str(p) for p in Path(w).glob("run-*")] if Path(w).exists() else []
+    return out
+
+
+def test_inventory_is_validated_in_one_line() -> None:
+    with pytest.raises(ConfigError, match="needs an inventory with hosts"):
+        load(["target=testbed"])
+    with pytest.raises(ConfigError, match="has 16 servers and 4 clients; the run asks for "
+                                          "servers=17"):
+        load(["target=testbed", "inventory=netns-rack", "servers=17"])
+    with pytest.raises(ConfigError, match="stack = 'dpdk' is not implemented"):
+        load(["target=testbed", "inventory=netns-rack", "+inventory.hosts.0.stack=dpdk"])
+    cfg = load(["target=testbed", "inventory=netns-rack", "servers=2", "clients=1"])
+    assert cfg.inventory.with_role("switch")[0].ports[:3] == ["p0", "p1", "p2"]
+
+
+def test_cli_refuses_a_testbed_without_inventory(capsys: pytest.CaptureFixture[str],
+                                                 tmp_path: Path) -> None:
+    from netkv.cli import main
+
+    out = tmp_path / "run"
+    assert main(["run", "target=testbed", f"out={out}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "inventory" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("protocol", ["hash", "pegasus"])
+def test_a_run_over_ssh_writes_the_tables_and_leaves_nothing(rack: Inventory, protocol: str,
+                                                            tmp_path: Path) -> None:
+    from netkv.cli import main
+
+    out = tmp_path / "tb"
+    assert main(["run", *SMALL, f"protocol={protocol}", f"out={out}"]) == 0
+    points = pl.read_parquet(out / "points.parquet")
+    sim = tmp_path / "sim"
+    assert main(["run", f"protocol={protocol}", "servers=2", "clients=1", "keys=2000",
+                 "duration=0.01", f"out={sim}"]) == 0
+    assert points.columns == pl.read_parquet(sim / "points.parquet").columns
+    assert (points["target"] == "testbed").all()
+    measured = points.filter(pl.col("phase") != "reference")
+    assert (measured["completion"] > 0.99).all()
+    servers = pl.read_parquet(out / "servers.parquet")
+    assert servers["server"].n_unique() == 2 and servers["requests"].sum() > 0
+    assert not leftovers(rack)
+
+
+def test_unreachable_host_is_one_line_and_leaves_nothing(rack: Inventory) -> None:
+    from netkv.targets.testbed import TestbedTarget
+
+    cfg = load([*SMALL, "protocol=hash", "inventory.hosts.1.ssh=10.250.0.250"])
+    with pytest.raises(ConfigError) as e:
+        TestbedTarget(cfg)
+    msg = str(e.value)
+    assert "\n" not in msg and "'s1'" in msg and "unreachable" in msg
+    assert not leftovers(rack)
+
+
+def test_refused_key_is_one_line(rack: Inventory) -> None:
+    from netkv.targets.testbed import TestbedTarget
+
+    other = Path(rack.known_hosts).parent / "hostkey-s0"   # a key sshd does not authorise
+    cfg = load([*SMALL, "protocol=hash", f"inventory.hosts.0.key={other}"])
+    with pytest.raises(ConfigError) as e:
+        TestbedTarget(cfg)
+    assert "\n" not in str(e.value) and "refused" in str(e.value) and "'s0'" in str(e.value)
+    assert not leftovers(rack)
+
+
+def test_unknown_host_key_is_refused(rack: Inventory, tmp_path: Path) -> None:
+    from netkv.targets.testbed import TestbedTarget
+
+    known = tmp_path / "known_hosts"
+    lines = Path(rack.known_hosts).read_text().splitlines()
+    known.write_text("\n".join(ln for ln in lines if not ln.startswith("10.250.0.10 ")) + "\n")
+    cfg = load([*SMALL, "protocol=hash", f"inventory.known_hosts={known}"])
+    with pytest.raises(ConfigError) as e:
+        TestbedTarget(cfg)
+    assert "host key" in str(e.value) and "'s0'" in str(e.value)
+    assert not leftovers(rack)
+
+
+def test_missing_key_file_is_refused_before_anything(tmp_path: Path) -> None:
+    from netkv.targets.testbed import TestbedTarget
+
+    cfg = load([*SMALL, "protocol=hash", f"inventory.hosts.0.key={tmp_path / 'nokey'}"])
+    with pytest.raises(ConfigError, match="key file .*nokey not found"):
+        TestbedTarget(cfg)
+
+
+def test_a_server_killed_mid_run_fails_the_point_in_one_line(rack: Inventory) -> None:
+    from netkv.targets.testbed import TestbedTarget
+
+    cfg = load([*SMALL, "protocol=hash"])
+    target = TestbedTarget(cfg)
+    try:
+        assert target.run_point(500.0, 1).completed > 0
+        host, pidfile = target.rack.logs["server1"][0], None
+        pidfile = f"{target.rack.remote_run[host]}/server1.pid"
+        subprocess.run(["kill", "-9", Path(pidfile).read_text().strip()], check=True)
+        with pytest.raises(RuntimeError, match="server1 on host 's1' exited"):
+            target.run_point(500.0, 2)
+    finally:
+        target.close()
+    assert not leftovers(rack)
+
+
+def test_sigkill_of_netkv_leaves_nothing_running_remotely(rack: Inventory, tmp_path: Path) -> None:
+    """The lifelines: when the ssh client dies with netkv, sshd closes the
+    session and each remote program gets SIGTERM."""
+    import signal
+    import sys
+    import time
+
+    code = ("from netkv.config.compose import load\n"
+            "from netkv.targets.testbed import TestbedTarget\n"
+            f"t = TestbedTarget(load({[*SMALL, 'protocol=hash']!r}))\n"
+            "print('up', flush=True)\n"
+            "import time; time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
+    os.killpg(proc.pid, signal.SIGKILL)   # netkv and its ssh clients, as a kill of the group
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if not [x for x in leftovers(rack) if "run-" not in x]:
+            break
+        time.sleep(0.2)
+    assert not [x for x in leftovers(rack) if "run-" not in x]
+    # what is left is the dead run's folder, which `netkv clean` removes
+    from netkv.cli import main
+
+    assert [x for x in leftovers(rack) if "run-" in x]
+    assert main(["clean", "--inventory", "netns-rack"]) == 0
+    assert not leftovers(rack)
+
+
+def test_clean_removes_what_a_crashed_run_left(rack: Inventory, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run folder whose run is gone (no local state) is cleaned: its
+    tagged program killed, the folder removed; a live run's is kept."""
+    import sys
+    import time
+
+    from netkv.cli import main
+    from netkv.targets.testbed import STATE_ROOT
+
+    host = rack.with_role("server")[0]
+    ns = netns.ns_name(host)
+    dead = Path(host.workdir) / "run-nkdeadrun1"
+    live_tag = "nkliverun1"
+    (STATE_ROOT / live_tag).mkdir(parents=True, exist_ok=True)
+    (STATE_ROOT / live_tag / "owner").write_text(f"{os.getpid()}\n")   # this process: alive
+    live = Path(host.workdir) / f"run-{live_tag}"
+    try:
+        for folder in (dead, live):
+            folder.mkdir(parents=True, exist_ok=True)
+        # a program of the dead run: its command line carries the run's tag
+        orphan = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c",
+                                   "import time; time.sleep(300)", "--tag", "nkdeadrun1"])
+        time.sleep(0.3)
+        assert orphan.poll() is None
+        (dead / "server0.pid").write_text(f"{orphan.pid}\n")
+        assert main(["clean", "--inventory", "netns-rack"]) == 0
+        assert orphan.wait(timeout=10) == -9          # killed
+        assert not dead.exists() and live.exists()
+        assert "run-nkdeadrun1" in capsys.readouterr().out
+    finally:
+        shutil.rmtree(live, ignore_errors=True)
+        shutil.rmtree(STATE_ROOT / live_tag, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_the_documented_default_run_on_the_namespace_rack(rack: Inventory, tmp_path: Path) -> None:
+    """docs/testbed.md's command as written (16 servers, 4 clients): it
+    completes, writes the tables every target writes, and leaves nothing."""
+    from netkv.cli import main
+
+    out = tmp_path / "default"
+    assert main(["run", "target=testbed", "inventory=netns-rack", "protocol=pegasus", "alpha=1.2",
+                 f"out={out}"]) == 0
+    for table in ("points", "servers", "timeline", "histograms"):
+        assert (out / f"{table}.parquet").is_file()
+    assert pl.read_parquet(out / "servers.parquet")["server"].n_unique() == 16
+    assert not leftovers(rack)
