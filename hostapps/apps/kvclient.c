@@ -115,6 +115,29 @@ static int parse_target(const char *s, struct sockaddr_in *a)
 	return 0;
 }
 
+/* Where a reply may come from (docs/security.md): a server of the rack, or
+ * the switch answering for one (NetCache: the request turned around, so its
+ * source is this client's own address), from the protocol's port. Anything
+ * else is a forged reply, counted and ignored. */
+static int reply_source_ok(const struct sockaddr_in *a, uint32_t n_servers, uint32_t self_node,
+			   int port)
+{
+	int32_t node = nk_ip_node(ntohl(a->sin_addr.s_addr));
+	return ntohs(a->sin_port) == port && node >= 0 &&
+	       ((uint32_t)node < n_servers || (uint32_t)node == self_node);
+}
+
+/* The reply kind that answers a request kind (msg.h enum nk_kind). */
+static uint8_t reply_kind(uint8_t kind)
+{
+	switch (kind) {
+	case NK_KIND_READ: return NK_KIND_READ_REPLY;
+	case NK_KIND_WRITE: return NK_KIND_WRITE_REPLY;
+	case NK_KIND_MULTIGET: return NK_KIND_MULTIGET_REPLY;
+	default: return 0xFF;
+	}
+}
+
 /* Sleep until CLOCK_MONOTONIC reaches t, whatever wakes us (signals,
  * early timer returns): loop until the time has really come. */
 static void sleep_until(uint64_t t)
@@ -463,6 +486,7 @@ int main(int argc, char **argv)
 	uint64_t next_send = t0 + (rate > 0 ? (uint64_t)nk_rng_exp(&rng, mean_gap) : 0);
 	uint64_t issued = 0, completed = 0, timeouts = 0, n_retries = 0, dup = 0, bad = 0, late = 0;
 	uint64_t overrun = 0, send_err = 0, outstanding = 0, unknown = 0, sent_pkts = 0, last_done = t0;
+	uint64_t forged = 0;
 	uint64_t bad_by[WIRE_ERRS] = {0};
 	/* req_ids go on from one run to the next on the same servers (--first-req-id):
 	 * Pegasus-AMO servers remember recent req_ids per client */
@@ -592,11 +616,19 @@ int main(int argc, char **argv)
 			}
 			got++;
 			struct req *q = &tab[rid & (cap - 1)];
+			if (m_kv && !reply_source_ok(&rsrc[i], n_servers, n_servers + id, port)) {
+				forged++;   /* not from a server or the switch */
+				continue;
+			}
 			if (q->req_id != rid || q->state != S_WAIT) {
 				if (q->req_id == rid)
 					dup++;
 				else
 					unknown++;
+				continue;
+			}
+			if (m_kv && (m.client_id != id || m.kind != reply_kind(q->kind))) {
+				forged++;   /* not the answer to this request */
 				continue;
 			}
 			if (m_kv) {
@@ -704,10 +736,11 @@ int main(int argc, char **argv)
 		     "\"t0_ns\": %" PRIu64 ", \"issued\": %" PRIu64 ", \"sent_packets\": %" PRIu64
 		     ", \"completed\": %" PRIu64 ", \"timeouts\": %" PRIu64 ", \"retries\": %" PRIu64
 		     ", \"unfinished\": %" PRIu64 ", \"overrun\": %" PRIu64 ", \"dup_replies\": %" PRIu64
-		     ", \"unknown_replies\": %" PRIu64 ", \"bad_replies\": %" PRIu64 ", \"send_errors\": %" PRIu64
+		     ", \"unknown_replies\": %" PRIu64 ", \"forged_replies\": %" PRIu64
+		     ", \"bad_replies\": %" PRIu64 ", \"send_errors\": %" PRIu64
 		     ", \"late\": %" PRIu64 ", \"last_done_s\": %.6f, \"next_req_id\": %u, ",
 		id, mode, rate, duration, t0, issued, sent_pkts, completed, timeouts, n_retries,
-		outstanding, overrun, dup, unknown, bad_total, send_err, late,
+		outstanding, overrun, dup, unknown, forged, bad_total, send_err, late,
 		(double)(last_done - t0) * 1e-9, next_id);
 	json_latency(out, "latency_ns", &h);
 	fputs(", ", out);

@@ -146,6 +146,18 @@ class Topology(Strict):
     # last arrival; the timeline is cut into windows of timeline_ms.
     drain_ms: Millis = 50.0
     timeline_ms: Millis = 10.0
+    # Hostile clients (docs/security.md): the last N of `clients` send the
+    # protocol's adversarial traffic, each at hostile_rps, beside the
+    # honest workload (spread over the other clients).
+    hostile_clients: int = Field(0, ge=0, le=65_535)
+    hostile_rps: Pos = 20_000.0
+
+    @model_validator(mode="after")
+    def _hostile_fewer_than_clients(self) -> "Topology":
+        if self.hostile_clients >= self.clients:
+            raise ValueError(f"hostile_clients {self.hostile_clients}: allowed 0..{self.clients - 1} "
+                             "(fewer than topology.clients: the rest run the workload)")
+        return self
 
 
 class ServerCrash(Strict):

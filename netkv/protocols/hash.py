@@ -15,6 +15,10 @@ from netkv.config.base import MAX_VNODES, ProtocolBase, Ring
 from netkv.protocols.plugin import P4Program, ProtocolPlugin
 from netkv.wire.codec import PEGASUS_PORT, Proto
 
+# What the switch refused at the trust boundary (docs/security.md):
+# reason -> (register, index).
+REFUSALS = {"host_server_op": ("host_server_op", 0)}
+
 
 class HashProtocol(ProtocolBase):
     name: Literal["hash"]
@@ -31,4 +35,5 @@ PLUGIN = ProtocolPlugin(
     wire=Proto.PLAIN,
     udp_port=PEGASUS_PORT,  # the plain format shares Pegasus' port (the artifact's)
     p4=P4Program("hash/hash.p4"),
+    refusals=REFUSALS,
 )

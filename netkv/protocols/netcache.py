@@ -52,6 +52,9 @@ CM_ROWS = NC_CM_ROWS            # count-min rows (pipeline constant)
 FETCH_CLIENT = NC_FETCH_CLIENT  # client_id of a controller fetch (cache_wcli marker)
 FETCH_TIMEOUT_EPOCHS = 2  # an unanswered fetch is resent after this many epochs
 MAX_FETCHES = 4           # fetches of one key before it is given up
+# What the switch refused at the trust boundary (docs/security.md):
+# reason -> (register, index).
+REFUSALS = {"host_server_op": ("stats", 10)}
 
 
 class NetCacheProtocol(ProtocolBase):
@@ -497,6 +500,7 @@ PLUGIN = ProtocolPlugin(
     sim_controller=sim_controller_factory,
     rack_controller=mininet_controller_factory,
     p4=P4Program("netcache/netcache.p4", defines=p4_defines, semantics=NetCacheP4),
+    refusals=REFUSALS,
 )
 
 

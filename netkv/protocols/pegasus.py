@@ -116,6 +116,14 @@ def replicated_keys(cfg: RunConfig) -> int:
         return proto.replicated_keys
     n = cfg.topology.servers
     return n * max(1, math.ceil(math.log2(n))) if n > 1 else 1
+# What the switch refused at the trust boundary, by reason (docs/security.md):
+# reason -> (register, index); read after every point into the dataset.
+REFUSALS = {
+    "forged_ver": ("stats", 14),
+    "forged_flags": ("stats", 15),
+    "host_server_op": ("stats", 16),
+    "ver_exhausted": ("stats", 17),
+}
 
 
 def amo_on(cfg: RunConfig) -> bool:
@@ -571,6 +579,7 @@ PLUGIN = ProtocolPlugin(
     sim_controller=sim_controller_factory,
     rack_controller=mininet_controller_factory,
     dead_knobs=dead_knobs,
+    refusals=REFUSALS,
     p4=P4Program("pegasus/pegasus.p4", defines=p4_defines,
                  initial_registers=p4_initial_registers),
 )

@@ -10,7 +10,7 @@ protocol's files.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from netkv.config.base import ProtocolBase
@@ -148,3 +148,6 @@ class ProtocolPlugin:
     #: config keys (``protocol.x``) with no effect on this run, so that a
     #: check comparing runs that differ only in them is flagged
     dead_knobs: Callable[["RunConfig"], set[str]] = _no_dead_knobs
+    #: what its switch refuses at the trust boundary (docs/security.md), read
+    #: into the dataset after every point: reason -> (register, index)
+    refusals: Mapping[str, tuple[str, int]] = field(default_factory=dict)

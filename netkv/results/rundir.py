@@ -112,6 +112,10 @@ class RunDir:
             timeline={c: timeline[c].to_numpy() for c in timeline.columns if c != "point"},
             switch_replies=row["switch_replies"],
             retries=row.get("retries") or 0,  # fragments written before the column: 0
+            refused={k.removeprefix("refused."): int(v) for k, v in row.items()
+                     if k.startswith("refused.") and v is not None},
+            forged_replies=row.get("forged_replies") or 0,
+            hostile_sent=row.get("hostile_sent") or 0,
         )
 
     def store_point(
@@ -154,6 +158,12 @@ class RunDir:
             "retries": result.retries,
             "completion": result.completion,
             "switch_replies": result.switch_replies,
+            "refused_switch": sum(v for k, v in result.refused.items() if k.startswith("switch.")),
+            "refused_servers": sum(v for k, v in result.refused.items()
+                                   if k.startswith("servers.")),
+            "forged_replies": result.forged_replies,
+            "hostile_sent": result.hostile_sent,
+            **{f"refused.{k}": int(v) for k, v in result.refused.items()},
             **{f"{k}_ns": float(result.latency_ns.get(k, float("nan")))
                for k in ("mean", "p50", "p90", "p99", "p999")},
             "max_server_share": float(requests.max() / total) if len(requests) else 0.0,

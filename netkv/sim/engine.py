@@ -237,6 +237,9 @@ class Stats:
     cpu_packets: int
     cpu_dropped: int
     dyn_changes: int
+    hostile_sent: int
+    forged_replies: int
+    server_ignored: int
     mean_ns: float
     p50_ns: float
     p90_ns: float
@@ -309,6 +312,8 @@ class SimEngine:
         c.dyn_hot_pool = dyn.hot_pool
         c.window_s = top.timeline_ms / 1e3
         c.record_history = int(cfg.record_history)
+        c.hostile_clients = top.hostile_clients
+        c.hostile_rps = top.hostile_rps
         err = ffi.new("char[256]")
         ptr = self.lib.nk_sim_new(c, workload.ptr, err, 256)
         if ptr == ffi.NULL:
@@ -489,6 +494,11 @@ class SimEngine:
             msg = self.ffi.new("struct nk_msg *", out[i])
             copies.append((int(src[i]), msg))
         return copies
+
+    def extend(self, extra_s: float) -> None:
+        """After the run: let controller traffic run extra_s more (read-backs)."""
+        if self.lib.nk_sim_extend(self._ptr, extra_s * 1e9):
+            raise SimError(f"extend: {extra_s} s (must be > 0)")
 
     def cpu_send(self, msg: Any, dst: int) -> None:
         """Packet-out through the switch pipeline, addressed to node dst."""

@@ -61,6 +61,7 @@ struct nk_sim_cfg {
     uint32_t fault_links;
     uint32_t dyn_kind; double dyn_period_s; uint32_t dyn_count; uint32_t dyn_hot_pool;
     double window_s; uint32_t record_history;
+    uint32_t hostile_clients; double hostile_rps;
 };
 
 struct nk_sim_stats {
@@ -69,6 +70,7 @@ struct nk_sim_stats {
     uint64_t unfinished; uint64_t dup_replies; uint64_t switch_replies;
     uint64_t dropped; uint64_t drop_loss; uint64_t drop_queue; uint64_t drop_crash;
     uint64_t drop_switch; uint64_t cpu_packets; uint64_t cpu_dropped; uint64_t dyn_changes;
+    uint64_t hostile_sent; uint64_t forged_replies; uint64_t server_ignored;
     double mean_ns, p50_ns, p90_ns, p99_ns, p999_ns, max_ns;
     uint32_t n_windows; uint32_t hist_buckets;
 };
@@ -78,6 +80,7 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
                           char *err, size_t errlen);
 void nk_sim_free(struct nk_sim *sim);
 int nk_sim_run_until(struct nk_sim *sim, double t_ns);
+int nk_sim_extend(struct nk_sim *sim, double extra_ns);
 void nk_sim_run(struct nk_sim *sim);
 double nk_sim_now_ns(const struct nk_sim *sim);
 double nk_sim_end_ns(const struct nk_sim *sim);

@@ -46,6 +46,13 @@ class PointResult:
     timeline: dict[str, np.ndarray] = field(default_factory=dict)
     switch_replies: int = 0  # requests answered by the switch itself (NetCache)
     retries: int = 0  # resends after a timeout (same req_id); `timeouts` = give-ups
+    # The trust boundary (docs/security.md, topology.hostile_clients): what the
+    # switch refused by reason ("switch.<reason>") and the servers ignored
+    # ("servers.<reason>"), replies honest clients ignored as not theirs, and
+    # messages the hostile clients sent.
+    refused: dict[str, int] = field(default_factory=dict)
+    forged_replies: int = 0
+    hostile_sent: int = 0
 
     @property
     def achieved_rps(self) -> float:

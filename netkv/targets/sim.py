@@ -21,6 +21,7 @@ from netkv.sim.history import write_history
 from netkv.sim.engine import (Controller, SimEngine, SimError, Workload, capacity_factors,
                               read_trace, value_classes)
 from netkv.quantile import latency_summary
+from netkv.protocols import lookup
 from netkv.targets.base import PointResult, Target
 
 ControllerFactory = Callable[[SimEngine], Controller]
@@ -53,6 +54,8 @@ class SimTarget(Target):
     def __init__(self, cfg: RunConfig, controller_factory: ControllerFactory | None = None,
                  params: str = "") -> None:
         super().__init__(cfg)
+        # what the protocol's switch refuses, by reason: reason -> (register, index)
+        self.refusals = dict(lookup(cfg.protocol.name).refusals)
         self.workload = Workload.from_config(cfg)
         self.controller_factory = controller_factory
         self.params = params
@@ -80,6 +83,9 @@ class SimTarget(Target):
             self.last_engine_stats = st
             if self.capture_dir is not None:
                 self.last_capture = {"files": eng.capture_stats()}
+            refused = {f"switch.{why}": eng.reg_read(reg, idx)
+                       for why, (reg, idx) in self.refusals.items()}
+            refused["servers.ignored"] = st.server_ignored
             if self.cfg.record_history:
                 self.last_history = HistoryData(eng.history(), eng.version_owners())
             return PointResult(
@@ -96,6 +102,9 @@ class SimTarget(Target):
                 hist_counts=counts,
                 timeline=eng.timeline(),
                 switch_replies=st.switch_replies,
+                refused=refused,
+                forged_replies=st.forged_replies,
+                hostile_sent=st.hostile_sent,
             )
 
     def write_history(self, path: Path) -> bool:

@@ -97,6 +97,16 @@ struct nk_host_ops {
 	 * gc), answered "ok ..." or "err ..." in out. NULL if the protocol has none. */
 	int (*server_ctl)(void *st, struct nk_store *store, int argc, char **argv, char *out,
 			  size_t cap);
+	/* Optional: one message of a hostile client (docs/security.md,
+	 * topology.hostile_clients): well-formed but wrong traffic that this
+	 * protocol's switch and servers must refuse or neutralise - forged
+	 * versions and flags, server-only ops, replays, spoofed replies,
+	 * oversized values. Built from `sp`, an ordinary request of the hostile
+	 * client; `draw` (random) picks the kind; `victim` is an honest client
+	 * (its id; its node is n_servers + id) to spoof. Returns the node to
+	 * address. NULL: the protocol has no hostile traffic. */
+	uint16_t (*client_hostile)(void *st, uint64_t draw, const struct nk_req_spec *sp,
+				   uint16_t victim, uint32_t n_servers, struct nk_msg *out);
 };
 
 /* The version a server gives a write it orders itself (nothing stamped

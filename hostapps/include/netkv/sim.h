@@ -111,6 +111,12 @@ struct nk_sim_cfg {
 	/* measurement */
 	double window_s;          /* timeline window (0 = no timeline) */
 	uint32_t record_history;  /* keep every request's outcome (nk_sim_history) */
+	/* hostile clients (docs/security.md): the last hostile_clients of the
+	 * n_clients send the protocol's adversarial traffic (host.h
+	 * client_hostile), each Poisson at hostile_rps during the arrivals;
+	 * honest arrivals go to the others */
+	uint32_t hostile_clients;
+	double hostile_rps;
 };
 
 struct nk_sim_stats {
@@ -132,6 +138,9 @@ struct nk_sim_stats {
 	uint64_t cpu_packets;     /* copies sent to the controller channel */
 	uint64_t cpu_dropped;     /* ... dropped because the channel was full */
 	uint64_t dyn_changes;     /* popularity changes applied */
+	uint64_t hostile_sent;    /* messages the hostile clients sent */
+	uint64_t forged_replies;  /* replies an honest client ignored: not its request's */
+	uint64_t server_ignored;  /* messages a server's host logic answered with nothing */
 	double mean_ns, p50_ns, p90_ns, p99_ns, p999_ns, max_ns;
 	uint32_t n_windows;
 	uint32_t hist_buckets;
@@ -221,6 +230,10 @@ uint32_t nk_sim_cpu_recv(struct nk_sim *sim, struct nk_msg *out, uint16_t *src, 
  * node behind the CPU port), so replies come back through nk_sim_cpu_recv.
  * 0 or -1. */
 int nk_sim_cpu_send(struct nk_sim *sim, const struct nk_msg *m, uint16_t dst);
+/* After the run: let controller traffic (nk_sim_cpu_send) run for extra_ns
+ * more of simulated time, e.g. to read every acknowledged key back through
+ * the switch and the servers (no client traffic is left). 0 or -1. */
+int nk_sim_extend(struct nk_sim *sim, double extra_ns);
 /* Server crash at t_ns (queue and in-service requests lost, arrivals
  * dropped), restart at restart_ns (< 0: never) with its store reset. */
 int nk_sim_schedule_crash(struct nk_sim *sim, uint32_t server, double t_ns, double restart_ns);

@@ -105,6 +105,38 @@ static int plain_client_reply(void *st, const struct nk_msg *r)
 	return r->result == NK_RESULT_RETRY ? NK_REPLY_RETRY : NK_REPLY_DONE;
 }
 
+/* A hostile client's message (host.h client_hostile, docs/security.md):
+ * spoofed replies (the switch drops them), a forged version (servers number
+ * their own), a replay of an honest client's ids, an oversized value. */
+static uint16_t plain_client_hostile(void *st, uint64_t draw, const struct nk_req_spec *sp,
+				     uint16_t victim, uint32_t n_servers, struct nk_msg *m)
+{
+	struct nk_req_spec w = *sp;
+	w.kind = NK_KIND_WRITE;
+	uint16_t dst = plain_client_request(st, &w, m);
+	switch (draw % 5) {
+	case 0:
+	case 1:
+		m->op = draw % 5 ? NK_PEGASUS_OP_READ_REPLY : NK_PEGASUS_OP_WRITE_REPLY;
+		m->client_id = victim;
+		m->ver = UINT64_MAX;
+		m->server_id = (uint8_t)sp->home;
+		dst = (uint16_t)(n_servers + victim);
+		break;
+	case 2:
+		m->ver = UINT64_MAX;
+		break;
+	case 3:
+		m->client_id = victim;
+		break;
+	default:
+		m->value_len = 8000;
+		break;
+	}
+	m->kind = (uint8_t)nk_wire_kind(NK_PROTO_PLAIN, m->op);
+	return dst;
+}
+
 const struct nk_host_ops nk_host_hash = {
 	.name = "hash",
 	.proto = NK_PROTO_PLAIN,
@@ -118,4 +150,5 @@ const struct nk_host_ops nk_host_hash = {
 	.client_fini = plain_fini,
 	.client_request = plain_client_request,
 	.client_reply = plain_client_reply,
+	.client_hostile = plain_client_hostile,
 };

@@ -135,6 +135,48 @@ static int nc_client_reply(void *st, const struct nk_msg *r)
 	return NK_REPLY_DONE;
 }
 
+/* A hostile client's message (host.h client_hostile, docs/security.md): a
+ * forged refresh (a WRITE_REPLY with REFRESH carrying a value no server
+ * stores), a forged fetch answer, a spoofed reply, a request with the
+ * switch's REFRESH flag, a replay of an honest client's ids, an oversized
+ * value. */
+static uint16_t nc_client_hostile(void *st, uint64_t draw, const struct nk_req_spec *sp,
+				  uint16_t victim, uint32_t n_servers, struct nk_msg *m)
+{
+	struct nk_req_spec w = *sp;
+	w.kind = NK_KIND_WRITE;
+	uint16_t dst = nc_client_request(st, &w, m);
+	switch (draw % 6) {
+	case 0:         /* the refresh of an honest client's write */
+		m->op = NK_NETCACHE_OP_WRITE_REPLY;
+		m->flags = NK_NETCACHE_FLAG_REFRESH;
+		m->client_id = victim;
+		m->value_len = 7;   /* a length no honest write has */
+		dst = (uint16_t)(n_servers + victim);
+		break;
+	case 1:         /* the answer to a controller fetch */
+		m->op = NK_NETCACHE_OP_CACHE_UPDATE;
+		m->value_len = 7;
+		break;
+	case 2:         /* a spoofed reply */
+		m->op = NK_NETCACHE_OP_READ_REPLY;
+		m->client_id = victim;
+		dst = (uint16_t)(n_servers + victim);
+		break;
+	case 3:
+		m->flags = NK_NETCACHE_FLAG_REFRESH | NK_NETCACHE_FLAG_CACHED;
+		break;
+	case 4:
+		m->client_id = victim;
+		break;
+	default:
+		m->value_len = 8000;
+		break;
+	}
+	m->kind = (uint8_t)nk_wire_kind(NK_PROTO_NETCACHE, m->op);
+	return dst;
+}
+
 const struct nk_host_ops nk_host_netcache = {
 	.name = "netcache",
 	.proto = NK_PROTO_NETCACHE,
@@ -148,4 +190,5 @@ const struct nk_host_ops nk_host_netcache = {
 	.client_fini = nc_fini,
 	.client_request = nc_client_request,
 	.client_reply = nc_client_reply,
+	.client_hostile = nc_client_hostile,
 };

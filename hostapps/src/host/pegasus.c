@@ -686,6 +686,63 @@ static int peg_client_reply(void *st, const struct nk_msg *r)
 	return r->result == NK_RESULT_RETRY ? NK_REPLY_RETRY : NK_REPLY_DONE;
 }
 
+/* A hostile client's message (host.h client_hostile, docs/security.md): what
+ * the switch must overwrite (VER, BYPASS, MULTI/bitmap) or drop (server- and
+ * controller-only ops), and what the servers must survive (replays of an
+ * honest client's ids, an oversized value). */
+static uint16_t peg_client_hostile(void *st, uint64_t draw, const struct nk_req_spec *sp,
+				   uint16_t victim, uint32_t n_servers, struct nk_msg *m)
+{
+	static const uint64_t forged_ver[] = { UINT64_MAX, UINT64_MAX - 1, 1ull << 63, 3 };
+	struct nk_req_spec w = *sp;
+	w.kind = NK_KIND_WRITE;
+	uint16_t dst = peg_client_request(st, &w, m);
+	uint64_t ver = forged_ver[(draw >> 8) % 4];
+	switch (draw % 10) {
+	case 0:         /* the WRITE: a forged VER */
+		m->ver = ver;
+		break;
+	case 1:         /* ... that BYPASS would keep */
+		m->ver = ver;
+		m->flags = NK_PEGASUS_FLAG_BYPASS;
+		break;
+	case 2:         /* forged copy targets */
+		m->flags = NK_PEGASUS_FLAG_MULTI;
+		m->bitmap = 0xFFFFFFFFu;
+		break;
+	case 3:         /* a spoofed reply to an honest client's recent request */
+	case 4:
+		m->op = draw % 10 == 3 ? NK_PEGASUS_OP_WRITE_REPLY : NK_PEGASUS_OP_READ_REPLY;
+		m->client_id = victim;
+		m->ver = ver;
+		m->server_id = (uint8_t)sp->home;
+		m->bitmap = sp->home < 32 ? 1u << sp->home : 0;
+		dst = (uint16_t)(n_servers + victim);
+		break;
+	case 5:         /* directory poisoning: an RC_ACK at a huge version */
+		m->op = NK_PEGASUS_OP_RC_ACK;
+		m->ver = ver;
+		m->bitmap = sp->home < 32 ? 1u << sp->home : 0;
+		break;
+	case 6:         /* a replica copy at a huge version, to a server */
+		m->op = NK_PEGASUS_OP_RC_REQ;
+		m->ver = ver;
+		break;
+	case 7:         /* the controller's virtual write, and a chain write */
+		m->op = draw >> 16 & 1 ? NK_PEGASUS_OP_VWRITE : NK_PEGASUS_OP_PUT_FWD;
+		m->ver = ver;
+		break;
+	case 8:         /* a replay of an honest client's request id */
+		m->client_id = victim;
+		break;
+	default:        /* an oversized value */
+		m->value_len = 8000;
+		break;
+	}
+	m->kind = (uint8_t)nk_wire_kind(NK_PROTO_PEGASUS, m->op);
+	return dst;
+}
+
 const struct nk_host_ops nk_host_pegasus = {
 	.name = "pegasus",
 	.proto = NK_PROTO_PEGASUS,
@@ -700,4 +757,5 @@ const struct nk_host_ops nk_host_pegasus = {
 	.client_request = peg_client_request,
 	.client_reply = peg_client_reply,
 	.server_ctl = nk_pegasus_server_ctl,
+	.client_hostile = peg_client_hostile,
 };

@@ -41,6 +41,7 @@ enum ev_type {
 	EV_CRASH = 5,
 	EV_RESTART = 6,
 	EV_DYNAMICS = 7,
+	EV_HOSTILE = 8,     /* idx: the hostile client */
 };
 
 struct ev {
@@ -137,9 +138,12 @@ struct nk_sim {
 	const struct nk_host_ops *host;
 	void *pstate;
 	uint32_t S, M, n_nodes, cpu_port, recirc_port, n_ports;
+	uint32_t H;                 /* hostile clients: M - H .. M - 1 */
+	double hostile_gap_ps;
 
 	/* time */
 	uint64_t now, end_arrivals, end;
+	int extended;               /* nk_sim_extend: controller traffic after the run */
 	double next_arrival;        /* ps, exact accumulator */
 	uint64_t arr_t;             /* next arrival (ps), UINT64_MAX = none */
 	double mean_gap_ps;
@@ -195,7 +199,7 @@ struct nk_sim {
 	struct nk_zig_exp zig;
 
 	/* rng streams */
-	struct nk_rng r_arr, r_key, r_op, r_svc, r_fault, r_dyn;
+	struct nk_rng r_arr, r_key, r_op, r_svc, r_fault, r_dyn, r_host;
 
 	/* measurement */
 	struct nk_hist hist;
@@ -718,10 +722,14 @@ static void start_service(struct nk_sim *s, uint32_t sid, uint32_t pi)
 		sv->nkstore.ops->get(sv->nkstore.impl, &p->m, &ver_before, &vlen_scratch);
 	int n = s->host->server_handle(sv->hstate, &sv->nkstore, &p->m, p->src, s->hout,
 				       NK_HOST_MAX_OUT);
+	if (n == 0)
+		s->st.server_ignored++;
 	if (track) {
 		sv->nkstore.ops->get(sv->nkstore.impl, &p->m, &ver_after, &vlen_scratch);
 		if (ver_after != ver_before) {
-			uint64_t owner = kind == NK_KIND_WRITE && p->slot != NONE32
+			/* a client's write (honest, or a hostile one's: its own
+			 * serial) holds its own value; control traffic copies */
+			uint64_t owner = kind == NK_KIND_WRITE && p->serial
 						 ? p->serial
 						 : vown_get(s, p->m.keyhash, ver_before);
 			vown_put(s, p->m.keyhash, ver_after, owner);
@@ -1112,7 +1120,8 @@ static void arrival(struct nk_sim *s)
 	sl->write = (uint8_t)write;
 	sl->intended = t;
 	sl->serial = s->next_serial++;
-	sl->client = (uint32_t)(s->M > 1 ? nk_rng_below(&s->r_arr, s->M) : 0);
+	uint32_t honest = s->M - s->H;
+	sl->client = (uint32_t)(honest > 1 ? nk_rng_below(&s->r_arr, honest) : 0);
 	sl->tries = 0;
 	sl->live = 1;
 	s->outstanding++;
@@ -1154,12 +1163,70 @@ static void complete(struct nk_sim *s, uint32_t si, uint64_t t)
 	slot_release(s, si);
 }
 
+/* A hostile client's next message (docs/security.md): an ordinary request
+ * for a workload key, turned into adversarial traffic by the protocol's
+ * client_hostile; replies to it are dropped at the hostile node. */
+static void hostile_send(struct nk_sim *s, uint32_t h)
+{
+	uint64_t t = s->now;
+	uint64_t next = t + (uint64_t)(s->hostile_gap_ps * nk_zig_exp1(&s->zig, &s->r_host));
+	if (next < s->end_arrivals)
+		heap_push(s, next, EV_HOSTILE, h);
+	uint32_t pi = pkt_alloc(s);
+	if (pi == NONE32)
+		return;
+	uint32_t rank = nk_workload_sample(s->wl, &s->r_host);
+	const struct nk_rank_info *ri = &s->ranks[rank];
+	nk_key_bytes(ri->key, s->wl->cfg.key_size, s->keybuf);
+	uint32_t client = s->M - s->H + h, honest = s->M - s->H;
+	struct nk_req_spec spec = {
+		.kind = NK_KIND_WRITE, .key_len = (uint8_t)s->wl->cfg.key_size,
+		.client_id = (uint16_t)client, .home = ri->home,
+		/* a recent request id: what a replay or a spoofed reply would use */
+		.req_id = (uint32_t)(s->next_serial > 1 ? s->next_serial - 1 : 1),
+		.keyhash = ri->keyhash, .value_len = ri->value_len,
+		.send_ns = t / PS_PER_NS, .key = s->keybuf,
+	};
+	uint16_t victim = (uint16_t)(honest > 1 ? nk_rng_below(&s->r_host, honest) : 0);
+	struct pkt *p = &s->pk[pi];
+	p->m.frag_cnt = 1;
+	p->dst = s->host->client_hostile(s->cli[client].hstate, nk_rng_next(&s->r_host), &spec,
+					 victim, s->S, &p->m);
+	p->src = (uint16_t)(s->S + client);
+	p->slot = NONE32;
+	p->serial = 0;
+	if (p->m.kind == NK_KIND_WRITE) {
+		/* a write that may take effect: in the history as a write of its
+		 * own value that is never acknowledged (pending), so checkers see
+		 * what it did to the honest clients' keys */
+		p->serial = s->next_serial++;
+		struct nk_sim_op *rec = op_rec(s, p->serial);
+		if (rec) {
+			*rec = (struct nk_sim_op){ .invoke_ns = t / PS_PER_NS, .client = client,
+						   .key = ri->key, .keyhash = ri->keyhash, .write = 1,
+						   .outcome = NK_SIM_OP_TIMEOUT };
+		}
+	}
+	s->st.hostile_sent++;
+	host_send(s, pi, t);
+}
+
 static void deliver_client(struct nk_sim *s, uint32_t pi, uint64_t t)
 {
 	struct pkt *p = &s->pk[pi];
 	uint32_t si = p->slot;
-	if (si == NONE32 || si >= s->slot_cap || !s->slots[si].live ||
-	    s->slots[si].serial != p->serial) {
+	if (p->dst >= s->S + s->M - s->H) {
+		pkt_free(s, pi);     /* a hostile client does not listen */
+		return;
+	}
+	if (si == NONE32) {
+		/* not the answer to any request of this client: a spoofed reply
+		 * (counted and ignored, as kvclient does) */
+		s->st.forged_replies++;
+		pkt_free(s, pi);
+		return;
+	}
+	if (si >= s->slot_cap || !s->slots[si].live || s->slots[si].serial != p->serial) {
 		s->st.dup_replies++;
 		pkt_free(s, pi);
 		return;
@@ -1228,6 +1295,9 @@ static void dispatch(struct nk_sim *s, uint32_t type, uint32_t idx)
 	case EV_RESTART:
 		server_restart(s, idx);
 		break;
+	case EV_HOSTILE:
+		hostile_send(s, idx);
+		break;
 	case EV_DYNAMICS:
 		if (!s->ranks_owned)
 			break;
@@ -1268,7 +1338,7 @@ int nk_sim_run_until(struct nk_sim *s, double t_ns)
 			break;
 		}
 		n++;
-		if (!s->outstanding && s->now >= s->end_arrivals) {
+		if (!s->outstanding && s->now >= s->end_arrivals && !s->extended) {
 			/* every request is settled and no more will arrive:
 			 * what remains (timers, stray copies) cannot change the
 			 * measurement */
@@ -1397,6 +1467,14 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 	if (!s->pipe || !s->host)
 		FAIL("protocol %s: no %s in the C library", cfg->protocol ? cfg->protocol : "(null)",
 		     !s->pipe ? "switch pipeline" : "host logic");
+	s->H = cfg->hostile_clients;
+	if (s->H >= s->M)
+		FAIL("topology.hostile_clients: %u (allowed: 0..%u, fewer than the clients)", s->H,
+		     s->M - 1);
+	if (s->H && !s->host->client_hostile)
+		FAIL("topology.hostile_clients: protocol %s has no hostile traffic", cfg->protocol);
+	if (s->H && !(cfg->hostile_rps > 0))
+		FAIL("topology.hostile_rps: must be > 0 with hostile clients");
 	s->n_nodes = s->S + s->M;
 	s->cpu_port = s->n_nodes;
 	s->recirc_port = s->n_nodes + 1;
@@ -1528,6 +1606,7 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 	nk_rng_seed(&s->r_svc, cfg->seed, 4);
 	nk_rng_seed(&s->r_fault, cfg->seed, 5);
 	nk_rng_seed(&s->r_dyn, cfg->seed, 6);
+	nk_rng_seed(&s->r_host, cfg->seed, 7);
 
 	/* time and measurement */
 	s->end_arrivals = (uint64_t)(cfg->duration_s * 1e12);
@@ -1565,6 +1644,12 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 		s->next_arrival = s->mean_gap_ps * nk_zig_exp1(&s->zig, &s->r_arr);
 		if (s->next_arrival < (double)s->end_arrivals)
 			s->arr_t = (uint64_t)s->next_arrival;
+	}
+	if (s->H) {
+		s->hostile_gap_ps = 1e12 / cfg->hostile_rps;
+		for (uint32_t h = 0; h < s->H; h++)
+			heap_push(s, (uint64_t)(s->hostile_gap_ps * nk_zig_exp1(&s->zig, &s->r_host)),
+				  EV_HOSTILE, h);
 	}
 	if (s->ranks_owned) {
 		if (!(cfg->dyn_period_s > 0))
@@ -1732,6 +1817,26 @@ int nk_sim_server_ctl(struct nk_sim *s, uint32_t server, const char *line, char 
 		return -1;
 	struct server *sv = &s->srv[server];
 	return s->host->server_ctl(sv->hstate, &sv->nkstore, argc, argv, out, cap);
+}
+
+int nk_sim_extend(struct nk_sim *s, double extra_ns)
+{
+	if (!(extra_ns > 0))
+		return -1;
+	s->end = s->now + (uint64_t)(extra_ns * PS_PER_NS);
+	s->extended = 1;
+	/* the run's stray packets (copies, hostile traffic) were discarded
+	 * with the event heap when it ended: free the workers they held */
+	for (uint32_t i = 0; i < s->S; i++) {
+		struct server *sv = &s->srv[i];
+		sv->busy = 0;
+		sv->q_len = 0;
+		if (sv->wq)
+			for (uint32_t w = 0; w < s->cfg.workers; w++)
+				sv->wq[w].busy = sv->wq[w].len = 0;
+	}
+	s->finished = 0;
+	return 0;
 }
 
 int nk_sim_cpu_send(struct nk_sim *s, const struct nk_msg *m, uint16_t dst)

@@ -1,0 +1,219 @@
+"""Hostile clients on the simulator (topology.hostile_clients, docs/security.md).
+
+One of the clients sends its protocol's adversarial traffic (host.h
+client_hostile: forged versions and flags, server-only ops, replays, spoofed
+replies, oversized values) beside honest clients recording histories. For
+hash, Pegasus and NetCache:
+
+- every acknowledged write survives: after the run, every key an honest
+  client wrote is read back through the switch and the servers (controller
+  packet-out), and what comes back is at least as new as every acknowledged
+  write of that key, and not a value some acknowledged write superseded;
+- Pegasus' honest histories are linearizable by both checkers (WGL, Porcupine);
+- the switch's refusal counters are non-zero, and in the dataset.
+
+The read-back check reports doctored read-backs (the value of an overwritten
+write, or the initial value); with every client port trusted the switch keeps
+forged versions but still never wraps (writes past 2^64-1 are refused).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from netkv.config.compose import load
+from netkv.lincheck import PorcupineUnavailable, check_file, check_file_porcupine
+from netkv.protocols import lookup
+from netkv.sim import native
+from netkv.sim.engine import SimEngine, Workload
+from netkv.sim.history import write_history
+from netkv.wire.codec import KINDS, NetcacheOp, PegasusOp, Proto
+
+BASE = ["servers=4", "clients=4", "topology.hostile_clients=1", "keys=200", "alpha=1.2",
+        "write_ratio=0.3", "record_history=true", "duration=0.05",
+        "topology.hostile_rps=50000"]
+EXTRA = {"hash": [], "pegasus": ["protocol.replicated_keys=4"], "netcache": []}
+PROTO = {"hash": (Proto.PLAIN, PegasusOp.READ), "pegasus": (Proto.PEGASUS, PegasusOp.READ),
+         "netcache": (Proto.NETCACHE, NetcacheOp.READ)}
+OK = 1  # nk_sim_outcome
+
+
+def _run(proto: str, overrides: list[str], params_extra: str = "") -> dict[str, Any]:
+    cfg = load([f"protocol={proto}", *BASE, *EXTRA[proto], *overrides])
+    plugin = lookup(proto)
+    params = ";".join(p for p in (plugin.pipeline_params(cfg), params_extra) if p)
+    with Workload.from_config(cfg) as wl, SimEngine(cfg, wl, 200_000, 11, params) as eng:
+        factory = plugin.sim_controller(cfg)
+        controller = factory(eng) if factory else None
+        epoch_ms = getattr(cfg.protocol, "epoch_ms", None)
+        st = eng.run(controller, epoch_ms / 1e3 if controller else None)
+        hist, owners = eng.history(), eng.version_owners()
+        refused = {why: eng.reg_read(reg, idx) for why, (reg, idx) in plugin.refusals.items()}
+        back = _read_back(eng, cfg, wl, hist, PROTO[proto])
+        value_len = {int(r["key"]): int(r["value_len"]) for r in wl.rank_info()}
+    return {"cfg": cfg, "stats": st, "hist": hist, "owners": owners, "refused": refused,
+            "back": back, "value_len": value_len}
+
+
+def _read_back(eng: SimEngine, cfg, wl: Workload, hist: np.ndarray,
+               proto: tuple[Proto, int]) -> dict[int, tuple[int, int]]:
+    """READ every key an honest client wrote, as the controller (packet-out
+    through the pipeline, replies to the CPU port): key id -> (version,
+    value length)."""
+    ok_writes = hist[(hist["write"] == 1) & (hist["outcome"] == OK)]
+    keys = sorted(set(int(k) for k in ok_writes["key"]))
+    info = {int(r["key"]): r for r in wl.rank_info()}
+    ffi = eng.ffi
+    while eng.cpu_recv(4096):
+        pass  # what the controller has not read: the replies must fit the channel
+    out: dict[int, tuple[int, int]] = {}
+    for attempt in range(5):  # link faults hit controller traffic too: resend
+        todo = [k for k in keys if k not in out]
+        if not todo:
+            break
+        by_req = {}
+        for i, key in enumerate(todo):
+            m = eng.new_msg()
+            m.proto, m.op = int(proto[0]), int(proto[1])
+            m.kind = KINDS[proto[0]][int(proto[1])]
+            kb = ffi.new("uint8_t[64]")
+            eng.lib.nk_key_bytes(key, cfg.workload.key_size, kb)
+            m.key_len = cfg.workload.key_size
+            ffi.memmove(m.key, kb, cfg.workload.key_size)
+            m.keyhash = int(info[key]["keyhash"])
+            m.server_id = int(info[key]["home"])
+            m.client_id = 0xFFFE
+            m.req_id = 0x7000_0000 + attempt * 0x10000 + i
+            m.frag_cnt = m.nkeys = 1
+            by_req[int(m.req_id)] = key
+            eng.cpu_send(m, int(info[key]["home"]))
+        eng.extend(0.01)
+        eng.run_until(eng.end_s)
+        for _src, msg in eng.cpu_recv(1 << 16):
+            key = by_req.get(int(msg.req_id))
+            if key is not None and msg.kind == 2:  # READ_REPLY
+                out[key] = (int(msg.ver), int(msg.value_len))
+    assert set(out) == set(keys), f"no read-back reply for {sorted(set(keys) - set(out))[:5]}"
+    return out
+
+
+HOSTILE_VALUE_LEN = 8000  # the hostile clients' oversized (but legitimate) writes
+
+
+def _lost_writes(run: dict[str, Any]) -> list[str]:
+    """Keys whose read-back is older than an acknowledged write."""
+    hist, owners, back = run["hist"], run["owners"], run["back"]
+    acked = hist[(hist["write"] == 1) & (hist["outcome"] == OK)]
+    if run["cfg"].protocol.name == "netcache":
+        # no version on NetCache's wire: the value read must be one some
+        # client wrote (an honest write's length, or a hostile client's
+        # oversized one), never a forged refresh's
+        lost = []
+        for key, (_ver, vlen) in back.items():
+            if vlen not in (run["value_len"][key], HOSTILE_VALUE_LEN):
+                lost.append(f"key {key}: read a {vlen} B value nobody wrote")
+        return lost
+    lost = []
+    for key, (ver, _vlen) in back.items():
+        mine = acked[acked["key"] == key]
+        if ver < int(mine["ver"].max()):
+            lost.append(f"key {key}: read {ver} < acked {int(mine['ver'].max())}")
+            continue
+        owner = owners.get((int(mine["keyhash"][0]), ver), native.OWNER_INITIAL)
+        # the value read must not be one an acknowledged write replaced in
+        # real time: a write that finished before some acked write began
+        # (values are unique per write; a never-acknowledged write - a
+        # hostile client's - may take effect at any time after it was sent)
+        started = int(mine["invoke_ns"].max())
+        if owner == native.OWNER_INITIAL:
+            lost.append(f"key {key}: initial value read after acked writes")
+            continue
+        rec = hist[owner - 1]
+        if rec["outcome"] == OK and int(rec["done_ns"]) < started:
+            lost.append(f"key {key}: read the value of write {owner}, superseded")
+    return lost
+
+
+def _honest_ok(run: dict[str, Any]) -> None:
+    st, cfg = run["stats"], run["cfg"]
+    assert st.hostile_sent > 500, st
+    assert st.issued > 5000 and st.completed == st.issued, st  # no honest request lost
+    honest = cfg.topology.clients - cfg.topology.hostile_clients
+    hist = run["hist"]
+    hostile = hist[hist["client"] >= honest]
+    # the hostile client's writes are in the history, never acknowledged
+    assert len(hostile) > 0 and (hostile["write"] == 1).all() and (hostile["outcome"] != OK).all()
+
+
+@pytest.mark.parametrize("proto", ["hash", "pegasus", "netcache"])
+def test_hostile_client_loses_no_acknowledged_write(proto: str) -> None:
+    run = _run(proto, [])
+    _honest_ok(run)
+    assert len(run["back"]) > 50
+    assert _lost_writes(run) == []
+    assert sum(run["refused"].values()) > 0, run["refused"]
+
+
+def test_pegasus_honest_histories_linearizable_beside_a_hostile_client(tmp_path: Path) -> None:
+    run = _run("pegasus", ["target.faults.loss=0.01", "target.faults.reorder=0.01",
+                           "target.faults.reorder_us=50"])
+    assert min(run["refused"][k] for k in ("forged_ver", "forged_flags", "host_server_op")) > 0
+    path = tmp_path / "hostile.jsonl"
+    write_history(run["hist"], run["owners"], path)
+    assert check_file(path, timeout=120).ok is True
+    try:
+        assert check_file_porcupine(path, timeout=120).ok is True
+    except PorcupineUnavailable as exc:
+        pytest.skip(f"Porcupine: {exc}")
+
+
+def test_the_read_back_check_fails_on_lost_writes() -> None:
+    """The check on wrong data: a read-back that returns the value of an
+    acknowledged write that a later acknowledged write replaced, or the
+    preloaded value, is reported."""
+    run = _run("pegasus", [])
+    hist = run["hist"]
+    acked = hist[(hist["write"] == 1) & (hist["outcome"] == OK)]
+    doctored = 0
+    for key in list(run["back"])[:40]:
+        mine = acked[acked["key"] == key]
+        first = mine[np.argmin(mine["done_ns"])]
+        if (mine["invoke_ns"] > first["done_ns"]).any():
+            run["back"][key] = (int(first["ver"]), 0)  # an overwritten write's value
+            doctored += 1
+    assert doctored > 5
+    assert len(_lost_writes(run)) == doctored
+    key = next(iter(run["back"]))
+    run["back"][key] = (10**12, 0)  # a version no write made: the initial value
+    assert any("initial" in why for why in _lost_writes(run))
+
+
+def test_trusted_ports_keep_versions_but_never_wrap() -> None:
+    """Every client port configured as trusted (the switch keeps a hostile
+    client's VER, as it did for every port before issue #21): ver_next
+    still never wraps - writes past 2^64-1 are refused, not acked and lost."""
+    ports = ",".join(str(p) for p in range(4, 8))
+    run = _run("pegasus", [], params_extra=f"trusted_ports={ports}")
+    assert run["refused"]["ver_exhausted"] > 0 and run["refused"]["forged_ver"] == 0
+    assert _lost_writes(run) == []
+
+
+def test_dataset_counts_refusals(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    import polars as pl
+
+    out = tmp_path / "run"
+    args = [a for a in BASE if not a.startswith("record_history")]
+    subprocess.run([sys.executable, "-m", "netkv", "run", "protocol=pegasus", *args,
+                    "duration=0.02", f"out={out}"], check=True, capture_output=True)
+    points = pl.read_parquet(out / "points.parquet").filter(pl.col("protocol") == "pegasus")
+    assert len(points) > 0
+    assert (points["refused_switch"] > 0).all()
+    assert (points["refused.switch.forged_ver"] > 0).all()
+    assert (points["hostile_sent"] > 0).all()
