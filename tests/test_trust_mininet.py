@@ -151,3 +151,60 @@ def test_forged_versions_lose_no_write_sanitizer(tmp_path, monkeypatch) -> None:
     res = _one_rack(script)
     print(json.dumps(res))
     _check(res)
+
+
+# Runs inside a host's namespace: python - <dst ip> <victim client id> <seconds>
+# Forged WRITE/READ replies for the victim's likely request ids, as fast as a
+# loop sends them (kvclient's ids: tag << 48 | (client + 1) << 32 | seq, and
+# the low 32 bits on the wire are the sequence number).
+FORGER = r'''
+import socket, sys, time
+from netkv.wire.codec import Msg, Proto, PegasusOp, encode
+dst, victim, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("0.0.0.0", 0))
+end, n, seq = time.monotonic() + secs, 0, 1
+while time.monotonic() < end:
+    for op in (PegasusOp.WRITE_REPLY, PegasusOp.READ_REPLY):
+        m = Msg(proto=Proto.PEGASUS, op=int(op), client_id=victim, req_id=seq, ver=(1 << 64) - 1,
+                server_id=0, bitmap=1, key=b"k" * 16)
+        s.sendto(encode(m), (dst, 5047))
+        n += 1
+    seq = seq + 1 if seq < 4000 else 1
+    if n % 200 == 0:
+        time.sleep(0.001)
+print(n)
+'''
+
+
+@pytest.mark.skipif(PREASON is not None, reason=PREASON or "")
+def test_forged_replies_are_counted_and_ignored(tmp_path) -> None:
+    """Forged replies reach client 0 from its own namespace (loopback: no
+    switch on the path) and from client 1 through the switch (dropped there:
+    a reply from a client port). kvclient counts and ignores the first kind;
+    every honest request still completes with a real reply."""
+    from netkv.mininet.rack import node_ip
+
+    script = tmp_path / "forge.py"
+    script.write_text(FORGER)
+    cfg = _cfg("pegasus", "servers=2", "clients=2", "duration=0.5", "topology.timeout_us=0")
+    with _target(cfg) as target:
+        rack = target.rack
+        assert rack is not None
+        env = {"PYTHONPATH": str(ROOT)}
+        senders = [rack.clients[0].popen([sys.executable, str(script), "127.0.0.1", "0", "20"],
+                                         env=env),
+                   rack.clients[1].popen([sys.executable, str(script), node_ip(2), "0", "20"],
+                                         env=env)]
+        try:
+            res = target.run_point(2000.0, seed=3)
+        finally:
+            for p in senders:
+                p.kill()
+                p.wait(timeout=10)
+        rack.check_alive()
+    print(json.dumps({"issued": res.issued, "completed": res.completed,
+                      "forged_replies": res.forged_replies, "refused": res.refused}))
+    assert res.issued > 500 and res.completed == res.issued
+    assert res.forged_replies > 100
+    assert res.refused["switch.host_server_op"] > 100

@@ -271,6 +271,7 @@ class MininetTarget(Target):
         m = topo.clients
         self.rack.check_alive()
         before = self.rack.server_stats()
+        refused_before = self._switch_refusals()
         drain_s = max(topo.drain_ms / 1e3, 0.05)
         common = [*self.workload_args(), "--rate", repr(offered_rps / m),
                   "--duration", repr(self.duration_s), "--drain", repr(drain_s),
@@ -325,6 +326,12 @@ class MininetTarget(Target):
         after = self.rack.server_stats()
         served = np.array([a["served"] - b["served"] for a, b in zip(after, before, strict=True)],
                           dtype=np.int64)
+        # the trust boundary (docs/security.md): what the switch refused and
+        # the servers ignored during this point, by reason
+        refused = {k: v - refused_before[k] for k, v in self._switch_refusals().items()}
+        for why in ("ignored", "bad"):
+            refused[f"servers.{why}"] = sum(a.get(why, 0) - b.get(why, 0)
+                                            for a, b in zip(after, before, strict=True))
         lower, counts = merge_hists(results)
         issued = sum(r["issued"] for r in results)
         completed = sum(r["completed"] for r in results)
@@ -346,6 +353,8 @@ class MininetTarget(Target):
             timeline=merge_timelines(results),
             switch_replies=sum(r.get("switch_or_other_replies", 0) for r in results),
             retries=sum(int(r.get("retries", 0)) for r in results),
+            refused=refused,
+            forged_replies=sum(r.get("forged_replies", 0) for r in results),
         )
 
     def _start_capture(self) -> RackCapture | None:
@@ -357,6 +366,13 @@ class MininetTarget(Target):
                           int(lim.max_mb * 1e6), lim.max_packets)
         cap.start()
         return cap
+
+    def _switch_refusals(self) -> dict[str, int]:
+        """The protocol's refusal registers now (plug-in ``refusals``)."""
+        if self.driver is None:
+            return {}
+        return {f"switch.{why}": self.driver.reg_read(reg, idx)
+                for why, (reg, idx) in self.plugin.refusals.items()}
 
     def _control_loop(self, stop: threading.Event, start_ns: int,
                       failure: list[BaseException]) -> None:
