@@ -55,6 +55,10 @@ def check_supported(cfg: RunConfig) -> None:
             f"invalid config: protocol = '{cfg.protocol.name}' is not implemented on "
             f"target = '{cfg.target.name}' yet (implemented there: {ready})"
         )
+    if cfg.topology.hostile_clients and cfg.target.name != "sim":
+        raise UnsupportedCombination(
+            f"invalid config: topology.hostile_clients runs on target = 'sim' only for now, "
+            f"not '{cfg.target.name}' (docs/security.md)")
     backend_class(cfg.target.switch).preflight(cfg, info)
     placement = importlib.import_module(PLACEMENTS[cfg.target.name].partition(":")[0])
     check = getattr(placement, "check_config", None)

@@ -217,3 +217,16 @@ def test_dataset_counts_refusals(tmp_path: Path) -> None:
     assert (points["refused_switch"] > 0).all()
     assert (points["refused.switch.forged_ver"] > 0).all()
     assert (points["hostile_sent"] > 0).all()
+
+
+def test_hostile_clients_refused_on_other_targets_and_bad_counts() -> None:
+    import subprocess
+    import sys
+
+    for args, why in ((["target=mininet", "topology.hostile_clients=1", "clients=2"],
+                       "runs on target = 'sim' only"),
+                      (["topology.hostile_clients=2", "clients=2"], "hostile_clients 2")):
+        res = subprocess.run([sys.executable, "-m", "netkv", "run", "protocol=hash", *args],
+                             capture_output=True, text=True)
+        assert res.returncode == 2 and why in res.stderr, res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1
