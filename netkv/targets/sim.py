@@ -86,6 +86,9 @@ class SimTarget(Target):
             refused = {f"switch.{why}": eng.reg_read(reg, idx)
                        for why, (reg, idx) in self.refusals.items()}
             refused["servers.ignored"] = st.server_ignored
+            # servers get messages, not bytes, here: nothing can fail to decode
+            # (the column is kept so that every target writes the same schema)
+            refused["servers.bad"] = 0
             if self.cfg.record_history:
                 self.last_history = HistoryData(eng.history(), eng.version_owners())
             return PointResult(

@@ -293,6 +293,16 @@ static int handle_read(struct peg_server *s, struct nk_store *store, const struc
 	return 1;
 }
 
+/* The at-most-once table trusts a CLIENT_ID only from that client's own
+ * node or from a server forwarding it (a chain write): any other sender
+ * could fill an honest client's slots with its request ids, and that
+ * client's next write with one of them would be acknowledged from the
+ * table and never applied (docs/security.md). */
+static int amo_sender_ok(const struct peg_server *s, const struct nk_msg *in, uint16_t src)
+{
+	return src < s->n_servers || src == s->n_servers + in->client_id;
+}
+
 static struct amo_ent *amo_slot(struct peg_server *s, const struct nk_msg *in)
 {
 	if (!s->amo || in->client_id >= s->n_clients)
@@ -311,6 +321,8 @@ static int handle_write(struct peg_server *s, struct nk_store *store, const stru
 			uint16_t src, int bypass, uint16_t load, struct nk_host_out *out,
 			int max_out)
 {
+	if (s->amo && !amo_sender_ok(s, in, src))
+		return 0;   /* ignored: another node's CLIENT_ID */
 	struct amo_ent *ae = amo_slot(s, in);
 	if (ae) {
 		if (ae->used && ae->req_id == in->req_id) {
