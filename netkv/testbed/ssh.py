@@ -122,11 +122,14 @@ class Ssh:
         return subprocess.Popen(self.argv(command), text=True, **kw)
 
     def copy_to(self, local: Path, remote: str) -> None:
-        """Copy one file (cat over the multiplexed session: no scp/sftp needed)."""
+        """Copy one file (cat over the multiplexed session: no scp/sftp needed).
+        The temporary name is the remote shell's own (``$$``) and the rename
+        atomic: hosts that share a file system (the namespace rack) may push
+        the same binary at once."""
         data = local.read_bytes()
-        res = subprocess.run(self.argv(f"cat > {shlex.quote(remote)}.tmp && "
-                                       f"chmod 755 {shlex.quote(remote)}.tmp && "
-                                       f"mv {shlex.quote(remote)}.tmp {shlex.quote(remote)}"),
+        q = shlex.quote(remote)
+        res = subprocess.run(self.argv(f't={q}.tmp.$$ && cat > "$t" && chmod 755 "$t" && '
+                                       f'mv -f "$t" {q}'),
                              input=data, capture_output=True, timeout=120)
         if res.returncode != 0:
             raise RemoteError(f"host {self.host.name!r}: copying {local.name} failed: "
