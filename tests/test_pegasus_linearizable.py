@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from netkv.config.compose import load
-from netkv.lincheck import PorcupineUnavailable, check_file, check_file_porcupine
+from netkv.lincheck import check_file
+from netkv.lincheck import verdicts as check_verdicts
 from netkv.runner import make_target
 
 BASE = ["protocol=pegasus", "servers=4", "clients=4", "keys=200", "alpha=1.2",
@@ -40,12 +41,7 @@ def history(tmp_path: Path, overrides: list[str], name: str) -> tuple[Path, obje
 
 
 def verdicts(path: Path) -> list[bool | None]:
-    results = [check_file(path, timeout=120).ok]
-    try:
-        results.append(check_file_porcupine(path, timeout=120).ok)
-    except PorcupineUnavailable:
-        pass
-    return results
+    return check_verdicts(path, timeout=120)
 
 
 def test_linearizable_under_loss_and_reordering_while_keys_move(tmp_path):

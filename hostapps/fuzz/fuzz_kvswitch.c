@@ -1,6 +1,6 @@
 /* fuzz_kvswitch.c - libFuzzer harness: KVSwitch (hot-key table, HashPipe). */
 #define FUZZ_PROTOCOL "kvswitch"
-#define FUZZ_PARAMS "hot_keys=16"
+#define FUZZ_PARAMS "hot_keys=16;amo=1;amo_window=8"
 #define FUZZ_PARAMS_ALT "hot_keys=16;strict=0" /* input flag bit 1: versions not enforced */
 #include "fuzz_common.h"
 

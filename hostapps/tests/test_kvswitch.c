@@ -11,7 +11,11 @@
  * version (strict) or always (paper); server-only ops from client ports are
  * dropped; Loadcount; period_reset; the server agent: REPL_CMD -> pushes,
  * push -> ACK, owner vs replica copies of a hot write, stale copies not
- * applied (strict) or applied (paper); client key mapping and reply matching.
+ * applied (strict) or applied (paper); strict mode's rules (FLAGS names the
+ * owner, at-most-once resends, late cold writes RETRY until the versioned
+ * REPL_EVICT, stamped redirected reads) and the digest's stale read, which
+ * the paper's switch serves and strict mode does not; client key mapping and
+ * reply matching.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -261,7 +265,8 @@ static void test_hot_writes(int strict)
 	EXPECT_EQ(a.mcast_group, nk_kvs_mcast_group(0, 3));
 	EXPECT_EQ(a.mcast_group, 2);
 	EXPECT_EQ(w.ver, (1u << 20) + 1);
-	EXPECT_EQ(reg(st, "Valid", 2), 0x1);
+	EXPECT_EQ(w.result, 0 + 1);                 /* FLAGS: the owner, server 0 */
+	EXPECT_EQ(reg(st, "Valid", 2), strict ? 0x0 : 0x1);
 	EXPECT_EQ(reg(st, "Loadcount", 0) + reg(st, "Loadcount", 2) + reg(st, "Loadcount", 3), 3);
 	/* a second write before the first's ACKs: the old ACK is refused (strict) */
 	struct nk_msg w2 = mk(NK_KVSWITCH_OP_SET, 4, 2);
@@ -269,10 +274,29 @@ static void test_hot_writes(int strict)
 	struct nk_msg ack = mk(NK_KVSWITCH_OP_UPDATE_ACK, 4, 0);
 	ack.ver = w.ver;
 	sw(st, &ack, 2, CL, NULL);
-	EXPECT_EQ(reg(st, "Valid", 2), strict ? 0x1 : 0x5);
+	EXPECT_EQ(reg(st, "Valid", 2), strict ? 0x0 : 0x5);
 	ack.ver = w2.ver;
 	sw(st, &ack, 3, CL, NULL);
+	EXPECT_EQ(reg(st, "Valid", 2), strict ? 0x8 : 0xD);
+	/* strict: replica 3 is valid but not read until the owner confirms */
+	P->reg_write(st, "RoundRobin", 2, 3);
+	struct nk_msg g3 = mk(NK_KVSWITCH_OP_GET, 4, 0);
+	sw(st, &g3, CL, 0, &d);
+	EXPECT_EQ(d, strict ? 0 : 3);
+	sw(st, &ack, 0, CL, NULL);              /* the owner's ACK */
 	EXPECT_EQ(reg(st, "Valid", 2), strict ? 0x9 : 0xD);
+	P->reg_write(st, "RoundRobin", 2, 3);
+	g3 = mk(NK_KVSWITCH_OP_GET, 4, 0);
+	g3.ver = 99;                            /* a client's VER is never kept */
+	sw(st, &g3, CL, 0, &d);
+	EXPECT_EQ(d, 3);
+	EXPECT_EQ(g3.ver, strict ? w2.ver : 0);  /* the version replica 3 confirmed */
+	/* a client's FLAGS is never kept either (it would name an owner) */
+	struct nk_msg cold = mk(NK_KVSWITCH_OP_SET, 66, 0);
+	cold.result = 3;
+	sw(st, &cold, CL, 1, &d);
+	EXPECT_EQ(cold.result, 0);
+	EXPECT_EQ(cold.ver, 0);
 	/* hot reads never see an invalid replica */
 	P->reg_write(st, "Valid", 2, 0x1);
 	for (int i = 0; i < 6; i++) {
@@ -387,9 +411,13 @@ static void test_server_agent(int strict)
 	/* a hot write (stamped): the owner replies, the replica confirms */
 	struct nk_msg hw = mk(NK_KVSWITCH_OP_SET, 4, 7);
 	hw.ver = (1u << 20) + 2;
-	EXPECT_EQ(H->server_handle(own.st, &own.ns, &hw, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(H->server_handle(own.st, &own.ns, &hw, CL, out, NK_HOST_MAX_OUT), strict ? 2 : 1);
 	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_SET_REPLY);
 	EXPECT_EQ(out[0].msg.req_id, 7);
+	if (strict) {   /* the owner confirms too: replicas are read only then */
+		EXPECT_EQ(out[1].msg.op, NK_KVSWITCH_OP_UPDATE_ACK);
+		EXPECT_EQ(out[1].msg.ver, (1u << 20) + 2);
+	}
 	EXPECT_EQ(stored_ver(&own, 4), (1u << 20) + 2);
 	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &hw, CL, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_UPDATE_ACK);
@@ -402,6 +430,7 @@ static void test_server_agent(int strict)
 	EXPECT_EQ(out[0].msg.ver, strict ? (1u << 20) + 2 : (1u << 20) + 1);
 	EXPECT_EQ(H->server_handle(own.st, &own.ns, &old, CL, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_SET_REPLY);
+	EXPECT_EQ(out[0].msg.result, strict ? NK_RESULT_RETRY : NK_RESULT_OK);
 	EXPECT_EQ(stored_ver(&own, 4), strict ? (1u << 20) + 2 : (1u << 20) + 1);
 	/* a redirected read at the replica: its stored version */
 	struct nk_msg g = mk(NK_KVSWITCH_OP_GET, 4, 8);
@@ -423,19 +452,166 @@ static void test_server_agent(int strict)
 	char line[128];
 	char *argv[1] = { "roles" };
 	EXPECT_EQ(H->server_ctl(rep.st, &rep.ns, 1, argv, line, sizeof line), 0);
-	EXPECT(!strcmp(line, "ok owner=0 replica=0 full=0"));
+	EXPECT(!strcmp(line, "ok owner=0 replica=0 full=0 amo_dups=0 amo_old=0 retries=0"));
 	EXPECT_EQ(H->server_ctl(own.st, &own.ns, 1, argv, line, sizeof line), 0);
-	EXPECT(!strcmp(line, "ok owner=1 replica=0 full=0"));
+	EXPECT(!strcmp(line, strict ? "ok owner=1 replica=0 full=0 amo_dups=0 amo_old=0 retries=1"
+				    : "ok owner=1 replica=0 full=0 amo_dups=0 amo_old=0 retries=0"));
 	char *own_args[2] = { "own", "000000000000000000000000000000ab" };
 	EXPECT_EQ(H->server_ctl(rep.st, &rep.ns, 2, own_args, line, sizeof line), 0);
 	struct nk_msg hw2 = mk(NK_KVSWITCH_OP_SET, 0xab, 11);
 	hw2.ver = 5u << 20;
-	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &hw2, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &hw2, CL, out, NK_HOST_MAX_OUT), strict ? 2 : 1);
 	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_SET_REPLY);
 	own_args[1] = "00zz";
 	EXPECT_EQ(H->server_ctl(rep.st, &rep.ns, 2, own_args, line, sizeof line), -1);
 	host_free(&own);
 	host_free(&rep);
+}
+
+/* Strict mode's at-most-once and ordering rules at the servers (docs/kvswitch.md
+ * "Strict mode"): FLAGS names the owner, resent writes answered from the AMO
+ * table, an unstamped write of a key the owner knows hot is RETRY until the
+ * versioned REPL_EVICT, a replica newer than a redirected read's VER is RETRY. */
+static void test_strict_rules(void)
+{
+	current = "strict rules (FLAGS owner, AMO, late cold writes, read stamps)";
+	struct host own, rep;
+	host_init(&own, 1, "hot_keys=8;amo=1;amo_window=4");
+	host_init(&rep, 2, "hot_keys=8;amo=1;amo_window=4");
+	struct nk_host_out out[NK_HOST_MAX_OUT];
+	/* a stamped write naming server 1 owner, before any REPL_CMD reached
+	 * it: answered as the owner (reply + ACK), a replica copy at server 2 */
+	struct nk_msg w = mk(NK_KVSWITCH_OP_SET, 5, 100);
+	w.ver = 3u << 16;
+	w.result = 1 + 1;
+	EXPECT_EQ(H->server_handle(own.st, &own.ns, &w, CL, out, NK_HOST_MAX_OUT), 2);
+	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_SET_REPLY);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	EXPECT_EQ(out[1].msg.op, NK_KVSWITCH_OP_UPDATE_ACK);
+	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &w, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_UPDATE_ACK);
+	/* the same write resent (its reply was lost), stamped anew after a
+	 * newer write: answered from the table, not applied, not confirmed */
+	struct nk_msg w2 = mk(NK_KVSWITCH_OP_SET, 5, 101);
+	w2.ver = (3u << 16) + 1;
+	w2.result = 2;
+	EXPECT_EQ(H->server_handle(own.st, &own.ns, &w2, CL, out, NK_HOST_MAX_OUT), 2);
+	w.ver = (3u << 16) + 2;
+	EXPECT_EQ(H->server_handle(own.st, &own.ns, &w, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	EXPECT_EQ(stored_ver(&own, 5), (3u << 16) + 1);
+	/* too old to tell (its table slot was reused): dropped */
+	for (uint32_t i = 0; i < 4; i++) {
+		struct nk_msg c = mk(NK_KVSWITCH_OP_SET, 6, 200 + i);
+		EXPECT_EQ(H->server_handle(own.st, &own.ns, &c, CL, out, NK_HOST_MAX_OUT), 1);
+	}
+	struct nk_msg stale = mk(NK_KVSWITCH_OP_SET, 6, 100);
+	EXPECT_EQ(H->server_handle(own.st, &own.ns, &stale, CL, out, NK_HOST_MAX_OUT), 0);
+	/* a cold write of a key the owner knows hot (it passed the switch
+	 * before the install): RETRY, the resend is stamped */
+	struct nk_msg cw = mk(NK_KVSWITCH_OP_SET, 5, 300);
+	EXPECT_EQ(H->server_handle(own.st, &own.ns, &cw, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_RETRY);
+	EXPECT_EQ(stored_ver(&own, 5), (3u << 16) + 1);
+	/* an eviction older than the last hot news changes nothing ... */
+	struct nk_msg ev = mk(NK_KVSWITCH_OP_REPL_EVICT, 5, 0);
+	ev.ver = 2u << 16;
+	EXPECT_EQ(H->server_handle(own.st, &own.ns, &ev, NK_NODE_NONE, out, NK_HOST_MAX_OUT), 0);
+	cw.req_id = 301;
+	EXPECT_EQ(H->server_handle(own.st, &own.ns, &cw, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_RETRY);
+	/* ... the current one makes the key cold and raises the version to
+	 * the eviction's: cold writes are versioned above every hot write */
+	ev.ver = 4u << 16;
+	EXPECT_EQ(H->server_handle(own.st, &own.ns, &ev, NK_NODE_NONE, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(stored_ver(&own, 5), 4u << 16);
+	cw.req_id = 302;
+	EXPECT_EQ(H->server_handle(own.st, &own.ns, &cw, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	EXPECT_EQ(stored_ver(&own, 5), (4u << 16) + 1);
+	/* a late REPL_CMD of the evicted install does not make it hot again */
+	struct nk_msg cmd = mk(NK_KVSWITCH_OP_REPL_CMD, 5, 0);
+	cmd.ver = 3u << 16;
+	H->server_handle(own.st, &own.ns, &cmd, NK_NODE_NONE, out, NK_HOST_MAX_OUT);
+	cw.req_id = 303;
+	EXPECT_EQ(H->server_handle(own.st, &own.ns, &cw, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	/* a redirected read stamped with the validated version: answered while
+	 * the replica holds no newer write, RETRY once it does */
+	struct nk_msg g = mk(NK_KVSWITCH_OP_GET, 5, 400);
+	g.ver = 3u << 16;
+	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &g, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	w2.result = 2;
+	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &w2, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_UPDATE_ACK);
+	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &g, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_RETRY);
+	host_free(&own);
+	host_free(&rep);
+	/* amo off: a resent write is applied again (the failure AMO prevents) */
+	host_init(&own, 1, "hot_keys=8");
+	w.result = 2;
+	w.ver = 7u << 16;
+	H->server_handle(own.st, &own.ns, &w, CL, out, NK_HOST_MAX_OUT);
+	w.ver = (7u << 16) + 5;
+	EXPECT_EQ(H->server_handle(own.st, &own.ns, &w, CL, out, NK_HOST_MAX_OUT), 2);
+	EXPECT_EQ(stored_ver(&own, 5), (7u << 16) + 5);
+	host_free(&own);
+}
+
+/* The stale read of digest §5, end to end through the switch and two servers:
+ * W1 and W2 overlap, the replica's ACK for W1 reaches the switch after W2 was
+ * stamped. The paper's switch (strict=0) validates the replica on it and
+ * redirects a read there, which returns W1 after W2 completed; strict mode
+ * refuses that ACK and the read goes to the owner, which holds W2. */
+static void test_stale_read(int strict)
+{
+	current = strict ? "digest's stale read, strict" : "digest's stale read, paper (strict=0)";
+	const char *params = strict ? "hot_keys=8" : "hot_keys=8;strict=0";
+	void *st = sw_new(params);
+	struct host own, rep;
+	host_init(&own, 0, params);
+	host_init(&rep, 2, params);
+	struct nk_host_out out[NK_HOST_MAX_OUT];
+	uint16_t servers[2] = { 0, 2 }, d;
+	install(st, 4, 1, servers, 2);
+	P->reg_write(st, "Ver", 1, 1u << 20);
+	P->reg_write(st, "Valid", 1, 0x5);
+	/* W1: both copies applied; the replica's ACK is delayed */
+	struct nk_msg w1 = mk(NK_KVSWITCH_OP_SET, 4, 1);
+	EXPECT_EQ(sw(st, &w1, CL, 0, &d).fwd, NK_FWD_MCAST);
+	EXPECT(H->server_handle(own.st, &own.ns, &w1, CL, out, NK_HOST_MAX_OUT) >= 1);
+	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &w1, CL, out, NK_HOST_MAX_OUT), 1);
+	struct nk_msg ack1 = out[0].msg;
+	/* W2: the owner applies it and the client has its reply; the replica's
+	 * copy is still in flight */
+	struct nk_msg w2 = mk(NK_KVSWITCH_OP_SET, 4, 2);
+	sw(st, &w2, CL, 0, &d);
+	int n = H->server_handle(own.st, &own.ns, &w2, CL, out, NK_HOST_MAX_OUT);
+	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_SET_REPLY);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	if (n == 2)
+		sw(st, &out[1].msg, 0, CL, NULL);       /* strict: the owner's ACK of W2 */
+	/* the late ACK of W1 */
+	sw(st, &ack1, 2, CL, NULL);
+	/* a read whose round-robin turn is the replica's */
+	P->reg_write(st, "RoundRobin", 1, 2);
+	struct nk_msg g = mk(NK_KVSWITCH_OP_GET, 4, 3);
+	sw(st, &g, CL, 0, &d);
+	struct host *at = d == 2 ? &rep : &own;
+	EXPECT_EQ(H->server_handle(at->st, &at->ns, &g, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	if (strict) {
+		EXPECT_EQ(d, 0);
+		EXPECT_EQ(out[0].msg.ver, w2.ver);       /* W2: linearizable */
+	} else {
+		EXPECT_EQ(d, 2);
+		EXPECT_EQ(out[0].msg.ver, w1.ver);       /* W1 after W2 completed: stale */
+	}
+	host_free(&own);
+	host_free(&rep);
+	sw_free(st);
 }
 
 static void test_client(void)
@@ -486,6 +662,9 @@ int main(void)
 	test_limits();
 	test_server_agent(1);
 	test_server_agent(0);
+	test_strict_rules();
+	test_stale_read(1);
+	test_stale_read(0);
 	test_client();
 	printf("test_kvswitch: %d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;

@@ -36,7 +36,7 @@ from netkv.lincheck.wgl import (
 __all__ = [
     "BUILD_HINT", "DEFAULT_MAX_STATES", "History", "HistoryError", "KeyResult", "Op", "PorcupineUnavailable",
     "Result", "check_file", "check_file_porcupine", "check_history", "check_register",
-    "parse_lines", "porcupine_binary", "read_history", "reduce_pending",
+    "parse_lines", "porcupine_binary", "read_history", "reduce_pending", "verdicts",
 ]
 
 TOOL_DIR = Path(__file__).resolve().parents[2] / "tools" / "porcupine"
@@ -102,3 +102,14 @@ def check_file_porcupine(path: str | os.PathLike, *, binary: str | os.PathLike |
     if ok is None:
         res.explanation = "timed out"
     return res
+
+
+def verdicts(path: str | os.PathLike, *, timeout: float | None = None) -> list[bool | None]:
+    """Both checkers' verdicts on ``path``: WGL's, then Porcupine's where its
+    helper is built (the list is one shorter where it is not)."""
+    results = [check_file(path, timeout=timeout).ok]
+    try:
+        results.append(check_file_porcupine(path, timeout=timeout).ok)
+    except PorcupineUnavailable:
+        pass
+    return results

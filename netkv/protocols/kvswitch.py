@@ -19,7 +19,8 @@ controller is the paper's switch CPU (digest §4), every period:
 5. install new or changed keys (Valid = owner bit, RoundRobin = 1, Ver =
    install version, the (owner, r) multicast group, ServermapTable, HotkeyTable
    last, then REPL_CMD to the owner) and remove keys no longer hot
-   (HotkeyTable first, REPL_EVICT one period later).
+   (HotkeyTable first; REPL_EVICT to the owner at once, versioned and
+   repeated, to the replicas one period later).
 
 ``mode: prewarmed`` (the simulator's default, as for Pegasus and NetCache)
 runs steps 2-5 once before traffic on the workload's exact popularity (the
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import Field
 
+from netkv import retries
 from netkv.config.base import Pos, ProtocolBase, Ring
 from netkv.constants import KVS_M, KVS_VER_SHIFT, kvs_mcast_group
 from netkv.protocols.base import ControlPlane, Controller
@@ -44,6 +46,7 @@ from netkv.protocols.plugin import P4Program, ProtocolPlugin
 from netkv.wire.codec import KVSWITCH_KEY_LEN, KVSWITCH_PORT, KvswitchOp, Msg, Proto
 
 VER_SHIFT = KVS_VER_SHIFT  # install version of period p: (p + 1) << VER_SHIFT
+OWNER_EVICT_REPEATS = 2
 MAX_KEYS = 65_535
 
 
@@ -62,6 +65,10 @@ class KVSwitchProtocol(ProtocolBase):
     raise_t: bool = False                    # §8.8: T ← T/γ after 3 periods below ε/2
     period_ms: Pos = 10.0                    # statistics period (simulated time on target=sim)
     strict: bool = True                      # per-key versions (digest §5); false = the paper
+    # at-most-once writes at the owner (resent writes answered from a table,
+    # never applied twice); None = auto: on when clients resend (netkv/retries.py)
+    amo: bool | None = None
+    amo_window: int = Field(4096, ge=1, le=1 << 16)   # SEQs remembered per client
     min_period_queries: int = Field(100_000, ge=1)  # periods with fewer are not planned on (§8.13)
     virtual_nodes: int = Field(16, ge=1)
     ring: Ring = "equal_ranges"  # the paper: hash mod M (digest §5)
@@ -75,8 +82,9 @@ class KVSwitchProtocol(ProtocolBase):
 def pipeline_params(cfg: "RunConfig") -> str:
     proto = cfg.protocol
     assert isinstance(proto, KVSwitchProtocol)
+    amo = proto.amo if proto.amo is not None else retries.will_retry(cfg)
     return (f"hot_keys={proto.hot_keys};hashpipe_stages={proto.hashpipe_stages};"
-            f"strict={int(proto.strict)}")
+            f"strict={int(proto.strict)};amo={int(amo)};amo_window={proto.amo_window}")
 
 
 def wire_key(key: bytes) -> bytes:
@@ -166,6 +174,9 @@ class KVSwitchController(Controller):
         self.hot: dict[bytes, Hot] = {}
         self.free = list(range(self.k - 1, -1, -1))
         self.pending_evict: list[tuple[bytes, KeyInfo, list[int]]] = []
+        # owners told a key went cold, again for OWNER_EVICT_REPEATS periods
+        # (a lost REPL_EVICT would leave the owner refusing unstamped writes)
+        self.owner_evict: list[tuple[bytes, KeyInfo, int, int]] = []
         self.calm = 0
         self.period = 0
         self.stats = KVSwitchStats()
@@ -251,7 +262,9 @@ class KVSwitchController(Controller):
             for o in range(1, len(h.servers) + 1):
                 sw.table_delete("ServermapTable", [h.slot, o])
             self.free.append(h.slot)
-            self.pending_evict.append((key, h.info, h.servers))
+            self.pending_evict.append((key, h.info, h.servers[1:]))
+            self.owner_evict.append((key, h.info, self._ver(), OWNER_EVICT_REPEATS))
+            self._evict_msg(key, h.info, h.info.owner, self._ver())
             self.stats.evictions += 1
         for key, r in want.items():
             old = self.hot.get(key)
@@ -271,7 +284,7 @@ class KVSwitchController(Controller):
     def _install(self, key: bytes, info: KeyInfo, slot: int, servers: list[int],
                  old: Hot | None, prewarmed: bool = False) -> None:
         sw = self.plane.switch
-        ver = min((self.period + 1) << VER_SHIFT, 0xFFFFFFFF)
+        ver = self._ver()
         # prewarmed: every server already holds every key (the simulator's
         # preload), so the copies are valid at once and nothing is pushed
         sw.reg_write("Valid", slot, sum(1 << s for s in servers) if prewarmed else 1 << info.owner)
@@ -303,15 +316,30 @@ class KVSwitchController(Controller):
                                   keyhash=info.keyhash, ver=ver, bitmap=bitmap, value=payload,
                                   server_id=info.owner), info.owner)
 
+    def _ver(self) -> int:
+        """This period's install (and eviction) version."""
+        return min((self.period + 1) << VER_SHIFT, 0xFFFFFFFF)
+
+    def _evict_msg(self, key: bytes, info: KeyInfo, server: int, ver: int) -> None:
+        self.plane.packet_out(Msg(proto=Proto.KVSWITCH, op=KvswitchOp.REPL_EVICT, key=key,
+                                  keyhash=info.keyhash, ver=ver), server)
+
     def _send_evictions(self) -> None:
-        # one period of grace: in-flight redirected reads still find data
+        # replicas: one period of grace, in-flight redirected reads still find data
         for key, info, servers in self.pending_evict:
             if key in self.hot and set(servers) & set(self.hot[key].servers):
                 continue
             for s in servers:
-                self.plane.packet_out(Msg(proto=Proto.KVSWITCH, op=KvswitchOp.REPL_EVICT,
-                                          key=key, keyhash=info.keyhash), s)
+                self._evict_msg(key, info, s, self._ver())
         self.pending_evict = []
+        # owners: at once (in _apply), then repeated; versioned, so a late
+        # one never cancels a newer install
+        again = []
+        for key, info, ver, n in self.owner_evict:
+            self._evict_msg(key, info, info.owner, ver)
+            if n > 1:
+                again.append((key, info, ver, n - 1))
+        self.owner_evict = again
 
     def replicas_per_server(self) -> float:
         """Average replicas (not counting owners) a server holds."""
@@ -358,7 +386,9 @@ def sim_controller_factory(cfg: "RunConfig"):  # type: ignore[no-untyped-def]
         plane = SimControlPlane(engine)
         wl = engine.workload
         if not memo or memo[0][0] is not wl:
-            keymap, shares = sim_keymap(wl, engine.ffi, engine.lib, 4 * proto.hot_keys)
+            # owners of every key a period may see hot (all of a small key space)
+            ranks = max(4 * proto.hot_keys, min(wl.n_keys, 100_000))
+            keymap, shares = sim_keymap(wl, engine.ffi, engine.lib, ranks)
             memo[:] = [(wl, keymap, shares)]
         _wl, keymap, shares = memo[0]
         prewarm = shares[:proto.hot_keys] if proto.mode == "prewarmed" else None

@@ -3,11 +3,14 @@
  * server agent in front of the store, and the client.
  *
  * Server. Each server keeps a small table of the hot keys it is involved in:
- * OWNER (it received REPL_CMD for the key) or REPLICA (it received a push or
- * an update for it). A hot write reaches the owner and every replica as the
- * same multicast SET/DEL, stamped by the switch with VER != 0 (the switch
- * zeroes VER in every other client request):
- *   - owner (or unstamped: a cold write): apply, reply to the client;
+ * OWNER (it received REPL_CMD for the key, or a hot write naming it owner)
+ * or REPLICA (it received a push or an update for it). A hot write reaches
+ * the owner and every replica as the same multicast SET/DEL, stamped by the
+ * switch with VER != 0 and FLAGS = owner index + 1 (the switch zeroes both in
+ * every other client request):
+ *   - owner (FLAGS names it; or unstamped: a cold write): apply, reply to the
+ *     client; in strict mode also confirm to the switch (UPDATE_ACK), which
+ *     then reads replicas only while the owner holds the same write;
  *   - anyone else: apply as a replica (UPDATE), confirm with UPDATE_ACK
  *     carrying the version it now holds; no reply to the client.
  * UPDATE/UPDATE_DEL (a P4 egress that rewrites the op) are replica updates.
@@ -15,16 +18,28 @@
  * `u8 n, n x u8 server`, or `bitmap` where the simulator moves no bytes):
  * become OWNER, bring the stored version up to the install version, push
  * the item (REPL_PUSH) to each listed server. REPL_PUSH: store if not older,
- * UPDATE_ACK. REPL_EVICT: forget the role (the bytes stay until overwritten;
- * the switch no longer sends reads there).
+ * UPDATE_ACK. REPL_EVICT: a replica forgets the role (the bytes stay until
+ * overwritten; the switch no longer sends reads there); the owner notes that
+ * the key is cold from that version on.
  *
  * Versions. The stored version is the wire VER for hot writes and pushes,
  * stored + 1 for cold writes, so every copy of one write holds the same
  * version. Strict mode (strict=1): a stamped write or push is applied only
  * if not older than what is stored (reordered or duplicated packets never
- * roll a copy back). strict=0: applied unconditionally (the paper).
+ * roll a copy back); the owner answers RETRY (the client resends, the switch
+ * stamps it anew) to a stamped write older than its copy, and to an
+ * unstamped write of a key it knows hot (it passed the switch before the key
+ * was installed: applied now it would be newer than the replicas, which the
+ * switch still reads); a redirected read carries the version the switch
+ * validated, and a replica holding a newer one (the owner may have lost that
+ * write) answers RETRY. strict=0: applied unconditionally (the paper).
  * Install versions (controller) are above every cold-write version, so the
  * owner never sees a hot write "older" than its own cold writes.
+ *
+ * At most once (amo=1): the owner remembers the reply to the last
+ * `amo_window` writes of each client (by source node and SEQ) and answers a
+ * resent write from it without applying it again, so a write whose reply
+ * was lost is not re-applied after a newer one.
  *
  * Client: addresses the key's home; matches replies by SEQ (req_id) and
  * never by source address (a redirected read comes back from a replica).
@@ -46,13 +61,25 @@ enum ks_role { KS_FREE = 0, KS_OWNER = 1, KS_REPLICA = 2, KS_GONE = 3 };
 struct ks_ent {
 	uint8_t key[NK_KVSWITCH_KEY_LEN];
 	uint8_t role;
+	uint8_t hot;               /* owner: the switch stamps this key's writes */
+	uint32_t hot_ver;          /* version of the last hot/cold news (install, write, evict) */
+};
+
+struct ks_amo {
+	uint32_t req_id;
+	uint8_t used;
+	uint8_t result;
 };
 
 struct ks_server {
-	uint32_t id, n_servers, strict;
+	uint32_t id, n_servers, n_clients, strict;
 	struct ks_ent *tab;
 	uint32_t cap, used;        /* used counts GONE slots too (open addressing) */
 	uint64_t full;             /* roles refused: table full */
+	uint32_t amo_window;       /* 0: at-most-once off */
+	struct ks_amo *amo;        /* [n_clients * amo_window] */
+	uint32_t *amo_max;         /* highest SEQ seen per client */
+	uint64_t amo_dups, amo_old, retries;
 };
 
 static uint32_t key_home(const struct ks_server *s, const uint8_t *key)
@@ -72,12 +99,12 @@ static struct ks_ent *ent_find(struct ks_server *s, const uint8_t *key)
 	return NULL;
 }
 
-static void ent_set(struct ks_server *s, const uint8_t *key, uint8_t role)
+static struct ks_ent *ent_set(struct ks_server *s, const uint8_t *key, uint8_t role)
 {
 	struct ks_ent *e = ent_find(s, key);
 	if (e) {
 		e->role = role;
-		return;
+		return e;
 	}
 	if (s->used + 1 > s->cap / 2) {
 		/* rebuild without the GONE slots; refuse if live ones fill it */
@@ -86,19 +113,22 @@ static void ent_set(struct ks_server *s, const uint8_t *key, uint8_t role)
 			live += s->tab[i].role == KS_OWNER || s->tab[i].role == KS_REPLICA;
 		if (live + 1 > s->cap / 2) {
 			s->full++;
-			return;
+			return NULL;
 		}
 		struct ks_ent *old = s->tab;
 		s->tab = calloc(s->cap, sizeof(*s->tab));
 		if (!s->tab) {
 			s->tab = old;
 			s->full++;
-			return;
+			return NULL;
 		}
 		s->used = 0;
 		for (uint32_t i = 0; i < s->cap; i++)
-			if (old[i].role == KS_OWNER || old[i].role == KS_REPLICA)
-				ent_set(s, old[i].key, old[i].role);
+			if (old[i].role == KS_OWNER || old[i].role == KS_REPLICA) {
+				struct ks_ent *n = ent_set(s, old[i].key, old[i].role);
+				n->hot = old[i].hot;
+				n->hot_ver = old[i].hot_ver;
+			}
 		free(old);
 	}
 	uint32_t i = key_home(s, key);
@@ -108,31 +138,89 @@ static void ent_set(struct ks_server *s, const uint8_t *key, uint8_t role)
 		s->used++;
 	memcpy(s->tab[i].key, key, NK_KVSWITCH_KEY_LEN);
 	s->tab[i].role = role;
+	s->tab[i].hot = 0;
+	s->tab[i].hot_ver = 0;
+	return &s->tab[i];
+}
+
+/* The owner's news that `key` is hot (on) or cold (off) as of version `ver`:
+ * only news newer than what it last heard counts (reordered REPL_CMD,
+ * REPL_EVICT and hot writes). */
+static int owner_news(struct ks_server *s, const uint8_t *key, uint32_t ver, int on)
+{
+	struct ks_ent *e = ent_set(s, key, KS_OWNER);
+	if (e && (ver > e->hot_ver || (ver == e->hot_ver && !on))) {
+		e->hot = (uint8_t)on;
+		e->hot_ver = ver;
+		return 1;
+	}
+	return 0;
+}
+
+/* The stored copy at version `ver`, its value kept (a control packet's
+ * payload is never a value). */
+static void raise_ver(struct nk_store *store, const struct nk_msg *in, uint64_t ver, uint32_t vlen)
+{
+	struct nk_msg k = *in;
+	k.value = NULL;
+	store->ops->put(store->impl, &k, ver, vlen);
 }
 
 static int ks_server_init(void *st, const struct nk_host_cfg *cfg)
 {
 	struct ks_server *s = st;
 	memset(s, 0, sizeof(*s));
-	uint64_t k, strict;
+	uint64_t k, strict, amo, win;
 	if (nkp_u64(cfg->params, "hot_keys", 10000, &k) ||
-	    nkp_u64(cfg->params, "strict", 1, &strict) || k < 1 || k > (1u << 20))
+	    nkp_u64(cfg->params, "strict", 1, &strict) ||
+	    nkp_u64(cfg->params, "amo", 0, &amo) ||
+	    nkp_u64(cfg->params, "amo_window", 4096, &win) || k < 1 || k > (1u << 20) ||
+	    win < 1 || win > (1u << 16))
 		return -1;
 	s->id = cfg->id;
 	s->n_servers = cfg->n_servers;
+	s->n_clients = cfg->n_clients ? cfg->n_clients : 1;
 	s->strict = strict != 0;
 	s->cap = 16;
 	while (s->cap < 4 * k)
 		s->cap <<= 1;
 	s->tab = calloc(s->cap, sizeof(*s->tab));
-	return s->tab ? 0 : -1;
+	if (!s->tab)
+		return -1;
+	if (amo) {
+		s->amo_window = (uint32_t)win;
+		s->amo = calloc((size_t)s->n_clients * win, sizeof(*s->amo));
+		s->amo_max = calloc(s->n_clients, sizeof(uint32_t));
+		if (!s->amo || !s->amo_max) {
+			free(s->tab);
+			free(s->amo);
+			free(s->amo_max);
+			memset(s, 0, sizeof(*s));
+			return -1;
+		}
+	}
+	return 0;
 }
 
 static void ks_server_fini(void *st)
 {
 	struct ks_server *s = st;
 	free(s->tab);
+	free(s->amo);
+	free(s->amo_max);
 	s->tab = NULL;
+	s->amo = NULL;
+	s->amo_max = NULL;
+}
+
+/* The client's at-most-once slot for this write: clients are the nodes after
+ * the servers (the simulator's and the rack's addressing); NULL if off or
+ * the sender is not a client. */
+static struct ks_amo *amo_slot(struct ks_server *s, const struct nk_msg *in, uint16_t src)
+{
+	if (!s->amo || src < s->n_servers || src - s->n_servers >= s->n_clients)
+		return NULL;
+	return &s->amo[(size_t)(src - s->n_servers) * s->amo_window + in->req_id % s->amo_window];
 }
 
 /* A cold write's version: stored + 1, saturating at the wire's 32-bit VER
@@ -202,11 +290,71 @@ static uint32_t repl_targets(const struct ks_server *s, const struct nk_msg *in)
 	return set;
 }
 
+/* A write of a key this server owns: at most once, RETRY where strict mode
+ * cannot place it among the replicas' writes, else apply and reply (and in
+ * strict mode confirm a stamped one to the switch). */
+static int owner_write(struct ks_server *s, struct nk_store *store, const struct nk_msg *in,
+		       uint16_t src, int found, uint64_t ver, struct nk_host_out *out, int max_out)
+{
+	int del = in->op == NK_KVSWITCH_OP_DEL;
+	uint8_t op = del ? NK_KVSWITCH_OP_DEL_REPLY : NK_KVSWITCH_OP_SET_REPLY;
+	struct nk_msg *r = &out[0].msg;
+	struct ks_amo *a = amo_slot(s, in, src);
+	if (a) {
+		if (a->used && a->req_id == in->req_id) {
+			/* a resend (or duplicate): the first attempt's reply, not
+			 * applied again and not confirmed (the replicas may hold the
+			 * resend's stamp: reads stay on the owner until the next write) */
+			s->amo_dups++;
+			mk_msg(s, in, r, op, a->result);
+			r->ver = 0;
+			return 1;
+		}
+		uint32_t mx = s->amo_max[src - s->n_servers];
+		if (mx >= s->amo_window && in->req_id <= mx - s->amo_window) {
+			s->amo_old++;
+			return 0;    /* too old to tell: its slot was reused */
+		}
+	}
+	uint32_t nvlen = del ? KS_TOMBSTONE : in->value_len;
+	int stamped = in->ver != 0;
+	if (stamped)
+		owner_news(s, in->key, (uint32_t)in->ver, 1);
+	const struct ks_ent *e = ent_find(s, in->key);
+	int retry = 0;
+	if (!stamped && s->strict && e && e->role == KS_OWNER && e->hot)
+		retry = 1;   /* passed the switch before the install */
+	else if (!stamped)
+		store->ops->put(store->impl, in, ks_ver_after(found, ver), nvlen);
+	else if (!apply_stamped(s, store, in, found, ver, nvlen))
+		retry = 1;   /* older than the owner's copy (reordered, re-installed) */
+	if (retry) {
+		s->retries++;
+		mk_msg(s, in, r, op, NK_RESULT_RETRY);
+		r->ver = 0;
+		return 1;
+	}
+	mk_msg(s, in, r, op, NK_RESULT_OK);
+	r->ver = 0;
+	if (a) {
+		*a = (struct ks_amo){ in->req_id, 1, NK_RESULT_OK };
+		if (in->req_id > s->amo_max[src - s->n_servers])
+			s->amo_max[src - s->n_servers] = in->req_id;
+	}
+	if (!stamped || !s->strict || max_out < 2)
+		return 1;
+	/* strict mode reads replicas only once the owner confirmed the write
+	 * too (its copy may be the one the network lost) */
+	mk_msg(s, in, &out[1].msg, NK_KVSWITCH_OP_UPDATE_ACK, NK_RESULT_OK);
+	out[1].msg.ver = in->ver;
+	out[1].dst = NK_DST_SRC;
+	return 2;
+}
+
 static int ks_server_handle(void *st, struct nk_store *store, const struct nk_msg *in,
 			    uint16_t src, struct nk_host_out *out, int max_out)
 {
 	struct ks_server *s = st;
-	(void)src;
 	if (max_out < 1 || in->proto != NK_PROTO_KVSWITCH || in->key_len != NK_KVSWITCH_KEY_LEN)
 		return 0;
 	uint64_t ver = 0;
@@ -214,40 +362,41 @@ static int ks_server_handle(void *st, struct nk_store *store, const struct nk_ms
 	int found = store->ops->get(store->impl, in, &ver, &vlen) == 0;
 	int live = found && vlen != KS_TOMBSTONE;
 	struct ks_ent *e = ent_find(s, in->key);
-	int owner = e && e->role == KS_OWNER;
 	struct nk_msg *r = &out[0].msg;
 	out[0].dst = NK_DST_SRC;
 	switch (in->op) {
 	case NK_KVSWITCH_OP_GET:
+		if (s->strict && in->ver && found && ver > in->ver) {
+			/* redirected here for the version the switch validated, but
+			 * this copy is newer: the owner may not hold that write */
+			s->retries++;
+			mk_msg(s, in, r, NK_KVSWITCH_OP_GET_REPLY, NK_RESULT_RETRY);
+			r->ver = 0;
+			return 1;
+		}
 		mk_msg(s, in, r, NK_KVSWITCH_OP_GET_REPLY, live ? NK_RESULT_OK : NK_RESULT_NOT_FOUND);
 		r->value_len = live ? vlen : 0;   /* the embedder fills the bytes */
 		r->ver = live ? ver : 0;          /* which write it read (histories) */
 		return 1;
 	case NK_KVSWITCH_OP_SET:
 	case NK_KVSWITCH_OP_DEL: {
-		int del = in->op == NK_KVSWITCH_OP_DEL;
+		/* FLAGS names the owner of a stamped write; without it (an older
+		 * switch) the role learned from REPL_CMD decides */
+		int owner = in->result ? in->result == s->id + 1 : e && e->role == KS_OWNER;
 		if (in->ver && !owner)
-			return replica_update(s, store, in, del, out);
-		uint32_t nvlen = del ? KS_TOMBSTONE : in->value_len;
-		if (in->ver)
-			apply_stamped(s, store, in, found, ver, nvlen);
-		else
-			store->ops->put(store->impl, in, ks_ver_after(found, ver), nvlen);
-		mk_msg(s, in, r, del ? NK_KVSWITCH_OP_DEL_REPLY : NK_KVSWITCH_OP_SET_REPLY,
-		       NK_RESULT_OK);
-		r->ver = 0;
-		return 1;
+			return replica_update(s, store, in, in->op == NK_KVSWITCH_OP_DEL, out);
+		return owner_write(s, store, in, src, found, ver, out, max_out);
 	}
 	case NK_KVSWITCH_OP_UPDATE:
 	case NK_KVSWITCH_OP_UPDATE_DEL:
 		return replica_update(s, store, in, in->op == NK_KVSWITCH_OP_UPDATE_DEL, out);
 	case NK_KVSWITCH_OP_REPL_CMD: {
-		ent_set(s, in->key, KS_OWNER);
+		owner_news(s, in->key, (uint32_t)in->ver, 1);
 		if (!live)
 			return 0;             /* nothing to push: replicas stay invalid */
 		if (ver < in->ver) {
 			/* the install version: every later hot write is above it */
-			store->ops->put(store->impl, in, in->ver, vlen);
+			raise_ver(store, in, in->ver, vlen);
 			ver = in->ver;
 		}
 		uint32_t set = repl_targets(s, in);
@@ -266,8 +415,15 @@ static int ks_server_handle(void *st, struct nk_store *store, const struct nk_ms
 	case NK_KVSWITCH_OP_REPL_PUSH:
 		return replica_update(s, store, in, 0, out);
 	case NK_KVSWITCH_OP_REPL_EVICT:
-		if (e)
+		if (e && e->role != KS_OWNER) {
 			e->role = KS_GONE;
+			return 0;
+		}
+		/* the owner (told even if it never heard the key was hot): cold
+		 * writes from now on are versioned above every hot write of the
+		 * install, so no two writes share a version on any copy */
+		if (owner_news(s, in->key, (uint32_t)in->ver, 0) && found && ver < in->ver)
+			raise_ver(store, in, in->ver, vlen);
 		return 0;
 	default:
 		return 0;
@@ -285,8 +441,9 @@ static int ks_server_ctl(void *st, struct nk_store *store, int argc, char **argv
 			own += s->tab[i].role == KS_OWNER;
 			rep += s->tab[i].role == KS_REPLICA;
 		}
-		snprintf(out, cap, "ok owner=%u replica=%u full=%llu", own, rep,
-			 (unsigned long long)s->full);
+		snprintf(out, cap, "ok owner=%u replica=%u full=%llu amo_dups=%llu amo_old=%llu retries=%llu",
+			 own, rep, (unsigned long long)s->full, (unsigned long long)s->amo_dups,
+			 (unsigned long long)s->amo_old, (unsigned long long)s->retries);
 		return 0;
 	}
 	if (argc == 2 && !strcmp(argv[0], "own") && strlen(argv[1]) == 2 * NK_KVSWITCH_KEY_LEN) {
@@ -301,7 +458,7 @@ static int ks_server_ctl(void *st, struct nk_store *store, int argc, char **argv
 				return -1;
 			}
 		}
-		ent_set(s, key, KS_OWNER);
+		owner_news(s, key, 1, 1);
 		snprintf(out, cap, "ok");
 		return 0;
 	}

@@ -29,10 +29,17 @@
  * from a replica's (the owner learned it owns a hot key from REPL_CMD), as
  * in the paper where "servers detect not-my-key themselves".
  *
+ * Hot writes carry FLAGS = owner index + 1 in every copy (the servers tell
+ * the owner's copy by it).
+ *
  * Strict mode (strict=1, default; digest §5): Ver[slot] counts hot writes
  * and is stamped into VER; a replica becomes valid only on an ACK carrying
- * the current Ver[slot]. strict=0 is the paper: any ACK validates (the
- * stale read of digest §5 is then possible).
+ * the current Ver[slot], and is read only while the owner's bit is set too
+ * (the owner also ACKs hot writes: over UDP its copy can be lost while the
+ * replicas apply theirs); a redirected GET carries Ver[slot] in VER, and a
+ * replica holding a newer write answers RETRY. strict=0 is the paper: the
+ * owner stays valid and any ACK validates (the stale read of digest §5 is
+ * then possible).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -332,7 +339,8 @@ static void count_load(struct kvswitch_state *s, uint32_t server)
 		s->load[server]++;
 }
 
-static void hot_get(struct kvswitch_state *s, uint32_t slot, struct nk_pkt_meta *meta)
+static void hot_get(struct kvswitch_state *s, uint32_t slot, struct nk_msg *m,
+		    struct nk_pkt_meta *meta)
 {
 	uint32_t r = s->slot_r[slot];
 	uint32_t o = s->rr[slot];
@@ -341,11 +349,19 @@ static void hot_get(struct kvswitch_state *s, uint32_t slot, struct nk_pkt_meta 
 	s->rr[slot] = (uint8_t)(o >= r ? 1 : o + 1);
 	s->stats[KS_HOT_GETS]++;
 	uint16_t srv = s->servermap[slot * NK_MAX_SERVERS + o - 1];
+	uint16_t owner = s->servermap[slot * NK_MAX_SERVERS];
 	if (srv == KS_NO_SERVER || srv == meta->dst)
 		return;                        /* ServermapTable miss, or the owner */
-	if (s->valid[slot] & (1u << srv)) {
+	/* strict: a replica is read only once the owner has confirmed the same
+	 * write (its copy may have been lost: replicas would be newer) */
+	uint32_t need = 1u << srv;
+	if (s->strict && owner < NK_MAX_SERVERS)
+		need |= 1u << owner;
+	if ((s->valid[slot] & need) == need) {
 		meta->dst = srv;
 		s->stats[KS_REDIRECTS]++;
+		if (s->strict)
+			m->ver = s->ver[slot];   /* the version the replica must not exceed */
 	} else {
 		s->stats[KS_INVALID_FALLBACK]++;
 	}
@@ -355,14 +371,18 @@ static void hot_write(struct kvswitch_state *s, uint32_t slot, struct nk_msg *m,
 		      struct nk_pkt_meta *meta, struct nk_actions *act)
 {
 	s->stats[KS_HOT_WRITES]++;
-	/* the owner's copy stays valid, every other replica is invalid until
-	 * it acknowledges this write (packed Valid: one word per slot) */
-	s->valid[slot] = meta->dst < NK_MAX_SERVERS ? 1u << meta->dst : 0;
+	/* every replica is invalid until it acknowledges this write (packed
+	 * Valid: one word per slot); the paper keeps the owner valid (its copy
+	 * travels over TCP), strict mode waits for the owner's ACK too */
+	s->valid[slot] = !s->strict && meta->dst < NK_MAX_SERVERS ? 1u << meta->dst : 0;
 	if (s->ver[slot] < 0xFFFFFFFFu)
 		s->ver[slot]++;
 	else
 		s->stats[KS_VER_SATURATED]++;
 	m->ver = s->ver[slot];
+	/* FLAGS names the owner's copy (its server index + 1): a server that
+	 * has not yet heard REPL_CMD still knows to answer the client */
+	m->result = (uint8_t)(meta->dst < NK_MAX_SERVERS ? meta->dst + 1 : 0);
 	uint32_t members = 0;
 	for (uint32_t o = 1; o <= s->slot_r[slot]; o++) {
 		uint16_t srv = s->servermap[slot * NK_MAX_SERVERS + o - 1];
@@ -418,8 +438,10 @@ static void ks_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 		forward(s, meta, act);        /* replies and REPL_*: plain forwarding */
 		return;
 	}
-	if (from == NK_ORIGIN_CLIENT)
-		m->ver = 0;                    /* VER is the switch's (docs/security.md) */
+	if (from == NK_ORIGIN_CLIENT) {
+		m->ver = 0;                    /* VER and FLAGS are the switch's (docs/security.md) */
+		m->result = 0;
+	}
 	if (!e) {
 		s->stats[KS_COLD]++;
 		hashpipe(s, k0, k1);
@@ -431,7 +453,7 @@ static void ks_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 	if (s->hot_count[slot] < 0xFFFFFFFFu)
 		s->hot_count[slot]++;
 	if (m->op == NK_KVSWITCH_OP_GET) {
-		hot_get(s, slot, meta);
+		hot_get(s, slot, m, meta);
 		count_load(s, meta->dst);
 		forward(s, meta, act);
 		return;

@@ -728,10 +728,15 @@ static void start_service(struct nk_sim *s, uint32_t sid, uint32_t pi)
 		sv->nkstore.ops->get(sv->nkstore.impl, &p->m, &ver_after, &vlen_scratch);
 		if (ver_after != ver_before) {
 			/* a client's write (honest, or a hostile one's: its own
-			 * serial) holds its own value; control traffic copies */
+			 * serial) holds its own value. A control copy (a push of a
+			 * version another server stored first) keeps that version's
+			 * writer; a version raised in place (new to the map) holds
+			 * the value this server had before. */
 			uint64_t owner = kind == NK_KIND_WRITE && p->serial
 						 ? p->serial
-						 : vown_get(s, p->m.keyhash, ver_before);
+						 : vown_get(s, p->m.keyhash, ver_after);
+			if (!owner)
+				owner = vown_get(s, p->m.keyhash, ver_before);
 			vown_put(s, p->m.keyhash, ver_after, owner);
 		}
 	}
