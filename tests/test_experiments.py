@@ -420,3 +420,29 @@ def test_an_any_check_holds_when_one_pair_does_and_needs_every_cell():
     assert four.verdict == "differs" and "1.38 x" in four.by   # best pair: 4 / 2.9
     gap = TABLE.with_columns(met=pl.Series([True, True, False, True]))
     assert evaluate(exp.checks[0], gap, exp).verdict == "FAIL"
+
+
+def test_a_fixed_load_experiment_checks_its_point_columns():
+    """load_rps: one point per cell; columns: extra point columns, which
+    checks may compare, also two metrics of one cell."""
+    exp = Experiment.model_validate({
+        "description": "t", "load_rps": 1e6, "columns": {"installed_keys": "keys",
+                                                         "true_keys": "keys"},
+        "x": {"key": "protocol.hot_keys", "values": [10, 20]},
+        "series": {"k": ["protocol=kvswitch"]}, "y": {"metric": "installed_keys"},
+        "checks": [{"claim": "c", "left": {"series": "k", "x": 10, "metric": "installed_keys"},
+                    "op": ">=", "right": {"series": "k", "x": 10, "metric": "true_keys"}}],
+    })
+    table = pl.DataFrame({"series": ["k", "k"], "x": ["10", "20"],
+                          "installed_keys": [10.0, 5.0], "true_keys": [9.0, 20.0]})
+    res = evaluate(exp.checks[0], table, exp)
+    assert res.passed and res.used == 1
+    bad = evaluate(exp.checks[0], table.with_columns(true_keys=pl.lit(11.0)), exp)
+    assert not bad.passed
+    with pytest.raises(ValidationError, match="installed"):
+        Experiment.model_validate({"description": "t", "x": {"key": "a", "values": [1]},
+                                   "series": {"s": []}, "y": {"metric": "installed_keys"}})
+    with pytest.raises(ValidationError, match="load_rps"):
+        Experiment.model_validate({"description": "t", "kind": "timeline", "load_rps": 1.0,
+                                   "x": {"key": "a", "values": [1]}, "series": {"s": []},
+                                   "timeline": {"load": 0.5}})

@@ -52,3 +52,41 @@ def test_kvswitch_balances_a_skewed_load_better_than_hash() -> None:
     # replicas per server well below replicate-to-all (K per server)
     assert ctl.replicas_per_server() < 1000
     assert lam(kv) < 0.5 * lam(hs), (lam(kv), lam(hs))
+
+
+def test_the_point_carries_lambda_from_switch_and_server_counters() -> None:
+    """Item 5 of issue #9: λ from the switch's Loadcount (over the run and per
+    period, from the controller) next to λ from the servers' own counts and
+    the fluid saturated throughput (the dataset's generic columns)."""
+    from netkv.loadstats import imbalance_factor
+    from netkv.results.rundir import saturated_rps
+
+    cfg = load(["protocol=kvswitch", "alpha=0.99", "servers=16", "keys=100000",
+                "duration=0.05", "protocol.hot_keys=1000", "protocol.period_ms=5",
+                "protocol.min_period_queries=1000"])
+    plugin = lookup("kvswitch")
+    tg = SimTarget(cfg, controller_factory=plugin.sim_controller(cfg),
+                   params=plugin.pipeline_params(cfg))
+    r = tg.run_point(1e6, 1)
+    m = r.controller_metrics
+    server = imbalance_factor(r.server_requests)
+    assert len(m["lambda_switch_periods"]) >= 8
+    # the switch counts what it sends, the servers what they serve: the same
+    # requests but for the last, unread period
+    assert abs(m["lambda_switch"] - server) < 0.02, (m["lambda_switch"], server)
+    assert 0 < m["installed_keys"] == m["installed_fraction"] * 1000
+    assert m["replicas_fraction"] == m["replicas_per_server"] / 1000
+    assert 0 <= m["prediction_accuracy"] <= 1 and 0 < m["predicted_share"] <= m["true_share"] * 1.2
+    sat = saturated_rps(r, r.server_requests)
+    cap = tg.server_capacity_rps()
+    # M·cap·L̄ / max L_j when every request reaches a server
+    assert sat == pytest.approx(len(cap) * cap[0] * r.server_requests.mean()
+                                / r.server_requests.max() * r.issued / r.server_requests.sum())
+
+
+def test_imbalance_factor_is_the_papers_lambda() -> None:
+    from netkv.loadstats import imbalance_factor
+
+    assert imbalance_factor(np.array([5, 5, 5, 5])) == 0.0
+    assert imbalance_factor(np.array([8, 0, 0, 0])) == pytest.approx(2 - 2 / 4)  # the maximum
+    assert imbalance_factor(np.array([0, 0])) == 0.0

@@ -97,12 +97,13 @@ def xs_of(ref: Ref, exp: Experiment) -> list[object]:
 def pairs(check: Check, exp: Experiment) -> list[tuple[object, object]]:
     """(left x, right x) pairs a check compares: a side with several x values
     pairs with the other side's same x (or its single x). A cell compared
-    with itself is left out: it measures nothing."""
+    with itself (the same metric) is left out: it measures nothing."""
     xs = xs_of(check.left, exp)
     rxs = xs_of(check.right, exp)
     right_xs = xs if len(rxs) > 1 or check.right.x == "all" else rxs * len(xs)
     same = (check.left.value is None and check.right.value is None
-            and check.left.series == check.right.series)
+            and check.left.series == check.right.series
+            and check.left.metric == check.right.metric)
     return [(x, rx) for x, rx in zip(xs, right_xs) if not (same and str(x) == str(rx))]
 
 

@@ -69,6 +69,8 @@ def dead_comparisons(exp: "Experiment", extra: list[str] | None = None) -> list[
             continue
         assert check.left.series is not None and check.right.series is not None
         for x, rx in pairs(check, exp):
+            if (check.left.series, str(x)) == (check.right.series, str(rx)):
+                continue  # two metrics of one cell: one measurement, two quantities
             a, b = config(check.left.series, x), config(check.right.series, rx)
             if not live_differences(a, b):
                 every = flatten(a.model_dump(mode="json"))

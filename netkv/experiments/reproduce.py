@@ -25,7 +25,7 @@ from rich.table import Table
 from netkv.config.compose import load
 from netkv.experiments.checks import (CheckResult, differs_text, evaluate, print_checks,
                                       summarize_verdicts)
-from netkv.experiments.spec import METRICS, Experiment
+from netkv.experiments.spec import Experiment
 from netkv.results.atomic import write_parquet, write_text
 from netkv.runner import check_supported
 
@@ -92,25 +92,46 @@ def pin_slo(exp: Experiment, extra: list[str], out: Path, console: Console) -> P
     return pins
 
 
-def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
-    """One cell as a run (module-level so that joblib workers can call it)."""
-    from netkv.runner import execute
+def run_cell(cell: Cell, out_dir: str, load_rps: float | None = None,
+             columns: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One cell as a run (module-level so that joblib workers can call it):
+    an SLO search, or with ``load_rps`` one point at that load."""
+    from netkv.runner import execute, execute_at
 
     cfg = load([*cell.overrides, f"out='{out_dir}'"])
     console = Console(file=io.StringIO())
-    points = execute(cfg, Path(out_dir), ["reproduce", *cell.overrides], console)
-    best = points.filter(pl.col("best")) if not points.is_empty() else points
+    argv = ["reproduce", *cell.overrides]
+    if load_rps is None:
+        points = execute(cfg, Path(out_dir), argv, console)
+        best = points.filter(pl.col("best")) if not points.is_empty() else points
+    else:
+        points = execute_at(cfg, Path(out_dir), argv, console, load_rps, math.inf)
+        best = points
     row: dict[str, Any] = {"series": cell.series, "x": str(cell.x), "run": out_dir}
     slo_us = float(points["slo_ns"][0]) / 1e3 if not points.is_empty() else math.nan
     if best.is_empty():  # "none met": no value, never 0 (a check touching it fails)
         row.update(met=False, max_tput_mrps=math.nan, p50_us=math.nan, p99_us=math.nan,
-                   max_over_mean=math.nan, max_server_share=math.nan, slo_us=slo_us)
+                   max_over_mean=math.nan, max_server_share=math.nan, slo_us=slo_us,
+                   imbalance=math.nan, sat_tput_mrps=math.nan, achieved_mrps=math.nan,
+                   **{c: math.nan for c in columns})
     else:
         b = best.row(0, named=True)
         row.update(met=True, max_tput_mrps=b["achieved_rps"] / 1e6, p50_us=b["p50_ns"] / 1e3,
                    p99_us=b["p99_ns"] / 1e3, max_over_mean=b["max_over_mean"],
-                   max_server_share=b["max_server_share"], slo_us=slo_us)
+                   max_server_share=b["max_server_share"], slo_us=slo_us,
+                   imbalance=b.get("imbalance", math.nan),
+                   sat_tput_mrps=b.get("sat_tput_rps", math.nan) / 1e6,
+                   achieved_mrps=b["achieved_rps"] / 1e6,
+                   **{c: _scalar(b.get(c)) for c in columns})
     return row
+
+
+def _scalar(value: Any) -> float:
+    """A point column as a cell value (missing: NaN, a check touching it fails)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def default_out(name: str) -> Path:
@@ -138,7 +159,7 @@ def plot(exp: Experiment, table: pl.DataFrame, path: Path, title: str) -> None:
     if exp.logy:
         ax.set_yscale("log")
     ax.set_xlabel(exp.x.label or exp.x.key)
-    ax.set_ylabel(exp.y.label or METRICS[exp.y.metric])
+    ax.set_ylabel(exp.y.label or exp.metrics()[exp.y.metric])
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend()
@@ -196,25 +217,28 @@ def reproduce_sweep(exp: Experiment, name: str, extra: list[str], out: Path | No
     out = out or default_out(name)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    grid = cells(exp, extra, pin_slo(exp, extra, out, console))
+    # a fixed-load figure judges no SLO: nothing to pin
+    grid = cells(exp, extra, pin_slo(exp, extra, out, console) if exp.load_rps is None else {})
     console.print(f"{name}: {exp.description} ({len(grid)} runs, {jobs} at a time) -> {out}")
     dirs = [str(out / cell.subdir(exp.x.key)) for cell in grid]
     if jobs > 1:
         from joblib import Parallel, delayed
 
         rows = Parallel(n_jobs=jobs, backend="loky")(
-            delayed(run_cell)(cell, d) for cell, d in zip(grid, dirs)
+            delayed(run_cell)(cell, d, exp.load_rps, tuple(exp.columns))
+            for cell, d in zip(grid, dirs)
         )
     else:
         rows = []
         for i, (cell, d) in enumerate(zip(grid, dirs), 1):
             console.print(f"  [{i}/{len(grid)}] {cell.series} {exp.x.key}={cell.x}")
-            rows.append(run_cell(cell, d))
+            rows.append(run_cell(cell, d, exp.load_rps, tuple(exp.columns)))
     table = pl.DataFrame(rows)
     write_parquet(out / "results.parquet", table)
     plot(exp, table, out / "plot.png", f"{name}: {exp.description}")
     results = [evaluate(check, table, exp) for check in exp.checks]
-    write_checks(out, exp, results, slo_markdown(table))
+    write_checks(out, exp, results, slo_markdown(table) if exp.load_rps is None else
+                 f"Every cell: one point at {exp.load_rps:,.0f} req/s offered (no SLO search).\n")
     show(exp, table, results, console)
     console.print(f"{name}: {time.monotonic() - started:.0f} s; plot {out / 'plot.png'}, "
                   f"table {out / 'checks.md'}")
@@ -223,7 +247,7 @@ def reproduce_sweep(exp: Experiment, name: str, extra: list[str], out: Path | No
 
 def show(exp: Experiment, table: pl.DataFrame, results: list[CheckResult],
          console: Console) -> None:
-    grid = Table(title=exp.y.label or METRICS[exp.y.metric], title_justify="left")
+    grid = Table(title=exp.y.label or exp.metrics()[exp.y.metric], title_justify="left")
     grid.add_column("series")
     for x in exp.x.values:
         grid.add_column(f"{exp.x.key}={x}", justify="right")

@@ -42,6 +42,10 @@ METRICS = {
     "max_over_mean": "busiest server's load / mean at max throughput",
     "max_server_share": "busiest server's share of requests at max throughput",
     "slo_us": "SLO (us)",
+    "imbalance": "λ = Σ|L_j − L̄| / (M·L̄) of the requests the servers served",
+    "sat_tput_mrps": "saturated throughput (fluid: offered load at which the busiest server "
+                     "reaches capacity, Mreq/s)",
+    "achieved_mrps": "served rate at the offered load (Mreq/s)",
 }
 
 
@@ -58,14 +62,8 @@ class Axis(Strict):
 
 
 class Metric(Strict):
-    metric: str = "max_tput_mrps"
+    metric: str = "max_tput_mrps"   # METRICS, or one of the experiment's columns
     label: str = ""
-
-    @model_validator(mode="after")
-    def _known(self) -> "Metric":
-        if self.metric not in METRICS:
-            raise ValueError(f"y.metric: '{self.metric}' (allowed: {', '.join(METRICS)})")
-        return self
 
 
 XValue = float | int | str
@@ -176,6 +174,13 @@ class Experiment(Strict):
     description: str
     paper: str = ""
     overrides: list[str] = Field(default_factory=list)
+    # grid only: every cell measures ONE point at this offered load (no SLO
+    # search); its metrics are that point's (papers that report load balance
+    # at a given load, not throughput under an SLO)
+    load_rps: float | None = Field(None, gt=0.0)
+    # extra columns of the point (points.parquet, e.g. a controller's
+    # point_metrics) the experiment plots or checks: name -> label
+    columns: dict[str, str] = Field(default_factory=dict)
     x: Axis
     series: dict[str, list[str]] = Field(min_length=1)
     y: Metric = Metric()
@@ -185,8 +190,18 @@ class Experiment(Strict):
     checks: list[AnyCheck] = Field(default_factory=list)
     notes: str = ""
 
+    def metrics(self) -> dict[str, str]:
+        """Every metric a plot or check may name: METRICS plus ``columns``."""
+        return {**METRICS, **self.columns}
+
     @model_validator(mode="after")
     def _kind_fits(self) -> "Experiment":
+        if self.load_rps is not None and self.kind != "grid":
+            raise ValueError("load_rps: a fixed-load cell is a grid experiment's (allowed: "
+                             "kind: grid)")
+        if self.y.metric not in self.metrics():
+            raise ValueError(f"y.metric: '{self.y.metric}' (allowed: "
+                             f"{', '.join(self.metrics())})")
         if (self.kind == "timeline") != (self.timeline is not None):
             raise ValueError("timeline: required with kind: timeline, and only with it")
         if self.kind == "timeline" and self.slo.per_x:
@@ -223,8 +238,9 @@ class Experiment(Strict):
                 for x in named if ref.value is None and ref.x != "all" else []:
                     if x not in self.x.values:
                         raise ValueError(f"check '{check.claim}': x = {x} is not in x.values")
-                if ref.metric is not None and ref.metric not in METRICS:
-                    raise ValueError(f"check '{check.claim}': metric '{ref.metric}'")
+                if ref.metric is not None and ref.metric not in self.metrics():
+                    raise ValueError(f"check '{check.claim}': metric '{ref.metric}' "
+                                     f"(allowed: {', '.join(self.metrics())})")
         return self
 
 

@@ -11,6 +11,7 @@ ControlPlane; the controller never learns which.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Any
 
 import numpy as np
 
@@ -79,3 +80,8 @@ class Controller(ABC):
     @abstractmethod
     def epoch(self, t_s: float) -> None:
         """One control epoch at time ``t_s``."""
+
+    def point_metrics(self) -> dict[str, Any]:
+        """The controller's own measurements of the load point it ran
+        (extra columns of points.parquet, e.g. switch-counter statistics)."""
+        return {}

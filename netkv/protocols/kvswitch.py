@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -41,6 +41,7 @@ from pydantic import Field
 from netkv import retries
 from netkv.config.base import Pos, ProtocolBase, Ring
 from netkv.constants import KVS_M, KVS_VER_SHIFT, kvs_mcast_group
+from netkv.loadstats import imbalance_factor
 from netkv.protocols.base import ControlPlane, Controller
 from netkv.protocols.plugin import P4Program, ProtocolPlugin
 from netkv.wire.codec import KVSWITCH_KEY_LEN, KVSWITCH_PORT, KvswitchOp, Msg, Proto
@@ -157,13 +158,23 @@ class KVSwitchStats:
     imbalance_history: list[float] = field(default_factory=list)
     installed_history: list[int] = field(default_factory=list)
     loads: list[list[int]] = field(default_factory=list)  # Loadcount per period
+    # Fig. 8, per period with a prediction (where the true popularity is known):
+    # |predicted top-K ∩ true top-K| / K, and the query shares of the two sets
+    accuracy: list[float] = field(default_factory=list)
+    predicted_share: list[float] = field(default_factory=list)
+    true_share: list[float] = field(default_factory=list)
 
 
 class KVSwitchController(Controller):
     def __init__(self, plane: ControlPlane, proto: KVSwitchProtocol,
                  keymap: Callable[[bytes], KeyInfo | None],
-                 prewarm: list[tuple[bytes, float]] | None = None) -> None:
+                 prewarm: list[tuple[bytes, float]] | None = None,
+                 popularity: list[tuple[bytes, float]] | None = None) -> None:
         super().__init__(plane)
+        # the workload's popularity (most popular first), where the target
+        # knows it: only for judging predictions (Fig. 8), never for deciding
+        self.truth = dict(popularity or [])
+        self.true_top = {k for k, _ in (popularity or [])[:proto.hot_keys]}
         self.proto = proto
         self.m = plane.n_servers
         self.keymap = keymap
@@ -238,6 +249,7 @@ class KVSwitchController(Controller):
         self.prev = cur
         top = sorted(pred.items(), key=lambda kv: -kv[1])[:self.k]
         self.last_prediction = [k for k, _ in top]
+        self._judge_prediction()
         imb = imbalance(loads)
         self.stats.imbalance_history.append(imb)
         if imb > self.proto.epsilon:
@@ -341,6 +353,37 @@ class KVSwitchController(Controller):
                 again.append((key, info, ver, n - 1))
         self.owner_evict = again
 
+    def _judge_prediction(self) -> None:
+        if not self.true_top:
+            return
+        k = len(self.true_top)
+        self.stats.accuracy.append(len(self.true_top.intersection(self.last_prediction)) / k)
+        self.stats.predicted_share.append(sum(self.truth.get(x, 0.0)
+                                              for x in self.last_prediction))
+        self.stats.true_share.append(sum(self.truth[x] for x in self.true_top))
+
+    def point_metrics(self) -> dict[str, Any]:
+        """Switch-counter statistics of the point (docs/kvswitch.md "Dataset"):
+        λ from Loadcount over the run and per period, installed keys,
+        replicas per server, T, and (where the popularity is known) the
+        prediction's accuracy and query shares averaged over the periods."""
+        loads = np.asarray(self.stats.loads, dtype=np.float64).reshape(-1, self.m)
+        out: dict[str, Any] = {
+            "lambda_switch": imbalance_factor(loads.sum(axis=0)) if len(loads) else math.nan,
+            "lambda_switch_periods": [imbalance_factor(r) for r in loads if r.sum() > 0],
+            "installed_keys": len(self.hot),
+            "installed_fraction": len(self.hot) / self.k,
+            "replicas_per_server": self.replicas_per_server(),
+            "replicas_fraction": self.replicas_per_server() / self.k,
+            "threshold_t": self.t,
+            "periods": self.stats.periods,
+        }
+        if self.stats.accuracy:
+            out["prediction_accuracy"] = float(np.mean(self.stats.accuracy))
+            out["predicted_share"] = float(np.mean(self.stats.predicted_share))
+            out["true_share"] = float(np.mean(self.stats.true_share))
+        return out
+
     def replicas_per_server(self) -> float:
         """Average replicas (not counting owners) a server holds."""
         return sum(len(h.servers) - 1 for h in self.hot.values()) / self.m
@@ -392,7 +435,7 @@ def sim_controller_factory(cfg: "RunConfig"):  # type: ignore[no-untyped-def]
             memo[:] = [(wl, keymap, shares)]
         _wl, keymap, shares = memo[0]
         prewarm = shares[:proto.hot_keys] if proto.mode == "prewarmed" else None
-        controller = KVSwitchController(plane, proto, keymap, prewarm)
+        controller = KVSwitchController(plane, proto, keymap, prewarm, popularity=shares)
         controller.start()
         factory.last = controller  # type: ignore[attr-defined]
         return SimEpochs(controller)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from netkv.loadstats import imbalance_factor
 from netkv.results.atomic import write_parquet, write_text
 from netkv.targets.base import PointResult
 
@@ -28,6 +29,21 @@ FRAGMENTS = "points.d"
 
 class RunDirConflict(ValueError):
     """The directory already holds a run of a different config."""
+
+
+def saturated_rps(result: PointResult, requests: np.ndarray) -> float:
+    """The fluid saturated throughput: the offered load at which the busiest
+    server (by the requests it served at this point's mix) reaches its
+    capacity, min_j cap_j / (L_j / offered); for requests that all reach a
+    server, M·cap·L̄ / max L_j. NaN where the target knows no capacities."""
+    cap = result.server_capacity_rps
+    if cap is None or len(cap) != len(requests) or result.issued <= 0:
+        return float("nan")
+    per_req = requests / result.issued          # server j's requests per client request
+    busy = per_req > 0
+    if not busy.any():
+        return float("nan")
+    return float(np.min(np.asarray(cap, dtype=np.float64)[busy] / per_req[busy]))
 
 
 def point_key(offered_rps: float, seed: int) -> str:
@@ -168,6 +184,9 @@ class RunDir:
                for k in ("mean", "p50", "p90", "p99", "p999")},
             "max_server_share": float(requests.max() / total) if len(requests) else 0.0,
             "max_over_mean": float(requests.max() / mean_load) if mean_load else 0.0,
+            "imbalance": imbalance_factor(requests),
+            "sat_tput_rps": saturated_rps(result, requests),
+            **result.controller_metrics,
             **columns,
         }
         write_parquet(folder / "servers.parquet", servers)

@@ -138,3 +138,6 @@ class SimEpochs:
     def epoch(self, engine: object, t_s: float) -> None:
         del engine
         self.controller.epoch(t_s)
+
+    def metrics(self) -> dict[str, Any]:
+        return self.controller.point_metrics()

@@ -53,6 +53,12 @@ class PointResult:
     refused: dict[str, int] = field(default_factory=dict)
     forged_replies: int = 0
     hostile_sent: int = 0
+    # Each server's service capacity (req/s), where the target knows it: the
+    # fluid saturated throughput of docs/results.md needs it.
+    server_capacity_rps: np.ndarray | None = None
+    # The protocol controller's own measurements of the point (columns of
+    # points.parquet named by the controller: Controller.point_metrics).
+    controller_metrics: dict[str, Any] = field(default_factory=dict)
 
     @property
     def achieved_rps(self) -> float:

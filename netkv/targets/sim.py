@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -46,6 +47,12 @@ def check_config(cfg: RunConfig) -> None:
                            f"(allowed: 0..{cfg.workload.keys - 1}, below keys)")
 
 
+def metrics(controller: Controller | None) -> dict[str, Any]:
+    """The controller's point metrics, if it measures any."""
+    get = getattr(controller, "metrics", None)
+    return dict(get()) if callable(get) else {}
+
+
 class SimTarget(Target):
     """One rack simulated in-process by libnetkv's engine."""
 
@@ -64,12 +71,16 @@ class SimTarget(Target):
 
     def capacity_hint_rps(self) -> float:
         """Sum of every server's service rate (an upper bound: skew only lowers it)."""
+        return float(self.server_capacity_rps().sum())
+
+    def server_capacity_rps(self) -> np.ndarray:
+        """Each server's service rate at the workload's mean value size."""
         srv = self.cfg.topology.server
         sizes, weights = value_classes(self.cfg.workload.value_size)
         mean_bytes = float(np.average(sizes, weights=weights))
         per_request_ns = srv.service_ns + srv.per_byte_ns * mean_bytes
-        cap = capacity_factors(self.cfg)
-        return float(cap.sum() * srv.workers * 1e9 / per_request_ns)
+        return np.asarray(capacity_factors(self.cfg), dtype=np.float64) * (
+            srv.workers * 1e9 / per_request_ns)
 
     def run_point(self, offered_rps: float, seed: int) -> PointResult:
         with SimEngine(self.cfg, self.workload, offered_rps, seed, self.params) as eng:
@@ -108,6 +119,8 @@ class SimTarget(Target):
                 refused=refused,
                 forged_replies=st.forged_replies,
                 hostile_sent=st.hostile_sent,
+                server_capacity_rps=self.server_capacity_rps(),
+                controller_metrics=metrics(controller),
             )
 
     def write_history(self, path: Path) -> bool:
