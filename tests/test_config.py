@@ -128,3 +128,24 @@ def test_bmv2_switch_absent_is_one_line_exit_2(capsys):
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
     assert "simple_switch_grpc" in err and "install" in err
+
+
+def test_every_protocol_bounds_its_ring_as_the_simulator_does() -> None:
+    """A knob the C ring refuses is refused by the schema first (config fuzzing
+    found protocol.virtual_nodes=65536 reaching the simulator for StarCache)."""
+    from netkv.config.base import MAX_VNODES
+    from netkv.config.compose import ConfigError, load
+    from netkv.protocols import names
+
+    checked = 0
+    for name in names():
+        try:
+            cfg = load([f"protocol={name}"])
+        except ConfigError:
+            continue
+        if "virtual_nodes" not in type(cfg.protocol).model_fields:
+            continue
+        with pytest.raises(ConfigError, match="virtual_nodes"):
+            load([f"protocol={name}", f"protocol.virtual_nodes={MAX_VNODES + 1}"])
+        checked += 1
+    assert checked >= 4

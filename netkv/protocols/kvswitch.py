@@ -39,7 +39,7 @@ import numpy as np
 from pydantic import Field
 
 from netkv import retries
-from netkv.config.base import Pos, ProtocolBase, Ring
+from netkv.config.base import MAX_VNODES, Pos, ProtocolBase, Ring
 from netkv.constants import KVS_M, KVS_VER_SHIFT, kvs_mcast_group
 from netkv.loadstats import imbalance_factor
 from netkv.protocols.base import ControlPlane, Controller
@@ -71,7 +71,7 @@ class KVSwitchProtocol(ProtocolBase):
     amo: bool | None = None
     amo_window: int = Field(4096, ge=1, le=1 << 16)   # SEQs remembered per client
     min_period_queries: int = Field(100_000, ge=1)  # periods with fewer are not planned on (§8.13)
-    virtual_nodes: int = Field(16, ge=1)
+    virtual_nodes: int = Field(16, ge=1, le=MAX_VNODES)
     ring: Ring = "equal_ranges"  # the paper: hash mod M (digest §5)
 
     @property

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
-from netkv.config.base import Pos, ProtocolBase, Ring
+from netkv.config.base import MAX_VNODES, Pos, ProtocolBase, Ring
 from netkv.constants import (
     SC_DEFAULT_KEYS,
     SC_DEFAULT_SLOTS,
@@ -60,7 +60,7 @@ class StarCacheProtocol(ProtocolBase):
     slots: int = Field(SC_DEFAULT_SLOTS, ge=1)  # S: parked reads per key
     faithful: bool = False                  # the paper's 1-bit invalidation flag
     epoch_ms: Pos = 100.0                   # controller epoch (watchdog, fetch retries)
-    virtual_nodes: int = Field(16, ge=1)
+    virtual_nodes: int = Field(16, ge=1, le=MAX_VNODES)
     ring: Ring = "consistent"
 
     @model_validator(mode="after")
