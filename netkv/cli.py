@@ -151,6 +151,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from netkv.experiments.checks import exit_code
+    from netkv.experiments.pool import LaunchError, Pool
     from netkv.experiments.run import reproduce
 
     try:
@@ -159,11 +160,30 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
                 check_out_dir(args.out)
             except ValueError as exc:
                 raise ConfigError(f"invalid argument: --{exc}") from None
+        pool = Pool(args.jobs, args.launcher, launcher_params(args.launcher_param))
         results = reproduce(args.experiment, list(args.overrides),
-                            Path(args.out) if args.out else None, args.jobs, Console())
+                            Path(args.out) if args.out else None, pool, Console())
     except (ConfigError, RunDirConflict) as exc:
         return _fail(str(exc))
+    except LaunchError as exc:
+        print(f"netkv: {exc}", file=sys.stderr)
+        return 1
     return exit_code(results)
+
+
+def launcher_params(items: list[str]) -> dict[str, object]:
+    """``--launcher-param KEY=VALUE`` (repeatable): numbers become numbers."""
+    out: dict[str, object] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--launcher-param {item!r}: expected KEY=VALUE "
+                              "(e.g. slurm_partition=debug, timeout_min=30)")
+        try:
+            out[key] = int(value)
+        except ValueError:
+            out[key] = value
+    return out
 
 
 # --- clean ---------------------------------------------------------------------------
@@ -270,6 +290,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help="extra overrides applied to every cell (e.g. duration=0.1)")
     rep.add_argument("--out", help="experiment directory (re-use it to resume)")
     rep.add_argument("--jobs", type=positive_int, default=2, help="cells run at once (default 2)")
+    rep.add_argument("--launcher", default="joblib",
+                     choices=["joblib", "submitit_local", "submitit_slurm"],
+                     help="where cells run: joblib workers here (default), or submitit jobs "
+                          "(local processes or Slurm; needs the `cluster` extra)")
+    rep.add_argument("--launcher-param", action="append", default=[], metavar="KEY=VALUE",
+                     help="submitit executor parameter, repeatable (e.g. "
+                          "slurm_partition=debug, timeout_min=30, cpus_per_task=2)")
     rep.set_defaults(func=cmd_reproduce)
 
     cln = sub.add_parser(

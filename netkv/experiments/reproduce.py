@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from netkv.config.compose import load
+from netkv.experiments.pool import Pool
 from netkv.experiments.checks import (CheckResult, differs_text, evaluate, print_checks,
                                       summarize_verdicts)
 from netkv.experiments.spec import Experiment
@@ -94,8 +95,9 @@ def pin_slo(exp: Experiment, extra: list[str], out: Path, console: Console) -> P
 
 def run_cell(cell: Cell, out_dir: str, load_rps: float | None = None,
              columns: tuple[str, ...] = ()) -> dict[str, Any]:
-    """One cell as a run (module-level so that joblib workers can call it):
-    an SLO search, or with ``load_rps`` one point at that load."""
+    """One cell as a run (module-level so that joblib workers and submitit
+    jobs can call it): an SLO search, or with ``load_rps`` one point at that
+    load."""
     from netkv.runner import execute, execute_at
 
     cfg = load([*cell.overrides, f"out='{out_dir}'"])
@@ -208,8 +210,8 @@ def write_checks(out: Path, exp: Experiment, results: list[CheckResult],
          for r in results]) if results else pl.DataFrame())
 
 
-def reproduce_sweep(exp: Experiment, name: str, extra: list[str], out: Path | None, jobs: int,
-                    console: Console) -> list[CheckResult]:
+def reproduce_sweep(exp: Experiment, name: str, extra: list[str], out: Path | None,
+                    jobs: int | Pool, console: Console) -> list[CheckResult]:
     """Run, plot and check sweep experiment ``name``; the checks' results
     (``checks.exit_code`` turns them into the command's exit code)."""
     for cell in cells(exp, extra):  # every cell's config is valid before anything runs
@@ -219,15 +221,12 @@ def reproduce_sweep(exp: Experiment, name: str, extra: list[str], out: Path | No
     started = time.monotonic()
     # a fixed-load figure judges no SLO: nothing to pin
     grid = cells(exp, extra, pin_slo(exp, extra, out, console) if exp.load_rps is None else {})
-    console.print(f"{name}: {exp.description} ({len(grid)} runs, {jobs} at a time) -> {out}")
+    pool = jobs if isinstance(jobs, Pool) else Pool(jobs)
+    console.print(f"{name}: {exp.description} ({len(grid)} runs, {pool.describe()}) -> {out}")
     dirs = [str(out / cell.subdir(exp.x.key)) for cell in grid]
-    if jobs > 1:
-        from joblib import Parallel, delayed
-
-        rows = Parallel(n_jobs=jobs, backend="loky")(
-            delayed(run_cell)(cell, d, exp.load_rps, tuple(exp.columns))
-            for cell, d in zip(grid, dirs)
-        )
+    if pool.jobs > 1 or pool.launcher != "joblib":
+        rows = pool.map(run_cell, [(cell, d, exp.load_rps, tuple(exp.columns))
+                                   for cell, d in zip(grid, dirs)], out)
     else:
         rows = []
         for i, (cell, d) in enumerate(zip(grid, dirs), 1):

@@ -8,12 +8,13 @@ from pathlib import Path
 from rich.console import Console
 
 from netkv.experiments.checks import CheckResult
+from netkv.experiments.pool import Pool
 from netkv.experiments.reproduce import reproduce_sweep
 from netkv.experiments.spec import load_experiment
 from netkv.experiments.timeline import reproduce_timeline
 
 
-def reproduce(name: str, extra: list[str], out: Path | None, jobs: int,
+def reproduce(name: str, extra: list[str], out: Path | None, jobs: int | Pool,
               console: Console) -> list[CheckResult]:
     """Run, plot and check experiment ``name``; the checks' results
     (``checks.exit_code`` turns them into the command's exit code)."""

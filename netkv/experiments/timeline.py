@@ -30,6 +30,7 @@ from rich.console import Console
 from rich.table import Table
 
 from netkv.config.compose import load
+from netkv.experiments.pool import Pool
 from netkv.experiments.checks import (CheckResult, evaluate_timeline, ms_text, print_checks,
                                       recovery_ms, windows_over)
 from netkv.experiments.reproduce import (Cell, default_out, pin_slo, run_cell, slo_markdown,
@@ -103,14 +104,6 @@ def run_long(series: str, x: str, overrides: tuple[str, ...], out_dir: str,
     return row, windows
 
 
-def _map(fn: Callable[..., Any], calls: list[tuple[Any, ...]], jobs: int) -> list[Any]:
-    if jobs > 1 and len(calls) > 1:
-        from joblib import Parallel, delayed
-
-        return list(Parallel(n_jobs=jobs, backend="loky")(delayed(fn)(*c) for c in calls))
-    return [fn(*c) for c in calls]
-
-
 def summarize(row: dict[str, Any], windows: pl.DataFrame, warmup_s: float) -> dict[str, Any]:
     """Add the cell's recovery after each change, after the cold start, and
     its windows above the SLO (from warmup_s on)."""
@@ -128,7 +121,7 @@ def summarize(row: dict[str, Any], windows: pl.DataFrame, warmup_s: float) -> di
 
 
 def reproduce_timeline(exp: Experiment, name: str, extra: list[str], out: Path | None,
-                       jobs: int, console: Console) -> list[CheckResult]:
+                       jobs: int | Pool, console: Console) -> list[CheckResult]:
     tl = exp.timeline
     assert tl is not None
     for s in exp.series:  # every config is valid before anything runs
@@ -137,17 +130,18 @@ def reproduce_timeline(exp: Experiment, name: str, extra: list[str], out: Path |
             load(list(run_overrides(exp, s, x, extra)))
     out = out or default_out(name)
     out.mkdir(parents=True, exist_ok=True)
+    pool = jobs if isinstance(jobs, Pool) else Pool(jobs)
     pinned = [*extra, *pin_slo(exp, extra, out, console)[""]]  # one SLO for every run
     searches = {s: search_overrides(exp, s, pinned) for s in exp.series}
     longs = {(s, str(x)): with_duration(run_overrides(exp, s, x, pinned), tl)
              for s in exp.series for x in exp.x.values}
     durations = {cell: load(list(o)).duration for cell, o in longs.items()}
     console.print(f"{name}: {exp.description} ({len(searches)} searches, then {len(longs)} "
-                  f"timelines at {tl.load:g} x max, {jobs} at a time) -> {out}")
+                  f"timelines at {tl.load:g} x max, {pool.describe()}) -> {out}")
     started = time.monotonic()
 
-    found = _map(run_cell, [(Cell(s, "search", o), str(out / s / "search"))
-                            for s, o in searches.items()], jobs)
+    found = pool.map(run_cell, [(Cell(s, "search", o), str(out / s / "search"))
+                                for s, o in searches.items()], out)
     best = {r["series"]: r for r in found}
     for s, r in best.items():
         console.print(f"  {s}: SLO {r['slo_us']:.1f} us, max {r['max_tput_mrps']:.3f} Mreq/s "
@@ -162,7 +156,7 @@ def reproduce_timeline(exp: Experiment, name: str, extra: list[str], out: Path |
         else:
             console.print(f"  [red]{s}: no load met the SLO in the search; {x} not run[/red]")
     calls.sort(key=lambda c: -c[4] * durations[(c[0], c[1])])  # longest first
-    measured = _map(run_long, calls, jobs)
+    measured = pool.map(run_long, calls, out)
 
     rows, frames = [], []
     for row, windows in measured:
