@@ -446,3 +446,19 @@ def test_a_fixed_load_experiment_checks_its_point_columns():
         Experiment.model_validate({"description": "t", "kind": "timeline", "load_rps": 1.0,
                                    "x": {"key": "a", "values": [1]}, "series": {"s": []},
                                    "timeline": {"load": 0.5}})
+
+
+def test_an_x_axis_of_labels_adds_only_its_per_value_overrides():
+    exp = Experiment.model_validate({
+        "description": "t", "x": {"key": "big_pct", "override": False, "values": [0, 100],
+                                  "per_value": {"0": ["workload.value_size=128"],
+                                                "100": ["workload.value_size=1024"]}},
+        "series": {"hash": ["protocol=hash"]}})
+    overrides = [c.overrides for c in cells(exp, [])]
+    assert overrides == [("protocol=hash", "workload.value_size=128"),
+                         ("protocol=hash", "workload.value_size=1024")]
+    with pytest.raises(ValidationError, match="per_value"):
+        Experiment.model_validate({
+            "description": "t", "x": {"key": "big_pct", "override": False, "values": [0, 1],
+                                      "per_value": {"0": ["workload.value_size=128"]}},
+            "series": {"hash": ["protocol=hash"]}})

@@ -90,3 +90,25 @@ def test_imbalance_factor_is_the_papers_lambda() -> None:
     assert imbalance_factor(np.array([5, 5, 5, 5])) == 0.0
     assert imbalance_factor(np.array([8, 0, 0, 0])) == pytest.approx(2 - 2 / 4)  # the maximum
     assert imbalance_factor(np.array([0, 0])) == 0.0
+
+
+def test_bulk_register_reads_equal_cell_reads() -> None:
+    """The controller reads HotkeyCount/HashPipe/Loadcount per period in one
+    call (nk_sim_reg_read_range), as a switch's bulk Thrift read."""
+    from netkv.drivers.base import DriverError
+    from netkv.sim.control import SimControlPlane
+    from netkv.sim.engine import SimEngine
+
+    cfg = load(["protocol=kvswitch", "alpha=0.99", "servers=8", "keys=10000",
+                "duration=0.01", "protocol.hot_keys=64"])
+    plugin = lookup("kvswitch")
+    tg = SimTarget(cfg)
+    with SimEngine(cfg, tg.workload, 5e5, 1, plugin.pipeline_params(cfg)) as eng:
+        eng.run(None, None)
+        sw = SimControlPlane(eng).switch
+        for name, n in (("Loadcount", 8), ("HashPipeCount", 64)):
+            assert sw.reg_read_range(name, 0, n) == [sw.reg_read(name, i) for i in range(n)]
+        assert sum(sw.reg_read_range("Loadcount", 0, 8)) > 0
+        with pytest.raises(DriverError):
+            sw.reg_read_range("Loadcount", 30, 5)      # past the 32 cells
+    tg.close()

@@ -52,8 +52,8 @@ def cells(exp: Experiment, extra: list[str], pins: Pins | None = None) -> list[C
         for x in exp.x.values:
             per_value = exp.x.per_value.get(str(x), [])
             pin = pins.get(str(x), pins.get("", ()))
-            overrides = (*exp.overrides, *series_overrides, f"{exp.x.key}={x}", *per_value,
-                         *extra, *pin)
+            at = [f"{exp.x.key}={x}"] if exp.x.override else []
+            overrides = (*exp.overrides, *series_overrides, *at, *per_value, *extra, *pin)
             out.append(Cell(series, x, overrides))
     return out
 
@@ -68,7 +68,8 @@ def slo_bases(exp: Experiment, extra: list[str]) -> dict[str, list[str]]:
     base = [*exp.overrides, *exp.slo.base]
     if not exp.slo.per_x:
         return {"": [*base, *extra]}
-    return {str(x): [*base, f"{exp.x.key}={x}", *exp.x.per_value.get(str(x), []), *extra]
+    return {str(x): [*base, *([f"{exp.x.key}={x}"] if exp.x.override else []),
+                     *exp.x.per_value.get(str(x), []), *extra]
             for x in exp.x.values}
 
 

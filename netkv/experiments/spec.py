@@ -59,6 +59,18 @@ class Axis(Strict):
     label: str = ""
     # Extra overrides for particular x values (e.g. alpha 0 -> workload=uniform).
     per_value: dict[str, list[str]] = Field(default_factory=dict)
+    # False: ``key`` is no config key, the x values only label their
+    # per_value overrides (e.g. a value-size mix by its share of big values)
+    override: bool = True
+
+    @model_validator(mode="after")
+    def _labels_need_overrides(self) -> "Axis":
+        if not self.override:
+            missing = [str(v) for v in self.values if not self.per_value.get(str(v))]
+            if missing:
+                raise ValueError(f"x.override false: every x value needs per_value overrides "
+                                 f"(missing: {', '.join(missing)})")
+        return self
 
 
 class Metric(Strict):

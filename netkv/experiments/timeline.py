@@ -53,7 +53,8 @@ def run_overrides(exp: Experiment, series: str, x: object, extra: Sequence[str])
     tl = exp.timeline
     assert tl is not None
     per_value = exp.x.per_value.get(str(x), [])
-    return (*exp.overrides, *exp.series[series], f"{exp.x.key}={x}", *per_value,
+    at = [f"{exp.x.key}={x}"] if exp.x.override else []
+    return (*exp.overrides, *exp.series[series], *at, *per_value,
             *tl.overrides, f"topology.timeline_ms={tl.window_ms:g}", *extra)
 
 

@@ -52,6 +52,12 @@ class SimSwitchDriver(SwitchDriver):
         except KeyError as exc:
             raise DriverError(str(exc)) from None
 
+    def reg_read_range(self, name: str, first: int, count: int) -> list[int]:
+        try:
+            return self.engine.reg_read_range(name, first, count)
+        except KeyError as exc:
+            raise DriverError(str(exc)) from None
+
     def reg_write(self, name: str, index: int, value: int) -> None:
         try:
             self.engine.reg_write(name, index, value)

@@ -459,6 +459,13 @@ class SimEngine:
             raise KeyError(f"register {name}[{idx}]: error {rc}")
         return int(val[0])
 
+    def reg_read_range(self, name: str, first: int, count: int) -> list[int]:
+        out = self.ffi.new("uint64_t[]", max(count, 1))
+        rc = self.lib.nk_sim_reg_read_range(self._ptr, name.encode(), first, count, out)
+        if rc:
+            raise KeyError(f"register {name}[{first}..{first + count - 1}]: error {rc}")
+        return list(self.ffi.unpack(out, count))
+
     def reg_write(self, name: str, idx: int, value: int) -> None:
         rc = self.lib.nk_sim_reg_write(self._ptr, name.encode(), idx, value)
         if rc:

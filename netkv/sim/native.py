@@ -90,6 +90,8 @@ void nk_sim_server_counts(const struct nk_sim *sim, uint64_t *out);
 uint32_t nk_sim_timeline(const struct nk_sim *sim, uint64_t *issued, uint64_t *completed,
                          uint64_t *lost, double *p50_ns, double *p99_ns, uint32_t n);
 int nk_sim_reg_read(struct nk_sim *sim, const char *name, uint32_t idx, uint64_t *val);
+int nk_sim_reg_read_range(struct nk_sim *sim, const char *name, uint32_t first, uint32_t count,
+                          uint64_t *out);
 int nk_sim_reg_write(struct nk_sim *sim, const char *name, uint32_t idx, uint64_t val);
 int nk_sim_table_add(struct nk_sim *sim, const char *table, const uint64_t *key, unsigned nkey,
                      const uint64_t *args, unsigned nargs);

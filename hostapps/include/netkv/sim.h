@@ -217,6 +217,10 @@ uint64_t nk_sim_version_owners(const struct nk_sim *sim, uint32_t *keyhash, uint
 int nk_sim_server_ctl(struct nk_sim *sim, uint32_t server, const char *line, char *out,
 		      size_t cap);
 int nk_sim_reg_read(struct nk_sim *sim, const char *name, uint32_t idx, uint64_t *val);
+/* cells first..first+count-1 into out (a controller's bulk read, as a
+ * switch's Thrift register_read of a range); the first error, 0 if none */
+int nk_sim_reg_read_range(struct nk_sim *sim, const char *name, uint32_t first, uint32_t count,
+			  uint64_t *out);
 int nk_sim_reg_write(struct nk_sim *sim, const char *name, uint32_t idx, uint64_t val);
 int nk_sim_table_add(struct nk_sim *sim, const char *table, const uint64_t *key, unsigned nkey,
 		     const uint64_t *args, unsigned nargs);

@@ -430,6 +430,13 @@ static int ks_server_handle(void *st, struct nk_store *store, const struct nk_ms
 	}
 }
 
+/* The reply's length (what an embedder sends back: kvserver's control
+ * socket), the "ok"/"err" in it saying how the command went. */
+static int reply(size_t cap, int n)
+{
+	return n < 0 ? 0 : (size_t)n >= cap ? (int)cap - 1 : n;
+}
+
 static int ks_server_ctl(void *st, struct nk_store *store, int argc, char **argv, char *out,
 			 size_t cap)
 {
@@ -441,10 +448,12 @@ static int ks_server_ctl(void *st, struct nk_store *store, int argc, char **argv
 			own += s->tab[i].role == KS_OWNER;
 			rep += s->tab[i].role == KS_REPLICA;
 		}
-		snprintf(out, cap, "ok owner=%u replica=%u full=%llu amo_dups=%llu amo_old=%llu retries=%llu",
-			 own, rep, (unsigned long long)s->full, (unsigned long long)s->amo_dups,
-			 (unsigned long long)s->amo_old, (unsigned long long)s->retries);
-		return 0;
+		return reply(cap, snprintf(out, cap, "ok owner=%u replica=%u full=%llu amo_dups=%llu "
+						"amo_old=%llu retries=%llu", own, rep,
+						(unsigned long long)s->full,
+						(unsigned long long)s->amo_dups,
+						(unsigned long long)s->amo_old,
+						(unsigned long long)s->retries));
 	}
 	if (argc == 2 && !strcmp(argv[0], "own") && strlen(argv[1]) == 2 * NK_KVSWITCH_KEY_LEN) {
 		/* a prewarmed install: the controller names a hot key's owner
@@ -454,16 +463,15 @@ static int ks_server_ctl(void *st, struct nk_store *store, int argc, char **argv
 			char hex[3] = { argv[1][2 * i], argv[1][2 * i + 1], 0 }, *end = NULL;
 			key[i] = (uint8_t)strtoul(hex, &end, 16);
 			if (!end || *end) {
-				snprintf(out, cap, "err own: key must be %d hex digits", 2 * NK_KVSWITCH_KEY_LEN);
-				return -1;
+				return reply(cap, snprintf(out, cap, "err own: key must be %d hex digits",
+								2 * NK_KVSWITCH_KEY_LEN));
 			}
 		}
 		owner_news(s, key, 1, 1);
-		snprintf(out, cap, "ok");
-		return 0;
+		return reply(cap, snprintf(out, cap, "ok"));
 	}
-	snprintf(out, cap, "err unknown command (allowed: roles, own <32 hex digits>)");
-	return -1;
+	return reply(cap, snprintf(out, cap, "err unknown command (allowed: roles, own <32 hex "
+					  "digits>)"));
 }
 
 /* ---- client ------------------------------------------------------------------ */

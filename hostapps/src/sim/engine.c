@@ -1728,6 +1728,17 @@ int nk_sim_reg_read(struct nk_sim *s, const char *name, uint32_t idx, uint64_t *
 	return s->pipe->reg_read ? s->pipe->reg_read(s->pstate, name, idx, val) : NK_PIPE_ENOENT;
 }
 
+int nk_sim_reg_read_range(struct nk_sim *s, const char *name, uint32_t first, uint32_t count,
+			  uint64_t *out)
+{
+	for (uint32_t i = 0; i < count; i++) {
+		int rc = nk_sim_reg_read(s, name, first + i, &out[i]);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 int nk_sim_reg_write(struct nk_sim *s, const char *name, uint32_t idx, uint64_t val)
 {
 	return s->pipe->reg_write ? s->pipe->reg_write(s->pstate, name, idx, val) : NK_PIPE_ENOENT;
