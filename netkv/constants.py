@@ -65,6 +65,11 @@ SC_DEFAULT_KEYS = 4096  # cached keys (CacheIdx values) the request table is siz
 SC_DEFAULT_SLOTS = 16  # S: parked requests per key
 SC_MAX_SLOTS_TOTAL = 65536  # keys x S request-table slots (the prototype's 64K)
 
+# ---- NetMC pipeline and hosts (docs/netmc.md)
+MC_KEYIDX_W = 16  # W: KEYIDX bits, keys per wire multiget (the thesis' 16; more are chunked by the client)
+MC_ID_SHIFT = 6  # wire ID = request id << 6 | index of the packet's first key in the client's sorted key list (< 64)
+MC_MTU = 1500  # IP MTU the server splits a multiget's reply pairs at (digest 9.7)
+
 
 class Proto(IntEnum):
     """which wire format a message uses (stable: golden vectors, codec)."""
@@ -156,6 +161,18 @@ class NetmcOp(IntEnum):
     MGET_REPLY = 5
 
 
+class McStat(IntEnum):
+    """cells of NetMC's stats register."""
+
+    MGETS = 0
+    PASSES = 1
+    CLONES = 2
+    FORWARDED = 3
+    MALFORMED = 4
+    NO_ROUTE = 5
+    HOST_SERVER_OP = 6
+
+
 class ScStat(IntEnum):
     """cells of StarCache's stats register."""
 
@@ -201,6 +218,11 @@ def kvs_mcast_group(owner: int, r: int) -> int:
 def sc_mcast_group(node: int) -> int:
     """The PRE group of a node: {its port, the recirculation port} (a served reply and its copy back into the loop); never 0."""
     return node + 1
+
+
+def mc_mcast_group(server: int) -> int:
+    """The PRE group of a server: {its port, the recirculation port} (a sub-request and its continuation); never 0."""
+    return server + 1
 
 
 #: name -> (bits, cells) of every register, per program (cells: an

@@ -100,6 +100,10 @@ def config_columns(cfg: RunConfig) -> dict[str, Any]:
         "clients": cfg.topology.clients,
         "seed": cfg.seed,
         "min_completion": cfg.slo.min_completion,
+        # multiget sizes: the mean asked for and the power law's solved exponent
+        "multiget_mean": cfg.workload.multiget.mean,
+        "multiget_exponent": (cfg.workload.multiget.exponent
+                              if cfg.workload.multiget.exponent is not None else float("nan")),
     }
 
 

@@ -462,3 +462,18 @@ def test_an_x_axis_of_labels_adds_only_its_per_value_overrides():
             "description": "t", "x": {"key": "big_pct", "override": False, "values": [0, 1],
                                       "per_value": {"0": ["workload.value_size=128"]}},
             "series": {"hash": ["protocol=hash"]}})
+
+
+def test_a_mean_check_compares_the_mean_ratio():
+    # pegasus / hash: 3 / 3 = 1 and 2.9 / 1 = 2.9, mean 1.95
+    exp = experiment([
+        {"claim": "1.9 x on average", "left": {"series": "pegasus", "x": "all"}, "op": ">=",
+         "right": {"series": "hash", "x": "all", "times": 1.9}, "quantifier": "mean"},
+        {"claim": "2 x on average", "left": {"series": "pegasus", "x": "all"}, "op": ">=",
+         "right": {"series": "hash", "x": "all", "times": 2.0}, "quantifier": "mean"},
+    ])
+    ok, short = (evaluate(c, TABLE, exp) for c in exp.checks)
+    assert ok.passed and "mean pegasus/hash over 2 pairs = 1.95 x, claim >= 1.9 x" in ok.measured
+    assert not short.passed and short.verdict == "FAIL"
+    gap = TABLE.with_columns(met=pl.Series([True, True, False, True]))
+    assert evaluate(exp.checks[0], gap, exp).verdict == "FAIL"

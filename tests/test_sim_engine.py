@@ -167,9 +167,8 @@ def test_ycsb_and_trace_workloads(tmp_path) -> None:
 def test_bad_config_is_one_clear_error() -> None:
     with pytest.raises(ConfigError, match="ycsb"):  # refused by the schema
         load([*BASE, "workload=ycsb", "alpha=1.2"])
-    with pytest.raises(SimError, match="multiget"):
-        with SimTarget(load([*BASE, "workload.multiget_keys=4"])) as t:
-            t.run_point(1e5, 1)
+    with pytest.raises(ConfigError, match="workload.multiget.mean = 4 .*no multiget"):
+        load([*BASE, "workload.multiget.mean=4"])
 
 
 def test_abi_declarations_match_the_library() -> None:

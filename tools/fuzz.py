@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build" / "fuzz"
 VECTORS = {"hash": "plain", "pegasus": "pegasus", "netcache": "netcache", "kvswitch": "kvswitch",
-           "starcache": "starcache"}
+           "starcache": "starcache", "netmc": "netmc"}
 
 
 def seed_inputs(protocol: str, corpus: Path) -> int:

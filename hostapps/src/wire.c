@@ -678,8 +678,15 @@ static int netmc_size(const struct nk_msg *m)
 	default:
 		if (!netmc_multi_fields_ok(m->op, m->key_slots, m->nkeys, m->startidx))
 			return NK_WIRE_EFIELD;
-		if (netmc_walk_pairs(m->items, m->items_len, m->key_slot_len, m->key_slots))
+		if (!m->items) {
+			/* lengths only (the simulator): room for every pair's key
+			 * and vlen; netmc_encode puts the value bytes on the last */
+			if (m->items_len < (size_t)m->key_slots * ((size_t)m->key_slot_len + 2))
+				return NK_WIRE_ELEN;
+		} else if (netmc_walk_pairs(m->items, m->items_len, m->key_slot_len,
+					    m->key_slots)) {
 			return NK_WIRE_ELEN;
+		}
 		return (int)(total + m->items_len);
 	}
 }
@@ -702,6 +709,14 @@ static void netmc_encode(const struct nk_msg *m, uint8_t *b)
 	pre[2] = m->result;
 	pre[3] = 0;
 	nk_put64(pre + 4, m->send_ns);
+	if (shape == NETMC_PAIRS && !m->items) {
+		/* a lengths-only pair list: zero keys, every value byte on the
+		 * last pair, so the packet decodes with its stated length */
+		size_t fixed = (size_t)m->key_slots * ((size_t)m->key_slot_len + 2);
+		memset(items, 0, m->items_len);
+		nk_put16(items + fixed - 2, (uint16_t)(m->items_len - fixed));
+		return;
+	}
 	if (shape == NETMC_KEYS || shape == NETMC_PAIRS) {
 		put_bytes(items, m->items, m->items_len);
 		return;

@@ -7,7 +7,7 @@ protocol registry: ``schema`` -> registry -> protocol modules -> here).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -47,6 +47,8 @@ class ProtocolBase(Strict):
     name: str
     description: str = ""
     max_servers: int = Field(ge=1, le=MAX_SERVERS)
+    #: its hosts turn an application multiget into packets (host.h client_multiget)
+    supports_multiget: ClassVar[bool] = False
 
     def payload_bytes(self, key_size: int, value_size: int) -> int:
         """UDP payload of a request carrying a value: the Pegasus/plain layout

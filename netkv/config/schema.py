@@ -32,7 +32,8 @@ from netkv.config.base import (
     ProtocolBase,
     Strict,
 )
-from netkv.protocols import config_models, names as protocol_names
+from netkv.config.multiget import mean_size, solve_exponent
+from netkv.protocols import config_models, lookup, names as protocol_names
 from netkv.testbed.inventory import Inventory
 
 __all__ = ["Frac", "NonNeg", "Pos", "ProtocolBase", "Strict", "RunConfig"]
@@ -67,6 +68,44 @@ class Dynamics(Strict):
     hot_pool: int = Field(10_000, ge=1, le=MAX_KEYS)
 
 
+MAX_MULTIGET_KEYS = 64  # NK_MAX_REQ_KEYS (host.h)
+
+
+class Multiget(Strict):
+    """Multiget sizes (reads only; writes stay single-key): a discrete power
+    law P(k) ∝ k^-exponent truncated to [1, max_keys], the exponent solved
+    from ``mean`` (netkv.config.multiget). mean = 1: single-key requests."""
+
+    mean: Annotated[float, Field(ge=1.0, le=MAX_MULTIGET_KEYS)] = 1.0
+    max_keys: int = Field(16, ge=1, le=MAX_MULTIGET_KEYS)
+    # solved from mean (leave unset); the resolved config reports it
+    exponent: Annotated[float, Field(ge=-60.0, le=60.0)] | None = None
+
+    @model_validator(mode="after")
+    def _solve_exponent(self) -> "Multiget":
+        if self.mean == 1.0:
+            return self
+        if not self.mean < self.max_keys:
+            raise ValueError(f"workload.multiget.mean = {self.mean:g} (allowed: 1, or between "
+                             f"1 and max_keys = {self.max_keys}, exclusive)")
+        try:
+            solved = solve_exponent(self.mean, self.max_keys)
+        except ValueError as exc:
+            raise ValueError(f"workload.multiget.mean = {self.mean:g}: {exc}") from None
+        if self.exponent is not None and abs(
+                mean_size(self.max_keys, self.exponent) - self.mean) > 1e-6 * self.mean:
+            raise ValueError(
+                f"workload.multiget.exponent = {self.exponent:g} gives mean "
+                f"{mean_size(self.max_keys, self.exponent):.4g}, not mean = {self.mean:g} "
+                "(allowed: unset; it is solved from mean)")
+        object.__setattr__(self, "exponent", solved)
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.mean > 1.0
+
+
 class Workload(Strict):
     kind: Literal["zipf", "uniform", "ycsb", "trace"]
     alpha: Alpha
@@ -75,7 +114,7 @@ class Workload(Strict):
     key_size: int = Field(64, ge=1, le=64)
     value_size: Annotated[int, Field(ge=0, le=MAX_VALUE_BYTES)] | Annotated[
         list[SizeChoice], Field(min_length=1, max_length=16)] = 128
-    multiget_keys: int = Field(1, ge=1, le=32)
+    multiget: Multiget = Multiget()
     dynamics: Dynamics = Dynamics()
     trace: str | None = None
 
@@ -84,6 +123,9 @@ class Workload(Strict):
         if self.kind == "ycsb" and not 0.0 < self.alpha < 1.0:
             raise ValueError(f"alpha = {self.alpha:g} (allowed: 0 < alpha < 1 for workload "
                              "ycsb, the scrambled Zipfian's theta)")
+        if self.kind == "trace" and self.multiget.enabled:
+            raise ValueError(f"workload.multiget.mean = {self.multiget.mean:g} (allowed: 1 with "
+                             "a trace workload, whose lines are single keys)")
         if self.kind == "trace":
             if not self.trace or self.trace == "???":
                 raise ValueError("workload.trace: a trace workload needs a file path "
@@ -113,6 +155,9 @@ class ServerModel(Strict):
     service: Literal["deterministic", "exponential", "lognormal"] = "exponential"
     service_ns: PosNanos = 5_000.0
     per_byte_ns: Nanos = 0.0
+    # each key of a multi-key request after the first (None: service_ns, a
+    # key costs a whole request)
+    per_key_ns: Nanos | None = None
     lognormal_sigma: Annotated[float, Field(gt=0.0, le=10.0)] = 0.5
     slow_fraction: Frac = 0.0
     slow_capacity: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
@@ -137,6 +182,13 @@ class Topology(Strict):
     recirc_gbps: Gbps = 100.0  # recirculation port bandwidth (0 = unlimited)
     cpu_queue: int = Field(4096, ge=1, le=1 << 20)  # switch -> controller packet channel
     client_cpu_ns: Nanos = 0.0  # client CPU cost per request (one core per client)
+    # ... and per packet (simulator, digest NetMC 9.14): each packet sent costs
+    # tx + key per key it carries; each reply received rx + pair per key it
+    # answers (then replies wait for the client's core)
+    client_tx_ns: Nanos = 0.0
+    client_key_ns: Nanos = 0.0
+    client_rx_ns: Nanos = 0.0
+    client_pair_ns: Nanos = 0.0
     # client timeout and resends after it (same req_id); None = auto: off
     # without injected faults (the Pegasus artifact), on with loss or
     # duplication (netkv/retries.py); 0 = off
@@ -342,6 +394,15 @@ class RunConfig(Strict):
                 f"topology.timeline_ms = {self.topology.timeline_ms:g} (allowed: at least "
                 f"{(self.duration * 1e3 + self.topology.drain_ms) / MAX_TIMELINE_WINDOWS:.3g} "
                 f"for duration {self.duration:g} s: at most {MAX_TIMELINE_WINDOWS:,} windows)")
+        mget = self.workload.multiget
+        if mget.enabled and not self.protocol.supports_multiget:
+            raise ValueError(f"workload.multiget.mean = {mget.mean:g} (allowed: 1 with protocol "
+                             f"{self.protocol.name}: it has no multiget requests)")
+        if mget.enabled and self.slo.kind == "auto" and self.slo.reference != "self" and \
+                not lookup(self.slo.reference).config.supports_multiget:
+            raise ValueError(f"slo.reference = '{self.slo.reference}' has no multiget requests "
+                             f"(allowed with workload.multiget.mean = {mget.mean:g}: self, or a "
+                             "protocol with multigets)")
         for crash in self.target.faults.crashes:
             if crash.server >= self.topology.servers:
                 raise ValueError(f"target.faults.crashes: server = {crash.server} (allowed: "

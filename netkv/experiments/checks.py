@@ -49,6 +49,10 @@ def verdict(passed: bool, measurable: bool, differs: str) -> str:
     return "differs" if measurable and differs else "FAIL"
 
 
+def _ref_name(ref: Ref) -> str:
+    return ref.series or _fmt(ref.value or math.nan)
+
+
 def _fmt(value: float) -> str:
     return f"{value:.3g}" if math.isfinite(value) else str(value)
 
@@ -138,7 +142,7 @@ def evaluate(check: Check, table: pl.DataFrame, exp: Experiment) -> CheckResult:
         for v in _values(table, check.right.model_copy(update={"x": x}), exp, [x])
     ]
     used = _cells_used(check, todo)
-    measurable, worst, held = used > 0, 0.0, []
+    measurable, worst, held, ratios = used > 0, 0.0, [], []
     parts: list[str] = [] if used else ["compares no measured cell"]
     for x, rx, lv, rv in zip(xs, right_xs, left, right):
         bad = [(ref, at, v) for ref, at, v in ((check.left, x, lv), (check.right, rx, rv))
@@ -149,6 +153,7 @@ def evaluate(check: Check, table: pl.DataFrame, exp: Experiment) -> CheckResult:
                       for ref, at, v in bad]
             continue
         assert isinstance(lv, float) and isinstance(rv, float)
+        ratios.append(lv / rv if rv else math.inf)
         if check.op == ">=":
             good = lv >= rv
         elif check.op == "<=":
@@ -168,6 +173,13 @@ def evaluate(check: Check, table: pl.DataFrame, exp: Experiment) -> CheckResult:
     ok = measurable and bool(held) and (all(held) if check.quantifier == "all" else any(held))
     if check.quantifier == "any":
         parts.append(f"(any of {len(held)} pairs: {sum(held)} hold)")
+    if check.quantifier == "mean" and check.op != "within":
+        mean = float(np.mean(ratios)) if ratios else math.nan
+        ok = measurable and bool(ratios) and (mean >= 1.0 if check.op == ">=" else mean <= 1.0)
+        worst = 0.0 if ok or not ratios else abs(1.0 - mean)
+        parts.append(f"(mean {_ref_name(check.left)}/{_ref_name(check.right)} over "
+                     f"{len(ratios)} pairs = {_fmt(mean * check.right.times)} x, claim "
+                     f"{check.op} {_fmt(check.right.times)} x)")
     parts.append(f"({used} cell{'s' if used != 1 else ''})")
     by = ""
     if measurable and not ok:

@@ -23,6 +23,7 @@ PROTOCOLS: dict[str, str] = {
     "netcache": "netkv.protocols.netcache",
     "kvswitch": "netkv.protocols.kvswitch",
     "starcache": "netkv.protocols.starcache",
+    "netmc": "netkv.protocols.netmc",
 }
 
 

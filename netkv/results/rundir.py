@@ -132,6 +132,8 @@ class RunDir:
                      if k.startswith("refused.") and v is not None},
             forged_replies=row.get("forged_replies") or 0,
             hostile_sent=row.get("hostile_sent") or 0,
+            client_packets=row.get("client_packets") or 0,
+            request_keys=row.get("request_keys") or 0,
         )
 
     def store_point(
@@ -172,6 +174,8 @@ class RunDir:
             "dropped": result.dropped,
             "timeouts": result.timeouts,
             "retries": result.retries,
+            "client_packets": result.client_packets,
+            "request_keys": result.request_keys,
             "completion": result.completion,
             "switch_replies": result.switch_replies,
             "refused_switch": sum(v for k, v in result.refused.items() if k.startswith("switch.")),

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from netkv.config.compose import ConfigError
+from netkv.config.multiget import size_weights
 from netkv.config.schema import RunConfig, SizeChoice
 from netkv.sim import native
 
@@ -240,6 +241,9 @@ class Stats:
     hostile_sent: int
     forged_replies: int
     server_ignored: int
+    client_packets: int
+    req_keys: int
+    recirculated: int
     mean_ns: float
     p50_ns: float
     p90_ns: float
@@ -266,8 +270,6 @@ class SimEngine:
         self.workload = workload
         self.cfg = cfg
         top, srv, faults = cfg.topology, cfg.topology.server, cfg.target.faults
-        if cfg.workload.multiget_keys != 1:
-            raise SimError("workload.multiget_keys: the simulator runs single-key requests only (1)")
         c = ffi.new("struct nk_sim_cfg *")
         self._proto = ffi.new("char[]", cfg.protocol.name.encode())
         c.protocol = self._proto
@@ -297,6 +299,18 @@ class SimEngine:
         c.queue_limit = srv.queue_limit
         c.dispatch = native.DISPATCH[srv.dispatch]
         c.client_cpu_ns = top.client_cpu_ns
+        c.client_tx_ns = top.client_tx_ns
+        c.client_key_ns = top.client_key_ns
+        c.client_rx_ns = top.client_rx_ns
+        c.client_pair_ns = top.client_pair_ns
+        c.per_key_ns = -1.0 if srv.per_key_ns is None else srv.per_key_ns
+        mget = cfg.workload.multiget
+        if mget.enabled:
+            assert mget.exponent is not None  # solved by the schema
+            weights = size_weights(mget.max_keys, mget.exponent)
+            self._mget_weights = ffi.new("double[]", weights.tolist())
+            c.mget_max = mget.max_keys
+            c.mget_weights = self._mget_weights
         c.timeout_ns = (top.timeout_us or 0.0) * 1e3  # None (auto, unresolved): off
         c.retries = top.retries or 0
         c.loss = faults.loss

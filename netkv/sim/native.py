@@ -57,6 +57,8 @@ struct nk_sim_cfg {
     uint32_t workers; uint32_t service; double service_ns; double per_byte_ns;
     double lognormal_sigma; const double *capacity; uint32_t queue_limit; uint32_t dispatch;
     double client_cpu_ns; double timeout_ns; uint32_t retries;
+    double client_tx_ns; double client_key_ns; double client_rx_ns; double client_pair_ns;
+    double per_key_ns; uint32_t mget_max; const double *mget_weights;
     double loss; double duplicate; double reorder; double reorder_ns; double extra_delay_ns;
     uint32_t fault_links;
     uint32_t dyn_kind; double dyn_period_s; uint32_t dyn_count; uint32_t dyn_hot_pool;
@@ -71,6 +73,7 @@ struct nk_sim_stats {
     uint64_t dropped; uint64_t drop_loss; uint64_t drop_queue; uint64_t drop_crash;
     uint64_t drop_switch; uint64_t cpu_packets; uint64_t cpu_dropped; uint64_t dyn_changes;
     uint64_t hostile_sent; uint64_t forged_replies; uint64_t server_ignored;
+    uint64_t client_packets; uint64_t req_keys; uint64_t recirculated;
     double mean_ns, p50_ns, p90_ns, p99_ns, p999_ns, max_ns;
     uint32_t n_windows; uint32_t hist_buckets;
 };

@@ -59,6 +59,8 @@ class PointResult:
     # The protocol controller's own measurements of the point (columns of
     # points.parquet named by the controller: Controller.point_metrics).
     controller_metrics: dict[str, Any] = field(default_factory=dict)
+    client_packets: int = 0  # packets the clients sent (a multiget may be several)
+    request_keys: int = 0  # keys the issued requests asked for (multigets: their sizes)
 
     @property
     def achieved_rps(self) -> float:

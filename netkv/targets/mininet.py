@@ -101,9 +101,9 @@ def check_config(cfg: RunConfig, target: str = "mininet") -> None:
     if cfg.workload.kind == "trace" or not isinstance(cfg.workload.value_size, int):
         raise TargetUnavailable(f"target={target}: kvclient supports zipf/uniform/ycsb workloads "
                                 "with one fixed value_size for now")
-    if cfg.workload.multiget_keys != 1:
-        raise TargetUnavailable(f"workload.multiget_keys: target={target} runs single-key "
-                                "requests only (1)")
+    if cfg.workload.multiget.enabled:
+        raise TargetUnavailable(f"workload.multiget.mean = {cfg.workload.multiget.mean:g}: "
+                                f"target={target} runs single-key requests only for now (1)")
 
 
 class MininetTarget(Target):

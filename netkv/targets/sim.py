@@ -21,6 +21,7 @@ from netkv.config.schema import RunConfig
 from netkv.sim.history import write_history
 from netkv.sim.engine import (Controller, SimEngine, SimError, Workload, capacity_factors,
                               read_trace, value_classes)
+from netkv.config.multiget import size_weights
 from netkv.quantile import latency_summary
 from netkv.protocols import lookup
 from netkv.targets.base import PointResult, Target
@@ -38,8 +39,6 @@ class HistoryData:
 
 def check_config(cfg: RunConfig) -> None:
     """Refuse, before anything is written, what the simulator cannot run."""
-    if cfg.workload.multiget_keys != 1:
-        raise SimError("workload.multiget_keys: the simulator runs single-key requests only (1)")
     if cfg.workload.kind == "trace" and cfg.workload.trace:
         keys, _ = read_trace(cfg.workload.trace)
         if len(keys) and int(keys.max()) >= cfg.workload.keys:
@@ -70,15 +69,43 @@ class SimTarget(Target):
         self.last_history: HistoryData | None = None
 
     def capacity_hint_rps(self) -> float:
-        """Sum of every server's service rate (an upper bound: skew only lowers it)."""
-        return float(self.server_capacity_rps().sum())
+        """Sum of every server's service rate over the server requests one
+        request makes (an upper bound: skew only lowers it)."""
+        return float(self.server_capacity_rps().sum()) / self.server_requests_per_request()
+
+    def server_requests_per_request(self) -> float:
+        """Server requests per request: 1, or for multigets the expected
+        groups (distinct servers of k keys placed uniformly, over the size
+        law), writes counting 1."""
+        if not self.cfg.workload.multiget.enabled:
+            return 1.0
+        w = self.cfg.workload.write_ratio
+        return w + (1.0 - w) * self.multiget_groups()
+
+    def multiget_groups(self) -> float:
+        """Expected server groups of a multiget: distinct servers of k keys
+        placed uniformly, over the size law."""
+        mget = self.cfg.workload.multiget
+        assert mget.exponent is not None
+        n = self.cfg.topology.servers
+        k = np.arange(1, mget.max_keys + 1, dtype=np.float64)
+        return float(np.dot(size_weights(mget.max_keys, mget.exponent),
+                            n * (1.0 - (1.0 - 1.0 / n) ** k)))
 
     def server_capacity_rps(self) -> np.ndarray:
-        """Each server's service rate at the workload's mean value size."""
+        """Each server's service rate (server requests/s) at the workload's
+        mean value size; for multigets, of their sub-requests (one per server
+        group, with its share of the keys and values)."""
         srv = self.cfg.topology.server
         sizes, weights = value_classes(self.cfg.workload.value_size)
         mean_bytes = float(np.average(sizes, weights=weights))
         per_request_ns = srv.service_ns + srv.per_byte_ns * mean_bytes
+        mget = self.cfg.workload.multiget
+        if mget.enabled:
+            per_sub = mget.mean / self.multiget_groups()  # keys per sub-request
+            per_key = srv.service_ns if srv.per_key_ns is None else srv.per_key_ns
+            per_request_ns = (srv.service_ns + per_key * (per_sub - 1.0)
+                              + srv.per_byte_ns * mean_bytes * per_sub)
         return np.asarray(capacity_factors(self.cfg), dtype=np.float64) * (
             srv.workers * 1e9 / per_request_ns)
 
@@ -121,6 +148,8 @@ class SimTarget(Target):
                 hostile_sent=st.hostile_sent,
                 server_capacity_rps=self.server_capacity_rps(),
                 controller_metrics=metrics(controller),
+                client_packets=st.client_packets,
+                request_keys=st.req_keys,
             )
 
     def write_history(self, path: Path) -> bool:

@@ -60,6 +60,11 @@ const bit<8> SC_STATE_DRAINING = 2; /* state: being evicted: reads go to the ser
 #define SC_DEFAULT_SLOTS 16 /* S: parked requests per key */
 #define SC_MAX_SLOTS_TOTAL 65536 /* keys x S request-table slots (the prototype's 64K) */
 
+/* ---- NetMC pipeline and hosts (docs/netmc.md) */
+#define MC_KEYIDX_W 16 /* W: KEYIDX bits, keys per wire multiget (the thesis' 16; more are chunked by the client) */
+#define MC_ID_SHIFT 6 /* wire ID = request id << 6 | index of the packet's first key in the client's sorted key list (< 64) */
+#define MC_MTU 1500 /* IP MTU the server splits a multiget's reply pairs at (digest 9.7) */
+
 /* Pegasus (and plain) op codes */
 const bit<8> PEGASUS_OP_READ = 0; /* artifact GET */
 const bit<8> PEGASUS_OP_WRITE = 1; /* artifact PUT */
@@ -128,5 +133,8 @@ const bit<8> NETMC_OP_MGET_REPLY = 5;
 
 /* the PRE group of a node: {its port, the recirculation port} (a served reply and its copy back into the loop); never 0 */
 #define SC_MCAST_GROUP(node) ((node) + 1)
+
+/* the PRE group of a server: {its port, the recirculation port} (a sub-request and its continuation); never 0 */
+#define MC_MCAST_GROUP(server) ((server) + 1)
 
 #endif /* NETKV_CONSTANTS_P4 */

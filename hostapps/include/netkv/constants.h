@@ -62,6 +62,11 @@
 #define SC_DEFAULT_SLOTS 16 /* S: parked requests per key */
 #define SC_MAX_SLOTS_TOTAL 65536 /* keys x S request-table slots (the prototype's 64K) */
 
+/* ---- NetMC pipeline and hosts (docs/netmc.md) */
+#define MC_KEYIDX_W 16 /* W: KEYIDX bits, keys per wire multiget (the thesis' 16; more are chunked by the client) */
+#define MC_ID_SHIFT 6 /* wire ID = request id << 6 | index of the packet's first key in the client's sorted key list (< 64) */
+#define MC_MTU 1500 /* IP MTU the server splits a multiget's reply pairs at (digest 9.7) */
+
 /* which wire format a message uses (stable: golden vectors, codec) */
 enum nk_proto {
 	NK_PROTO_PLAIN = 0,
@@ -148,6 +153,18 @@ enum nk_netmc_op {
 	NK_NETMC_OP_MGET_REPLY = 5,
 };
 
+/* cells of NetMC's stats register */
+enum mc_stat {
+	MC_STAT_MGETS = 0,
+	MC_STAT_PASSES = 1,
+	MC_STAT_CLONES = 2,
+	MC_STAT_FORWARDED = 3,
+	MC_STAT_MALFORMED = 4,
+	MC_STAT_NO_ROUTE = 5,
+	MC_STAT_HOST_SERVER_OP = 6,
+	MC_STAT_COUNT
+};
+
 /* cells of StarCache's stats register */
 enum sc_stat {
 	SC_STAT_PARKED = 0,
@@ -199,6 +216,12 @@ static inline uint64_t nk_kvs_mcast_group(uint64_t owner, uint64_t r)
 static inline uint64_t nk_sc_mcast_group(uint64_t node)
 {
 	return node + 1;
+}
+
+/* the PRE group of a server: {its port, the recirculation port} (a sub-request and its continuation); never 0 */
+static inline uint64_t nk_mc_mcast_group(uint64_t server)
+{
+	return server + 1;
 }
 
 #endif /* NETKV_CONSTANTS_H */

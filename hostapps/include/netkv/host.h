@@ -35,6 +35,11 @@ extern "C" {
 
 #define NK_DST_SRC 0xFFFE
 #define NK_HOST_MAX_OUT (NK_MAX_SERVERS + 1)
+/* An application multiget asks for at most this many keys; the host logic
+ * turns it into as many packets as its wire format needs (at most one per
+ * key). */
+#define NK_MAX_REQ_KEYS 64
+#define NK_HOST_MAX_REQ_OUT NK_MAX_REQ_KEYS
 
 struct nk_store_ops {
 	/* 0: found, *ver and *value_len set; 1: not found */
@@ -61,8 +66,16 @@ struct nk_host_cfg {
 	const char *params;     /* protocol knobs, "key=value;..." (may be NULL) */
 };
 
+/* One key of a multi-key request, as the workload knows it. */
+struct nk_req_key {
+	const uint8_t *key;     /* key_len bytes (spec->key_len) */
+	uint32_t keyhash;
+	uint32_t value_len;     /* its stored value size */
+	uint16_t home;          /* home server */
+};
+
 struct nk_req_spec {
-	uint8_t kind;           /* NK_KIND_READ or NK_KIND_WRITE */
+	uint8_t kind;           /* NK_KIND_READ, NK_KIND_WRITE or NK_KIND_MULTIGET */
 	uint8_t key_len;
 	uint16_t client_id;
 	uint16_t home;          /* home server of the key */
@@ -71,6 +84,15 @@ struct nk_req_spec {
 	uint32_t value_len;     /* bytes written (writes) */
 	uint64_t send_ns;       /* intended send time, echoed by the server */
 	const uint8_t *key;
+	/* NK_KIND_MULTIGET: nkeys distinct keys (the fields above hold the
+	 * first); the request is done when every key's value is in */
+	uint8_t nkeys;
+	const struct nk_req_key *keys;
+	/* scratch the request's packets may point into (a key list in `items`):
+	 * buf_len >= nkeys * key_len, kept by the embedder until the request
+	 * completes or is given up */
+	uint8_t *buf;
+	uint32_t buf_len;
 };
 
 enum nk_reply_verdict {
@@ -93,6 +115,14 @@ struct nk_host_ops {
 	void (*client_fini)(void *st);
 	uint16_t (*client_request)(void *st, const struct nk_req_spec *spec, struct nk_msg *out);
 	int (*client_reply)(void *st, const struct nk_msg *reply);
+	/* Optional (NULL: the protocol has no multi-key requests): turn a
+	 * NK_KIND_MULTIGET spec into the packets the client sends, in sending
+	 * order, each with the node it is addressed to (out[i].dst). Returns how
+	 * many (1..max_out), or 0 if it cannot. Called again with the same
+	 * req_id for a resend. client_reply answers NK_REPLY_DONE only once
+	 * every key's reply is in (all or nothing), NK_REPLY_IGNORE before. */
+	int (*client_multiget)(void *st, const struct nk_req_spec *spec, struct nk_host_out *out,
+			       int max_out);
 	/* Optional: a text command from the controller (e.g. Pegasus' rkey_add,
 	 * gc), answered "ok ..." or "err ..." in out. NULL if the protocol has none. */
 	int (*server_ctl)(void *st, struct nk_store *store, int argc, char **argv, char *out,

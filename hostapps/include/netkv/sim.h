@@ -96,6 +96,22 @@ struct nk_sim_cfg {
 	double client_cpu_ns;
 	double timeout_ns;        /* 0 = no timeouts */
 	uint32_t retries;
+	/* Client CPU per packet (one core per client, shared by sending and
+	 * receiving): each packet sent costs tx_ns + key_ns per key it carries,
+	 * each reply received rx_ns + pair_ns per key it answers. With rx or
+	 * pair costs, replies wait for the client's core. */
+	double client_tx_ns;
+	double client_key_ns;
+	double client_rx_ns;
+	double client_pair_ns;
+	/* server CPU per extra key of a multi-key request (< 0: = service_ns,
+	 * each key a whole request's cost) */
+	double per_key_ns;
+	/* multiget requests: mget_max > 1 draws each read's size k in
+	 * 1..mget_max with probability mget_weights[k-1] (normalised here);
+	 * writes stay single-key. mget_max <= 1: single-key requests. */
+	uint32_t mget_max;
+	const double *mget_weights;
 	/* faults, on every link traversal */
 	double loss;
 	double duplicate;
@@ -141,6 +157,9 @@ struct nk_sim_stats {
 	uint64_t hostile_sent;    /* messages the hostile clients sent */
 	uint64_t forged_replies;  /* replies an honest client ignored: not its request's */
 	uint64_t server_ignored;  /* messages a server's host logic answered with nothing */
+	uint64_t client_packets;  /* packets the clients sent (first tries and resends) */
+	uint64_t req_keys;        /* keys asked for by issued requests */
+	uint64_t recirculated;    /* packets through the recirculation port */
 	double mean_ns, p50_ns, p90_ns, p99_ns, p999_ns, max_ns;
 	uint32_t n_windows;
 	uint32_t hist_buckets;

@@ -9,6 +9,7 @@ extern const struct nk_host_ops nk_host_pegasus;
 extern const struct nk_host_ops nk_host_netcache;
 extern const struct nk_host_ops nk_host_kvswitch;
 extern const struct nk_host_ops nk_host_starcache;
+extern const struct nk_host_ops nk_host_netmc;
 
 static const struct nk_host_ops *const hosts[] = {
 	&nk_host_hash,
@@ -16,6 +17,7 @@ static const struct nk_host_ops *const hosts[] = {
 	&nk_host_netcache,
 	&nk_host_kvswitch,
 	&nk_host_starcache,
+	&nk_host_netmc,
 };
 
 const struct nk_host_ops *nk_host_find(const char *name)

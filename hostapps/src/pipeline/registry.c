@@ -9,6 +9,7 @@ extern const struct nk_pipeline_ops nk_pipeline_pegasus;
 extern const struct nk_pipeline_ops nk_pipeline_netcache;
 extern const struct nk_pipeline_ops nk_pipeline_kvswitch;
 extern const struct nk_pipeline_ops nk_pipeline_starcache;
+extern const struct nk_pipeline_ops nk_pipeline_netmc;
 
 static const struct nk_pipeline_ops *const pipelines[] = {
 	&nk_pipeline_hash,
@@ -16,6 +17,7 @@ static const struct nk_pipeline_ops *const pipelines[] = {
 	&nk_pipeline_netcache,
 	&nk_pipeline_kvswitch,
 	&nk_pipeline_starcache,
+	&nk_pipeline_netmc,
 };
 
 const struct nk_pipeline_ops *nk_pipeline_find(const char *name)

@@ -227,10 +227,28 @@ struct nk_sim {
 	struct nk_pcap *cap;
 	uint8_t *cap_buf;
 
+	/* multigets (cfg.mget_max > 1): each slot's keys and their ranks (the
+	 * key-bytes cache index), and per slot a buffer the request's packets
+	 * may point into (key lists). Buffers live in fixed blocks that never
+	 * move, since packets in flight point into them. */
+	struct nk_alias mget_alias;
+	uint32_t mget_max;
+	struct nk_rank_info *mkeys;   /* slot_cap * mget_max */
+	uint32_t *mranks;             /* slot_cap * mget_max */
+	uint8_t *mcount;              /* slot -> keys; 0 = a single-key request */
+	uint8_t **mbuf;               /* blocks of MBUF_BLOCK slot buffers */
+	uint32_t mbuf_blocks, mbuf_len;
+	uint64_t tx_ps, key_ps, rx_ps, pair_ps;
+
 	/* scratch */
 	struct nk_host_out hout[NK_HOST_MAX_OUT];
 	uint8_t keybuf[NK_MAX_KEY_LEN];
+	struct nk_req_key mreq[NK_MAX_REQ_KEYS];
+	uint8_t mkeybuf[NK_MAX_REQ_KEYS][NK_MAX_KEY_LEN];
+	struct nk_host_out mout[NK_HOST_MAX_REQ_OUT];
 };
+
+#define MBUF_BLOCK 4096u
 
 /* ---- event heap (4-ary, ordered by (t, seq)) ------------------------------ */
 
@@ -563,6 +581,7 @@ static void egress(struct nk_sim *s, uint32_t pi, uint16_t port, uint64_t t)
 			depart += (uint64_t)(p->wire_len * s->recirc_ps_per_byte + 0.5);
 		*f = depart;
 		p->recirculated = 1;
+		s->st.recirculated++;
 		p->ingress = (uint16_t)s->recirc_port;
 		deliver(s, pi, depart, EV_SWITCH_IN);
 	} else if (port == s->cpu_port) {
@@ -688,7 +707,10 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 static uint64_t service_ps(struct nk_sim *s, struct server *sv, uint32_t bytes, uint32_t work)
 {
 	const struct nk_sim_cfg *c = &s->cfg;
-	double mean = (c->service_ns * (work ? work : 1) + c->per_byte_ns * bytes) / sv->cap;
+	double keys = work ? work : 1;
+	double base = c->per_key_ns < 0 ? c->service_ns * keys
+					: c->service_ns + c->per_key_ns * (keys - 1);
+	double mean = (base + c->per_byte_ns * bytes) / sv->cap;
 	double x;
 	switch (c->service) {
 	case NK_SERVICE_EXPONENTIAL:
@@ -974,6 +996,49 @@ static struct nk_sim_op *op_rec(struct nk_sim *s, uint64_t serial)
 
 /* ---- clients ----------------------------------------------------------------------- */
 
+/* the multiget side tables for nc slots (slot_alloc grows them together) */
+static int mget_grow(struct nk_sim *s, uint32_t nc)
+{
+	size_t k = s->mget_max;
+	struct nk_rank_info *mk = realloc(s->mkeys, (size_t)nc * k * sizeof(*mk));
+	if (!mk)
+		return -1;
+	s->mkeys = mk;
+	uint32_t *mr = realloc(s->mranks, (size_t)nc * k * sizeof(*mr));
+	if (!mr)
+		return -1;
+	s->mranks = mr;
+	uint8_t *mc = realloc(s->mcount, nc);
+	if (!mc)
+		return -1;
+	s->mcount = mc;
+	uint32_t nb = (nc + MBUF_BLOCK - 1) / MBUF_BLOCK;
+	if (nb > s->mbuf_blocks) {
+		uint8_t **b = realloc(s->mbuf, nb * sizeof(*b));
+		if (!b)
+			return -1;
+		s->mbuf = b;
+		for (uint32_t i = s->mbuf_blocks; i < nb; i++) {
+			b[i] = calloc(MBUF_BLOCK, s->mbuf_len);
+			if (!b[i])
+				return -1;
+			s->mbuf_blocks = i + 1;
+		}
+	}
+	return 0;
+}
+
+static uint8_t *slot_buf(const struct nk_sim *s, uint32_t si)
+{
+	return s->mbuf[si / MBUF_BLOCK] + (size_t)(si % MBUF_BLOCK) * s->mbuf_len;
+}
+
+/* keys a packet carries, for the client's per-key CPU cost */
+static inline uint32_t msg_keys(const struct nk_msg *m)
+{
+	return m->key_slots ? m->key_slots : 1;
+}
+
 static uint32_t slot_alloc(struct nk_sim *s)
 {
 	if (s->slot_free == NONE32) {
@@ -984,6 +1049,8 @@ static uint32_t slot_alloc(struct nk_sim *s)
 		if (!sl)
 			return NONE32;
 		s->slots = sl;
+		if (s->mget_max > 1 && mget_grow(s, nc))
+			return NONE32;
 		for (uint32_t i = oc; i < nc; i++) {
 			sl[i].next_free = i + 1 < nc ? i + 1 : NONE32;
 			sl[i].live = 0;
@@ -1004,10 +1071,73 @@ static void slot_release(struct nk_sim *s, uint32_t i)
 	s->outstanding--;
 }
 
+static const uint8_t *rank_key(struct nk_sim *s, uint32_t rank, uint32_t key, uint8_t *buf)
+{
+	if (rank < s->key_cache_n && s->key_cache_id[rank] == key)
+		return s->key_cache + (size_t)rank * NK_MAX_KEY_LEN;
+	nk_key_bytes(key, s->wl->cfg.key_size, buf);
+	return buf;
+}
+
+/* A multiget: the host logic turns it into packets (one, or one per server,
+ * ...), sent one after another by the client's core. */
+static void send_multiget(struct nk_sim *s, uint32_t si, uint64_t t)
+{
+	struct slot *sl = &s->slots[si];
+	uint32_t m = s->mcount[si];
+	const struct nk_rank_info *ri = &s->mkeys[(size_t)si * s->mget_max];
+	const uint32_t *rk = &s->mranks[(size_t)si * s->mget_max];
+	for (uint32_t j = 0; j < m; j++)
+		s->mreq[j] = (struct nk_req_key){
+			.key = rank_key(s, rk[j], ri[j].key, s->mkeybuf[j]),
+			.keyhash = ri[j].keyhash, .value_len = ri[j].value_len, .home = ri[j].home};
+	struct nk_req_spec spec = {
+		.kind = NK_KIND_MULTIGET,
+		.key_len = (uint8_t)s->wl->cfg.key_size,
+		.client_id = (uint16_t)sl->client,
+		.home = ri[0].home,
+		.req_id = (uint32_t)sl->serial,
+		.keyhash = ri[0].keyhash,
+		.send_ns = sl->intended / PS_PER_NS,
+		.key = s->mreq[0].key,
+		.nkeys = (uint8_t)m,
+		.keys = s->mreq,
+		.buf = slot_buf(s, si),
+		.buf_len = s->mbuf_len,
+	};
+	struct client *c = &s->cli[sl->client];
+	int n = s->host->client_multiget(c->hstate, &spec, s->mout, NK_HOST_MAX_REQ_OUT);
+	uint64_t ts = t > c->cpu_free ? t : c->cpu_free;
+	ts += s->cpu_ps;
+	for (int i = 0; i < n; i++) {
+		uint32_t pi = pkt_alloc(s);
+		if (pi == NONE32)
+			break;
+		struct pkt *p = &s->pk[pi];
+		p->m = s->mout[i].msg;
+		p->src = (uint16_t)(s->S + sl->client);
+		p->dst = s->mout[i].dst;
+		p->slot = si;
+		p->serial = sl->serial;
+		ts += s->tx_ps + s->key_ps * msg_keys(&p->m);
+		s->st.client_packets++;
+		host_send(s, pi, ts);
+	}
+	c->cpu_free = ts;
+	if (s->cfg.timeout_ns > 0) {
+		sl->deadline = ts + (uint64_t)(s->cfg.timeout_ns * PS_PER_NS);
+		heap_push(s, sl->deadline, EV_TIMEOUT, si);
+	}
+}
+
 /* build the slot's request and put it on the client's uplink at time t */
 static void send_request(struct nk_sim *s, uint32_t si, uint64_t t)
 {
 	struct slot *sl = &s->slots[si];
+	if (s->mget_max > 1 && s->mcount[si]) {
+		send_multiget(s, si, t);
+		return;
+	}
 	uint32_t pi = pkt_alloc(s);
 	if (pi == NONE32)
 		return;
@@ -1036,8 +1166,9 @@ static void send_request(struct nk_sim *s, uint32_t si, uint64_t t)
 	p->serial = sl->serial;
 	/* one client core: requests queue behind each other's CPU cost */
 	uint64_t ts = t > c->cpu_free ? t : c->cpu_free;
-	ts += s->cpu_ps;
+	ts += s->cpu_ps + s->tx_ps + s->key_ps;
 	c->cpu_free = ts;
+	s->st.client_packets++;
 	if (s->cfg.timeout_ns > 0) {
 		sl->deadline = ts + (uint64_t)(s->cfg.timeout_ns * PS_PER_NS);
 		heap_push(s, sl->deadline, EV_TIMEOUT, si);
@@ -1094,6 +1225,30 @@ static inline uint32_t pre_next(struct nk_sim *s)
 	return s->pre_rank[pos & (PRE_RING - 1)];
 }
 
+/* A multiget's size k (1..mget_max) and its keys: `first` and k - 1 more
+ * from the popularity distribution, distinct (a repeated key is drawn again,
+ * a few times, as a client dedups its keys). Returns k. */
+static uint8_t mget_draw(struct nk_sim *s, uint32_t si, uint32_t first)
+{
+	uint32_t k = nk_alias_sample(&s->mget_alias, nk_rng_next(&s->r_op)) + 1;
+	struct nk_rank_info *ri = &s->mkeys[(size_t)si * s->mget_max];
+	uint32_t *rk = &s->mranks[(size_t)si * s->mget_max];
+	ri[0] = s->ranks[first];
+	rk[0] = first;
+	uint32_t n = 1;
+	for (uint32_t tries = 0; n < k && tries < 8 * k; tries++) {
+		uint32_t r = pre_next(s);
+		uint32_t key = s->ranks[r].key, j = 0;
+		while (j < n && ri[j].key != key)
+			j++;
+		if (j < n)
+			continue;
+		ri[n] = s->ranks[r];
+		rk[n++] = r;
+	}
+	return (uint8_t)n;
+}
+
 static void arrival(struct nk_sim *s)
 {
 	uint64_t t = s->now;
@@ -1132,6 +1287,9 @@ static void arrival(struct nk_sim *s)
 	s->outstanding++;
 	s->st.issued++;
 	sl->rank = rank;
+	if (s->mget_max > 1)
+		s->mcount[si] = write ? 0 : mget_draw(s, si, rank);
+	s->st.req_keys += s->mget_max > 1 && s->mcount[si] ? s->mcount[si] : 1;
 	struct nk_sim_op *rec = op_rec(s, sl->serial);
 	if (rec) {
 		rec->invoke_ns = t / PS_PER_NS;
@@ -1237,6 +1395,13 @@ static void deliver_client(struct nk_sim *s, uint32_t pi, uint64_t t)
 		return;
 	}
 	struct slot *sl = &s->slots[si];
+	if (s->rx_ps || s->pair_ps) {
+		/* the client's core takes the reply when it is free */
+		struct client *c = &s->cli[sl->client];
+		uint64_t start = t > c->cpu_free ? t : c->cpu_free;
+		c->cpu_free = start + s->rx_ps + s->pair_ps * msg_keys(&p->m);
+		t = c->cpu_free;
+	}
 	int v = s->host->client_reply(s->cli[sl->client].hstate, &p->m);
 	uint64_t reply_ver = p->m.ver;
 	uint8_t reply_found = p->m.result != 1;  /* 1 = NOT_FOUND in every codec */
@@ -1413,6 +1578,13 @@ void nk_sim_free(struct nk_sim *s)
 	free(s->heap);
 	free(s->pk);
 	free(s->slots);
+	free(s->mkeys);
+	free(s->mranks);
+	free(s->mcount);
+	for (uint32_t b = 0; b < s->mbuf_blocks; b++)
+		free(s->mbuf[b]);
+	free(s->mbuf);
+	nk_alias_free(&s->mget_alias);
 	free(s->up_free);
 	free(s->down_free);
 	free(s->fault_up);
@@ -1572,7 +1744,36 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 			 (cfg->fault_links == NK_FAULT_LINKS_CLIENTS && !is_srv);
 		s->fault_up[i] = s->fault_down[i] = (uint8_t)on;
 	}
-	s->fast_client = !(cfg->timeout_ns > 0);
+	s->tx_ps = (uint64_t)(cfg->client_tx_ns * PS_PER_NS + 0.5);
+	s->key_ps = (uint64_t)(cfg->client_key_ns * PS_PER_NS + 0.5);
+	s->rx_ps = (uint64_t)(cfg->client_rx_ns * PS_PER_NS + 0.5);
+	s->pair_ps = (uint64_t)(cfg->client_pair_ns * PS_PER_NS + 0.5);
+	if (!(cfg->client_tx_ns >= 0) || !(cfg->client_key_ns >= 0) || !(cfg->client_rx_ns >= 0) ||
+	    !(cfg->client_pair_ns >= 0))
+		FAIL("topology.client_*_ns: must be >= 0");
+	/* a reply that costs the client CPU must wait for its core, in time order */
+	s->fast_client = !(cfg->timeout_ns > 0) && !s->rx_ps && !s->pair_ps;
+	if (cfg->mget_max > 1) {
+		if (cfg->mget_max > NK_MAX_REQ_KEYS || !cfg->mget_weights)
+			FAIL("workload.multiget.max_keys: %u (allowed: 1..%u)", cfg->mget_max,
+			     NK_MAX_REQ_KEYS);
+		if (!s->host->client_multiget)
+			FAIL("protocol %s: no multiget requests (allowed: workload.multiget.mean = 1)",
+			     cfg->protocol);
+		if (wl->cfg.kind == NK_WL_TRACE)
+			FAIL("workload.multiget: not with a trace workload (allowed: mean = 1)");
+		double total = 0;
+		for (uint32_t k = 0; k < cfg->mget_max; k++) {
+			if (!(cfg->mget_weights[k] >= 0) || !isfinite(cfg->mget_weights[k]))
+				FAIL("workload.multiget: size weight %u is %g (allowed: finite, >= 0)",
+				     k + 1, cfg->mget_weights[k]);
+			total += cfg->mget_weights[k];
+		}
+		if (!(total > 0) || nk_alias_init(&s->mget_alias, cfg->mget_weights, cfg->mget_max))
+			FAIL("workload.multiget: the size weights sum to 0");
+		s->mget_max = cfg->mget_max;
+		s->mbuf_len = s->mget_max * wl->cfg.key_size;
+	}
 
 	/* controller channel */
 	s->cpu_cap = cfg->cpu_queue ? cfg->cpu_queue : 1;

@@ -1,0 +1,151 @@
+"""Multiget workloads and NetMC on the simulator (docs/netmc.md).
+
+Covered: the size power law (exponent solved, measured mean), a multiget as
+one request whose latency ends at its last sub-reply, NetMC's one packet per
+multiget and recirculations, CliMC's one packet per server group, chunking
+above W, lost multigets counted as lost (not latency), the SLO search end to
+end, and one-line config errors.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from netkv.config.compose import ConfigError, load
+from netkv.config.multiget import mean_size, size_weights, solve_exponent
+from netkv.native import NativeBuildMissing, library_path
+
+try:
+    library_path()
+except NativeBuildMissing as exc:  # pragma: no cover - depends on the build
+    pytest.skip(f"libnetkv not built: {exc}", allow_module_level=True)
+
+from netkv.cli import main
+from netkv.protocols import lookup
+from netkv.protocols import netmc as mc
+from netkv.sim.engine import SimEngine
+from netkv.targets.sim import SimTarget
+
+# 8 B keys: the framework's key bytes are hex digits, so 4 B keys are only
+# 65,536 distinct strings and their djb2 hashes all land on one ring arc
+RACK = ["protocol=netmc", "servers=5", "keys=100000", "duration=0.05", "seed=2",
+        "workload.key_size=8", "workload.value_size=256", "slo.reference=netmc"]
+MGET = ["workload.multiget.mean=8.6", "write_ratio=0.05"]
+
+
+def point(overrides: list[str], rate: float) -> tuple[object, object]:
+    cfg = load([*RACK, *overrides])
+    with SimTarget(cfg) as t, SimEngine(cfg, t.workload, rate, 1, mc.pipeline_params(cfg)) as eng:
+        st = eng.run(mc.sim_controller_factory(cfg)(eng), cfg.protocol.epoch_ms / 1e3)
+        return st, eng.server_counts()
+
+
+def test_the_exponent_is_solved_for_the_mean() -> None:
+    for mean, top in [(8.6, 16), (8.6, 64), (2.0, 64), (32.0, 64)]:
+        s = solve_exponent(mean, top)
+        assert abs(mean_size(top, s) - mean) < 1e-9
+    assert abs(solve_exponent(8.6, 16) - -0.0305) < 1e-3  # nearly uniform on [1, 16]
+    assert abs(solve_exponent(8.6, 64) - 1.2974) < 1e-3   # heavy-tailed on [1, 64]
+    w = size_weights(64, 1.2974)
+    assert w[0] > w[1] > w[-1] > 0
+    cfg = load([*RACK, *MGET])
+    assert cfg.workload.multiget.exponent == pytest.approx(-0.0305, abs=1e-3)
+    with pytest.raises(ValueError):
+        solve_exponent(16.0, 16)
+
+
+@pytest.mark.parametrize("scheme", ["netmc", "climc"])
+def test_a_multiget_is_one_request(scheme: str) -> None:
+    st, served = point([*MGET, f"protocol.scheme={scheme}"], 20_000)
+    assert st.completed == st.issued > 500
+    writes = 0.05
+    want = (1 - writes) * 8.6 + writes  # writes are single-key
+    assert st.req_keys / st.issued == pytest.approx(want, rel=0.03)
+    if scheme == "netmc":
+        assert st.client_packets == st.issued  # one packet per multiget (<= W keys)
+        assert st.recirculated > st.issued     # a continuation per extra group
+    else:
+        assert st.client_packets > 3 * st.issued  # one per server group (5 servers)
+        assert st.recirculated == 0
+    # every sub-request (one per group) and write reached its server
+    assert served.sum() == st.client_packets + (st.recirculated if scheme == "netmc" else 0)
+
+
+def test_both_schemes_ask_the_same_servers() -> None:
+    net, served_net = point([*MGET], 20_000)
+    cli, served_cli = point([*MGET, "protocol.scheme=climc"], 20_000)
+    assert net.issued == cli.issued and net.req_keys == cli.req_keys
+    assert np.array_equal(served_net, served_cli)
+    assert net.recirculated == cli.client_packets - net.client_packets
+
+
+def test_multigets_above_w_are_chunked() -> None:
+    st, _ = point(["workload.multiget.mean=20", "workload.multiget.max_keys=64",
+                   "write_ratio=0"], 5_000)
+    assert st.completed == st.issued
+    assert st.client_packets > st.issued  # a multiget of 17+ keys is two wire multigets
+
+
+def test_client_costs_make_the_latency_of_each_packet() -> None:
+    costs = ["topology.client_tx_ns=2000", "topology.client_key_ns=100"]
+    net, _ = point([*MGET, *costs], 5_000)
+    cli, _ = point([*MGET, *costs, "protocol.scheme=climc"], 5_000)
+    free, _ = point([*MGET], 5_000)
+    # the client's sends are on the latency path: more packets, more of them
+    assert cli.mean_ns > net.mean_ns > free.mean_ns
+    rx, _ = point([*MGET, "topology.client_rx_ns=3000"], 5_000)
+    assert rx.mean_ns > free.mean_ns + 3000  # every reply waits for the client's core
+
+
+def test_lost_multigets_are_lost_not_latency() -> None:
+    # server 0 is down from the start: every multiget with a key there is lost
+    st, _ = point([*MGET, "target.faults.crashes=[{server: 0, at_s: 0.0}]",
+                   "topology.timeout_us=10000", "topology.retries=0"], 10_000)
+    assert st.timeouts > 0
+    assert st.completed + st.timeouts == st.issued
+    assert st.p50_ns < 1e6 and st.max_ns < 1e7  # the lost ones are not latencies
+
+
+def test_slo_search_on_multigets(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    # lognormal service: with exponential service a multiget's p99 (the
+    # slowest of its sub-requests) is already above 5x its median unloaded
+    code = main(["run", *RACK, *MGET, "topology.server.service=lognormal", f"out={out}"])
+    assert code == 0
+    points = pl.read_parquet(out / "points.parquet")
+    best = points.filter(pl.col("best"))
+    unloaded = points.filter(pl.col("phase") == "unloaded")["achieved_rps"][0]
+    assert len(best) == 1 and best["achieved_rps"][0] > 5 * unloaded
+    assert best["client_packets"][0] > 0
+    assert (points["multiget_exponent"] - -0.0305).abs().max() < 1e-3
+    assert "exponent: -0.03" in (out / "config.yaml").read_text()
+    assert points["slo_met"].any() and not points["slo_met"].all()
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["protocol=hash", "workload.multiget.mean=4"], "no multiget requests"),
+    (["workload.multiget.mean=16"], "allowed: 1, or between 1 and max_keys = 16"),
+    (["workload.multiget.max_keys=65"], "max_keys"),
+    (["workload.multiget.mean=4", "slo.reference=hash"], "slo.reference = 'hash' has no multiget"),
+    (["workload.multiget.mean=4", "workload.multiget.exponent=3"], "exponent = 3 gives mean"),
+    (["protocol.w=32"], "protocol.w"),
+    (["servers=33"], "servers = 33"),
+])
+def test_bad_multiget_configs_are_one_line(overrides: list[str], words: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ConfigError, match=None) as err:
+        load([*RACK, *overrides])
+    assert words in str(err.value) and "\n" not in str(err.value)
+    assert main(["run", *RACK, *overrides]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_plugin_runs_on_the_simulator_only_for_now() -> None:
+    plug = lookup("netmc")
+    assert plug.targets == ("sim",)
+    assert plug.config.supports_multiget
+    assert not lookup("hash").config.supports_multiget
