@@ -58,7 +58,7 @@ def test_the_exponent_is_solved_for_the_mean() -> None:
         solve_exponent(16.0, 16)
 
 
-@pytest.mark.parametrize("scheme", ["netmc", "climc"])
+@pytest.mark.parametrize("scheme", ["netmc", "climc", "coordimc"])
 def test_a_multiget_is_one_request(scheme: str) -> None:
     st, served = point([*MGET, f"protocol.scheme={scheme}"], 20_000)
     assert st.completed == st.issued > 500
@@ -68,18 +68,25 @@ def test_a_multiget_is_one_request(scheme: str) -> None:
     if scheme == "netmc":
         assert st.client_packets == st.issued  # one packet per multiget (<= W keys)
         assert st.recirculated > st.issued     # a continuation per extra group
-    else:
+        # every sub-request (one per group) and write reached its server
+        assert served.sum() == st.client_packets + st.recirculated
+    elif scheme == "climc":
         assert st.client_packets > 3 * st.issued  # one per server group (5 servers)
         assert st.recirculated == 0
-    # every sub-request (one per group) and write reached its server
-    assert served.sum() == st.client_packets + (st.recirculated if scheme == "netmc" else 0)
+        assert served.sum() == st.client_packets
+    else:
+        assert st.client_packets == st.issued  # all to the coordinator
+        assert st.recirculated == 0
+        assert served.sum() > 3 * st.issued    # which fans out per server group
 
 
-def test_both_schemes_ask_the_same_servers() -> None:
+def test_every_scheme_asks_the_same_servers() -> None:
     net, served_net = point([*MGET], 20_000)
     cli, served_cli = point([*MGET, "protocol.scheme=climc"], 20_000)
-    assert net.issued == cli.issued and net.req_keys == cli.req_keys
+    coord, served_coord = point([*MGET, "protocol.scheme=coordimc"], 20_000)
+    assert net.issued == cli.issued == coord.issued and net.req_keys == cli.req_keys
     assert np.array_equal(served_net, served_cli)
+    assert np.array_equal(served_net, served_coord)
     assert net.recirculated == cli.client_packets - net.client_packets
 
 
@@ -99,6 +106,10 @@ def test_client_costs_make_the_latency_of_each_packet() -> None:
     assert cli.mean_ns > net.mean_ns > free.mean_ns
     rx, _ = point([*MGET, "topology.client_rx_ns=3000"], 5_000)
     assert rx.mean_ns > free.mean_ns + 3000  # every reply waits for the client's core
+    # CoordiMC's coordinator pays the same costs per message on both sides
+    coord, _ = point([*MGET, *costs, "protocol.scheme=coordimc"], 5_000)
+    coord_free, _ = point([*MGET, "protocol.scheme=coordimc"], 5_000)
+    assert coord.mean_ns > coord_free.mean_ns + 2 * 2000
 
 
 def test_lost_multigets_are_lost_not_latency() -> None:

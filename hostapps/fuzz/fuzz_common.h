@@ -169,14 +169,16 @@ static int rack_init(struct rack *r, const char *params)
 	if (!r->pstate || r->pipe->init(r->pstate, &pc))
 		abort();
 	for (uint32_t i = 0; i < FUZZ_SERVERS; i++) {
-		struct nk_host_cfg hc = {FUZZ_SERVERS, FUZZ_CLIENTS, i, 1, params};
+		struct nk_host_cfg hc = {.n_servers = FUZZ_SERVERS, .n_clients = FUZZ_CLIENTS, .id = i,
+					 .seed = 1, .params = params};
 		r->srv[i] = calloc(1, r->host->server_state_size ? r->host->server_state_size : 1);
 		if (!r->srv[i] || r->host->server_init(r->srv[i], &hc))
 			abort();
 		r->st[i] = (struct nk_store){&fs_ops, &r->store[i]};
 	}
 	for (uint32_t i = 0; i < FUZZ_CLIENTS; i++) {
-		struct nk_host_cfg hc = {FUZZ_SERVERS, FUZZ_CLIENTS, i, 1, params};
+		struct nk_host_cfg hc = {.n_servers = FUZZ_SERVERS, .n_clients = FUZZ_CLIENTS, .id = i,
+					 .seed = 1, .params = params};
 		r->cli[i] = calloc(1, r->host->client_state_size ? r->host->client_state_size : 1);
 		if (!r->cli[i] || r->host->client_init(r->cli[i], &hc))
 			abort();

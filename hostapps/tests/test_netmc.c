@@ -452,6 +452,63 @@ static void test_end_to_end(void)
 	run_end_to_end("scheme=climc;split=0", 4);
 }
 
+static void test_coordimc_round_trip(void)
+{
+	current = "CoordiMC: one packet to the coordinator, one reply back";
+	struct rig r;
+	rig_init(&r, "split=0");  /* the client is set up below, with its coordinator */
+	const struct nk_host_ops *H = r.H;
+	void *co = calloc(1, H->coord_state_size);
+	struct nk_host_cfg hc = {.n_servers = NS, .n_clients = NC, .n_coords = 1};
+	EXPECT_EQ(H->coord_init(co, &hc), 0);
+	H->client_fini(r.cli);
+	hc.params = "scheme=coordimc;split=0";
+	EXPECT_EQ(H->client_init(r.cli, &hc), 0);
+	uint8_t buf[64 * KL];
+	struct nk_req_spec sp;
+	const uint16_t homes[] = {3, 0, 3, 1, 2, 0, 3};
+	spec_of(&sp, "ABCDEFG", homes, buf, 21);
+	struct nk_host_out req[NK_HOST_MAX_REQ_OUT], sub[NK_HOST_MAX_REQ_OUT];
+	struct nk_host_out rep[NK_HOST_MAX_OUT], fin[NK_HOST_MAX_REQ_OUT];
+	EXPECT_EQ(H->client_multiget(r.cli, &sp, req, NK_HOST_MAX_REQ_OUT), 1);
+	EXPECT_EQ(req[0].dst, NS + NC);  /* the coordinator's node */
+	int g = H->coord_handle(co, &req[0].msg, CL, sub, NK_HOST_MAX_REQ_OUT);
+	EXPECT_EQ(g, 4);  /* one sub-request per server */
+	int done = 0, answers = 0;
+	for (int i = 0; i < g; i++) {
+		EXPECT_EQ(sub[i].dst, sub[i].msg.srv[0]);
+		int k = H->server_handle(r.srv, &r.ns, &sub[i].msg, NS + NC, rep, NK_HOST_MAX_OUT);
+		EXPECT_EQ(k, 1);
+		int n = H->coord_handle(co, &rep[0].msg, sub[i].dst, fin, NK_HOST_MAX_REQ_OUT);
+		EXPECT_EQ(n, i + 1 == g ? 1 : 0);  /* answered once every key is in */
+		for (int j = 0; j < n; j++) {
+			answers++;
+			EXPECT_EQ(fin[j].dst, CL);
+			EXPECT_EQ(fin[j].msg.nkeys, 7);
+			EXPECT_EQ(fin[j].msg.req_id, req[0].msg.req_id);
+			done += H->client_reply(r.cli, &fin[j].msg) == NK_REPLY_DONE;
+		}
+	}
+	EXPECT_EQ(answers, 1);
+	EXPECT_EQ(done, 1);
+	current = "CoordiMC: a write goes through the coordinator";
+	struct nk_msg put;
+	struct nk_req_spec w = {.kind = NK_KIND_WRITE, .key_len = KL, .home = 2, .req_id = 22,
+				.key = KEYS[0], .value_len = 10};
+	EXPECT_EQ(H->client_request(r.cli, &w, &put), NS + NC);
+	EXPECT_EQ(H->coord_handle(co, &put, CL, sub, NK_HOST_MAX_REQ_OUT), 1);
+	EXPECT_EQ(sub[0].dst, 2);
+	EXPECT_EQ(H->server_handle(r.srv, &r.ns, &sub[0].msg, NS + NC, rep, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(H->coord_handle(co, &rep[0].msg, 2, fin, NK_HOST_MAX_REQ_OUT), 1);
+	EXPECT_EQ(fin[0].dst, CL);
+	EXPECT_EQ(fin[0].msg.req_id, 22);
+	EXPECT_EQ(H->client_reply(r.cli, &fin[0].msg), NK_REPLY_DONE);
+	EXPECT_EQ(H->coord_handle(co, &rep[0].msg, 2, fin, NK_HOST_MAX_REQ_OUT), 0);  /* late */
+	H->coord_fini(co);
+	free(co);
+	rig_free(&r);
+}
+
 static void test_bad_params_refused(void)
 {
 	current = "params: W other than 16, an unknown scheme";
@@ -479,6 +536,7 @@ int main(void)
 	test_server_reply_and_mtu_split();
 	test_aggregation_all_or_nothing();
 	test_end_to_end();
+	test_coordimc_round_trip();
 	test_bad_params_refused();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;

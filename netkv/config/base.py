@@ -50,6 +50,11 @@ class ProtocolBase(Strict):
     #: its hosts turn an application multiget into packets (host.h client_multiget)
     supports_multiget: ClassVar[bool] = False
 
+    def coordinators(self) -> tuple[int, int]:
+        """Coordinator hosts in the rack (host.h coord_handle) and the cores
+        of each: none by default."""
+        return 0, 1
+
     def payload_bytes(self, key_size: int, value_size: int) -> int:
         """UDP payload of a request carrying a value: the Pegasus/plain layout
         (30 B header, 16 B payload preamble, key, value; docs/wire.md)."""

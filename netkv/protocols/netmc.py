@@ -9,14 +9,17 @@ client's aggregation (hostapps/src/host/netmc.c), as the digest's §6 asks:
   (hostapps/src/pipeline/netmc.c) clones and recirculates it into one
   sub-request per server;
 - ``climc``  the client sends one sub-request per server itself; the switch
-  only forwards.
+  only forwards;
+- ``coordimc``  the client sends the whole multiget (and its writes) to a
+  coordinator host in the rack, which splits it, fans out, aggregates and
+  answers one MGET_REPLY (split at the MTU); the switch only forwards.
 
 The controller installs, through the ControlPlane only, the AddrTable
 (``addr_table``: server id -> node, port, multicast group) and one PRE group
 per server, ``{its port, the recirculation port}`` (``mc_mcast_group``).
 The data plane keeps no state, so there is nothing to do per epoch.
 
-Not yet: CoordiMC (a coordinator host), W = 32 (the wire's KEYIDX is 16
+Not yet: W = 32 (the wire's KEYIDX is 16
 bits), the P4 program, Mininet (kvserver's store has no multi-key values).
 """
 
@@ -39,7 +42,9 @@ class NetmcProtocol(ProtocolBase):
     name: Literal["netmc"]
     supports_multiget: ClassVar[bool] = True
     max_servers: int = Field(NETMC_N, ge=1, le=NETMC_N)  # SRV has N = 32 entries
-    scheme: Literal["netmc", "climc"] = "netmc"
+    scheme: Literal["netmc", "climc", "coordimc"] = "netmc"
+    # CoordiMC: the coordinator host's cores (one, as every simulated client host)
+    coord_cores: int = Field(1, ge=1, le=64)
     # W: KEYIDX bits, keys per wire multiget (the wire format's 16; larger
     # multigets are chunked by the client)
     w: Literal[16] = MC_KEYIDX_W
@@ -47,6 +52,9 @@ class NetmcProtocol(ProtocolBase):
     epoch_ms: Pos = 1000.0  # the controller only installs tables at start
     virtual_nodes: int = Field(16, ge=1, le=MAX_VNODES)
     ring: Ring = "consistent"
+
+    def coordinators(self) -> tuple[int, int]:
+        return (1, self.coord_cores) if self.scheme == "coordimc" else (0, 1)
 
     def payload_bytes(self, key_size: int, value_size: int) -> int:
         """A PUT: the fixed header and preamble, one key slot, vlen, value."""
@@ -57,7 +65,12 @@ def pipeline_params(cfg: "RunConfig") -> str:
     p = cfg.protocol
     assert isinstance(p, NetmcProtocol)
     split = 1 if p.scheme == "netmc" else 0
-    return f"scheme={p.scheme};split={split};w={p.w};mtu={p.mtu}"
+    params = f"scheme={p.scheme};split={split};w={p.w};mtu={p.mtu}"
+    if p.scheme == "coordimc":
+        # the coordinator answers clients: its port (the simulator's: its
+        # node id, after servers and clients) is trusted to send replies
+        params += f";trusted_ports={cfg.topology.servers + cfg.topology.clients}"
+    return params
 
 
 class NetmcController(Controller):
@@ -88,7 +101,7 @@ def sim_controller_factory(cfg: "RunConfig"):  # type: ignore[no-untyped-def]
 
 PLUGIN = ProtocolPlugin(
     name="netmc",
-    summary="NetMC: multigets split in the switch (and its CliMC baseline)",
+    summary="NetMC: multigets split in the switch (and its CliMC and CoordiMC baselines)",
     targets=("sim",),
     config=NetmcProtocol,
     wire=Proto.NETMC,

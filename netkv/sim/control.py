@@ -117,13 +117,14 @@ class SimControlPlane(ControlPlane):
     def now_s(self) -> float:
         return self.engine.now_s
 
-    # nodes: servers 0..S-1, clients S..S+M-1, the controller S+M; port p
-    # reaches node p, the controller is behind the CPU port (docs/simulator.md)
+    # nodes: servers 0..S-1, clients S..S+M-1, coordinators (if the protocol
+    # has them), then the controller; port p reaches node p, the controller
+    # is behind the CPU port, whose number is the controller's node id
+    # (docs/simulator.md)
 
     @property
     def controller_node(self) -> int:
-        top = self.engine.cfg.topology
-        return int(top.servers + top.clients)
+        return self.engine.cpu_port
 
     def port_of(self, node: int) -> int:
         if not 0 <= node <= self.controller_node:

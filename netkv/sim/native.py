@@ -59,6 +59,7 @@ struct nk_sim_cfg {
     double client_cpu_ns; double timeout_ns; uint32_t retries;
     double client_tx_ns; double client_key_ns; double client_rx_ns; double client_pair_ns;
     double per_key_ns; uint32_t mget_max; const double *mget_weights;
+    uint32_t n_coords; uint32_t coord_cores;
     double loss; double duplicate; double reorder; double reorder_ns; double extra_delay_ns;
     uint32_t fault_links;
     uint32_t dyn_kind; double dyn_period_s; uint32_t dyn_count; uint32_t dyn_hot_pool;

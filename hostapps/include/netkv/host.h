@@ -61,9 +61,10 @@ struct nk_host_out {
 struct nk_host_cfg {
 	uint32_t n_servers;
 	uint32_t n_clients;
-	uint32_t id;            /* server id (0..S-1) or client id (0..M-1) */
+	uint32_t id;            /* server id (0..S-1), client id (0..M-1) or coordinator id */
 	uint64_t seed;
 	const char *params;     /* protocol knobs, "key=value;..." (may be NULL) */
+	uint32_t n_coords;      /* coordinator hosts, nodes S+M..S+M+n_coords-1 (usually 0) */
 };
 
 /* One key of a multi-key request, as the workload knows it. */
@@ -123,6 +124,15 @@ struct nk_host_ops {
 	 * every key's reply is in (all or nothing), NK_REPLY_IGNORE before. */
 	int (*client_multiget)(void *st, const struct nk_req_spec *spec, struct nk_host_out *out,
 			       int max_out);
+	/* Optional (NULL: none): a coordinator host, a CPU node in the rack
+	 * that clients send requests to and that talks to the servers for them
+	 * (CoordiMC). It handles one message from a client or a server and
+	 * writes the messages to send (out[i].dst: a node, or NK_DST_SRC). */
+	size_t coord_state_size;
+	int (*coord_init)(void *st, const struct nk_host_cfg *cfg);
+	void (*coord_fini)(void *st);
+	int (*coord_handle)(void *st, const struct nk_msg *in, uint16_t src, struct nk_host_out *out,
+			    int max_out);
 	/* Optional: a text command from the controller (e.g. Pegasus' rkey_add,
 	 * gc), answered "ok ..." or "err ..." in out. NULL if the protocol has none. */
 	int (*server_ctl)(void *st, struct nk_store *store, int argc, char **argv, char *out,

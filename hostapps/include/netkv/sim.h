@@ -24,8 +24,9 @@
  * give bit-identical results. The engine never allocates on the per-event
  * path once its pools have grown to the run's peak.
  *
- * Nodes: servers 0..S-1, clients S..S+M-1, the controller S+M. Ports: port
- * p < S+M reaches node p; port S+M is the CPU port, S+M+1 recirculation.
+ * Nodes: servers 0..S-1, clients S..S+M-1, coordinators S+M..S+M+C-1
+ * (n_coords, usually 0), the controller S+M+C. Ports: port p < S+M+C
+ * reaches node p; port S+M+C is the CPU port, S+M+C+1 recirculation.
  *
  * Epochs: nk_sim_run_until(t) processes every event up to t and returns;
  * the caller (Python) runs the protocol's controller through the reg/table/
@@ -112,6 +113,12 @@ struct nk_sim_cfg {
 	 * writes stay single-key. mget_max <= 1: single-key requests. */
 	uint32_t mget_max;
 	const double *mget_weights;
+	/* coordinator hosts (nodes S+M..S+M+n_coords-1) running the host
+	 * logic's coord_handle on coord_cores cores each (one FIFO); a message
+	 * costs the client CPU costs above: rx + pair per key in, tx + key per
+	 * key for each message out */
+	uint32_t n_coords;
+	uint32_t coord_cores;
 	/* faults, on every link traversal */
 	double loss;
 	double duplicate;

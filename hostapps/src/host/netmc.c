@@ -29,6 +29,7 @@
  * only here (items NULL: the codec writes a lengths-only pair list): the
  * store interface gives a value's length, not its bytes.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,7 +41,9 @@
 #define MC_ID_MASK (UINT32_MAX >> MC_ID_SHIFT)
 #define MC_UDP_IP_HDRS 28
 
-enum mc_scheme { MC_NETMC = 0, MC_CLIMC = 1 };
+enum mc_scheme { MC_NETMC = 0, MC_CLIMC = 1, MC_COORDIMC = 2 };
+
+#define MC_COORD_SLOTS (1u << 14)
 
 struct mc_server {
 	uint32_t id;
@@ -58,7 +61,28 @@ struct mc_client {
 	uint32_t n_servers;
 	uint32_t w;
 	uint32_t scheme;
+	uint16_t coord;         /* CoordiMC: the coordinator's node */
 	struct mc_agg *agg;
+};
+
+/* a request the coordinator is serving for a client */
+struct mc_pending {
+	uint64_t need, got;
+	uint32_t id;            /* coordinator id & MC_ID_MASK */
+	uint32_t client_req;    /* the client's wire ID */
+	uint16_t client;        /* its node */
+	uint8_t live, total, op, keylen;
+	uint16_t vlen[NK_MAX_REQ_KEYS];
+	uint64_t send_ns;
+	uint32_t keyhash;
+};
+
+struct mc_coord {
+	uint32_t n_servers;
+	uint32_t w;
+	uint32_t next_id;
+	uint32_t pair_budget;
+	struct mc_pending *pend;
 };
 
 static int mc_scheme_of(const char *params, uint32_t *out)
@@ -69,6 +93,10 @@ static int mc_scheme_of(const char *params, uint32_t *out)
 		return 0;
 	if (!strcmp(buf, "climc")) {
 		*out = MC_CLIMC;
+		return 0;
+	}
+	if (!strcmp(buf, "coordimc")) {
+		*out = MC_COORDIMC;
 		return 0;
 	}
 	return -1;
@@ -112,6 +140,34 @@ static void mc_reply_header(struct nk_msg *r, const struct nk_msg *in, uint8_t o
 	r->frag_cnt = 1;
 }
 
+/* Add one pair (pair bytes, vlen of them value) for key `idx` to the
+ * MGET_REPLY being built in out[*k - 1], or open a new one from `tmpl` (to
+ * `dst`) when it would pass the budget or NSLOTS: replies split at the MTU,
+ * each with its own STARTIDX and NUMKEY (digest §9.7). NULL when out is full. */
+static struct nk_msg *mc_pair_add(struct nk_host_out *out, int *k, int max_out,
+				  const struct nk_msg *tmpl, uint16_t dst, unsigned idx,
+				  uint32_t pair, uint32_t vlen, uint32_t budget)
+{
+	struct nk_msg *r = *k ? &out[*k - 1].msg : NULL;
+	if (!r || (r->items_len + pair > budget && r->key_slots) ||
+	    r->key_slots == NK_NETMC_MAX_KEYS) {
+		if (*k == max_out)
+			return NULL;  /* no room: the client times the request out */
+		r = &out[*k].msg;
+		out[(*k)++].dst = dst;
+		*r = *tmpl;
+		r->startidx = (uint8_t)idx;
+		r->key_slots = 0;
+		r->items_len = 0;
+		r->value_len = 0;
+	}
+	r->key_slots++;
+	r->nkeys = r->key_slots;
+	r->items_len = (uint16_t)(r->items_len + pair);
+	r->value_len += vlen;
+	return r;
+}
+
 /* MGET: the pairs of keys [STARTIDX, STARTIDX + NUMKEY), as few packets as
  * the MTU allows */
 static int mc_server_mget(struct mc_server *s, struct nk_store *store, const struct nk_msg *in,
@@ -125,32 +181,22 @@ static int mc_server_mget(struct mc_server *s, struct nk_store *store, const str
 	memset(&probe, 0, sizeof(probe));
 	probe.proto = NK_PROTO_NETMC;
 	probe.key_len = (uint8_t)keylen;
+	struct nk_msg tmpl;
+	mc_reply_header(&tmpl, in, NK_NETMC_OP_MGET_REPLY, NK_KIND_MULTIGET_REPLY, s->id);
+	tmpl.oid = in->oid;
 	int k = 0;
-	struct nk_msg *r = NULL;
 	for (unsigned i = first; i < first + n; i++) {
 		memcpy(probe.key, in->items + (size_t)i * keylen, keylen);
 		probe.keyhash = nk_djb2(probe.key, keylen);
 		uint64_t ver = 0;
 		uint32_t vlen = 0;
 		int found = store->ops->get(store->impl, &probe, &ver, &vlen) == 0;
-		if (!found || vlen > UINT16_MAX)
+		if (!found || vlen > UINT16_MAX - 2 - keylen)
 			vlen = 0;
-		uint32_t pair = keylen + 2 + vlen;
-		if (!r || (r->items_len + pair > s->pair_budget && r->key_slots) ||
-		    r->key_slots == NK_NETMC_MAX_KEYS) {
-			if (k == max_out)
-				return k;  /* no room: the client times the request out */
-			r = &out[k].msg;
-			out[k++].dst = NK_DST_SRC;
-			mc_reply_header(r, in, NK_NETMC_OP_MGET_REPLY, NK_KIND_MULTIGET_REPLY, s->id);
-			r->oid = in->oid;
-			r->startidx = (uint8_t)i;
-			r->key_slots = 0;
-		}
-		r->key_slots++;
-		r->nkeys = r->key_slots;
-		r->items_len = (uint16_t)(r->items_len + pair);
-		r->value_len += vlen;
+		struct nk_msg *r = mc_pair_add(out, &k, max_out, &tmpl, NK_DST_SRC, i,
+					       keylen + 2 + vlen, vlen, s->pair_budget);
+		if (!r)
+			break;
 		if (!found)
 			r->result = NK_RESULT_NOT_FOUND;
 	}
@@ -198,8 +244,11 @@ static int mc_client_init(void *st, const struct nk_host_cfg *cfg)
 	if (mc_scheme_of(cfg->params, &c->scheme) || nkp_u64(cfg->params, "w", MC_KEYIDX_W, &w) ||
 	    w != NK_NETMC_KEYIDX_BITS || cfg->n_servers > NK_NETMC_N)
 		return -1;
+	if (c->scheme == MC_COORDIMC && !cfg->n_coords)
+		return -1;
 	c->w = (uint32_t)w;
 	c->n_servers = cfg->n_servers;
+	c->coord = (uint16_t)(cfg->n_servers + cfg->n_clients);
 	c->agg = calloc(MC_AGG_SLOTS, sizeof(*c->agg));
 	return c->agg ? 0 : -1;
 }
@@ -213,7 +262,7 @@ static void mc_client_fini(void *st)
 
 static uint16_t mc_client_request(void *st, const struct nk_req_spec *sp, struct nk_msg *m)
 {
-	(void)st;
+	const struct mc_client *c = st;
 	int w = sp->kind == NK_KIND_WRITE;
 	memset(m, 0, sizeof(*m));
 	m->proto = NK_PROTO_NETMC;
@@ -231,40 +280,38 @@ static uint16_t mc_client_request(void *st, const struct nk_req_spec *sp, struct
 	m->value_len = w ? sp->value_len : 0;
 	m->frag_cnt = 1;
 	m->nkeys = 1;
-	return sp->home;
+	return c->scheme == MC_COORDIMC ? c->coord : sp->home;  /* writes go through it too */
 }
 
-/* One MGET over sorted keys [first, first + n) of the request, whose
- * servers are srv_of[]: KEYIDX marks each group's last key, SRV lists the
- * groups' servers. */
-static void mc_build(const struct mc_client *c, const struct nk_req_spec *sp,
-		     const uint8_t *srv_of, unsigned first, unsigned n, struct nk_host_out *o)
+/* One MGET over the n key slots (kl bytes each) at items, whose servers
+ * are srv_of[0..n), sorted: KEYIDX (W bits) marks each group's last key,
+ * SRV lists the groups' servers. Addressed to the first group's server. */
+static void mc_mget(struct nk_host_out *o, uint32_t req_id, const uint8_t *items, unsigned kl,
+		    const uint8_t *srv_of, unsigned n, unsigned w, uint64_t send_ns)
 {
 	struct nk_msg *m = &o->msg;
 	memset(m, 0, sizeof(*m));
 	m->proto = NK_PROTO_NETMC;
 	m->op = NK_NETMC_OP_MGET;
 	m->kind = NK_KIND_MULTIGET;
-	m->req_id = (sp->req_id & MC_ID_MASK) << MC_ID_SHIFT | first;
-	m->client_id = sp->client_id;
-	m->server_id = srv_of[first];
-	m->send_ns = sp->send_ns;
+	m->req_id = req_id;
+	m->server_id = srv_of[0];
+	m->send_ns = send_ns;
 	m->nkeys = (uint8_t)n;
-	m->key_slot_len = sp->key_len;
+	m->key_slot_len = (uint8_t)kl;
 	m->key_slots = (uint8_t)n;
-	m->items = sp->buf + (size_t)first * sp->key_len;
-	m->items_len = (uint16_t)(n * sp->key_len);
-	m->keyhash = nk_djb2(m->items, sp->key_len);
+	m->items = items;
+	m->items_len = (uint16_t)(n * kl);
+	m->keyhash = nk_djb2(items, kl);
 	m->frag_cnt = 1;
 	unsigned g = 0;
 	for (unsigned i = 0; i < n; i++) {
-		uint8_t s = srv_of[first + i];
-		if (i + 1 == n || srv_of[first + i + 1] != s) {
-			m->keyidx |= 1u << (c->w - 1 - i);
-			m->srv[g++] = s;
+		if (i + 1 == n || srv_of[i + 1] != srv_of[i]) {
+			m->keyidx |= 1u << (w - 1 - i);
+			m->srv[g++] = srv_of[i];
 		}
 	}
-	o->dst = srv_of[first];
+	o->dst = srv_of[0];
 }
 
 static int mc_client_multiget(void *st, const struct nk_req_spec *sp, struct nk_host_out *out,
@@ -307,7 +354,12 @@ static int mc_client_multiget(void *st, const struct nk_req_spec *sp, struct nk_
 				end++;
 			n = end - first;
 		}
-		mc_build(c, sp, srv_of, first, n, &out[k++]);
+		mc_mget(&out[k], (sp->req_id & MC_ID_MASK) << MC_ID_SHIFT | first,
+			sp->buf + (size_t)first * kl, kl, srv_of + first, n, c->w, sp->send_ns);
+		out[k].msg.client_id = sp->client_id;
+		if (c->scheme == MC_COORDIMC)
+			out[k].dst = c->coord;
+		k++;
 		first += n;
 	}
 	return k;
@@ -334,6 +386,145 @@ static int mc_client_reply(void *st, const struct nk_msg *r)
 	return NK_REPLY_DONE;
 }
 
+/* ---- the CoordiMC coordinator ---------------------------------------------- *
+ * A client's MGET (with the client's hints: the simulated coordinator reads
+ * the groups from KEYIDX and SRV instead of hashing, as the host logic has no
+ * placement ring; its CPU is charged per key all the same) becomes one
+ * sub-request per group under the coordinator's own id; the sub-replies are
+ * aggregated with the same bitmap and answered to the client as its own
+ * MGET_REPLY, split at the MTU. A PUT is forwarded to its server
+ * (server_id) and the reply back. Values are lengths only: a sub-reply's
+ * value bytes are spread evenly over its pairs. */
+
+static int mc_coord_init(void *st, const struct nk_host_cfg *cfg)
+{
+	struct mc_coord *c = st;
+	struct mc_server tmp;
+	if (mc_server_init(&tmp, cfg))
+		return -1;
+	c->pair_budget = tmp.pair_budget;
+	c->n_servers = cfg->n_servers;
+	c->w = NK_NETMC_KEYIDX_BITS;
+	c->pend = calloc(MC_COORD_SLOTS, sizeof(*c->pend));
+	return c->pend ? 0 : -1;
+}
+
+static void mc_coord_fini(void *st)
+{
+	struct mc_coord *c = st;
+	free(c->pend);
+	c->pend = NULL;
+}
+
+static struct mc_pending *mc_coord_open(struct mc_coord *c, const struct nk_msg *in, uint16_t src)
+{
+	uint32_t id = c->next_id++ & MC_ID_MASK;
+	struct mc_pending *p = &c->pend[id & (MC_COORD_SLOTS - 1)];
+	memset(p, 0, offsetof(struct mc_pending, vlen));
+	p->id = id;
+	p->live = 1;
+	p->client = src;
+	p->client_req = in->req_id;
+	p->op = in->op;
+	p->keylen = in->key_slot_len;
+	p->send_ns = in->send_ns;
+	p->keyhash = in->keyhash;
+	return p;
+}
+
+/* the aggregated pairs back to the client, split at the MTU */
+static int mc_coord_answer(struct mc_coord *c, struct mc_pending *p, struct nk_host_out *out,
+			   int max_out)
+{
+	struct nk_msg tmpl;
+	memset(&tmpl, 0, sizeof(tmpl));
+	tmpl.proto = NK_PROTO_NETMC;
+	tmpl.op = NK_NETMC_OP_MGET_REPLY;
+	tmpl.kind = NK_KIND_MULTIGET_REPLY;
+	tmpl.req_id = p->client_req;
+	tmpl.keyhash = p->keyhash;
+	tmpl.send_ns = p->send_ns;
+	tmpl.key_slot_len = p->keylen;
+	tmpl.frag_cnt = 1;
+	int k = 0;
+	for (unsigned i = 0; i < p->total; i++)
+		if (!mc_pair_add(out, &k, max_out, &tmpl, p->client, i,
+				 (uint32_t)p->keylen + 2 + p->vlen[i], p->vlen[i], c->pair_budget))
+			break;
+	p->live = 0;
+	return k;
+}
+
+static int mc_coord_handle(void *st, const struct nk_msg *in, uint16_t src,
+			   struct nk_host_out *out, int max_out)
+{
+	struct mc_coord *c = st;
+	if (in->proto != NK_PROTO_NETMC || max_out < 1)
+		return 0;
+	if (in->op == NK_NETMC_OP_MGET) {
+		unsigned n = in->key_slots, kl = in->key_slot_len;
+		if (!in->items || !kl || !n || n > NK_NETMC_MAX_KEYS ||
+		    in->items_len < (size_t)n * kl)
+			return 0;
+		uint8_t srv_of[NK_NETMC_MAX_KEYS];
+		unsigned g = 0;
+		for (unsigned i = 0; i < n; i++) {  /* the groups the hints give */
+			srv_of[i] = in->srv[g < NK_NETMC_N ? g : NK_NETMC_N - 1];
+			if (in->keyidx & (1u << (c->w - 1 - i)))
+				g++;
+		}
+		struct mc_pending *p = mc_coord_open(c, in, src);
+		p->total = (uint8_t)n;
+		p->need = (1ull << n) - 1;
+		int k = 0;
+		for (unsigned first = 0; first < n && k < max_out;) {
+			unsigned end = first + 1;
+			while (end < n && srv_of[end] == srv_of[first])
+				end++;
+			if (srv_of[first] >= c->n_servers)
+				return 0;  /* hints naming no server: the request is lost */
+			mc_mget(&out[k++], p->id << MC_ID_SHIFT | first,
+				in->items + (size_t)first * kl, kl, srv_of + first, end - first, c->w,
+				in->send_ns);
+			first = end;
+		}
+		return k;
+	}
+	if (in->op == NK_NETMC_OP_PUT || in->op == NK_NETMC_OP_GET) {
+		if (in->server_id >= c->n_servers)
+			return 0;
+		struct mc_pending *p = mc_coord_open(c, in, src);
+		out[0].msg = *in;
+		out[0].msg.req_id = p->id << MC_ID_SHIFT;
+		out[0].dst = in->server_id;
+		return 1;
+	}
+	/* a server's reply */
+	uint32_t id = in->req_id >> MC_ID_SHIFT;
+	struct mc_pending *p = &c->pend[id & (MC_COORD_SLOTS - 1)];
+	if (!p->live || p->id != id)
+		return 0;
+	if (in->op == NK_NETMC_OP_PUT_REPLY || in->op == NK_NETMC_OP_GET_REPLY) {
+		out[0].msg = *in;
+		out[0].msg.req_id = p->client_req;
+		out[0].dst = p->client;
+		p->live = 0;
+		return 1;
+	}
+	if (in->op != NK_NETMC_OP_MGET_REPLY || p->op != NK_NETMC_OP_MGET)
+		return 0;
+	unsigned lo = (in->req_id & ((1u << MC_ID_SHIFT) - 1)) + in->startidx, n = in->nkeys;
+	if (!n || lo + n > p->total)
+		return 0;
+	uint64_t bits = ((1ull << n) - 1) << lo;
+	if (!(p->got & bits)) {  /* spread the reply's value bytes over its pairs */
+		for (unsigned i = 0; i < n; i++)
+			p->vlen[lo + i] = (uint16_t)(in->value_len / n);
+	}
+	p->got |= bits;
+	return p->got == p->need ? mc_coord_answer(c, p, out, max_out) : 0;
+}
+
 const struct nk_host_ops nk_host_netmc = {
 	.name = "netmc",
 	.proto = NK_PROTO_NETMC,
@@ -348,4 +539,8 @@ const struct nk_host_ops nk_host_netmc = {
 	.client_request = mc_client_request,
 	.client_reply = mc_client_reply,
 	.client_multiget = mc_client_multiget,
+	.coord_state_size = sizeof(struct mc_coord),
+	.coord_init = mc_coord_init,
+	.coord_fini = mc_coord_fini,
+	.coord_handle = mc_coord_handle,
 };

@@ -97,8 +97,10 @@ struct wqueue {
 	uint32_t busy;
 };
 
+/* a server, or a coordinator host (srv[S + c]: node S + M + c) */
 struct server {
 	void *hstate;
+	uint32_t workers;
 	struct wqueue *wq;  /* by-key dispatch: one queue per worker */
 	struct sim_store store;
 	struct nk_store nkstore;
@@ -137,7 +139,7 @@ struct nk_sim {
 	const struct nk_pipeline_ops *pipe;
 	const struct nk_host_ops *host;
 	void *pstate;
-	uint32_t S, M, n_nodes, cpu_port, recirc_port, n_ports;
+	uint32_t S, M, C, n_nodes, cpu_port, recirc_port, n_ports;
 	uint32_t H;                 /* hostile clients: M - H .. M - 1 */
 	double hostile_gap_ps;
 
@@ -535,7 +537,7 @@ static void link_send(struct nk_sim *s, uint32_t pi, uint64_t t, uint64_t *free_
 static void deliver(struct nk_sim *s, uint32_t pi, uint64_t arr, uint32_t type)
 {
 	if (type == EV_HOST_IN && s->fast_client && s->pk[pi].dst >= s->S &&
-	    s->pk[pi].dst < s->n_nodes) {
+	    s->pk[pi].dst < s->S + s->M) {
 		if (arr <= s->end)
 			deliver_client(s, pi, arr);
 		else
@@ -728,11 +730,60 @@ static uint64_t service_ps(struct nk_sim *s, struct server *sv, uint32_t bytes, 
 	return (uint64_t)(x * PS_PER_NS + 0.5);
 }
 
+/* keys a packet carries, for the client's per-key CPU cost */
+static inline uint32_t msg_keys(const struct nk_msg *m)
+{
+	return m->key_slots ? m->key_slots : 1;
+}
+
+/* a coordinator's CPU for one message: taking it in and sending its outputs */
+static uint64_t coord_ps(const struct nk_sim *s, const struct nk_msg *in,
+			 const struct nk_host_out *out, int n)
+{
+	uint64_t t = s->rx_ps + s->pair_ps * msg_keys(in);
+	for (int i = 0; i < n; i++)
+		t += s->tx_ps + s->key_ps * msg_keys(&out[i].msg);
+	return t;
+}
+
+/* node id -> index in s->srv (servers, then coordinators) */
+static inline uint32_t srv_index(const struct nk_sim *s, uint32_t node)
+{
+	return node < s->S ? node : node - s->M;
+}
+
 static void start_service(struct nk_sim *s, uint32_t sid, uint32_t pi)
 {
-	struct server *sv = &s->srv[sid];
+	struct server *sv = &s->srv[srv_index(s, sid)];
 	struct pkt *p = &s->pk[pi];
 	sv->busy++;
+	if (sid >= s->S) {  /* a coordinator */
+		int n = s->host->coord_handle(sv->hstate, &p->m, p->src, s->mout,
+					      NK_HOST_MAX_REQ_OUT);
+		uint32_t head = NONE32, tail = NONE32;
+		for (int i = 0; i < n; i++) {
+			uint32_t oi = pkt_alloc(s);
+			if (oi == NONE32)
+				break;
+			p = &s->pk[pi];
+			struct pkt *o = &s->pk[oi];
+			o->m = s->mout[i].msg;
+			o->src = (uint16_t)sid;
+			o->dst = s->mout[i].dst == NK_DST_SRC ? p->src : s->mout[i].dst;
+			o->slot = p->slot;
+			o->serial = p->serial;
+			if (tail == NONE32)
+				head = oi;
+			else
+				s->pk[tail].next = oi;
+			tail = oi;
+		}
+		p = &s->pk[pi];
+		p->out_head = head;
+		p->inc = sv->inc;
+		heap_push(s, s->now + coord_ps(s, &p->m, s->mout, n), EV_DONE, pi);
+		return;
+	}
 	uint8_t kind = p->m.kind;
 	if (kind == NK_KIND_READ || kind == NK_KIND_WRITE || kind == NK_KIND_MULTIGET)
 		sv->served++;
@@ -792,7 +843,7 @@ static void start_service(struct nk_sim *s, uint32_t sid, uint32_t pi)
 static void server_in(struct nk_sim *s, uint32_t pi)
 {
 	uint32_t sid = s->pk[pi].dst;
-	struct server *sv = &s->srv[sid];
+	struct server *sv = &s->srv[srv_index(s, sid)];
 	if (!sv->up) {
 		count_drop(s, &s->st.drop_crash);
 		pkt_free(s, pi);
@@ -821,7 +872,7 @@ static void server_in(struct nk_sim *s, uint32_t pi)
 		q->len++;
 		return;
 	}
-	if (sv->busy < s->cfg.workers) {
+	if (sv->busy < sv->workers) {
 		start_service(s, sid, pi);
 		return;
 	}
@@ -852,7 +903,7 @@ static void server_done(struct nk_sim *s, uint32_t pi)
 {
 	struct pkt *p = &s->pk[pi];
 	uint32_t sid = p->dst;
-	struct server *sv = &s->srv[sid];
+	struct server *sv = &s->srv[srv_index(s, sid)];
 	uint32_t out = p->out_head, worker = p->worker;
 	if (!sv->up || p->inc != sv->inc) {
 		/* the server crashed while serving this request */
@@ -1031,12 +1082,6 @@ static int mget_grow(struct nk_sim *s, uint32_t nc)
 static uint8_t *slot_buf(const struct nk_sim *s, uint32_t si)
 {
 	return s->mbuf[si / MBUF_BLOCK] + (size_t)(si % MBUF_BLOCK) * s->mbuf_len;
-}
-
-/* keys a packet carries, for the client's per-key CPU cost */
-static inline uint32_t msg_keys(const struct nk_msg *m)
-{
-	return m->key_slots ? m->key_slots : 1;
 }
 
 static uint32_t slot_alloc(struct nk_sim *s)
@@ -1448,8 +1493,8 @@ static void dispatch(struct nk_sim *s, uint32_t type, uint32_t idx)
 		switch_in(s, idx, s->now);
 		break;
 	case EV_HOST_IN:
-		if (s->pk[idx].dst < s->S)
-			server_in(s, idx);
+		if (s->pk[idx].dst < s->S || s->pk[idx].dst >= s->S + s->M)
+			server_in(s, idx);  /* a server or a coordinator */
 		else
 			deliver_client(s, idx, s->now);
 		break;
@@ -1551,9 +1596,11 @@ void nk_sim_free(struct nk_sim *s)
 		return;
 	cap_close(s);
 	if (s->srv) {
-		for (uint32_t i = 0; i < s->S; i++) {
-			if (s->srv[i].hstate && s->host && s->host->server_fini)
+		for (uint32_t i = 0; i < s->S + s->C; i++) {
+			if (s->srv[i].hstate && s->host && i < s->S && s->host->server_fini)
 				s->host->server_fini(s->srv[i].hstate);
+			if (s->srv[i].hstate && s->host && i >= s->S && s->host->coord_fini)
+				s->host->coord_fini(s->srv[i].hstate);
 			free(s->srv[i].hstate);
 			free(s->srv[i].store.e);
 			free(s->srv[i].wq);
@@ -1627,8 +1674,10 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 	s->wl = wl;
 	s->S = cfg->n_servers;
 	s->M = cfg->n_clients;
-	if (s->S < 1 || s->M < 1 || s->S + s->M > 4000)
-		FAIL("servers + clients: %u + %u (allowed: 1.. and total < 4000)", s->S, s->M);
+	s->C = cfg->n_coords;
+	if (s->S < 1 || s->M < 1 || s->C > 64 || s->S + s->M + s->C > 4000)
+		FAIL("servers + clients + coordinators: %u + %u + %u (allowed: 1.., 1.., 0..64 and "
+		     "total < 4000)", s->S, s->M, s->C);
 	if (wl->cfg.n_servers != s->S)
 		FAIL("workload placement is for %u servers, sim has %u", wl->cfg.n_servers, s->S);
 	if (cfg->workers < 1)
@@ -1652,7 +1701,10 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 		FAIL("topology.hostile_clients: protocol %s has no hostile traffic", cfg->protocol);
 	if (s->H && !(cfg->hostile_rps > 0))
 		FAIL("topology.hostile_rps: must be > 0 with hostile clients");
-	s->n_nodes = s->S + s->M;
+	if (s->C && (!s->host->coord_handle || !s->host->coord_init || cfg->coord_cores < 1))
+		FAIL("protocol %s: no coordinator host logic (or coordinator cores < 1)",
+		     cfg->protocol);
+	s->n_nodes = s->S + s->M + s->C;
 	s->cpu_port = s->n_nodes;
 	s->recirc_port = s->n_nodes + 1;
 	s->n_ports = s->n_nodes + 2;
@@ -1680,7 +1732,7 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 		FAIL("protocol %s: pipeline init failed (%d)", cfg->protocol, rc);
 
 	/* hosts */
-	s->srv = calloc(s->S, sizeof(*s->srv));
+	s->srv = calloc(s->S + s->C, sizeof(*s->srv));
 	s->cli = calloc(s->M, sizeof(*s->cli));
 	if (!s->srv || !s->cli)
 		FAIL("out of memory (hosts)");
@@ -1690,10 +1742,12 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 		if (!sv->hstate)
 			FAIL("out of memory (server state)");
 		struct nk_host_cfg hc = {.n_servers = s->S, .n_clients = s->M, .id = i,
+					 .n_coords = s->C,
 					 .seed = nk_mix64(cfg->seed ^ (0x73727600ULL + i)),
 					 .params = cfg->params};
 		if (s->host->server_init(sv->hstate, &hc))
 			FAIL("protocol %s: server %u init failed", cfg->protocol, i);
+		sv->workers = cfg->workers;
 		sv->store.wl = wl;
 		sv->nkstore.ops = &sim_store_ops;
 		sv->nkstore.impl = &sv->store;
@@ -1707,12 +1761,28 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 			FAIL("server %u: capacity factor must be > 0", i);
 		sv->up = 1;
 	}
+	for (uint32_t i = 0; i < s->C; i++) {
+		struct server *co = &s->srv[s->S + i];
+		co->hstate = calloc(1, s->host->coord_state_size ? s->host->coord_state_size : 1);
+		if (!co->hstate)
+			FAIL("out of memory (coordinator state)");
+		struct nk_host_cfg hc = {.n_servers = s->S, .n_clients = s->M, .id = i,
+					 .n_coords = s->C,
+					 .seed = nk_mix64(cfg->seed ^ (0x636f6f00ULL + i)),
+					 .params = cfg->params};
+		if (s->host->coord_init(co->hstate, &hc))
+			FAIL("protocol %s: coordinator %u init failed", cfg->protocol, i);
+		co->workers = cfg->coord_cores;
+		co->cap = 1.0;
+		co->up = 1;
+	}
 	for (uint32_t i = 0; i < s->M; i++) {
 		struct client *c = &s->cli[i];
 		c->hstate = calloc(1, s->host->client_state_size ? s->host->client_state_size : 1);
 		if (!c->hstate)
 			FAIL("out of memory (client state)");
 		struct nk_host_cfg hc = {.n_servers = s->S, .n_clients = s->M, .id = i,
+					 .n_coords = s->C,
 					 .seed = nk_mix64(cfg->seed ^ (0x636c6900ULL + i)),
 					 .params = cfg->params};
 		if (s->host->client_init(c->hstate, &hc))
