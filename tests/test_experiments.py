@@ -477,3 +477,26 @@ def test_a_mean_check_compares_the_mean_ratio():
     assert not short.passed and short.verdict == "FAIL"
     gap = TABLE.with_columns(met=pl.Series([True, True, False, True]))
     assert evaluate(exp.checks[0], gap, exp).verdict == "FAIL"
+
+
+def test_a_throughput_check_compares_spans_of_windows():
+    from netkv.experiments.checks import evaluate_timeline
+    from netkv.experiments.spec import Experiment
+
+    exp = Experiment.model_validate({
+        "kind": "timeline", "description": "t", "x": {"key": "alpha", "values": [1]},
+        "series": {"s": []}, "timeline": {"load": 0.5},
+        "checks": [
+            {"kind": "throughput", "claim": "down", "series": "s", "x": 1,
+             "window_s": [2, 3], "op": "<=", "fraction": 0.05, "reference_s": [0, 2]},
+            {"kind": "throughput", "claim": "back", "series": "s", "x": 1,
+             "window_s": [3, 5], "op": ">=", "fraction": 0.9, "reference_s": [0, 2]},
+            {"kind": "throughput", "claim": "none", "series": "s", "x": 1,
+             "window_s": [7, 8], "op": ">=", "fraction": 0.9, "reference_s": [0, 2]},
+        ]})
+    timeline = pl.DataFrame({"series": "s", "x": "1", "t_s": [0.0, 1, 2, 3, 4],
+                             "completed": [100, 100, 2, 95, 80]})
+    down, back, none = (evaluate_timeline(c, pl.DataFrame(), timeline, exp) for c in exp.checks)
+    assert down.passed and "0.02 x the 100" in down.measured
+    assert not back.passed and back.verdict == "FAIL"  # 87.5 < 90
+    assert not none.passed and "no window" in none.measured

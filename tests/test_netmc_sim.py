@@ -160,3 +160,22 @@ def test_plugin_runs_on_the_simulator_only_for_now() -> None:
     assert plug.targets == ("sim",)
     assert plug.config.supports_multiget
     assert not lookup("hash").config.supports_multiget
+
+
+def test_a_switch_outage_loses_requests_and_the_controller_reinstalls() -> None:
+    outage = ["target.faults.switch_outages=[{at_s: 0.02, restart_s: 0.03}]",
+              "topology.timeout_us=2000", "topology.retries=0", "protocol.epoch_ms=5",
+              "topology.timeline_ms=5", *MGET]
+    st, _ = point(outage, 10_000)
+    assert st.switch_restarts == 1 and st.drop_outage > 0
+    assert st.timeouts > 50 and st.completed + st.timeouts == st.issued
+    cfg = load([*RACK, *outage])
+    with SimTarget(cfg, mc.sim_controller_factory(cfg), mc.pipeline_params(cfg)) as t:
+        r = t.run_point(10_000, 1)
+    done = dict(zip(r.timeline["t_s"].round(3), r.timeline["completed"], strict=True))
+    assert done[0.01] > 0 and done[0.02] == 0 and done[0.025] == 0  # stopped
+    assert done[0.035] > 0 and done[0.045] > 0                       # reinstalled at 0.03 s
+    # with no controller to reinstall AddrTable, the restarted switch drops every MGET
+    with SimTarget(cfg, None, mc.pipeline_params(cfg)) as t:
+        r = t.run_point(10_000, 1)
+    assert r.completed < r.issued * 0.1

@@ -218,6 +218,21 @@ class ServerCrash(Strict):
     restart_s: Annotated[float, Field(ge=0.0, le=MAX_DURATION_S)] | None = None  # None = stays down
 
 
+class SwitchOutage(Strict):
+    """The switch stops at at_s (every packet reaching it is lost) and
+    restarts empty at restart_s; the controller installs its state again."""
+
+    at_s: Annotated[float, Field(ge=0.0, le=MAX_DURATION_S)]
+    restart_s: Annotated[float, Field(ge=0.0, le=MAX_DURATION_S)] | None = None  # None = stays down
+
+    @model_validator(mode="after")
+    def _restart_after_stop(self) -> "SwitchOutage":
+        if self.restart_s is not None and self.restart_s < self.at_s:
+            raise ValueError(f"target.faults.switch_outages: restart_s = {self.restart_s:g} "
+                             f"(allowed: >= at_s = {self.at_s:g})")
+        return self
+
+
 class Faults(Strict):
     # Each applies to every traversal of the chosen links (a request and its
     # reply cross four: client up, server down, server up, client down).
@@ -228,6 +243,7 @@ class Faults(Strict):
     delay_us: Micros = 0.0  # constant extra one-way delay per hop
     links: Literal["all", "clients", "servers"] = "all"
     crashes: list[ServerCrash] = []
+    switch_outages: list[SwitchOutage] = []  # simulator only
 
 
 class Target(Strict):

@@ -18,7 +18,8 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
-from netkv.experiments.spec import Check, Experiment, RecoveryCheck, Ref, TimelineCheck
+from netkv.experiments.spec import (Check, Experiment, RecoveryCheck, Ref, ThroughputCheck,
+                                    TimelineCheck)
 
 
 VERDICTS = ("holds", "differs", "FAIL")
@@ -277,6 +278,8 @@ def evaluate_timeline(check: TimelineCheck, results: pl.DataFrame, timeline: pl.
     timeline.parquet. It fails when a cell has no window after the warm-up,
     or a change has no window after it: "nothing measured" never passes."""
     assert exp.timeline is not None
+    if isinstance(check, ThroughputCheck):
+        return evaluate_throughput(check, timeline, exp)
     warmup = exp.timeline.warmup_s
     xs = list(exp.x.values) if check.x == "all" else [check.x]
     parts, ok, measurable, used, worst = [], True, True, 0, 0.0
@@ -330,6 +333,46 @@ def evaluate_timeline(check: TimelineCheck, results: pl.DataFrame, timeline: pl.
         by = (f"recovers {_fmt(worst)} x slower than the bound"
               if isinstance(check, RecoveryCheck) and worst else
               f"{_fmt(worst)} x the windows allowed above the SLO" if worst else "")
+    return CheckResult(check.claim, check.paper, "; ".join(parts), ok, used,
+                       verdict(ok, measurable, check.differs), check.differs, by)
+
+
+def _mean_completed(windows: pl.DataFrame, span: tuple[float, float]) -> tuple[float, int]:
+    inside = windows.filter((pl.col("t_s") >= span[0] - EPS_S) & (pl.col("t_s") < span[1] - EPS_S))
+    if inside.is_empty():
+        return math.nan, 0
+    return float(inside["completed"].mean()), len(inside)  # type: ignore[arg-type]
+
+
+def evaluate_throughput(check: ThroughputCheck, timeline: pl.DataFrame,
+                        exp: Experiment) -> CheckResult:
+    """A ``throughput`` check: completions per window over a span against a
+    fraction of their level over a reference span, in every x. No window in
+    either span fails it."""
+    xs = list(exp.x.values) if check.x == "all" else [check.x]
+    parts, ok, measurable, used, worst = [], True, True, 0, 0.0
+    for x in xs:
+        label = f"{check.series}@{x}"
+        windows = cell_windows(timeline, check.series, x)
+        level, n = _mean_completed(windows, check.window_s)
+        ref, m = _mean_completed(windows, check.reference_s)
+        if not n or not m:
+            ok = measurable = False
+            parts.append(f"{label}: no window in {'the span' if not n else 'the reference'}")
+            continue
+        used += n + m
+        bound = check.fraction * ref
+        good = level >= bound if check.op == ">=" else level <= bound
+        ok &= good
+        if not good:
+            worst = max(worst, level / bound if check.op == "<=" and bound else
+                        bound / level if level else math.inf)
+        ratio = level / ref if ref else math.nan
+        parts.append(f"{label}: {_fmt(level)} completed per window in "
+                     f"[{check.window_s[0]:g}, {check.window_s[1]:g}) s = {_fmt(ratio)} x "
+                     f"the {_fmt(ref)} of [{check.reference_s[0]:g}, {check.reference_s[1]:g}) s "
+                     f"({check.op} {check.fraction:g} x; {n + m} windows)")
+    by = f"misses the bound by {_fmt(worst)} x" if measurable and not ok and worst else ""
     return CheckResult(check.claim, check.paper, "; ".join(parts), ok, used,
                        verdict(ok, measurable, check.differs), check.differs, by)
 

@@ -136,7 +136,25 @@ class NoViolationCheck(Strict):
     differs: str = ""
 
 
-TimelineCheck = RecoveryCheck | NoViolationCheck
+class ThroughputCheck(Strict):
+    """``kind: throughput`` (timeline experiments): the completions per
+    window over ``window_s`` [from, to) against ``fraction`` x their level
+    over ``reference_s`` (e.g. during an outage <= 0.05 x before it; after a
+    restart >= 0.9 x)."""
+
+    kind: Literal["throughput"]
+    claim: str
+    paper: str = ""
+    series: str
+    x: float | int | str   # a panel, or "all"
+    window_s: tuple[float, float]
+    op: Literal[">=", "<="]
+    fraction: float = Field(ge=0.0)
+    reference_s: tuple[float, float]
+    differs: str = ""
+
+
+TimelineCheck = RecoveryCheck | NoViolationCheck | ThroughputCheck
 
 
 def _check_kind(data: Any) -> str:
@@ -148,7 +166,8 @@ def _check_kind(data: Any) -> str:
 AnyCheck = Annotated[
     Annotated[Check, Tag("compare")]
     | Annotated[RecoveryCheck, Tag("recovery")]
-    | Annotated[NoViolationCheck, Tag("no_violation")],
+    | Annotated[NoViolationCheck, Tag("no_violation")]
+    | Annotated[ThroughputCheck, Tag("throughput")],
     Discriminator(_check_kind),
 ]
 
@@ -226,7 +245,7 @@ class Experiment(Strict):
                     raise ValueError(f"timeline.search: series '{series}' "
                                      f"(allowed: {', '.join(self.series)})")
         for check in self.checks:
-            wanted = "compare" if self.kind == "grid" else "recovery or no_violation"
+            wanted = "compare" if self.kind == "grid" else "recovery, no_violation or throughput"
             if (check.kind == "compare") != (self.kind == "grid"):
                 raise ValueError(f"check '{check.claim}': kind '{check.kind}' in a "
                                  f"{self.kind} experiment (allowed: {wanted})")

@@ -137,13 +137,21 @@ class SimControlPlane(ControlPlane):
 
 
 class SimEpochs:
-    """Adapts a protocol Controller to SimEngine.run's ``epoch(engine, t)`` hook."""
+    """Adapts a protocol Controller to SimEngine.run's ``epoch(engine, t)`` hook.
+    After a switch outage (target.faults.switch_outages) the switch is back
+    empty: at the first epoch after it the controller's ``start`` installs its
+    state again, as an operator's control plane would after a restart."""
 
     def __init__(self, controller: Controller) -> None:
         self.controller = controller
+        self.restarts = 0
 
-    def epoch(self, engine: object, t_s: float) -> None:
-        del engine
+    def epoch(self, engine: SimEngine, t_s: float) -> None:
+        if engine.cfg.target.faults.switch_outages:
+            restarts = engine.stats().switch_restarts
+            if restarts != self.restarts:
+                self.restarts = restarts
+                self.controller.start()
         self.controller.epoch(t_s)
 
     def metrics(self) -> dict[str, Any]:

@@ -235,6 +235,7 @@ class Stats:
     drop_queue: int
     drop_crash: int
     drop_switch: int
+    drop_outage: int
     cpu_packets: int
     cpu_dropped: int
     dyn_changes: int
@@ -244,6 +245,7 @@ class Stats:
     client_packets: int
     req_keys: int
     recirculated: int
+    switch_restarts: int
     mean_ns: float
     p50_ns: float
     p90_ns: float
@@ -343,6 +345,10 @@ class SimEngine:
             restart = -1.0 if crash.restart_s is None else crash.restart_s * 1e9
             if self.lib.nk_sim_schedule_crash(self._ptr, crash.server, crash.at_s * 1e9, restart):
                 raise SimError(f"target.faults.crashes: cannot schedule {crash}")
+        for outage in faults.switch_outages:
+            restart = -1.0 if outage.restart_s is None else outage.restart_s * 1e9
+            if self.lib.nk_sim_schedule_switch_outage(self._ptr, outage.at_s * 1e9, restart):
+                raise SimError(f"target.faults.switch_outages: cannot schedule {outage}")
 
     # -- running ---------------------------------------------------------
 

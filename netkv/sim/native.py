@@ -72,9 +72,10 @@ struct nk_sim_stats {
     uint64_t issued; uint64_t completed; uint64_t timeouts; uint64_t retries;
     uint64_t unfinished; uint64_t dup_replies; uint64_t switch_replies;
     uint64_t dropped; uint64_t drop_loss; uint64_t drop_queue; uint64_t drop_crash;
-    uint64_t drop_switch; uint64_t cpu_packets; uint64_t cpu_dropped; uint64_t dyn_changes;
+    uint64_t drop_switch; uint64_t drop_outage; uint64_t cpu_packets; uint64_t cpu_dropped;
+    uint64_t dyn_changes;
     uint64_t hostile_sent; uint64_t forged_replies; uint64_t server_ignored;
-    uint64_t client_packets; uint64_t req_keys; uint64_t recirculated;
+    uint64_t client_packets; uint64_t req_keys; uint64_t recirculated; uint64_t switch_restarts;
     double mean_ns, p50_ns, p90_ns, p99_ns, p999_ns, max_ns;
     uint32_t n_windows; uint32_t hist_buckets;
 };
@@ -104,6 +105,7 @@ int nk_sim_mcast_set(struct nk_sim *sim, uint32_t group, const uint16_t *ports, 
 uint32_t nk_sim_cpu_recv(struct nk_sim *sim, struct nk_msg *out, uint16_t *src, uint32_t max);
 int nk_sim_cpu_send(struct nk_sim *sim, const struct nk_msg *m, uint16_t dst);
 int nk_sim_schedule_crash(struct nk_sim *sim, uint32_t server, double t_ns, double restart_ns);
+int nk_sim_schedule_switch_outage(struct nk_sim *sim, double t_ns, double restart_ns);
 uint32_t nk_sim_rank_keys(const struct nk_sim *sim, uint32_t *out, uint32_t n);
 int nk_sim_capture(struct nk_sim *sim, const char *dir, uint32_t snaplen, uint64_t max_bytes,
                    uint64_t max_packets, char *err, size_t errlen);

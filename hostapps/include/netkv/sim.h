@@ -158,6 +158,7 @@ struct nk_sim_stats {
 	uint64_t drop_queue;      /* server queue full */
 	uint64_t drop_crash;      /* at or in a crashed server */
 	uint64_t drop_switch;     /* pipeline drop */
+	uint64_t drop_outage;     /* arrived at a stopped switch */
 	uint64_t cpu_packets;     /* copies sent to the controller channel */
 	uint64_t cpu_dropped;     /* ... dropped because the channel was full */
 	uint64_t dyn_changes;     /* popularity changes applied */
@@ -167,6 +168,7 @@ struct nk_sim_stats {
 	uint64_t client_packets;  /* packets the clients sent (first tries and resends) */
 	uint64_t req_keys;        /* keys asked for by issued requests */
 	uint64_t recirculated;    /* packets through the recirculation port */
+	uint64_t switch_restarts; /* the switch came back (empty) after an outage */
 	double mean_ns, p50_ns, p90_ns, p99_ns, p999_ns, max_ns;
 	uint32_t n_windows;
 	uint32_t hist_buckets;
@@ -267,6 +269,11 @@ int nk_sim_extend(struct nk_sim *sim, double extra_ns);
 /* Server crash at t_ns (queue and in-service requests lost, arrivals
  * dropped), restart at restart_ns (< 0: never) with its store reset. */
 int nk_sim_schedule_crash(struct nk_sim *sim, uint32_t server, double t_ns, double restart_ns);
+/* Switch outage at t_ns: every packet reaching the switch is dropped
+ * (drop_outage) until restart_ns (< 0: never), when the pipeline starts
+ * again from its init state with no multicast groups: the controller must
+ * install its tables again (switch_restarts counts restarts). 0 or -1. */
+int nk_sim_schedule_switch_outage(struct nk_sim *sim, double t_ns, double restart_ns);
 /* Current rank -> key table (after dynamics): n entries. */
 uint32_t nk_sim_rank_keys(const struct nk_sim *sim, uint32_t *out, uint32_t n);
 

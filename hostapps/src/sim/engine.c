@@ -42,6 +42,8 @@ enum ev_type {
 	EV_RESTART = 6,
 	EV_DYNAMICS = 7,
 	EV_HOSTILE = 8,     /* idx: the hostile client */
+	EV_SWITCH_DOWN = 9,
+	EV_SWITCH_UP = 10,
 };
 
 struct ev {
@@ -139,6 +141,10 @@ struct nk_sim {
 	const struct nk_pipeline_ops *pipe;
 	const struct nk_host_ops *host;
 	void *pstate;
+	struct nk_pipeline_cfg pcfg;  /* to restart the pipeline with */
+	uint16_t *node_port;
+	uint8_t order_free;           /* the pipeline's, unless a switch outage is scheduled */
+	uint8_t switch_down;
 	uint32_t S, M, C, n_nodes, cpu_port, recirc_port, n_ports;
 	uint32_t H;                 /* hostile clients: M - H .. M - 1 */
 	double hostile_gap_ps;
@@ -544,7 +550,7 @@ static void deliver(struct nk_sim *s, uint32_t pi, uint64_t arr, uint32_t type)
 			pkt_free(s, pi);
 		return;
 	}
-	if (type == EV_SWITCH_IN && s->pipe->order_free) {
+	if (type == EV_SWITCH_IN && s->order_free) {
 		if (arr <= s->end)
 			switch_in(s, pi, arr);
 		else
@@ -633,6 +639,11 @@ static void pkt_set_cookie(const struct nk_sim *s, struct pkt *p, uint64_t cooki
 
 static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 {
+	if (s->switch_down) {  /* a stopped switch forwards nothing */
+		count_drop(s, &s->st.drop_outage);
+		pkt_free(s, pi);
+		return;
+	}
 	struct pkt *p = &s->pk[pi];
 	uint64_t cookie = pkt_cookie(p);
 	struct nk_pkt_meta meta = {
@@ -1484,6 +1495,26 @@ static void timeout(struct nk_sim *s, uint32_t si)
 	slot_release(s, si);
 }
 
+/* A switch restarts empty: the pipeline's state (tables, registers) and the
+ * multicast groups are gone until the controller installs them again. */
+static void switch_restart(struct nk_sim *s)
+{
+	if (!s->switch_down)
+		return;
+	if (s->pipe->fini)
+		s->pipe->fini(s->pstate);
+	memset(s->pstate, 0, s->pipe->state_size);
+	if (s->pipe->init(s->pstate, &s->pcfg))
+		return;  /* it initialised once with the same config */
+	for (uint32_t g = 0; g < MAX_MCAST_GROUPS; g++) {
+		free(s->mcast[g].ports);
+		s->mcast[g].ports = NULL;
+		s->mcast[g].n = 0;
+	}
+	s->switch_down = 0;
+	s->st.switch_restarts++;
+}
+
 /* ---- main loop ------------------------------------------------------------------- */
 
 static void dispatch(struct nk_sim *s, uint32_t type, uint32_t idx)
@@ -1506,6 +1537,12 @@ static void dispatch(struct nk_sim *s, uint32_t type, uint32_t idx)
 		break;
 	case EV_CRASH:
 		server_crash(s, idx);
+		break;
+	case EV_SWITCH_DOWN:
+		s->switch_down = 1;
+		break;
+	case EV_SWITCH_UP:
+		switch_restart(s);
 		break;
 	case EV_RESTART:
 		server_restart(s, idx);
@@ -1615,6 +1652,7 @@ void nk_sim_free(struct nk_sim *s)
 	}
 	if (s->pstate && s->pipe && s->pipe->fini)
 		s->pipe->fini(s->pstate);
+	free(s->node_port);
 	free(s->pstate);
 	free(s->srv);
 	free(s->ops);
@@ -1727,7 +1765,9 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 		.seed = nk_mix64(cfg->seed ^ 0x70697065ULL), .params = cfg->params,
 	};
 	int rc = s->pipe->init(s->pstate, &pc);
-	free(node_port);
+	s->node_port = node_port;  /* kept: a restart initialises the pipeline again */
+	s->pcfg = pc;
+	s->order_free = s->pipe->order_free;
 	if (rc)
 		FAIL("protocol %s: pipeline init failed (%d)", cfg->protocol, rc);
 
@@ -2160,6 +2200,26 @@ int nk_sim_schedule_crash(struct nk_sim *s, uint32_t server, double t_ns, double
 		if (heap_push(s, r, EV_RESTART, server))
 			return -1;
 	}
+	return 0;
+}
+
+int nk_sim_schedule_switch_outage(struct nk_sim *s, double t_ns, double restart_ns)
+{
+	if (t_ns < 0)
+		return -1;
+	uint64_t t = (uint64_t)(t_ns * PS_PER_NS);
+	if (t < s->now)
+		t = s->now;
+	if (heap_push(s, t, EV_SWITCH_DOWN, 0))
+		return -1;
+	if (restart_ns >= 0) {
+		uint64_t r = (uint64_t)(restart_ns * PS_PER_NS);
+		if (heap_push(s, r < t ? t : r, EV_SWITCH_UP, 0))
+			return -1;
+	}
+	/* packets meet the switch in time order, so that none is processed by
+	 * the pipeline before it is down, or by the empty one before it is up */
+	s->order_free = 0;
 	return 0;
 }
 
