@@ -430,6 +430,18 @@ static void run_end_to_end(const char *params, unsigned want_packets)
 		int k = r.H->server_handle(r.srv, &r.ns, &m, CL, out, NK_HOST_MAX_OUT);
 		for (int j = 0; j < k; j++) {
 			keys_seen += out[j].msg.nkeys;
+			/* the reply's values are what single GETs of its keys return */
+			uint32_t want = 0;
+			for (unsigned p = 0; p < out[j].msg.nkeys; p++) {
+				struct nk_msg get = {.proto = NK_PROTO_NETMC, .op = NK_NETMC_OP_GET,
+						     .kind = NK_KIND_READ, .key_len = KL,
+						     .key_slot_len = KL, .key_slots = 1};
+				memcpy(get.key, m.items + (size_t)(out[j].msg.startidx + p) * KL, KL);
+				struct nk_host_out g[NK_HOST_MAX_OUT];
+				EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &get, CL, g, NK_HOST_MAX_OUT), 1);
+				want += g[0].msg.value_len;
+			}
+			EXPECT_EQ(out[j].msg.value_len, want);
 			/* the server answered the keys of its own group */
 			for (unsigned p = 0; p < out[j].msg.nkeys; p++)
 				EXPECT_EQ(homes[strchr("ABCDEFG", m.items[(out[j].msg.startidx + p) *

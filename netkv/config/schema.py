@@ -416,9 +416,10 @@ class RunConfig(Strict):
                              f"{self.protocol.name}: it has no multiget requests)")
         if mget.enabled and self.slo.kind == "auto" and self.slo.reference != "self" and \
                 not lookup(self.slo.reference).config.supports_multiget:
+            able = [n for n in protocol_names() if lookup(n).config.supports_multiget]
             raise ValueError(f"slo.reference = '{self.slo.reference}' has no multiget requests "
-                             f"(allowed with workload.multiget.mean = {mget.mean:g}: self, or a "
-                             "protocol with multigets)")
+                             f"(allowed with workload.multiget.mean = {mget.mean:g}: "
+                             f"{', '.join(['self', *able])})")
         for crash in self.target.faults.crashes:
             if crash.server >= self.topology.servers:
                 raise ValueError(f"target.faults.crashes: server = {crash.server} (allowed: "

@@ -73,6 +73,13 @@ def pipeline_params(cfg: "RunConfig") -> str:
     return params
 
 
+def dead_knobs(cfg: "RunConfig") -> set[str]:
+    """The coordinator's cores matter only to CoordiMC."""
+    p = cfg.protocol
+    assert isinstance(p, NetmcProtocol)
+    return set() if p.scheme == "coordimc" else {"protocol.coord_cores"}
+
+
 class NetmcController(Controller):
     """AddrTable and the {server, recirculation} groups, once."""
 
@@ -108,6 +115,7 @@ PLUGIN = ProtocolPlugin(
     udp_port=NETMC_PORT_BASE,
     pipeline_params=pipeline_params,
     sim_controller=sim_controller_factory,
+    dead_knobs=dead_knobs,
 )
 
 
