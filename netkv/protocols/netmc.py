@@ -30,10 +30,17 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 from pydantic import Field
 
 from netkv.config.base import MAX_VNODES, Pos, ProtocolBase, Ring
-from netkv.constants import MC_KEYIDX_W, MC_MTU, mc_mcast_group
+from netkv.constants import MC_KEYIDX_W, MC_MTU, McStat, mc_mcast_group
 from netkv.protocols.base import ControlPlane, Controller
 from netkv.protocols.plugin import ProtocolPlugin
 from netkv.wire.codec import NETMC_HDR_LEN, NETMC_N, NETMC_PAYLOAD_HDR_LEN, NETMC_PORT_BASE, Proto
+
+
+#: what the switch refuses at the trust boundary (docs/security.md): forged
+#: replies from a client's port, and malformed multigets (CLO set by a
+#: client, KEYIDX 0, a group past the key list)
+REFUSALS = {"host_server_op": ("stats", int(McStat.HOST_SERVER_OP)),
+            "malformed": ("stats", int(McStat.MALFORMED))}
 
 
 class NetmcProtocol(ProtocolBase):
@@ -116,6 +123,7 @@ PLUGIN = ProtocolPlugin(
     pipeline_params=pipeline_params,
     sim_controller=sim_controller_factory,
     dead_knobs=dead_knobs,
+    refusals=REFUSALS,
 )
 
 
