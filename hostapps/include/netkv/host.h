@@ -162,6 +162,9 @@ static inline uint64_t nk_ver_after(int found, uint64_t stored)
 
 /* Host logic registered under `name` (the protocol name), or NULL. */
 const struct nk_host_ops *nk_host_find(const char *name);
+/* 1 if `name`'s host logic has hostile traffic (client_hostile), else 0:
+ * lets a config layer refuse topology.hostile_clients before a run. */
+int nk_host_has_hostile(const char *name);
 
 /* The static-hashing baseline's hosts (host/hash.c). */
 extern const struct nk_host_ops nk_host_hash;

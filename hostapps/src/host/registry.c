@@ -20,6 +20,12 @@ static const struct nk_host_ops *const hosts[] = {
 	&nk_host_netmc,
 };
 
+int nk_host_has_hostile(const char *name)
+{
+	const struct nk_host_ops *h = nk_host_find(name);
+	return h && h->client_hostile;
+}
+
 const struct nk_host_ops *nk_host_find(const char *name)
 {
 	if (!name)
