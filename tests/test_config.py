@@ -53,9 +53,9 @@ def test_bad_value_inside_a_sweep_is_caught_before_anything_runs(capsys, tmp_pat
 
 
 def test_unimplemented_protocol_on_target_is_a_config_error(capsys):
-    code = main(["run", "protocol=kvswitch", "target=mininet"])
+    code = main(["run", "protocol=kvswitch", "target=testbed", "inventory=netns-rack"])
     err = capsys.readouterr().err
-    assert code == 2 and "not implemented on target = 'mininet'" in err
+    assert code == 2 and "not implemented on target = 'testbed'" in err
 
 
 def test_real_process_exit_code_and_single_line():

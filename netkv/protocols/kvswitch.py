@@ -410,6 +410,12 @@ def sim_keymap(workload: "Workload", ffi: object, lib: object,
     return table.get, list(zip(keys, _shares(workload, len(keys))))
 
 
+def keymap_ranks(workload: "Workload", proto: KVSwitchProtocol) -> int:
+    """How many of the most popular keys the switch CPU knows the owner of:
+    every key a period may see hot (all of a small key space)."""
+    return max(4 * proto.hot_keys, min(workload.n_keys, 100_000))
+
+
 def _shares(workload: "Workload", n: int) -> list[float]:
     alpha = workload.alpha if workload.kind == "zipf" else 0.0
     r = np.arange(1, workload.n_keys + 1, dtype=np.float64)
@@ -429,9 +435,7 @@ def sim_controller_factory(cfg: "RunConfig"):  # type: ignore[no-untyped-def]
         plane = SimControlPlane(engine)
         wl = engine.workload
         if not memo or memo[0][0] is not wl:
-            # owners of every key a period may see hot (all of a small key space)
-            ranks = max(4 * proto.hot_keys, min(wl.n_keys, 100_000))
-            keymap, shares = sim_keymap(wl, engine.ffi, engine.lib, ranks)
+            keymap, shares = sim_keymap(wl, engine.ffi, engine.lib, keymap_ranks(wl, proto))
             memo[:] = [(wl, keymap, shares)]
         _wl, keymap, shares = memo[0]
         prewarm = shares[:proto.hot_keys] if proto.mode == "prewarmed" else None
@@ -443,15 +447,35 @@ def sim_controller_factory(cfg: "RunConfig"):  # type: ignore[no-untyped-def]
     return factory
 
 
+def mininet_controller_factory(cfg: "RunConfig"):  # type: ignore[no-untyped-def]
+    """Real racks (target=mininet): ``factory(plane) -> KVSwitchController``
+    over the rack's control plane, with the partition function and popularity
+    of the same workload the clients draw from (the target calls ``start()``)."""
+    proto = cfg.protocol
+    assert isinstance(proto, KVSwitchProtocol)
+
+    def factory(plane: ControlPlane) -> KVSwitchController:
+        from netkv.sim.engine import Workload
+
+        with Workload.from_config(cfg) as wl:
+            keymap, shares = sim_keymap(wl, wl.ffi, wl.lib, keymap_ranks(wl, proto))
+        prewarm = shares[:proto.hot_keys] if proto.mode == "prewarmed" else None
+        return KVSwitchController(plane, proto, keymap, prewarm, popularity=shares)
+
+    return factory
+
+
 PLUGIN = ProtocolPlugin(
     name="kvswitch",
     summary="KVSwitch prediction-driven selective replication (Electronics 2019)",
-    targets=("sim",),
+    targets=("sim", "mininet"),
+    preload="all",  # a hot key's replicas are read anywhere (prewarmed: valid at once)
     config=KVSwitchProtocol,
     wire=Proto.KVSWITCH,
     udp_port=KVSWITCH_PORT,
     pipeline_params=pipeline_params,
     sim_controller=sim_controller_factory,
+    rack_controller=mininet_controller_factory,
 )
 
 
