@@ -8,6 +8,7 @@ it needs comes from the composed config.
 from __future__ import annotations
 
 import hashlib
+import math
 import importlib
 import sys
 from pathlib import Path
@@ -27,7 +28,8 @@ from netkv.protocols import implemented_on
 from netkv.protocols import lookup as protocol_plugin
 from netkv.results import capture, provenance
 from netkv.results.rundir import RunDir, RunDirConflict, point_key
-from netkv.slo import MeasurementError, SearchOutcome, latency_key, passes, search_throughput
+from netkv.slo import (CI_LEVEL, MeasurementError, SearchOutcome, latency_key, passes,
+                       search_throughput)
 from netkv.targets.base import PointResult, Target
 
 
@@ -78,9 +80,11 @@ def make_target(cfg: RunConfig) -> Target:
     return target
 
 
-def point_seed(run_seed: int, offered_rps: float) -> int:
-    """A per-point seed that depends only on the run seed and the load."""
-    digest = hashlib.blake2b(f"{run_seed}:{offered_rps:.9e}".encode(), digest_size=8).digest()
+def point_seed(run_seed: int, offered_rps: float, repeat: int = 0) -> int:
+    """A per-point seed that depends only on the run seed, the load and the
+    repeat's index (``repeat=N``; the first repeat keeps the single run's seed)."""
+    text = f"{run_seed}:{offered_rps:.9e}" + (f":{repeat}" if repeat else "")
+    digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") & ((1 << 62) - 1)
 
 
@@ -128,19 +132,29 @@ def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console) ->
     ) as progress:
         task = progress.add_task(f"{cfg.name}: unloaded point", total=None)
 
-        def measure(offered_rps: float, phase: str) -> PointResult:
-            seed = point_seed(cfg.seed, offered_rps)
+        load_keys: list[list[str]] = []   # per load measured: its repeats' point keys
+
+        def measure_one(offered_rps: float, phase: str, i: int) -> tuple[str, PointResult]:
+            seed = point_seed(cfg.seed, offered_rps, i)
             key = point_key(offered_rps, seed)
             order.append(key)
             cached = run_dir.load_point(key)
             if cached is not None:
-                return cached
-            progress.update(task, description=f"{cfg.name}: {phase} {offered_rps:,.0f} req/s")
+                return key, cached
+            times = f" (repeat {i + 1}/{cfg.repeat})" if cfg.repeat > 1 else ""
+            progress.update(task, description=f"{cfg.name}: {phase} {offered_rps:,.0f} "
+                                              f"req/s{times}")
             result = capture.run_point(target, cfg, run_dir.path, key, offered_rps, seed)
             run_dir.store_point(key, phase, result, columns)
             if cfg.record_history:  # after the commit mark: an unmarked folder is discarded
                 target.write_history(run_dir.path / "points.d" / key / "history.jsonl")
-            return result
+            return key, result
+
+        def measure(offered_rps: float, phase: str) -> PointResult | list[PointResult]:
+            done = [measure_one(offered_rps, phase, i) for i in range(cfg.repeat)]
+            load_keys.append([k for k, _ in done])
+            results = [r for _, r in done]
+            return results[0] if cfg.repeat == 1 else results
 
         ref_ns = reference_slo_ns(cfg, run_dir, columns, order, console)
         resolved = retries.resolve(cfg, retries.known_slo_ns(cfg, ref_ns)).topology
@@ -150,7 +164,7 @@ def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console) ->
                           f"{resolved.timeout_us:.0f} us, at most {resolved.retries} times "
                           "(topology.retries=0 turns this off)[/dim]")
         outcome = search_throughput(measure, target.capacity_hint_rps(), cfg.slo, ref_ns)
-    return finish(run_dir, outcome, order, cfg, console)
+    return finish(run_dir, outcome, order, cfg, console, load_keys)
 
 
 def execute_at(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console,
@@ -252,18 +266,27 @@ def measure_slo_ns(cfg: RunConfig, out_dir: Path, argv: list[str],
 
 
 def finish(run_dir: RunDir, outcome: SearchOutcome, order: list[str], cfg: RunConfig,
-           console: Console) -> pl.DataFrame:
-    measured = [k for k in order if k != REFERENCE_KEY]  # unloaded, then the search
-    met: dict[str, bool] = {measured[0]: outcome.unloaded.slo_met}
-    met.update({k: p.slo_met for k, p in zip(measured[1:], outcome.points)})
-    best = outcome.best
-    if best is None:
-        best_key = None
-    elif best is outcome.unloaded:
-        best_key = measured[0]
-    else:
-        best_key = measured[1 + outcome.points.index(best)]
-    points = run_dir.finalize_tables(outcome.slo_ns, met, best_key, order)
+           console: Console, load_keys: list[list[str]]) -> pl.DataFrame:
+    """The run-level tables: each measurement's own verdict, the best one;
+    with repeats also each row's repeat index, its load's verdict, whether
+    the load's repeats agree and the maximum's confidence interval."""
+    loads = [outcome.unloaded, *outcome.points]   # the order measure() saw them
+    met: dict[str, bool] = {}
+    extra: dict[str, dict[str, Any]] = {}
+    lo, hi, level = outcome.interval_rps()
+    for load, keys in zip(loads, load_keys, strict=True):
+        for i, key in enumerate(keys):
+            met[key] = load.passed[i] if load.passed else load.slo_met
+            if cfg.repeat > 1:
+                extra[key] = {"repeat": i, "load_slo_met": load.slo_met,
+                              "repeats_agree": load.agree, "max_tput_lo_rps": lo,
+                              "max_tput_hi_rps": hi, "ci_level": level}
+    found = outcome.best_repeat()
+    best_key = None
+    if found is not None:
+        where = next(j for j, load in enumerate(loads) if load is found[0])
+        best_key = load_keys[where][found[1]]
+    points = run_dir.finalize_tables(outcome.slo_ns, met, best_key, order, extra)
     print_summary(cfg, outcome, run_dir.path, console)
     return points
 
@@ -281,9 +304,10 @@ def print_summary(cfg: RunConfig, outcome: SearchOutcome, path: Path, console: C
     for column in ("protocol", "target", "alpha", "writes", "servers", "SLO us",
                    "max req/s", "p50 us", "p99 us", "max/mean"):
         table.add_column(column, justify="right")
-    best = outcome.best
-    if best is not None:
-        res = best.result
+    found = outcome.best_repeat()
+    best = found[0] if found is not None else None
+    if found is not None:
+        res = found[0].repeats[found[1]] if found[0].repeats else found[0].result
         requests = res.server_requests
         spread = float(requests.max() / requests.mean()) if requests.mean() else 0.0
         cells = [human_rate(res.achieved_rps), f"{res.latency_ns['p50'] / 1e3:.1f}",
@@ -315,8 +339,21 @@ def print_summary(cfg: RunConfig, outcome: SearchOutcome, path: Path, console: C
             console.print(f"[yellow]warning: the unloaded point ({res.offered_rps:,.0f} req/s) "
                           f"already misses the SLO ({why}): the maximum above is not where "
                           "load starts to cost latency[/yellow]")
-    if best is not None:
-        requests = best.result.server_requests
+    if cfg.repeat > 1:
+        lo, hi, level = outcome.interval_rps()
+        interval = (f"{human_rate(lo)}-{human_rate(hi)} req/s ({100 * level:.0f}% interval of "
+                    f"the median)" if math.isfinite(lo) else
+                    f"no {100 * CI_LEVEL:.0f}% interval with fewer than 5 repeats")
+        console.print(f"{cfg.repeat} repeats per load: max is the median of the repeats' "
+                      f"maxima, {interval}")
+        for load in outcome.disagreeing:
+            tails = ", ".join(f"{r.tail_ns(cfg.slo.percentile) / 1e3:.0f}" for r in load.repeats)
+            console.print(f"[yellow]warning: the repeats at {load.result.offered_rps:,.0f} req/s "
+                          f"disagree (tails {tails} us; {sum(load.passed)} of "
+                          f"{len(load.passed)} met the SLO; tolerance "
+                          f"{100 * cfg.slo.repeat_tolerance:.0f}%)[/yellow]")
+    if found is not None:
+        requests = res.server_requests
         total = max(int(requests.sum()), 1)
         shares = " ".join(f"{100 * r / total:.1f}" for r in requests)
         console.print(f"per-server load at max (% of requests, server 0..{len(requests) - 1}): "

@@ -15,26 +15,44 @@ process wakeup per packet, so a few hundred req/s can have a worse p99 than a
 few thousand); without the floor one failing probe sent the search down to
 loads where nothing passes. The search is deterministic: the same measurements give the same sequence of
 offered loads, which is what lets an interrupted run resume from cached points.
+
+Repeats (``repeat=N``, for targets with real packets): ``measure`` returns the
+N measurements of a load. The search steers by their medians (median tail
+within the bound and median completion high enough), so one noisy repeat
+cannot send it astray; a load whose repeats disagree (some pass, some fail,
+or tails spread by more than ``slo.repeat_tolerance``) is flagged. The
+maximum is then the median of the N per-repeat maxima (repeat i's highest
+achieved rate among the loads it passed by itself), with the distribution-free
+confidence interval of that median (order statistics, ``CI_LEVEL`` or more).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from netkv.config.schema import Slo
 from netkv.targets.base import PointResult
 
-Measure = Callable[[float, str], PointResult]
-"""measure(offered_rps, phase) -> PointResult; phase is 'unloaded' or 'search'."""
+Measure = Callable[[float, str], "PointResult | Sequence[PointResult]"]
+"""measure(offered_rps, phase) -> the load's measurement (or its repeats);
+phase is 'unloaded' or 'search'."""
+
+CI_LEVEL = 0.90  # the maximum's interval covers the median at least this often
 
 
 @dataclass
 class Evaluated:
+    """One load: ``result`` stands for it (the repeat with the median tail),
+    ``repeats`` are all its measurements, ``passed`` each one's own verdict."""
+
     phase: str
     result: PointResult
     slo_met: bool
+    repeats: list[PointResult] = field(default_factory=list)
+    passed: list[bool] = field(default_factory=list)
+    agree: bool = True
 
 
 @dataclass
@@ -44,16 +62,77 @@ class SearchOutcome:
     points: list[Evaluated] = field(default_factory=list)
 
     @property
+    def loads(self) -> list[Evaluated]:
+        return [*self.points, self.unloaded]
+
+    @property
+    def repeat(self) -> int:
+        return max([1, *(len(p.repeats) for p in self.loads)])
+
+    @property
     def best(self) -> Evaluated | None:
         """The passing point with the highest achieved rate (search points
         first on ties), the unloaded point included."""
-        passing = [p for p in (*self.points, self.unloaded) if p.slo_met]
+        passing = [p for p in self.loads if p.slo_met]
         return max(passing, key=lambda p: p.result.achieved_rps) if passing else None
+
+    def best_repeat(self) -> tuple[Evaluated, int] | None:
+        """The measurement that gives the run's maximum: with one repeat the
+        best point's; with N, the one whose per-repeat maximum is the median
+        of the N (the lower middle for even N)."""
+        if self.repeat == 1:
+            best = self.best
+            return (best, 0) if best is not None else None
+        maxima = self.repeat_maxima()
+        order = sorted(range(len(maxima)), key=lambda i: maxima[i][0])
+        rate, where = maxima[order[(len(order) - 1) // 2]]
+        return where if rate > 0 else None
+
+    def repeat_maxima(self) -> list[tuple[float, tuple[Evaluated, int] | None]]:
+        """Per repeat index: its highest achieved rate among the loads it
+        passed by itself (0 and None when it passed none)."""
+        out: list[tuple[float, tuple[Evaluated, int] | None]] = []
+        for i in range(self.repeat):
+            top: tuple[float, tuple[Evaluated, int] | None] = (0.0, None)
+            for p in self.loads:
+                if i < len(p.passed) and p.passed[i] and \
+                        p.repeats[i].achieved_rps > top[0]:
+                    top = (p.repeats[i].achieved_rps, (p, i))
+            out.append(top)
+        return out
 
     @property
     def max_throughput_rps(self) -> float:
-        best = self.best
-        return best.result.achieved_rps if best else 0.0
+        found = self.best_repeat()
+        return found[0].repeats[found[1]].achieved_rps if found else 0.0
+
+    def interval_rps(self) -> tuple[float, float, float]:
+        """(low, high, level): the median maximum's confidence interval from
+        the N per-repeat maxima; (nan, nan, nan) below 5 repeats (too few
+        for a distribution-free interval at ``CI_LEVEL``)."""
+        values = sorted(rate for rate, _ in self.repeat_maxima())
+        k, level = median_ci_ranks(len(values))
+        if k is None:
+            return math.nan, math.nan, math.nan
+        return values[k], values[len(values) - 1 - k], level
+
+    @property
+    def disagreeing(self) -> list[Evaluated]:
+        return [p for p in self.loads if not p.agree]
+
+
+def median_ci_ranks(n: int, level: float = CI_LEVEL) -> tuple[int | None, float]:
+    """The largest k such that [x_(k), x_(n-1-k)] (0-based order statistics)
+    covers the median with probability >= level, and that probability:
+    1 - 2 P(Binomial(n, 1/2) <= k)."""
+    best: tuple[int | None, float] = (None, math.nan)
+    for k in range(n // 2):
+        tail = sum(math.comb(n, j) for j in range(k + 1)) / 2**n
+        cover = 1 - 2 * tail
+        if cover < level:
+            break
+        best = (k, cover)
+    return best
 
 
 def latency_key(percentile: float) -> str:
@@ -78,6 +157,25 @@ def passes(result: PointResult, slo_ns: float, slo: Slo) -> bool:
             and math.isfinite(tail) and tail <= slo_ns)
 
 
+def evaluate(phase: str, measured: PointResult | Sequence[PointResult], slo_ns: float,
+             slo: Slo) -> Evaluated:
+    """A load's verdict: the median tail within the bound and the median
+    completion high enough (one measurement: ``passes``)."""
+    group = [measured] if isinstance(measured, PointResult) else list(measured)
+    tails = [r.tail_ns(slo.percentile) for r in group]
+    passed = [passes(r, slo_ns, slo) for r in group]
+    by_tail = sorted(range(len(group)), key=lambda i: tails[i])
+    mid = by_tail[(len(group) - 1) // 2]
+    completion = sorted(r.completion for r in group)[(len(group) - 1) // 2]
+    met = (all(r.issued > 0 for r in group) and completion >= slo.min_completion
+           and math.isfinite(tails[mid]) and tails[mid] <= slo_ns)
+    finite = [t for t in tails if math.isfinite(t) and t > 0]
+    spread = (max(finite) / min(finite) - 1) if len(finite) == len(tails) and finite else math.inf
+    agree = len(group) == 1 or (len(set(passed)) == 1 and
+                                (spread <= slo.repeat_tolerance or not any(passed)))
+    return Evaluated(phase, group[mid], met, group, passed, agree)
+
+
 def search_throughput(measure: Measure, capacity_hint_rps: float, slo: Slo,
                       slo_ns: float | None = None) -> SearchOutcome:
     """Search the offered load. ``slo_ns``: an SLO fixed elsewhere (e.g. from
@@ -85,7 +183,10 @@ def search_throughput(measure: Measure, capacity_hint_rps: float, slo: Slo,
     if capacity_hint_rps <= 0:
         raise ValueError("capacity hint must be positive")
     unloaded_rate = capacity_hint_rps * slo.unloaded_fraction
-    unloaded = measure(unloaded_rate, "unloaded")
+    first = measure(unloaded_rate, "unloaded")
+    group = [first] if isinstance(first, PointResult) else list(first)
+    # the SLO rests on the repeats' median unloaded median
+    unloaded = sorted(group, key=lambda r: r.latency_ns.get("p50", math.inf))[(len(group) - 1) // 2]
     if unloaded.completed == 0 or not math.isfinite(unloaded.latency_ns.get("p50", math.inf)):
         raise MeasurementError(
             f"the unloaded point ({unloaded_rate:,.0f} req/s) completed "
@@ -98,18 +199,16 @@ def search_throughput(measure: Measure, capacity_hint_rps: float, slo: Slo,
         slo_ns = slo.p99_us * 1e3
     else:
         slo_ns = slo.factor * unloaded.latency_ns["p50"]
-    outcome = SearchOutcome(slo_ns=slo_ns, unloaded=Evaluated("unloaded", unloaded, True))
-    outcome.unloaded.slo_met = passes(unloaded, slo_ns, slo)
+    outcome = SearchOutcome(slo_ns=slo_ns, unloaded=evaluate("unloaded", group, slo_ns, slo))
 
     budget = slo.max_points
 
     def probe(rate: float) -> bool:
         nonlocal budget
         budget -= 1
-        result = measure(rate, "search")
-        ok = passes(result, slo_ns, slo)
-        outcome.points.append(Evaluated("search", result, ok))
-        return ok
+        point = evaluate("search", measure(rate, "search"), slo_ns, slo)
+        outcome.points.append(point)
+        return point.slo_met
 
     # Knee: start at a quarter of the hint and move by 2x until the outcome flips.
     floor = unloaded_rate if outcome.unloaded.slo_met else 0.0

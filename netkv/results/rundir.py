@@ -200,9 +200,10 @@ class RunDir:
 
     def finalize_tables(
         self, slo_ns: float | None, slo_met: dict[str, bool], best_key: str | None,
-        order: list[str],
+        order: list[str], extra: dict[str, dict[str, Any]] | None = None,
     ) -> pl.DataFrame:
-        """Rebuild the run-level tables from the fragments, in measuring order."""
+        """Rebuild the run-level tables from the fragments, in measuring order;
+        ``extra``: more columns by point key (repeats: index, load verdict)."""
         folder = self.path / FRAGMENTS
         keys = [k for k in order if (folder / k / "point.parquet").is_file()]
         frames: dict[str, list[pl.DataFrame]] = {t: [] for t in TABLES}
@@ -219,6 +220,11 @@ class RunDir:
                                                        return_dtype=pl.Boolean),
                 best=pl.col("point") == (best_key or ""),
             )
+            names = sorted({c for row in (extra or {}).values() for c in row})
+            points = points.with_columns(**{
+                c: pl.col("point").replace_strict(
+                    {k: row.get(c) for k, row in (extra or {}).items()}, default=None)
+                for c in names})
         write_parquet(self.path / "points.parquet", points)
         for table in TABLES[1:]:
             parts = [f for f in frames[table] if not f.is_empty()]
