@@ -131,6 +131,7 @@ def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console) ->
         console=console, transient=True, disable=not console.is_terminal,
     ) as progress:
         task = progress.add_task(f"{cfg.name}: unloaded point", total=None)
+        run_dir.add_provenance(target.provenance())
 
         load_keys: list[list[str]] = []   # per load measured: its repeats' point keys
 

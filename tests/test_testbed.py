@@ -5,6 +5,7 @@ line. Needs root, iproute2, openssh-server (sshd) and openssh-client."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -100,6 +101,15 @@ def test_a_run_over_ssh_writes_the_tables_and_leaves_nothing(rack: Inventory, pr
     assert (measured["completion"] > 0.99).all()
     servers = pl.read_parquet(out / "servers.parquet")
     assert servers["server"].n_unique() == 2 and servers["requests"].sum() > 0
+    # provenance names every host used, as configured and as it reports itself
+    hosts = json.loads((out / "provenance.json").read_text())["hosts"]
+    used = {h.name for h in rack.hosts if "switch" in h.roles} | \
+        {h.name for h in rack.with_role("server")[:2]} | {rack.with_role("client")[0].name}
+    assert set(hosts) == used
+    for name, info in hosts.items():
+        assert info["kernel"] == os.uname().release, name   # namespaces share the kernel
+        assert info["online_cores"] == os.cpu_count() and info["cpu_model"], name
+        assert info["stack"] == "kernel" and info["nic"], name
     assert not leftovers(rack)
 
 

@@ -80,6 +80,14 @@ class RunDir:
         write_text(self.path / "provenance.json", json.dumps(provenance, indent=2) + "\n")
         return held
 
+    def add_provenance(self, extra: dict[str, Any]) -> None:
+        """Merge what is known only once the target is up (its hosts)."""
+        if not extra:
+            return
+        path = self.path / "provenance.json"
+        prov = json.loads(path.read_text(encoding="utf-8"))
+        write_text(path, json.dumps({**prov, **extra}, indent=2) + "\n")
+
     def _same_build(self, held: int, build: dict[str, Any]) -> None:
         """Refuse to add points to ones another build measured."""
         try:

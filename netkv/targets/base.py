@@ -116,6 +116,12 @@ class Target(ABC):
         False when the target recorded none."""
         return False
 
+    def provenance(self) -> dict[str, Any]:
+        """What this target knows of the machines that measure, beyond the
+        orchestrator's own provenance (the testbed: per host); merged into
+        provenance.json once the target is up."""
+        return {}
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release processes, namespaces or memory."""
 

@@ -76,3 +76,10 @@ class TestbedTarget(MininetTarget):
 
     def release(self) -> None:
         shutil.rmtree(self.state.folder, ignore_errors=True)
+
+    def provenance(self) -> dict[str, Any]:
+        """Per host: roles, stack, NIC and cores as the inventory gives them,
+        and what the host reports (kernel, CPU model, online cores, the NIC's
+        driver and speed)."""
+        return {"hosts": self.rack.describe_hosts()} if self.rack is not None else {}
+

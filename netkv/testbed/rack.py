@@ -125,6 +125,36 @@ class SshRack:
                               f"({' '.join(res.stderr.split())[:200] or 'no output'}); "
                               "hosts need the same OS and libc as this machine")
 
+    def describe_hosts(self) -> dict[str, dict[str, Any]]:
+        """Each used host as configured and as it reports itself (one SSH
+        round trip per host; a field the host cannot tell is null)."""
+        probe = ("uname -r; nproc; "
+                 "sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n1; "
+                 "basename \"$(readlink /sys/class/net/$NIC/device/driver 2>/dev/null)\" "
+                 "2>/dev/null || true; echo; cat /sys/class/net/$NIC/speed 2>/dev/null || true")
+        out: dict[str, dict[str, Any]] = {}
+
+        def one(name: str) -> None:
+            host = next(h for h in [self.switch_host, *self.nodes] if h.name == name)
+            switch = "switch" in host.roles and bool(host.ports)
+            nic = host.ports[0] if switch else host.nic
+            res = self.ssh[name].run(f"NIC={shlex.quote(nic)}; {probe}", check=False)
+            lines = (res.stdout.splitlines() + [""] * 6)[:6]
+            speed = lines[5].strip()
+            out[name] = {
+                "roles": list(host.roles), "stack": host.stack,
+                "nic": list(host.ports) if switch else nic, "pci": host.pci,
+                "cores": list(host.cores), "kernel": lines[0].strip() or None,
+                "online_cores": int(lines[1]) if lines[1].strip().isdigit() else None,
+                "cpu_model": lines[2].strip() or None,
+                "nic_driver": lines[3].strip() or None,
+                "nic_speed_mbps": int(speed) if speed.lstrip("-").isdigit() and
+                int(speed) > 0 else None,
+            }
+
+        self._each(one)
+        return dict(sorted(out.items()))
+
     def _address(self, node: int, host: Host) -> None:
         nic = shlex.quote(host.nic)
         neigh = "".join(
