@@ -16,7 +16,7 @@ default:
 system-deps:
     #!/usr/bin/env bash
     set -euo pipefail
-    pkgs="cmake gcc make ethtool iproute2 mininet tcpdump openssh-client openssh-server tshark"
+    pkgs="cmake gcc make pkg-config ethtool iproute2 mininet tcpdump openssh-client openssh-server tshark libdpdk-dev"
     missing=$(dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' $pkgs 2>/dev/null | awk '$1!="ii"{print $2}' || true)
     for p in $pkgs; do dpkg-query -W "$p" >/dev/null 2>&1 || missing="$missing $p"; done
     if [ -n "${missing// /}" ]; then

@@ -1,13 +1,14 @@
 /*
  * kvclient - an open-loop Poisson load generator for netkv: the simulator's
  * workload sampler (workload.h) picks keys, the protocol's host logic
- * (host.h) builds requests and judges replies, kernel UDP carries them.
+ * (host.h) builds requests and judges replies, the host stack (dgram.h:
+ * kernel UDP in kvclient, DPDK in kvclient-dpdk, the same source) carries them.
  *
  *   1. arguments: protocol, client id, rack size, rate, duration, workload;
  *   2. init: the workload (same sampler and seed as the simulator), the
  *      outstanding-request table (a ring indexed by req_id), the histogram;
  *   3. the loop: send every request whose intended time has come (a
- *      sendmmsg burst), receive replies (recvmmsg), retire timeouts in
+ *      transmit burst), receive a burst of replies, retire timeouts in
  *      deadline order, then sleep until the next intended send;
  *      latency = reply time - *intended* send time, so a client that falls
  *      behind reports the queueing it caused (no coordinated omission);
@@ -20,22 +21,19 @@
  * the echoes (the benchmark's plain-UDP baseline); --rate 0 sends as fast
  * as it can (--mode blast: no replies expected).
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "netkv/dgram.h"
 #include "netkv/hist.h"
 #include "netkv/host.h"
 #include "netkv/io.h"
@@ -44,8 +42,7 @@
 #include "netkv/bytes.h"
 #include "netkv/workload.h"
 
-#define MAX_BATCH 64
-#define BUF_SIZE 2048
+#define MAX_BATCH NK_DGRAM_RX_MAX
 #define MAX_WINDOWS 100000
 #define WIRE_ERRS 11
 
@@ -95,11 +92,17 @@ static void usage(FILE *o)
 		"                 --vnodes V --ring consistent|equal --wl-seed N --write-ratio W]\n"
 		"                [--seed N] [--drain S] [--timeout-us T --retries R] [--start-at NS|stdin]\n"
 		"                [--window-ms W] [--out PATH] [--history PATH [--value-tag N]] [--batch N]\n"
-		"                [--first-req-id N] [--tag STR]\n"
-		"       kvclient --mode echo|blast --target IP:PORT --rate RPS --duration S [--payload B]\n");
+		"                [--first-req-id N] [--tag STR] [--io OPTS]\n"
+		"       kvclient --mode echo|blast --target IP:PORT --rate RPS --duration S [--payload B]\n"
+		"       (%s)\n", nk_dgram_usage());
 }
 
-static int parse_target(const char *s, struct sockaddr_in *a)
+struct target {
+	uint32_t ip;    /* host byte order */
+	uint16_t port;
+};
+
+static int parse_target(const char *s, struct target *a)
 {
 	char host[64];
 	const char *colon = strrchr(s, ':');
@@ -110,8 +113,10 @@ static int parse_target(const char *s, struct sockaddr_in *a)
 	uint32_t ip = nk_parse_ipv4(host);
 	if (!ip)
 		return -1;
-	*a = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1)),
-				  .sin_addr.s_addr = htonl(ip)};
+	int port = atoi(colon + 1);
+	if (port <= 0 || port > 65535)
+		return -1;
+	*a = (struct target){.ip = ip, .port = (uint16_t)port};
 	return 0;
 }
 
@@ -119,11 +124,11 @@ static int parse_target(const char *s, struct sockaddr_in *a)
  * the switch answering for one (NetCache: the request turned around, so its
  * source is this client's own address), from the protocol's port. Anything
  * else is a forged reply, counted and ignored. */
-static int reply_source_ok(const struct sockaddr_in *a, uint32_t n_servers, uint32_t self_node,
+static int reply_source_ok(const struct nk_dgram_rx *a, uint32_t n_servers, uint32_t self_node,
 			   int port)
 {
-	int32_t node = nk_ip_node(ntohl(a->sin_addr.s_addr));
-	return ntohs(a->sin_port) == port && node >= 0 &&
+	int32_t node = nk_ip_node(a->src_ip);
+	return a->src_port == port && node >= 0 &&
 	       ((uint32_t)node < n_servers || (uint32_t)node == self_node);
 }
 
@@ -148,18 +153,19 @@ static void sleep_until(uint64_t t)
 }
 
 /* What a resend of a request needs: the protocol's client logic, the
- * workload's rank table and the socket. */
+ * workload's rank table and the host stack. */
 struct resender {
 	const struct nk_host_ops *ops;
 	void *hst;
 	const struct nk_workload *wl;
 	uint32_t key_size, client_id;
-	int fd, port;
+	struct nk_dgram *io;
+	int port;
 	uint8_t *keybuf, *valbuf;
 };
 
 /* Send request q again with its own req_id (after RETRY or a timeout).
- * 1 if the datagram was handed to the kernel. */
+ * 1 if the datagram was handed to the stack. */
 static int resend(const struct resender *rs, const struct req *q)
 {
 	const struct nk_rank_info *ri = &rs->wl->ranks[q->rank];
@@ -177,24 +183,12 @@ static int resend(const struct resender *rs, const struct req *q)
 		nk_put64(rs->valbuf, q->value_id);
 		rq.value = rs->valbuf;
 	}
-	uint8_t pkt[BUF_SIZE];
-	int n = nk_wire_encode(&rq, pkt, sizeof(pkt));
-	struct sockaddr_in d = {.sin_family = AF_INET, .sin_port = htons((uint16_t)rs->port),
-				.sin_addr.s_addr = htonl(nk_node_ip(dst))};
-	return n > 0 && sendto(rs->fd, pkt, (size_t)n, 0, (struct sockaddr *)&d, sizeof(d)) > 0;
-}
-
-/* Wait until t or until a datagram arrives on fd, whichever comes first
- * (the main loop re-checks the clock: an early wakeup is intended here). */
-static void wait_io(int fd, uint64_t t)
-{
-	uint64_t now = nk_now_ns();
-	if (t <= now)
-		return;
-	uint64_t d = t - now;
-	struct timespec ts = {(time_t)(d / 1000000000ull), (long)(d % 1000000000ull)};
-	struct pollfd p = {.fd = fd, .events = POLLIN};
-	ppoll(&p, 1, &ts, NULL);
+	uint8_t *pkt = nk_dgram_tx_slot(rs->io);
+	int n = pkt ? nk_wire_encode(&rq, pkt, NK_DGRAM_PAYLOAD_MAX) : -1;
+	if (n <= 0)
+		return 0;
+	nk_dgram_tx_commit(rs->io, (uint32_t)n, nk_node_ip(dst), (uint16_t)rs->port);
+	return nk_dgram_tx_flush(rs->io) > 0;
 }
 
 /* --start-at stdin: everything is built; say so and read the start time
@@ -257,6 +251,13 @@ int main(int argc, char **argv)
 	double window_ms = 0;
 	uint64_t seed = 1, wl_seed = 1, start_at = 0, value_tag = 0, first_req_id = 1;
 	int port = -1, start_stdin = 0;
+	const char *io_opts = NULL;
+	char ioerr[256];
+	/* DPDK's EAL takes the arguments before `--` (the kernel stack none) */
+	if (nk_dgram_preinit(&argc, &argv, ioerr, sizeof(ioerr))) {
+		fprintf(stderr, "kvclient: %s\n", ioerr);
+		return 2;
+	}
 	static const struct option opts[] = {
 		{"protocol", required_argument, 0, 'p'}, {"id", required_argument, 0, 'i'},
 		{"servers", required_argument, 0, 'S'},  {"clients", required_argument, 0, 'M'},
@@ -274,6 +275,7 @@ int main(int argc, char **argv)
 		{"payload", required_argument, 0, 'L'},  {"port", required_argument, 0, 'P'},
 		{"params", required_argument, 0, 'a'},   {"tag", required_argument, 0, 't'},
 		{"value-tag", required_argument, 0, 'v'}, {"first-req-id", required_argument, 0, 'F'},
+		{"io", required_argument, 0, 'I'},
 		{"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
 	};
 	int o;
@@ -316,6 +318,7 @@ int main(int argc, char **argv)
 		case 't': break;
 		case 'v': value_tag = strtoull(optarg, NULL, 0) & 0xFFFF; break;
 		case 'F': first_req_id = strtoull(optarg, NULL, 0); break;
+		case 'I': io_opts = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -333,7 +336,7 @@ int main(int argc, char **argv)
 	const struct nk_host_ops *ops = NULL;
 	void *hst = NULL;
 	struct nk_workload *wl = NULL;
-	struct sockaddr_in tgt = {0};
+	struct target tgt = {0};
 	if (m_kv) {
 		ops = nk_host_find(proto);
 		if (!ops || !ops->client_request) {
@@ -411,16 +414,16 @@ int main(int argc, char **argv)
 		fputs("client,req_id,op,key,invoke_ns,complete_ns,value,ver,server,status\n", hf);
 	}
 
-	/* socket */
-	int fd = socket(AF_INET, SOCK_DGRAM, 0);
-	int bufsz = 8 << 20;
-	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof(bufsz));
-	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof(bufsz));
-	struct sockaddr_in me = {.sin_family = AF_INET,
-				 .sin_port = htons((uint16_t)(m_kv ? port : 0)),
-				 .sin_addr.s_addr = htonl(INADDR_ANY)};
-	if (fd < 0 || bind(fd, (struct sockaddr *)&me, sizeof(me)) < 0) {
-		fprintf(stderr, "kvclient: bind UDP port %d: %s\n", m_kv ? port : 0, strerror(errno));
+	/* the host stack; a kv client is node n_servers + id of the rack plan */
+	if (port > 65535) {
+		fprintf(stderr, "kvclient: --port %d is not a UDP port\n", port);
+		return 2;
+	}
+	struct nk_dgram_cfg iocfg = {.port = (uint16_t)(m_kv ? port : 0), .node = n_servers + id,
+				     .opts = io_opts};
+	struct nk_dgram *io = nk_dgram_open(&iocfg, ioerr, sizeof(ioerr));
+	if (!io) {
+		fprintf(stderr, "kvclient: %s\n", ioerr);
 		return 1;
 	}
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
@@ -434,21 +437,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	static uint8_t tbuf[MAX_BATCH][BUF_SIZE], rbuf[MAX_BATCH][BUF_SIZE];
-	static struct mmsghdr tmsg[MAX_BATCH], rmsg[MAX_BATCH];
-	static struct iovec tiov[MAX_BATCH], riov[MAX_BATCH];
-	static struct sockaddr_in tdst[MAX_BATCH], rsrc[MAX_BATCH];
-	for (int i = 0; i < MAX_BATCH; i++) {
-		tiov[i] = (struct iovec){tbuf[i], BUF_SIZE};
-		tmsg[i].msg_hdr = (struct msghdr){.msg_name = &tdst[i], .msg_namelen = sizeof(tdst[i]),
-						  .msg_iov = &tiov[i], .msg_iovlen = 1};
-		riov[i] = (struct iovec){rbuf[i], BUF_SIZE};
-		rmsg[i].msg_hdr = (struct msghdr){.msg_name = &rsrc[i], .msg_namelen = sizeof(rsrc[i]),
-						  .msg_iov = &riov[i], .msg_iovlen = 1};
-	}
+	struct nk_dgram_rx rx[MAX_BATCH];
 	static uint8_t keybuf[NK_MAX_KEY_LEN], valbuf[65536];
 	const struct resender rs = {.ops = ops, .hst = hst, .wl = wl, .key_size = key_size,
-				    .client_id = id, .fd = fd, .port = port,
+				    .client_id = id, .io = io, .port = port,
 				    .keybuf = keybuf, .valbuf = valbuf};
 
 	struct nk_rng rng;
@@ -476,12 +468,8 @@ int main(int argc, char **argv)
 	sleep_until(t0);
 	/* stray datagrams that arrived before the start (a previous point's
 	 * stragglers) are not ours */
-	for (;;) {
-		for (int i = 0; i < MAX_BATCH; i++)
-			rmsg[i].msg_hdr.msg_namelen = sizeof(rsrc[i]);
-		if (recvmmsg(fd, rmsg, MAX_BATCH, MSG_DONTWAIT, NULL) <= 0)
-			break;
-	}
+	while (nk_dgram_recv(io, rx, MAX_BATCH) > 0)
+		;
 	double mean_gap = rate > 0 ? 1e9 / rate : 0;
 	uint64_t next_send = t0 + (rate > 0 ? (uint64_t)nk_rng_exp(&rng, mean_gap) : 0);
 	uint64_t issued = 0, completed = 0, timeouts = 0, n_retries = 0, dup = 0, bad = 0, late = 0;
@@ -499,6 +487,11 @@ int main(int argc, char **argv)
 		/* 1. every request whose intended time has come */
 		uint32_t nt = 0;
 		while (now < t_end && next_send <= now && nt < batch) {
+			/* no transmit buffer now (the stack counts it): due requests
+			 * wait for the flush below */
+			uint8_t *b = nk_dgram_tx_slot(io);
+			if (!b)
+				break;
 			uint32_t rid = next_id++;
 			struct req *q = &tab[rid & (cap - 1)];
 			if (q->state == S_WAIT) { /* the ring lapped a request: it is lost */
@@ -514,7 +507,6 @@ int main(int argc, char **argv)
 			q->sent_ns = now;
 			q->attempts = 1;
 			q->state = S_WAIT;
-			tdst[nt] = tgt;
 			if (m_kv) {
 				uint32_t rank = nk_workload_sample(wl, &rng);
 				const struct nk_rank_info *ri = &wl->ranks[rank];
@@ -538,22 +530,19 @@ int main(int argc, char **argv)
 					nk_put64(valbuf, q->value_id);
 					m.value = valbuf;
 				}
-				int n = nk_wire_encode(&m, tbuf[nt], BUF_SIZE);
+				int n = nk_wire_encode(&m, b, NK_DGRAM_PAYLOAD_MAX);
 				if (n < 0) {
 					send_err++;
 					q->state = S_FREE;
 					next_send += (uint64_t)nk_rng_exp(&rng, mean_gap);
 					continue;
 				}
-				tiov[nt].iov_len = (size_t)n;
-				tdst[nt] = (struct sockaddr_in){.sin_family = AF_INET,
-								.sin_port = htons((uint16_t)port),
-								.sin_addr.s_addr = htonl(nk_node_ip(dst))};
+				nk_dgram_tx_commit(io, (uint32_t)n, nk_node_ip(dst), (uint16_t)port);
 			} else {
-				memset(tbuf[nt], 0, payload);
-				nk_put64(tbuf[nt], rid);
-				nk_put64(tbuf[nt] + 8, next_send);
-				tiov[nt].iov_len = payload;
+				memset(b, 0, payload);
+				nk_put64(b, rid);
+				nk_put64(b + 8, next_send);
+				nk_dgram_tx_commit(io, payload, tgt.ip, tgt.port);
 				q->kind = NK_KIND_READ;
 			}
 			if (tq) {
@@ -576,31 +565,22 @@ int main(int argc, char **argv)
 			if (rate == 0)
 				next_send = now;
 		}
-		for (uint32_t done = 0; done < nt;) {
-			int w = sendmmsg(fd, tmsg + done, nt - done, 0);
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w <= 0) {
-				send_err++;
-				done++;
-				continue;
-			}
-			done += (uint32_t)w;
-			sent_pkts += (uint64_t)w;
+		if (nt) {
+			unsigned w = nk_dgram_tx_flush(io);
+			sent_pkts += w;
+			send_err += nt - w;
 		}
 
 		/* 2. replies */
 		int got = 0;
-		for (int i = 0; i < MAX_BATCH; i++)
-			rmsg[i].msg_hdr.msg_namelen = sizeof(rsrc[i]);
-		int r = m_blast ? 0 : recvmmsg(fd, rmsg, MAX_BATCH, MSG_DONTWAIT, NULL);
+		int r = m_blast ? 0 : (int)nk_dgram_recv(io, rx, MAX_BATCH);
 		uint64_t rnow = r > 0 ? nk_now_ns() : now;
 		for (int i = 0; i < r; i++) {
-			uint32_t len = rmsg[i].msg_len;
+			uint32_t len = rx[i].len;
 			uint32_t rid;
 			struct nk_msg m;
 			if (m_kv) {
-				int e = nk_wire_decode(ops->proto, rbuf[i], len, &m);
+				int e = nk_wire_decode(ops->proto, rx[i].data, len, &m);
 				if (e < 0) {
 					bad++;
 					bad_by[-e < WIRE_ERRS ? -e : 0]++;
@@ -612,11 +592,11 @@ int main(int argc, char **argv)
 					bad++;
 					continue;
 				}
-				rid = (uint32_t)nk_get64(rbuf[i]);
+				rid = (uint32_t)nk_get64(rx[i].data);
 			}
 			got++;
 			struct req *q = &tab[rid & (cap - 1)];
-			if (m_kv && !reply_source_ok(&rsrc[i], n_servers, n_servers + id, port)) {
+			if (m_kv && !reply_source_ok(&rx[i], n_servers, n_servers + id, port)) {
 				forged++;   /* not from a server or the switch */
 				continue;
 			}
@@ -711,7 +691,7 @@ int main(int argc, char **argv)
 			wake = t_stop;
 		if (m_blast || rate == 0)
 			continue;
-		wait_io(fd, wake);
+		nk_dgram_wait(io, NULL, 0, wake, &stop_flag);
 	}
 
 	/* requests still outstanding: neither completed nor timed out */
@@ -751,6 +731,7 @@ int main(int argc, char **argv)
 	for (uint32_t s = 0; s < n_servers; s++)
 		fprintf(out, "%s%" PRIu64, s ? ", " : "", per_server[s]);
 	fprintf(out, "], \"switch_or_other_replies\": %" PRIu64, per_server[n_servers]);
+	nk_dgram_json(io, out);
 	fprintf(out, ", \"timeline\": {\"window_s\": %.6f, \"issued\": [", win_ns * 1e-9);
 	for (uint64_t i = 0; i < n_windows; i++)
 		fprintf(out, "%s%" PRIu64, i ? ", " : "", win[i].issued);
@@ -786,6 +767,6 @@ int main(int argc, char **argv)
 		ops->client_fini(hst);
 	free(hst);
 	nk_workload_free(wl);
-	close(fd);
+	nk_dgram_close(io);
 	return 0;
 }

@@ -6,10 +6,11 @@
  *      (to preload this server's keys - or every key - at version 1, with
  *      the value sizes the workload gives them), emulated service time;
  *   2. init: the store (open addressing on keyhash + key bytes; written
- *      values live in a preallocated slot pool), the socket;
- *   3. the loop: recvmmsg a burst, decode each request (bad ones are
+ *      values live in a preallocated slot pool), the host stack (dgram.h:
+ *      kernel UDP in kvserver, DPDK in kvserver-dpdk, the same source);
+ *   3. the loop: receive a burst, decode each request (bad ones are
  *      counted by reason and dropped), busy-wait the emulated service time,
- *      run server_handle, encode the replies into a sendmmsg burst, send;
+ *      run server_handle, encode the replies into a transmit burst, send;
  *   4. SIGUSR1 writes the counters to --stats-file (atomically, with a
  *      sequence number); SIGTERM/SIGINT writes them once more, prints them
  *      as a JSON line and exits 0.
@@ -17,44 +18,45 @@
  * --mode echo turns it into a plain UDP echo (the benchmark's baseline),
  * --mode sink only counts datagrams. No allocation inside the loop.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "netkv/ctl.h"
+#include "netkv/dgram.h"
 #include "netkv/host.h"
 #include "netkv/io.h"
 #include "netkv/rng.h"
 #include "netkv/wire.h"
 #include "netkv/workload.h"
 
-#define MAX_BATCH 64
-#define BUF_SIZE 2048
+#define MAX_BATCH NK_DGRAM_RX_MAX
 #define CANON_MAX 65536
 #define WIRE_ERRS 11
+#define CTL_POLL_NS 1000000ull    /* control requests are seen within 1 ms under load */
 
-static volatile sig_atomic_t stop_flag, dump_flag;
+/* wake_flag: any signal, so that a stack's wait returns at once */
+static volatile sig_atomic_t stop_flag, dump_flag, wake_flag;
 
 static void on_stop(int sig)
 {
 	(void)sig;
 	stop_flag = 1;
+	wake_flag = 1;
 }
 
 static void on_dump(int sig)
 {
 	(void)sig;
 	dump_flag = 1;
+	wake_flag = 1;
 }
 
 /* ---- the store ------------------------------------------------------------- */
@@ -156,7 +158,7 @@ struct counters {
 };
 
 static void write_counters(FILE *o, const struct counters *c, const struct store *st, uint32_t id,
-			   const char *mode)
+			   const char *mode, const struct nk_dgram *io)
 {
 	static const char *names[WIRE_ERRS] = {"other", "truncated", "magic", "op", "proto",
 					       "keylen", "length", "space", "field", "value", "inval"};
@@ -172,12 +174,14 @@ static void write_counters(FILE *o, const struct counters *c, const struct store
 	for (int i = 0; i < WIRE_ERRS; i++)
 		fprintf(o, ", \"bad_%s\": %" PRIu64, names[i], c->bad[i]);
 	fprintf(o, ", \"encode_err\": %" PRIu64 ", \"send_err\": %" PRIu64 ", \"keys\": %" PRIu64
-		   ", \"store_full\": %" PRIu64 ", \"value_truncated\": %" PRIu64 "}\n",
+		   ", \"store_full\": %" PRIu64 ", \"value_truncated\": %" PRIu64,
 		c->encode_err, c->send_err, st->n, st->full, st->value_truncated);
+	nk_dgram_json(io, o);
+	fputs("}\n", o);
 }
 
 static void dump_stats(const char *path, struct counters *c, const struct store *st, uint32_t id,
-		       const char *mode)
+		       const char *mode, const struct nk_dgram *io)
 {
 	if (!path)
 		return;
@@ -187,7 +191,7 @@ static void dump_stats(const char *path, struct counters *c, const struct store 
 	if (!f)
 		return;
 	c->dump_seq++;
-	write_counters(f, c, st, id, mode);
+	write_counters(f, c, st, id, mode, io);
 	fclose(f);
 	rename(tmp, path);
 }
@@ -205,6 +209,7 @@ struct ctl_ctx {
 	const struct store *st;
 	uint32_t id;
 	const char *mode;
+	const struct nk_dgram *io;
 };
 
 /* "ok {counters}" in out (one line); the JSON of --stats-file. */
@@ -216,7 +221,7 @@ static int ctl_stats(const struct ctl_ctx *c, char *out, size_t cap)
 	FILE *f = fmemopen(out + 3, cap - 3, "w");
 	if (!f)
 		return snprintf(out, cap, "err stats: %s", strerror(errno));
-	write_counters(f, c->counters, c->st, c->id, c->mode);
+	write_counters(f, c->counters, c->st, c->id, c->mode, c->io);
 	long n = ftell(f);
 	fclose(f);
 	if (n <= 0 || (size_t)n >= cap - 3)
@@ -250,7 +255,8 @@ static void usage(FILE *o)
 		"                 --wl-seed N --preload home|all|none] [--service-ns NS [--service exp|det]]\n"
 		"                [--port P] [--batch N] [--max-value B] [--value-slots N]\n"
 		"                [--stats-file PATH] [--stats] [--mode kv|echo|sink] [--params STR]\n"
-		"                [--ctl PATH] [--tag STR]\n");
+		"                [--ctl PATH] [--tag STR] [--io OPTS]\n"
+		"       (%s)\n", nk_dgram_usage());
 }
 
 static void busy_wait(uint64_t until)
@@ -267,6 +273,13 @@ int main(int argc, char **argv)
 	uint32_t vnodes = 16, batch = 32, max_value = 1024, value_slots = 65536;
 	uint64_t wl_seed = 1, service_ns = 0;
 	int port = -1, stats = 0;
+	const char *io_opts = NULL;
+	char ioerr[256];
+	/* DPDK's EAL takes the arguments before `--` (the kernel stack none) */
+	if (nk_dgram_preinit(&argc, &argv, ioerr, sizeof(ioerr))) {
+		fprintf(stderr, "kvserver: %s\n", ioerr);
+		return 2;
+	}
 	static const struct option opts[] = {
 		{"protocol", required_argument, 0, 'p'}, {"id", required_argument, 0, 'i'},
 		{"servers", required_argument, 0, 'S'},  {"clients", required_argument, 0, 'M'},
@@ -282,7 +295,7 @@ int main(int argc, char **argv)
 		/* popularity does not matter to a server: accepted so that one
 		 * workload argument list serves kvserver and kvclient */
 		{"workload", required_argument, 0, 'W'}, {"alpha", required_argument, 0, 'A'},
-		{"ctl", required_argument, 0, 'c'},
+		{"ctl", required_argument, 0, 'c'},      {"io", required_argument, 0, 'I'},
 		{"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
 	};
 	int o;
@@ -307,6 +320,7 @@ int main(int argc, char **argv)
 		case 'X': value_slots = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'f': stats_file = optarg; break;
 		case 'c': ctl_path = optarg; break;
+		case 'I': io_opts = optarg; break;
 		case 'v': stats = 1; break;
 		case 'm': mode = optarg; break;
 		case 'a': params = optarg; break;
@@ -396,6 +410,10 @@ int main(int argc, char **argv)
 	static struct counters c;
 	struct ctl_ctx cctx = {.ops = ops, .hst = hst, .store = &store, .counters = &c, .st = &st,
 			       .id = id, .mode = mode};
+	if (port > 65535) {
+		fprintf(stderr, "kvserver: --port %d is not a UDP port\n", port);
+		return 2;
+	}
 	if (ctl_path) {
 		char err[256];
 		if (nk_ctl_open(&ctl, ctl_path, 1 << 20, err, sizeof(err))) {
@@ -404,19 +422,13 @@ int main(int argc, char **argv)
 		}
 	}
 
-	int fd = socket(AF_INET, SOCK_DGRAM, 0);
-	int one = 1, bufsz = 8 << 20;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof(bufsz));
-	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof(bufsz));
-	struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	struct sockaddr_in me = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-				 .sin_addr.s_addr = htonl(INADDR_ANY)};
-	if (fd < 0 || bind(fd, (struct sockaddr *)&me, sizeof(me)) < 0) {
-		fprintf(stderr, "kvserver: bind UDP port %d: %s\n", port, strerror(errno));
+	struct nk_dgram_cfg iocfg = {.port = (uint16_t)port, .node = id, .opts = io_opts};
+	struct nk_dgram *io = nk_dgram_open(&iocfg, ioerr, sizeof(ioerr));
+	if (!io) {
+		fprintf(stderr, "kvserver: %s\n", ioerr);
 		return 1;
 	}
+	cctx.io = io;
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 	struct sigaction sa = {.sa_handler = on_stop};
 	sigaction(SIGTERM, &sa, NULL);
@@ -430,79 +442,72 @@ int main(int argc, char **argv)
 	struct sigaction sd = {.sa_handler = on_dump};
 	sigaction(SIGUSR1, &sd, NULL);
 	/* handlers are in place: the first stats file says "ready" */
-	dump_stats(stats_file, &c, &st, id, mode);
+	dump_stats(stats_file, &c, &st, id, mode, io);
 
 	/* receive and transmit bursts */
-	static uint8_t rbuf[MAX_BATCH][BUF_SIZE], tbuf[MAX_BATCH * 2][BUF_SIZE];
-	static struct mmsghdr rmsg[MAX_BATCH], tmsg[MAX_BATCH * 2];
-	static struct iovec riov[MAX_BATCH], tiov[MAX_BATCH * 2];
-	static struct sockaddr_in rsrc[MAX_BATCH], tdst[MAX_BATCH * 2];
-	for (uint32_t i = 0; i < MAX_BATCH; i++) {
-		riov[i] = (struct iovec){rbuf[i], BUF_SIZE};
-		rmsg[i].msg_hdr = (struct msghdr){.msg_name = &rsrc[i], .msg_namelen = sizeof(rsrc[i]),
-						  .msg_iov = &riov[i], .msg_iovlen = 1};
-	}
-	for (uint32_t i = 0; i < MAX_BATCH * 2; i++) {
-		tiov[i] = (struct iovec){tbuf[i], BUF_SIZE};
-		tmsg[i].msg_hdr = (struct msghdr){.msg_name = &tdst[i], .msg_namelen = sizeof(tdst[i]),
-						  .msg_iov = &tiov[i], .msg_iovlen = 1};
-	}
+	struct nk_dgram_rx rx[MAX_BATCH];
+	struct pollfd pfd[NK_CTL_MAX_CONN + 1];
+	uint64_t next_ctl = 0;
 	struct nk_rng srng;
 	nk_rng_seed(&srng, wl_seed, 0x5E5 + id);
 	int exp_service = !strcmp(service, "exp");
 	struct nk_host_out outs[NK_HOST_MAX_OUT];
 	uint64_t next_stats = nk_now_ns() + 1000000000ull, last_served = 0;
-	fprintf(stderr, "kvserver %u: %s mode, UDP port %d, %" PRIu64 " keys preloaded, ready\n", id,
-		mode, port, st.n);
+	fprintf(stderr, "kvserver %u: %s mode, %s stack, UDP port %d, %" PRIu64 " keys preloaded, "
+			"ready\n", id, mode, nk_dgram_stack(), port, st.n);
 
 	while (!stop_flag) {
 		if (dump_flag) {
 			dump_flag = 0;
-			dump_stats(stats_file, &c, &st, id, mode);
-		}
-		for (uint32_t i = 0; i < batch; i++)
-			rmsg[i].msg_hdr.msg_namelen = sizeof(rsrc[i]);
-		int r;
-		if (ctl_path) {
-			/* wait for a datagram or a control request, then take a burst */
-			struct pollfd pfd[1 + NK_CTL_MAX_CONN + 1];
-			pfd[0] = (struct pollfd){.fd = fd, .events = POLLIN};
-			int np = 1 + nk_ctl_pollfds(&ctl, pfd + 1, NK_CTL_MAX_CONN + 1);
-			int pr = poll(pfd, (nfds_t)np, 100);
-			int ctl_ready = 0;
-			for (int i = 1; pr > 0 && i < np; i++)
-				ctl_ready |= pfd[i].revents != 0;
-			if (ctl_ready)
-				nk_ctl_service(&ctl, ctl_handler, &cctx);
-			r = pr > 0 && pfd[0].revents ? recvmmsg(fd, rmsg, batch, MSG_DONTWAIT, NULL) : 0;
-		} else {
-			r = recvmmsg(fd, rmsg, batch, MSG_WAITFORONE, NULL);
+			dump_stats(stats_file, &c, &st, id, mode, io);
 		}
 		uint64_t now = nk_now_ns();
+		unsigned np = 0;
+		if (ctl_path && now >= next_ctl) {
+			/* control requests between bursts, also under load */
+			next_ctl = now + CTL_POLL_NS;
+			np = (unsigned)nk_ctl_pollfds(&ctl, pfd, NK_CTL_MAX_CONN + 1);
+			if (poll(pfd, np, 0) > 0)
+				nk_ctl_service(&ctl, ctl_handler, &cctx);
+		}
 		if (stats && now >= next_stats) {
 			next_stats = now + 1000000000ull;
 			fprintf(stderr, "kvserver %u: %" PRIu64 " req/s, rx %" PRIu64 " bad %" PRIu64 "\n", id,
 				c.served - last_served, c.rx, c.bad[0] + c.bad[1] + c.bad[2] + c.bad[3]);
 			last_served = c.served;
 		}
-		if (r <= 0)
-			continue; /* timeout, signal */
-		c.rx += (uint64_t)r;
+		unsigned r = nk_dgram_recv(io, rx, batch);
+		if (!r) {
+			/* wait for a datagram or a control request (or a signal) */
+			wake_flag = 0;
+			np = ctl_path ? (unsigned)nk_ctl_pollfds(&ctl, pfd, NK_CTL_MAX_CONN + 1) : 0;
+			nk_dgram_wait(io, pfd, np, nk_now_ns() + 100000000ull, &wake_flag);
+			int ctl_ready = 0;
+			for (unsigned i = 0; i < np; i++)
+				ctl_ready |= pfd[i].revents != 0;
+			if (ctl_ready)
+				nk_ctl_service(&ctl, ctl_handler, &cctx);
+			continue;
+		}
+		c.rx += r;
 		if (m_sink)
 			continue;
 		uint32_t nt = 0;
-		for (int i = 0; i < r; i++) {
-			uint32_t len = rmsg[i].msg_len;
+		for (unsigned i = 0; i < r; i++) {
+			uint32_t len = rx[i].len;
 			if (m_echo) {
-				memcpy(tbuf[nt], rbuf[i], len);
-				tiov[nt].iov_len = len;
-				tdst[nt] = rsrc[i];
-				tmsg[nt].msg_hdr.msg_namelen = sizeof(tdst[nt]);
+				uint8_t *b = nk_dgram_tx_slot(io);
+				if (!b) {
+					c.send_err++;
+					continue;
+				}
+				memcpy(b, rx[i].data, len);
+				nk_dgram_tx_commit(io, len, rx[i].src_ip, rx[i].src_port);
 				nt++;
 				continue;
 			}
 			struct nk_msg m;
-			int e = nk_wire_decode(ops->proto, rbuf[i], len, &m);
+			int e = nk_wire_decode(ops->proto, rx[i].data, len, &m);
 			if (e < 0) {
 				c.bad[-e < WIRE_ERRS ? -e : 0]++;
 				continue;
@@ -511,7 +516,7 @@ int main(int argc, char **argv)
 				uint64_t d = exp_service ? (uint64_t)nk_rng_exp(&srng, (double)service_ns) : service_ns;
 				busy_wait(nk_now_ns() + d);
 			}
-			int32_t src = nk_ip_node(ntohl(rsrc[i].sin_addr.s_addr));
+			int32_t src = nk_ip_node(rx[i].src_ip);
 			st.last = NULL;
 			int no = ops->server_handle(hst, &store, &m, src >= 0 ? (uint16_t)src : 0xFFFF,
 						    outs, NK_HOST_MAX_OUT);
@@ -527,7 +532,8 @@ int main(int argc, char **argv)
 			}
 			if (m.kind == NK_KIND_READ || m.kind == NK_KIND_WRITE)
 				c.served++;
-			for (int k = 0; k < no && nt < MAX_BATCH * 2; k++) {
+			/* nt stays below NK_DGRAM_TX_MAX: one flush below sends the burst */
+			for (int k = 0; k < no && nt < NK_DGRAM_TX_MAX; k++) {
 				struct nk_msg *om = &outs[k].msg;
 				if (om->kind == NK_KIND_READ_REPLY && om->result == NK_RESULT_NOT_FOUND)
 					c.not_found++;
@@ -542,39 +548,30 @@ int main(int argc, char **argv)
 							    ? st.pool + (size_t)le->slot * st.max_value
 							    : om->value_len <= CANON_MAX ? canon : NULL;
 				}
-				int n = nk_wire_encode(om, tbuf[nt], BUF_SIZE);
+				uint8_t *b = nk_dgram_tx_slot(io);
+				if (!b) {
+					c.send_err++;
+					continue;
+				}
+				int n = nk_wire_encode(om, b, NK_DGRAM_PAYLOAD_MAX);
 				if (n < 0) {
 					c.encode_err++;
 					continue;
 				}
-				tiov[nt].iov_len = (size_t)n;
-				if (outs[k].dst == NK_DST_SRC) {
-					tdst[nt] = rsrc[i];
-				} else {
-					tdst[nt] = (struct sockaddr_in){
-						.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-						.sin_addr.s_addr = htonl(nk_node_ip(outs[k].dst))};
-				}
-				tmsg[nt].msg_hdr.msg_namelen = sizeof(tdst[nt]);
+				if (outs[k].dst == NK_DST_SRC)
+					nk_dgram_tx_commit(io, (uint32_t)n, rx[i].src_ip, rx[i].src_port);
+				else
+					nk_dgram_tx_commit(io, (uint32_t)n, nk_node_ip(outs[k].dst),
+							   (uint16_t)port);
 				nt++;
 			}
 		}
-		uint32_t done = 0;
-		while (done < nt) {
-			int w = sendmmsg(fd, tmsg + done, nt - done, 0);
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w <= 0) {
-				c.send_err++;
-				done++;
-				continue;
-			}
-			done += (uint32_t)w;
-			c.tx += (uint64_t)w;
-		}
+		unsigned sent = nk_dgram_tx_flush(io);
+		c.tx += sent;
+		c.send_err += nt - sent;
 	}
-	dump_stats(stats_file, &c, &st, id, mode);
-	write_counters(stdout, &c, &st, id, mode);
+	dump_stats(stats_file, &c, &st, id, mode, io);
+	write_counters(stdout, &c, &st, id, mode, io);
 	fflush(stdout);
 	if (ops && ops->server_fini)
 		ops->server_fini(hst);
@@ -583,6 +580,6 @@ int main(int argc, char **argv)
 	free(st.pool);
 	if (ctl_path)
 		nk_ctl_close(&ctl);
-	close(fd);
+	nk_dgram_close(io);
 	return 0;
 }
