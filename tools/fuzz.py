@@ -20,7 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build" / "fuzz"
 VECTORS = {"hash": "plain", "pegasus": "pegasus", "netcache": "netcache", "kvswitch": "kvswitch",
-           "starcache": "starcache", "netmc": "netmc"}
+           "starcache": "starcache", "netmc": "netmc",
+           "netlr": "netlr"}
 
 
 def seed_inputs(protocol: str, corpus: Path) -> int:

@@ -24,6 +24,7 @@ PROTOCOLS: dict[str, str] = {
     "kvswitch": "netkv.protocols.kvswitch",
     "starcache": "netkv.protocols.starcache",
     "netmc": "netkv.protocols.netmc",
+    "netlr": "netkv.protocols.netlr",
 }
 
 

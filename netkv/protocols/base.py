@@ -66,6 +66,18 @@ class ControlPlane(ABC):
         """The switch's recirculation port (a packet sent there re-enters ingress)."""
         raise NotImplementedError("this target has no recirculation port")
 
+    # Membership, for controllers that react to server failures (NetLR's
+    # port monitoring and replica recovery).
+
+    def port_up(self, node: int) -> bool:
+        """The port status of ``node``'s link, as a switch CPU polls it."""
+        raise NotImplementedError("this target does not report port status")
+
+    def copy_store(self, src: int, dst: int) -> int:
+        """Out-of-band state transfer: server ``src``'s written keys to server
+        ``dst`` wherever ``src`` holds a newer version; how many keys moved."""
+        raise NotImplementedError("this target cannot transfer a server's store")
+
 
 class Controller(ABC):
     """A protocol's control plane logic, run every epoch."""

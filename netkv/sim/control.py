@@ -135,6 +135,14 @@ class SimControlPlane(ControlPlane):
     def recirc_port(self) -> int:
         return self.engine.recirc_port
 
+    def port_up(self, node: int) -> bool:
+        if node >= self.n_servers:
+            return 0 <= node <= self.controller_node  # clients and the CPU never fail here
+        return self.engine.server_up(node)
+
+    def copy_store(self, src: int, dst: int) -> int:
+        return self.engine.store_merge(src, dst)
+
 
 class SimEpochs:
     """Adapts a protocol Controller to SimEngine.run's ``epoch(engine, t)`` hook.

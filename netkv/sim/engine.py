@@ -471,6 +471,20 @@ class SimEngine:
             raise SimError(f"server {server}: control command refused: {line!r}")
         return reply
 
+    def server_up(self, server: int) -> bool:
+        """The server's port status (False while crashed)."""
+        rc = self.lib.nk_sim_server_up(self._ptr, server)
+        if rc < 0:
+            raise SimError(f"server {server}: the rack has servers 0..{self.cfg.topology.servers - 1}")
+        return bool(rc)
+
+    def store_merge(self, src: int, dst: int) -> int:
+        """Copy server ``src``'s written keys to ``dst`` where newer; how many."""
+        n = int(self.lib.nk_sim_store_merge(self._ptr, src, dst))
+        if n < 0:
+            raise SimError(f"store merge {src} -> {dst} failed")
+        return n
+
     # -- switch driver surface (for controllers) -------------------------
 
     def reg_read(self, name: str, idx: int = 0) -> int:

@@ -107,6 +107,8 @@ int nk_sim_cpu_send(struct nk_sim *sim, const struct nk_msg *m, uint16_t dst);
 int nk_sim_schedule_crash(struct nk_sim *sim, uint32_t server, double t_ns, double restart_ns);
 int nk_sim_schedule_switch_outage(struct nk_sim *sim, double t_ns, double restart_ns);
 uint32_t nk_sim_rank_keys(const struct nk_sim *sim, uint32_t *out, uint32_t n);
+int nk_sim_server_up(const struct nk_sim *sim, uint32_t server);
+int64_t nk_sim_store_merge(struct nk_sim *sim, uint32_t from, uint32_t to);
 int nk_sim_capture(struct nk_sim *sim, const char *dir, uint32_t snaplen, uint64_t max_bytes,
                    uint64_t max_packets, char *err, size_t errlen);
 uint32_t nk_sim_capture_stats(struct nk_sim *sim, uint64_t *packets, uint64_t *missed,

@@ -274,6 +274,13 @@ int nk_sim_schedule_crash(struct nk_sim *sim, uint32_t server, double t_ns, doub
  * again from its init state with no multicast groups: the controller must
  * install its tables again (switch_restarts counts restarts). 0 or -1. */
 int nk_sim_schedule_switch_outage(struct nk_sim *sim, double t_ns, double restart_ns);
+/* Port status of a server's link as a switch CPU polls it (a Tofino's
+ * $PORT_UP): 1 while the server is up, 0 while crashed. -1: no such server. */
+int nk_sim_server_up(const struct nk_sim *sim, uint32_t server);
+/* Out-of-band state transfer (a recovering replica's catch-up): every key
+ * `from` has written is stored at `to` unless `to` already holds a newer
+ * version of it. Returns the number of keys copied, or -1. */
+int64_t nk_sim_store_merge(struct nk_sim *sim, uint32_t from, uint32_t to);
 /* Current rank -> key table (after dynamics): n entries. */
 uint32_t nk_sim_rank_keys(const struct nk_sim *sim, uint32_t *out, uint32_t n);
 

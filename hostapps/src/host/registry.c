@@ -10,6 +10,7 @@ extern const struct nk_host_ops nk_host_netcache;
 extern const struct nk_host_ops nk_host_kvswitch;
 extern const struct nk_host_ops nk_host_starcache;
 extern const struct nk_host_ops nk_host_netmc;
+extern const struct nk_host_ops nk_host_netlr;
 
 static const struct nk_host_ops *const hosts[] = {
 	&nk_host_hash,
@@ -18,6 +19,7 @@ static const struct nk_host_ops *const hosts[] = {
 	&nk_host_kvswitch,
 	&nk_host_starcache,
 	&nk_host_netmc,
+	&nk_host_netlr,
 };
 
 int nk_host_has_hostile(const char *name)

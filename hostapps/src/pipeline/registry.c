@@ -10,6 +10,7 @@ extern const struct nk_pipeline_ops nk_pipeline_netcache;
 extern const struct nk_pipeline_ops nk_pipeline_kvswitch;
 extern const struct nk_pipeline_ops nk_pipeline_starcache;
 extern const struct nk_pipeline_ops nk_pipeline_netmc;
+extern const struct nk_pipeline_ops nk_pipeline_netlr;
 
 static const struct nk_pipeline_ops *const pipelines[] = {
 	&nk_pipeline_hash,
@@ -18,6 +19,7 @@ static const struct nk_pipeline_ops *const pipelines[] = {
 	&nk_pipeline_kvswitch,
 	&nk_pipeline_starcache,
 	&nk_pipeline_netmc,
+	&nk_pipeline_netlr,
 };
 
 const struct nk_pipeline_ops *nk_pipeline_find(const char *name)

@@ -2223,6 +2223,39 @@ int nk_sim_schedule_switch_outage(struct nk_sim *s, double t_ns, double restart_
 	return 0;
 }
 
+int nk_sim_server_up(const struct nk_sim *s, uint32_t server)
+{
+	return server < s->S ? s->srv[server].up : -1;
+}
+
+int64_t nk_sim_store_merge(struct nk_sim *s, uint32_t from, uint32_t to)
+{
+	if (from >= s->S || to >= s->S || from == to)
+		return -1;
+	const struct sim_store *src = &s->srv[from].store;
+	struct sim_store *dst = &s->srv[to].store;
+	int64_t n = 0;
+	for (uint32_t i = 0; i < src->cap; i++) {
+		const struct store_ent *e = &src->e[i];
+		if (!e->ver)
+			continue;
+		struct store_ent *d = dst->count ? store_find(dst, e->keyhash, e->fp) : NULL;
+		if (d && d->ver >= e->ver)
+			continue;
+		/* store_put keys by the message's key bytes: rebuild them from fp */
+		struct nk_msg m;
+		memset(&m, 0, sizeof(m));
+		m.keyhash = e->keyhash;
+		m.key_len = (uint8_t)(e->fp >> 56);
+		uint64_t fp = e->fp & ~(0xFFull << 56);
+		memcpy(m.key, &fp, m.key_len < 8 ? m.key_len : 8);
+		if (key_fp(&m) != e->fp || store_put(dst, &m, e->ver, e->value_len))
+			return -1;
+		n++;
+	}
+	return n;
+}
+
 uint32_t nk_sim_rank_keys(const struct nk_sim *s, uint32_t *out, uint32_t n)
 {
 	uint32_t nk = s->wl->cfg.n_keys;

@@ -1,0 +1,180 @@
+/*
+ * netlr.c - NetLR host logic (docs/netlr.md; digest §5): the replica in
+ * front of the shared store, and the client.
+ *
+ * Replica. The store keeps, per key, the value and the seq of the write
+ * that wrote it (its version; preloaded keys are at 1, the switch's seq
+ * starts there). A replica never orders anything itself: the switch's seq
+ * is the order.
+ *   - READ: R_REPLY to the sender with the value and the stored seq (so a
+ *     history can tell which write it read). A STAMPED read (strict mode
+ *     with stamps) whose stored seq is above the stamp gets a NACK: the
+ *     replica already applied a write issued after the read was routed.
+ *   - WRITE (stamped by the switch): applied if its seq is not older than
+ *     the stored one, then W_REPLY (no value) to the client, through the
+ *     switch that counts it. An equal seq is a duplicate copy: re-applied
+ *     and re-acked. An older one is discarded with no reply (paper).
+ * Keys are handled in arrival order (digest §5 "per-key FIFO"): the
+ * simulator's by-key dispatch or one worker.
+ *
+ * Client: the switch routes every request (reads to a replica, writes to
+ * all), so it addresses any replica; `oid` (the key on the wire) is the
+ * CRC32 of the workload key (0, reserved for empty slots, becomes 1) and
+ * `id` the workload's 32-bit key hash, which the switch masks to its
+ * slots (the paper leaves the hash open; this one is also the simulator's
+ * store and history key). Values are NetLR's fixed 16 B. W_REPLY and
+ * R_REPLY complete a request, NACK asks for a retry.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "netkv/bytes.h"
+#include "netkv/host.h"
+#include "netkv/wire.h"
+
+struct nl_server {
+	uint32_t id;
+	uint64_t stale;            /* writes discarded: older than the stored seq */
+	uint64_t nacks;            /* stamped reads refused */
+};
+
+static int nl_server_init(void *st, const struct nk_host_cfg *cfg)
+{
+	struct nl_server *s = st;
+	memset(s, 0, sizeof(*s));
+	s->id = cfg->id;
+	return 0;
+}
+
+static void nl_server_fini(void *st)
+{
+	(void)st;
+}
+
+static void reply(const struct nl_server *s, const struct nk_msg *in, struct nk_host_out *o,
+		  uint8_t op, uint64_t ver, uint8_t result)
+{
+	struct nk_msg *r = &o->msg;
+	*r = *in;
+	r->op = op;
+	r->kind = (uint8_t)nk_wire_kind(NK_PROTO_NETLR, op);
+	r->ver = ver;
+	r->result = result;
+	r->server_id = (uint8_t)s->id;
+	r->flags = in->flags & NK_NETLR_FLAG_STAMPED ? 0 : in->flags;
+	r->value_len = op == NK_NETLR_OP_R_REPLY ? NK_NETLR_VALUE_LEN : 0;
+	r->value = NULL;               /* the embedder fills the bytes */
+	o->dst = NK_DST_SRC;
+}
+
+static int nl_server_handle(void *st, struct nk_store *store, const struct nk_msg *in,
+			    uint16_t src, struct nk_host_out *out, int max_out)
+{
+	struct nl_server *s = st;
+	(void)src;
+	if (max_out < 1 || in->proto != NK_PROTO_NETLR || in->key_len != NK_NETLR_OID_LEN)
+		return 0;
+	uint64_t ver = 0;
+	uint32_t vlen = 0;
+	int found = store->ops->get(store->impl, in, &ver, &vlen) == 0;
+	switch (in->op) {
+	case NK_NETLR_OP_READ:
+		if ((in->flags & NK_NETLR_FLAG_STAMPED) && found && ver > in->ver) {
+			s->nacks++;
+			reply(s, in, &out[0], NK_NETLR_OP_NACK, 0, NK_RESULT_RETRY);
+			return 1;
+		}
+		reply(s, in, &out[0], NK_NETLR_OP_R_REPLY, found ? ver : 0,
+		      found ? NK_RESULT_OK : NK_RESULT_NOT_FOUND);
+		return 1;
+	case NK_NETLR_OP_WRITE:
+		if (found && in->ver < ver) {
+			s->stale++;
+			return 0;
+		}
+		if (store->ops->put(store->impl, in, in->ver, NK_NETLR_VALUE_LEN))
+			return 0;
+		reply(s, in, &out[0], NK_NETLR_OP_W_REPLY, in->ver, NK_RESULT_OK);
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static int nl_server_ctl(void *st, struct nk_store *store, int argc, char **argv, char *out,
+			 size_t cap)
+{
+	struct nl_server *s = st;
+	(void)store;
+	if (argc == 1 && !strcmp(argv[0], "stats")) {
+		snprintf(out, cap, "ok stale=%llu nacks=%llu", (unsigned long long)s->stale,
+			 (unsigned long long)s->nacks);
+		return 0;
+	}
+	snprintf(out, cap, "err unknown command (allowed: stats)");
+	return -1;
+}
+
+/* ---- client ------------------------------------------------------------------ */
+
+static int nl_client_init(void *st, const struct nk_host_cfg *cfg)
+{
+	(void)st;
+	(void)cfg;
+	return 0;
+}
+
+static void nl_client_fini(void *st)
+{
+	(void)st;
+}
+
+static uint16_t nl_client_request(void *st, const struct nk_req_spec *sp, struct nk_msg *m)
+{
+	(void)st;
+	memset(m, 0, sizeof(*m));
+	m->proto = NK_PROTO_NETLR;
+	int w = sp->kind == NK_KIND_WRITE;
+	m->op = w ? NK_NETLR_OP_WRITE : NK_NETLR_OP_READ;
+	m->kind = w ? NK_KIND_WRITE : NK_KIND_READ;
+	m->server_id = NK_SERVER_NONE;
+	m->client_id = sp->client_id;
+	m->req_id = sp->req_id;
+	m->keyhash = sp->keyhash;
+	m->send_ns = sp->send_ns;
+	uint32_t oid = sp->key ? nk_crc32(sp->key, sp->key_len) : 0;
+	nk_put32(m->key, oid ? oid : 1);
+	m->key_len = NK_NETLR_OID_LEN;
+	m->value_len = w ? NK_NETLR_VALUE_LEN : 0;
+	m->frag_cnt = 1;
+	m->nkeys = 1;
+	return sp->home;               /* any replica: the switch routes */
+}
+
+static int nl_client_reply(void *st, const struct nk_msg *r)
+{
+	(void)st;
+	if (r->proto != NK_PROTO_NETLR)
+		return NK_REPLY_IGNORE;
+	if (r->op == NK_NETLR_OP_NACK)
+		return NK_REPLY_RETRY;
+	if (r->op == NK_NETLR_OP_R_REPLY || r->op == NK_NETLR_OP_W_REPLY)
+		return NK_REPLY_DONE;
+	return NK_REPLY_IGNORE;
+}
+
+const struct nk_host_ops nk_host_netlr = {
+	.name = "netlr",
+	.proto = NK_PROTO_NETLR,
+	.udp_port = NK_NETLR_PORT,
+	.server_state_size = sizeof(struct nl_server),
+	.client_state_size = 1,
+	.server_init = nl_server_init,
+	.server_fini = nl_server_fini,
+	.server_handle = nl_server_handle,
+	.client_init = nl_client_init,
+	.client_fini = nl_client_fini,
+	.client_request = nl_client_request,
+	.client_reply = nl_client_reply,
+	.server_ctl = nl_server_ctl,
+};

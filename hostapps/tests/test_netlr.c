@@ -1,0 +1,484 @@
+/*
+ * test_netlr.c - packet-in/packet-out tests of NetLR: the switch pipeline
+ * (hostapps/src/pipeline/netlr.c) and the replica/client host logic
+ * (hostapps/src/host/netlr.c); docs/netlr.md.
+ *
+ * Covered: clean reads round-robin over the live replicas; a write stamped
+ * with ++seq (the client's seq ignored), multicast to group 1, the key
+ * dirty with CRep = PIN (strict); dirty reads to CRep; acks counted, the
+ * last one forwarded as the commit and the key clean again; strict: a
+ * duplicated ack does not count, an older write's ack is dropped (or
+ * forwarded SUPERSEDED), CRep never moves to a replica that acked an older
+ * write; paper: the same packets commit early (W1) and move CRep back (W2);
+ * collisions dropped or NACKed; a failed replica removed from the
+ * round-robin and LiveMask; forged acks from a client port and oid 0
+ * dropped; the replica's seq rule and the client's verdicts.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "netkv/bytes.h"
+#include "netkv/host.h"
+#include "netkv/pipeline.h"
+#include "netkv/wire.h"
+
+#include "expect.h"
+
+#define NS 4
+#define NC 1
+#define CL NS          /* the client's node */
+
+static const struct nk_pipeline_ops *P;
+static const struct nk_host_ops *H;
+
+static void *sw_new(const char *params)
+{
+	static uint16_t ports[NS + NC] = { 10, 11, 12, 13, 14 };   /* node i on port 10 + i */
+	struct nk_pipeline_cfg cfg = { .n_servers = NS, .n_clients = NC, .n_nodes = NS + NC,
+				       .node_port = ports, .cpu_port = 99, .params = params };
+	void *st = calloc(1, P->state_size);
+	if (P->init(st, &cfg)) {
+		fprintf(stderr, "init failed: %s\n", params);
+		exit(2);
+	}
+	return st;
+}
+
+static void sw_free(void *st)
+{
+	P->fini(st);
+	free(st);
+}
+
+static struct nk_msg mk(uint8_t op, uint32_t oid, uint32_t id, uint32_t req_id)
+{
+	struct nk_msg m;
+	memset(&m, 0, sizeof m);
+	m.proto = NK_PROTO_NETLR;
+	m.op = op;
+	m.kind = (uint8_t)nk_wire_kind(NK_PROTO_NETLR, op);
+	m.key_len = NK_NETLR_OID_LEN;
+	nk_put32(m.key, oid);
+	m.keyhash = id;
+	m.req_id = req_id;
+	m.value_len = op == NK_NETLR_OP_WRITE || op == NK_NETLR_OP_R_REPLY ? NK_NETLR_VALUE_LEN : 0;
+	m.frag_cnt = 1;
+	return m;
+}
+
+static struct nk_actions sw(void *st, struct nk_msg *m, uint16_t src, uint16_t dst,
+			    uint16_t *out_dst)
+{
+	struct nk_pkt_meta meta = { .src = src, .dst = dst, .from_cpu = src == NK_NODE_NONE,
+				    .ingress_port = src == NK_NODE_NONE ? 99 : (uint16_t)(10 + src) };
+	struct nk_actions act;
+	memset(&act, 0xAB, sizeof act);
+	P->process(st, m, &meta, &act);
+	if (out_dst)
+		*out_dst = meta.dst;
+	return act;
+}
+
+static uint64_t reg(void *st, const char *name, uint32_t i)
+{
+	uint64_t v = 0xDEAD;
+	EXPECT_EQ(P->reg_read(st, name, i, &v), 0);
+	return v;
+}
+
+/* a client READ of (oid, id): the replica it was routed to */
+static int read_to(void *st, uint32_t oid, uint32_t id)
+{
+	struct nk_msg m = mk(NK_NETLR_OP_READ, oid, id, 1);
+	uint16_t d;
+	struct nk_actions a = sw(st, &m, CL, 0, &d);
+	if (a.fwd != NK_FWD_PORT)
+		return -1;
+	EXPECT_EQ(a.port, 10 + d);
+	return d;
+}
+
+/* a client WRITE: the seq it was given (0 if not multicast) */
+static uint32_t write_seq(void *st, uint32_t oid, uint32_t id)
+{
+	struct nk_msg m = mk(NK_NETLR_OP_WRITE, oid, id, 2);
+	m.ver = 12345;            /* forged: seq is the switch's */
+	struct nk_actions a = sw(st, &m, CL, 0, NULL);
+	if (a.fwd != NK_FWD_MCAST)
+		return 0;
+	EXPECT_EQ(a.mcast_group, 1);
+	return (uint32_t)m.ver;
+}
+
+/* replica r's W_REPLY for seq: 1 if forwarded to the client (commit) */
+static int ack(void *st, uint32_t r, uint32_t oid, uint32_t id, uint32_t seq, uint8_t *flags)
+{
+	struct nk_msg m = mk(NK_NETLR_OP_W_REPLY, oid, id, 2);
+	m.ver = seq;
+	uint16_t d;
+	struct nk_actions a = sw(st, &m, (uint16_t)r, CL, &d);
+	if (flags)
+		*flags = m.flags;
+	if (a.fwd == NK_FWD_PORT) {
+		EXPECT_EQ(d, CL);
+		EXPECT_EQ(a.port, 10 + CL);
+		return 1;
+	}
+	EXPECT_EQ(a.fwd, NK_FWD_DROP);
+	return 0;
+}
+
+#define OID 0x1e240u
+#define ID 0x65d5u
+
+/* ---- switch ------------------------------------------------------------------ */
+
+static void test_reads_round_robin(void)
+{
+	current = "clean reads round-robin";
+	void *st = sw_new(NULL);
+	for (int i = 0; i < 9; i++)
+		EXPECT_EQ(read_to(st, OID, ID), i % NS);
+	EXPECT_EQ(reg(st, "stats", 0), 9);          /* NL_READS */
+	EXPECT_EQ(reg(st, "stats", 1), 0);          /* no dirty reads */
+	sw_free(st);
+}
+
+static void test_write_commit(const char *params)
+{
+	current = params;
+	int strict = !strstr(params, "paper");
+	void *st = sw_new(params);
+	EXPECT_EQ(P->reg_write(st, "PIN", 0, 2), 0);
+	uint32_t s = write_seq(st, OID, ID);
+	EXPECT_EQ(s, 2);                            /* seq starts at 1: preload is version 1 */
+	EXPECT_EQ(reg(st, "dset", ID), OID);
+	if (strict) {
+		EXPECT_EQ(reg(st, "MaxSeq", ID), 2);
+		EXPECT_EQ(reg(st, "CRep", ID), 2);  /* PIN at insertion */
+		EXPECT_EQ(read_to(st, OID, ID), 2);
+	}
+	/* another key in another slot stays clean: round-robin */
+	EXPECT_EQ(read_to(st, OID + 1, ID + 1), 0);
+	EXPECT_EQ(ack(st, 1, OID, ID, s, NULL), 0);
+	EXPECT_EQ(reg(st, "CRep", ID), 1);
+	EXPECT_EQ(read_to(st, OID, ID), 1);         /* dirty: CRep */
+	EXPECT_EQ(read_to(st, OID, ID), 1);
+	EXPECT_EQ(ack(st, 3, OID, ID, s, NULL), 0);
+	EXPECT_EQ(ack(st, 0, OID, ID, s, NULL), 0);
+	EXPECT_EQ(reg(st, "dset", ID), OID);
+	EXPECT_EQ(ack(st, 2, OID, ID, s, NULL), 1); /* the last ack is the reply */
+	EXPECT_EQ(reg(st, "dset", ID), 0);
+	EXPECT_EQ(reg(st, "CRep", ID), 2);
+	/* clean again: round-robin resumes where it was */
+	EXPECT_EQ(read_to(st, OID, ID), 1);
+	/* a late duplicate of an ack for a clean key is dropped */
+	EXPECT_EQ(ack(st, 2, OID, ID, s, NULL), 0);
+	EXPECT_EQ(write_seq(st, OID, ID), 3);
+	sw_free(st);
+}
+
+/* W1: a duplicated ack. Strict counts replicas, the paper counts acks. */
+static void test_duplicate_ack(int strict)
+{
+	current = strict ? "W1 duplicate ack (strict)" : "W1 duplicate ack (paper)";
+	void *st = sw_new(strict ? "mode=strict" : "mode=paper");
+	uint32_t s = write_seq(st, OID, ID);
+	EXPECT_EQ(ack(st, 0, OID, ID, s, NULL), 0);
+	EXPECT_EQ(ack(st, 0, OID, ID, s, NULL), 0);
+	EXPECT_EQ(ack(st, 1, OID, ID, s, NULL), 0);
+	/* replica 3 has not applied the write */
+	int committed = ack(st, 2, OID, ID, s, NULL);
+	EXPECT_EQ(committed, strict ? 0 : 1);
+	if (strict)
+		EXPECT_EQ(ack(st, 3, OID, ID, s, NULL), 1);
+	sw_free(st);
+}
+
+/* W2: CRep moving back to a replica that lacks a newer write. */
+static void test_crep_backwards(int strict)
+{
+	current = strict ? "W2 CRep backwards (strict)" : "W2 CRep backwards (paper)";
+	void *st = sw_new(strict ? "mode=strict" : "mode=paper");
+	uint32_t s1 = write_seq(st, OID, ID), s2 = write_seq(st, OID, ID);
+	EXPECT_EQ(s2, s1 + 1);
+	/* A = 0 applied both writes and acks s1; B = 1 acks s1 (lost s2) */
+	EXPECT_EQ(ack(st, 0, OID, ID, s1, NULL), 0);
+	EXPECT_EQ(ack(st, 1, OID, ID, s1, NULL), 0);
+	if (strict) {
+		EXPECT_EQ(reg(st, "CRep", ID), 0);  /* PIN, untouched by old acks */
+		EXPECT_EQ(ack(st, 0, OID, ID, s2, NULL), 0);
+		EXPECT_EQ(reg(st, "CRep", ID), 0);
+		EXPECT_EQ(reg(st, "AckMask", ID), 1);
+	} else {
+		EXPECT_EQ(reg(st, "CRep", ID), 1);  /* B serves reads: stale */
+	}
+	sw_free(st);
+}
+
+static void test_superseded(void)
+{
+	current = "older write's ack: dropped, or SUPERSEDED";
+	void *st = sw_new("ack_superseded=1");
+	uint32_t s1 = write_seq(st, OID, ID), s2 = write_seq(st, OID, ID);
+	uint8_t flags = 0;
+	EXPECT_EQ(ack(st, 1, OID, ID, s1, &flags), 0);   /* nobody acked s2 yet */
+	EXPECT_EQ(ack(st, 2, OID, ID, s2, NULL), 0);
+	EXPECT_EQ(ack(st, 1, OID, ID, s1, &flags), 1);
+	EXPECT_EQ(flags, NK_NETLR_FLAG_SUPERSEDED);
+	EXPECT_EQ(reg(st, "dset", ID), OID);             /* still dirty */
+	sw_free(st);
+	st = sw_new(NULL);
+	s1 = write_seq(st, OID, ID);
+	s2 = write_seq(st, OID, ID);
+	EXPECT_EQ(ack(st, 2, OID, ID, s2, NULL), 0);
+	EXPECT_EQ(ack(st, 1, OID, ID, s1, NULL), 0);     /* default: dropped */
+	sw_free(st);
+}
+
+static void test_collision(void)
+{
+	current = "collisions";
+	void *st = sw_new("slots=16");
+	EXPECT(write_seq(st, OID, 3) != 0);
+	EXPECT_EQ(write_seq(st, OID + 7, 3 + 16), 0);    /* same slot, other key: dropped */
+	EXPECT_EQ(reg(st, "stats", 3), 1);               /* NL_COLLISIONS */
+	/* a read of the other key is clean: round-robin, not CRep */
+	EXPECT_EQ(read_to(st, OID + 7, 3), 0);
+	EXPECT_EQ(read_to(st, OID + 7, 3), 1);
+	sw_free(st);
+	st = sw_new("slots=16;collision_nack=1");
+	EXPECT(write_seq(st, OID, 3) != 0);
+	struct nk_msg m = mk(NK_NETLR_OP_WRITE, OID + 7, 3, 9);
+	uint16_t d;
+	struct nk_actions a = sw(st, &m, CL, 0, &d);
+	EXPECT_EQ(a.fwd, NK_FWD_PORT);
+	EXPECT_EQ(a.port, 10 + CL);
+	EXPECT_EQ(a.switch_reply, 1);
+	EXPECT_EQ(m.op, NK_NETLR_OP_NACK);
+	EXPECT_EQ(m.value_len, 0);
+	sw_free(st);
+}
+
+/* The controller removes replica 3 (digest §4): round-robin table,
+ * num_replica, LiveMask, multicast group (the switch shell's). */
+static void test_replica_removed(void)
+{
+	current = "failed replica removed";
+	void *st = sw_new(NULL);
+	EXPECT_EQ(read_to(st, OID, ID), 0);
+	EXPECT_EQ(read_to(st, OID, ID), 1);
+	EXPECT_EQ(read_to(st, OID, ID), 2);   /* DstRepIdx = 3 */
+	uint64_t k = 3;
+	EXPECT_EQ(P->table_del(st, "get_dst_rep_table", &k, 1), 0);
+	EXPECT_EQ(P->reg_write(st, "num_replica", 0, 3), 0);
+	EXPECT_EQ(P->reg_write(st, "LiveMask", 0, 0x7), 0);
+	for (int i = 0; i < 6; i++)
+		EXPECT_EQ(read_to(st, OID, ID), i % 3);   /* the pointer wraps */
+	uint32_t s = write_seq(st, OID, ID);
+	EXPECT_EQ(ack(st, 0, OID, ID, s, NULL), 0);
+	EXPECT_EQ(ack(st, 1, OID, ID, s, NULL), 0);
+	EXPECT_EQ(ack(st, 2, OID, ID, s, NULL), 1);   /* 3 live replicas acked */
+	/* nothing live: requests are dropped and counted */
+	EXPECT_EQ(P->reg_write(st, "num_replica", 0, 0), 0);
+	EXPECT_EQ(read_to(st, OID, ID), -1);
+	EXPECT_EQ(write_seq(st, OID, ID), 0);
+	EXPECT_EQ(reg(st, "stats", 8), 2);            /* NL_NO_REPLICA */
+	/* the control plane's bounds */
+	EXPECT_EQ(P->reg_write(st, "num_replica", 0, 9), NK_PIPE_ERANGE);
+	EXPECT_EQ(P->reg_write(st, "PIN", 0, 8), NK_PIPE_ERANGE);
+	uint64_t a = 4;
+	EXPECT_EQ(P->table_add(st, "get_dst_rep_table", &k, 1, &a, 1), NK_PIPE_ERANGE);
+	EXPECT_EQ(P->table_del(st, "get_dst_rep_table", &k, 1), NK_PIPE_ENOENT);
+	EXPECT_EQ(P->table_add(st, "nope", &k, 1, &a, 1), NK_PIPE_ENOENT);
+	sw_free(st);
+}
+
+static void test_hostile(void)
+{
+	current = "forged acks, oid 0, bad params";
+	void *st = sw_new(NULL);
+	uint32_t s = write_seq(st, OID, ID);
+	/* a W_REPLY from the client's port would commit an unapplied write */
+	for (int r = 0; r < NS; r++) {
+		struct nk_msg m = mk(NK_NETLR_OP_W_REPLY, OID, ID, 2);
+		m.ver = s;
+		EXPECT_EQ(sw(st, &m, CL, CL, NULL).fwd, NK_FWD_DROP);
+	}
+	EXPECT_EQ(reg(st, "stats", 10), NS);          /* NL_HOST_SERVER_OP */
+	EXPECT_EQ(reg(st, "AckMask", ID), 0);
+	EXPECT_EQ(read_to(st, 0, 0), -1);
+	EXPECT_EQ(write_seq(st, 0, 0), 0);
+	EXPECT_EQ(reg(st, "stats", 9), 2);            /* NL_BAD_OID */
+	/* an ack of oid 0 for an empty slot is not "dirty" */
+	EXPECT_EQ(ack(st, 0, 0, 5, 0, NULL), 0);
+	/* a stamp from a client is cleared */
+	struct nk_msg m = mk(NK_NETLR_OP_READ, OID, ID, 1);
+	m.ver = 77;
+	m.flags = NK_NETLR_FLAG_STAMPED;
+	sw(st, &m, CL, 0, NULL);
+	EXPECT_EQ(m.ver, 0);
+	EXPECT_EQ(m.flags, 0);
+	sw_free(st);
+	struct nk_pipeline_cfg cfg = { .n_servers = NS, .n_clients = NC, .params = "mode=nope" };
+	void *bad = calloc(1, P->state_size);
+	EXPECT_EQ(P->init(bad, &cfg), NK_PIPE_EINVAL);
+	cfg.params = "slots=1000";
+	EXPECT_EQ(P->init(bad, &cfg), NK_PIPE_ERANGE);
+	cfg.params = NULL;
+	cfg.n_servers = 9;
+	EXPECT_EQ(P->init(bad, &cfg), NK_PIPE_ERANGE);
+	free(bad);
+}
+
+static void test_stamps(void)
+{
+	current = "strict stamps";
+	void *st = sw_new("stamp=1");
+	write_seq(st, OID, ID);
+	struct nk_msg m = mk(NK_NETLR_OP_READ, OID, ID, 1);
+	sw(st, &m, CL, 0, NULL);
+	EXPECT_EQ(m.ver, 2);
+	EXPECT_EQ(m.flags, NK_NETLR_FLAG_STAMPED);
+	sw_free(st);
+}
+
+/* ---- hosts -------------------------------------------------------------------- */
+
+struct tstore {
+	int found;
+	uint64_t ver;
+	uint32_t vlen;
+};
+
+static int ts_get(void *impl, const struct nk_msg *m, uint64_t *ver, uint32_t *vlen)
+{
+	struct tstore *t = impl;
+	(void)m;
+	if (!t->found)
+		return 1;
+	*ver = t->ver;
+	*vlen = t->vlen;
+	return 0;
+}
+
+static int ts_put(void *impl, const struct nk_msg *m, uint64_t ver, uint32_t vlen)
+{
+	struct tstore *t = impl;
+	(void)m;
+	t->found = 1;
+	t->ver = ver;
+	t->vlen = vlen;
+	return 0;
+}
+
+static const struct nk_store_ops ts_ops = { ts_get, ts_put };
+
+static void test_replica(void)
+{
+	current = "replica seq rule";
+	struct nk_host_cfg cfg = { .n_servers = NS, .n_clients = NC, .id = 2 };
+	void *sv = calloc(1, H->server_state_size);
+	EXPECT_EQ(H->server_init(sv, &cfg), 0);
+	struct tstore t = { 1, 1, 16 };
+	struct nk_store store = { &ts_ops, &t };
+	struct nk_host_out out[NK_HOST_MAX_OUT];
+	struct nk_msg w = mk(NK_NETLR_OP_WRITE, OID, ID, 5);
+	w.ver = 7;
+	EXPECT_EQ(H->server_handle(sv, &store, &w, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.op, NK_NETLR_OP_W_REPLY);
+	EXPECT_EQ(out[0].msg.ver, 7);
+	EXPECT_EQ(out[0].msg.value_len, 0);
+	EXPECT_EQ(out[0].msg.req_id, 5);
+	EXPECT_EQ(out[0].dst, NK_DST_SRC);
+	EXPECT_EQ(t.ver, 7);
+	uint8_t buf[64];
+	EXPECT_EQ(nk_wire_encode(&out[0].msg, buf, sizeof buf), NK_NETLR_LEN);
+	/* a duplicate copy: re-applied, re-acked */
+	EXPECT_EQ(H->server_handle(sv, &store, &w, CL, out, NK_HOST_MAX_OUT), 1);
+	/* an older write: discarded, no reply */
+	w.ver = 6;
+	EXPECT_EQ(H->server_handle(sv, &store, &w, CL, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(t.ver, 7);
+	struct nk_msg r = mk(NK_NETLR_OP_READ, OID, ID, 6);
+	EXPECT_EQ(H->server_handle(sv, &store, &r, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.op, NK_NETLR_OP_R_REPLY);
+	EXPECT_EQ(out[0].msg.ver, 7);
+	EXPECT_EQ(out[0].msg.value_len, NK_NETLR_VALUE_LEN);
+	EXPECT_EQ(out[0].msg.server_id, 2);
+	EXPECT_EQ(nk_wire_encode(&out[0].msg, buf, sizeof buf), NK_NETLR_LEN);
+	/* a stamped read routed before write 7 was issued */
+	r.flags = NK_NETLR_FLAG_STAMPED;
+	r.ver = 6;
+	EXPECT_EQ(H->server_handle(sv, &store, &r, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.op, NK_NETLR_OP_NACK);
+	EXPECT_EQ(nk_wire_encode(&out[0].msg, buf, sizeof buf), NK_NETLR_LEN);
+	r.ver = 7;
+	EXPECT_EQ(H->server_handle(sv, &store, &r, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.op, NK_NETLR_OP_R_REPLY);
+	EXPECT_EQ(out[0].msg.flags, 0);
+	/* replies and other protocols are not a replica's business */
+	struct nk_msg a = mk(NK_NETLR_OP_W_REPLY, OID, ID, 6);
+	EXPECT_EQ(H->server_handle(sv, &store, &a, CL, out, NK_HOST_MAX_OUT), 0);
+	char text[128], *argv[1] = { "stats" };
+	EXPECT_EQ(H->server_ctl(sv, &store, 1, argv, text, sizeof text), 0);
+	EXPECT(!strcmp(text, "ok stale=1 nacks=1"));
+	H->server_fini(sv);
+	free(sv);
+}
+
+static void test_client(void)
+{
+	current = "client";
+	void *c = calloc(1, H->client_state_size);
+	struct nk_host_cfg cfg = { .n_servers = NS, .n_clients = NC };
+	EXPECT_EQ(H->client_init(c, &cfg), 0);
+	const uint8_t key[] = "user000000000042";
+	struct nk_req_spec sp = { .kind = NK_KIND_WRITE, .key_len = 16, .client_id = 0, .home = 3,
+				  .req_id = 11, .keyhash = 0xabcdef, .value_len = 100, .key = key };
+	struct nk_msg m;
+	EXPECT_EQ(H->client_request(c, &sp, &m), 3);
+	EXPECT_EQ(m.op, NK_NETLR_OP_WRITE);
+	EXPECT_EQ(m.keyhash, 0xabcdef);
+	EXPECT_EQ(nk_get32(m.key), nk_crc32(key, 16));
+	EXPECT_EQ(m.value_len, NK_NETLR_VALUE_LEN);
+	uint8_t buf[64];
+	EXPECT_EQ(nk_wire_encode(&m, buf, sizeof buf), NK_NETLR_LEN);
+	struct nk_msg r = mk(NK_NETLR_OP_W_REPLY, 1, 1, 11);
+	EXPECT_EQ(H->client_reply(c, &r), NK_REPLY_DONE);
+	r = mk(NK_NETLR_OP_R_REPLY, 1, 1, 11);
+	EXPECT_EQ(H->client_reply(c, &r), NK_REPLY_DONE);
+	r = mk(NK_NETLR_OP_NACK, 1, 1, 11);
+	EXPECT_EQ(H->client_reply(c, &r), NK_REPLY_RETRY);
+	r = mk(NK_NETLR_OP_WRITE, 1, 1, 11);
+	EXPECT_EQ(H->client_reply(c, &r), NK_REPLY_IGNORE);
+	H->client_fini(c);
+	free(c);
+}
+
+int main(void)
+{
+	P = nk_pipeline_find("netlr");
+	H = nk_host_find("netlr");
+	if (!P || !H) {
+		fprintf(stderr, "netlr not registered\n");
+		return 2;
+	}
+	test_reads_round_robin();
+	test_write_commit("mode=strict");
+	test_write_commit("mode=paper");
+	test_duplicate_ack(1);
+	test_duplicate_ack(0);
+	test_crep_backwards(1);
+	test_crep_backwards(0);
+	test_superseded();
+	test_collision();
+	test_replica_removed();
+	test_hostile();
+	test_stamps();
+	test_replica();
+	test_client();
+	printf("test_netlr: %d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}

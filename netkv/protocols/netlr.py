@@ -1,0 +1,240 @@
+"""NetLR's controller (one class for every target) and its plug-in.
+
+The data plane (hostapps/src/pipeline/netlr.c) serializes writes, multicasts
+them to the replica group, counts acks and routes reads (docs/netlr.md).
+This controller is the paper's switch CPU (digest §4):
+
+- ``start``: the live set is every replica: ``num_replica``, the round-robin
+  table ``get_dst_rep_table`` (live index -> replica), ``LiveMask``, ``PIN``
+  and multicast group 1 (the artifact's) over the replicas' ports;
+- every ``poll_ms`` (10 ms, the artifact's ``$PORT_UP`` poll): a replica
+  whose port went down leaves the round-robin table and the multicast group,
+  ``num_replica``/``LiveMask`` shrink, ``PIN`` moves if it died; in strict
+  mode every dirty slot is then swept (digest §4): clean if every live
+  replica acked its newest write, ``CRep`` moved off the dead replica to a
+  live one that acked, else to ``PIN``;
+- a replica whose port comes back is re-added (digest §4 "recovery", our
+  steps): it joins the multicast group (it sees every new write), one
+  ``recovery_wait_ms`` later it receives a copy of a live replica's store
+  (out of band, newer versions only), and one more ``recovery_wait_ms``
+  later it joins the round-robin table and ``LiveMask``. Keys dirty when it
+  joins stay dirty until their next write (reads go to ``CRep``).
+
+``fault_adaptation: false`` leaves the tables alone (Fig. 9's "without").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field, field_validator
+
+from netkv.config.base import Pos, ProtocolBase, Ring
+from netkv.drivers.base import DriverError
+from netkv.protocols.base import ControlPlane, Controller
+from netkv.protocols.plugin import ProtocolPlugin
+from netkv.wire.codec import NETLR_LEN, NETLR_PORT, Proto
+
+GROUP = 1          # the replica group's multicast group (artifact: rid 1)
+MAX_REPLICAS = 8   # LiveMask / AckMask are 8 bits (artifact MAX_NUM_REPLICA)
+MAX_SLOTS = 1 << 20
+
+
+class NetLRProtocol(ProtocolBase):
+    """NetLR (PVLDB 15(7) 2022; docs/netlr.md)."""
+
+    name: Literal["netlr"]
+    max_servers: int = Field(MAX_REPLICAS, ge=1, le=MAX_REPLICAS)
+    mode: Literal["strict", "paper"] = "strict"
+    slots: int = Field(131_072, ge=1, le=MAX_SLOTS)   # hash slots (paper: 128K)
+    ack_superseded: bool = False    # strict: forward an older write's ack, flagged
+    stamp: bool = False             # strict: reads carry the switch's seq
+    collision_nack: bool = False    # a colliding write is NACKed instead of dropped
+    fault_adaptation: bool = True   # remove failed replicas (Fig. 9 "with")
+    recovery: bool = True           # re-add a replica whose port came back
+    poll_ms: Pos = 10.0             # port-status poll (artifact: 10 ms)
+    recovery_wait_ms: Pos = 10.0    # between the recovery steps
+    virtual_nodes: int = Field(16, ge=1)
+    ring: Ring = "consistent"       # unused by the switch: every replica holds every key
+
+    @field_validator("slots")
+    @classmethod
+    def _power_of_two(cls, v: int) -> int:
+        if v & (v - 1):
+            raise ValueError(f"slots must be a power of two (got {v})")
+        return v
+
+    @property
+    def epoch_ms(self) -> float:
+        """The sim target's controller period."""
+        return self.poll_ms
+
+    def payload_bytes(self, key_size: int, value_size: int) -> int:
+        """NetLR's fixed 36 B header (16 B values, 4 B object ids)."""
+        del key_size, value_size
+        return NETLR_LEN
+
+
+def pipeline_params(cfg: "RunConfig") -> str:
+    p = cfg.protocol
+    assert isinstance(p, NetLRProtocol)
+    return (f"mode={p.mode};slots={p.slots};ack_superseded={int(p.ack_superseded)};"
+            f"stamp={int(p.stamp)};collision_nack={int(p.collision_nack)}")
+
+
+@dataclass
+class Joining:
+    server: int
+    since_s: float
+    copied: int | None = None     # keys copied (after step 2)
+
+
+@dataclass
+class NetLRStats:
+    failures: list[tuple[int, float]] = field(default_factory=list)    # (replica, detected at)
+    recoveries: list[tuple[int, float, int]] = field(default_factory=list)  # (replica, live at, keys)
+    swept_clean: int = 0
+    crep_moved: int = 0
+
+
+class NetLRController(Controller):
+    def __init__(self, plane: ControlPlane, proto: NetLRProtocol) -> None:
+        super().__init__(plane)
+        self.proto = proto
+        self.n = plane.n_servers
+        self.live: list[int] = list(range(self.n))
+        self.down: set[int] = set()
+        self.joining: dict[int, Joining] = {}
+        self.stats = NetLRStats()
+
+    # -- tables --------------------------------------------------------------------
+
+    def _port(self, node: int) -> int:
+        try:
+            return self.plane.port_of(node)
+        except NotImplementedError:
+            return node
+
+    def _install(self) -> None:
+        sw = self.plane.switch
+        for i, r in enumerate(self.live):
+            sw.table_add("get_dst_rep_table", [i], [r])
+        for i in range(len(self.live), MAX_REPLICAS):
+            try:
+                sw.table_delete("get_dst_rep_table", [i])
+            except DriverError:
+                pass   # no entry there
+        sw.reg_write("num_replica", 0, len(self.live))
+        sw.reg_write("LiveMask", 0, self.live_mask)
+        if self.live:
+            sw.reg_write("PIN", 0, self.live[0])
+        members = sorted(set(self.live) | set(self.joining))
+        sw.mcast_set(GROUP, [self._port(r) for r in members])
+
+    @property
+    def live_mask(self) -> int:
+        return sum(1 << r for r in self.live)
+
+    # -- life cycle -------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.n > MAX_REPLICAS:
+            raise ValueError(f"netlr: {self.n} replicas (allowed: 1..{MAX_REPLICAS})")
+        self._install()
+
+    def epoch(self, t_s: float) -> None:
+        if not self.proto.fault_adaptation:
+            return
+        failed = joined = False
+        for r in range(self.n):
+            up = self.plane.port_up(r)
+            if not up and r not in self.down:
+                self._fail(r, t_s)
+                failed = True
+            elif up and r in self.down and r not in self.joining and self.proto.recovery:
+                self.joining[r] = Joining(r, t_s)      # step 1: the multicast group
+                joined = True
+        if failed or joined:
+            self._install()
+        if failed and self.proto.mode == "strict":
+            self._sweep()
+        self._advance_joins(t_s)
+
+    def _fail(self, r: int, t_s: float) -> None:
+        self.down.add(r)
+        self.joining.pop(r, None)
+        if r in self.live:
+            self.live.remove(r)
+        self.stats.failures.append((r, t_s))
+
+    def _advance_joins(self, t_s: float) -> None:
+        wait = self.proto.recovery_wait_ms / 1e3
+        for r, j in list(self.joining.items()):
+            if not self.live:
+                return
+            if j.copied is None and t_s - j.since_s >= wait - 1e-12:
+                # step 2: every write issued before step 1 has reached the donor
+                j.copied = self.plane.copy_store(self.live[0], r)
+            elif j.copied is not None and t_s - j.since_s >= 2 * wait - 1e-12:
+                del self.joining[r]              # step 3: serve reads, count acks
+                self.down.discard(r)
+                self.live = sorted([*self.live, r])
+                self._install()
+                self.stats.recoveries.append((r, t_s, j.copied))
+
+    def _sweep(self) -> None:
+        """Strict mode after a failure (digest §4): no slot waits for a dead
+        replica's ack, no dirty read goes to a dead CRep."""
+        sw = self.plane.switch
+        live = self.live_mask
+        dset = sw.reg_read_range("dset", 0, self.proto.slots)
+        for i, oid in enumerate(dset):
+            if not oid:
+                continue
+            acked = sw.reg_read("AckMask", i)
+            if live and acked & live == live:
+                sw.reg_write("dset", i, 0)
+                self.stats.swept_clean += 1
+                continue
+            crep = sw.reg_read("CRep", i)
+            if not live & (1 << crep):
+                mine = [r for r in self.live if acked & (1 << r)]
+                sw.reg_write("CRep", i, mine[0] if mine else (self.live[0] if self.live else 0))
+                self.stats.crep_moved += 1
+
+
+# --- on the simulator ---------------------------------------------------------------------
+
+
+def sim_controller_factory(cfg: "RunConfig"):  # type: ignore[no-untyped-def]
+    from netkv.sim.control import SimControlPlane, SimEpochs
+
+    proto = cfg.protocol
+    assert isinstance(proto, NetLRProtocol)
+
+    def factory(engine: "SimEngine") -> "SimEpochs":
+        controller = NetLRController(SimControlPlane(engine), proto)
+        controller.start()
+        factory.last = controller  # type: ignore[attr-defined]
+        return SimEpochs(controller)
+
+    return factory
+
+
+PLUGIN = ProtocolPlugin(
+    name="netlr",
+    summary="NetLR in-switch leaderless replication: writes serialized and acked in the switch (PVLDB 2022)",
+    targets=("sim",),
+    config=NetLRProtocol,
+    wire=Proto.NETLR,
+    udp_port=NETLR_PORT,
+    preload="all",
+    pipeline_params=pipeline_params,
+    sim_controller=sim_controller_factory,
+)
+
+
+if TYPE_CHECKING:
+    from netkv.config.schema import RunConfig
+    from netkv.sim.engine import SimEngine
