@@ -143,3 +143,18 @@ def test_paper_mode_loses_linearizability_under_replica_loss(tmp_path: Path, mod
     run([*HIST, "target.faults.loss=0.02", "target.faults.links=servers",
          f"protocol.mode={mode}"], path=path)
     assert all(v is expect for v in verdicts(path))
+
+
+def test_chain_replication_baseline(tmp_path: Path) -> None:
+    """CR on the same hosts: the tail serves every read and every write
+    passes through every replica; its histories are linearizable."""
+    point, _, _ = run(["protocol=netlr", "protocol.replication=cr", "servers=4",
+                       "write_ratio=0.05", "workload=uniform", "duration=0.05"], rate=100_000)
+    assert point.completed == point.issued
+    served = point.server_requests.astype(np.float64)
+    writes = served[0]                      # the head sees only writes
+    assert served[3] == pytest.approx(point.issued, rel=0.001)   # tail: reads + writes
+    assert np.allclose(served[:3], writes) and 0.04 < writes / point.issued < 0.06
+    path = tmp_path / "cr.jsonl"
+    run([*HIST, "protocol.replication=cr"], rate=100_000, path=path)   # below the tail's capacity
+    assert all(v is True for v in verdicts(path))

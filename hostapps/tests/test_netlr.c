@@ -457,6 +457,71 @@ static void test_client(void)
 	free(c);
 }
 
+/* The chain-replication baseline on the same pipeline and hosts. */
+static void test_chain(void)
+{
+	current = "chain replication";
+	const char *params = "replication=cr";
+	void *st = sw_new(params);
+	struct nk_msg m = mk(NK_NETLR_OP_WRITE, OID, ID, 4);
+	m.ver = 99;
+	uint16_t d;
+	struct nk_actions a = sw(st, &m, CL, 0, &d);
+	EXPECT_EQ(a.fwd, NK_FWD_PORT);
+	EXPECT_EQ(a.port, 10);              /* the head, as addressed */
+	EXPECT_EQ(m.ver, 0);                /* clients do not order writes */
+	m = mk(NK_NETLR_OP_W_REPLY, OID, ID, 4);
+	EXPECT_EQ(sw(st, &m, CL, CL, NULL).fwd, NK_FWD_DROP);
+	sw_free(st);
+
+	void *sv[NS];
+	struct tstore t[NS];
+	struct nk_store store[NS];
+	for (uint32_t i = 0; i < NS; i++) {
+		struct nk_host_cfg cfg = { .n_servers = NS, .n_clients = NC, .id = i, .params = params };
+		sv[i] = calloc(1, H->server_state_size);
+		EXPECT_EQ(H->server_init(sv[i], &cfg), 0);
+		t[i] = (struct tstore){ 1, 5, 16 };
+		store[i] = (struct nk_store){ &ts_ops, &t[i] };
+	}
+	struct nk_host_out out[NK_HOST_MAX_OUT];
+	struct nk_msg w = mk(NK_NETLR_OP_WRITE, OID, ID, 4);
+	uint16_t src = CL;
+	for (uint32_t i = 0; i < NS; i++) {
+		EXPECT_EQ(H->server_handle(sv[i], &store[i], &w, src, out, NK_HOST_MAX_OUT), 1);
+		EXPECT_EQ(t[i].ver, 6);         /* the head's order: stored + 1 */
+		if (i + 1 < NS) {
+			EXPECT_EQ(out[0].msg.op, NK_NETLR_OP_WRITE);
+			EXPECT_EQ(out[0].dst, i + 1);
+		} else {
+			EXPECT_EQ(out[0].msg.op, NK_NETLR_OP_W_REPLY);
+			EXPECT_EQ(out[0].dst, NS + w.client_id);   /* the client's node */
+			EXPECT_EQ(out[0].msg.ver, 6);
+		}
+		w = out[0].msg;
+		src = (uint16_t)i;
+	}
+	/* a stale copy from the predecessor is discarded */
+	w = mk(NK_NETLR_OP_WRITE, OID, ID, 5);
+	w.ver = 3;
+	EXPECT_EQ(H->server_handle(sv[2], &store[2], &w, 1, out, NK_HOST_MAX_OUT), 0);
+	for (uint32_t i = 0; i < NS; i++) {
+		H->server_fini(sv[i]);
+		free(sv[i]);
+	}
+	void *c = calloc(1, H->client_state_size);
+	struct nk_host_cfg cc = { .n_servers = NS, .n_clients = NC, .params = params };
+	EXPECT_EQ(H->client_init(c, &cc), 0);
+	const uint8_t key[] = "k1";
+	struct nk_req_spec sp = { .kind = NK_KIND_WRITE, .key_len = 2, .home = 2, .key = key };
+	EXPECT_EQ(H->client_request(c, &sp, &m), 0);          /* head */
+	sp.kind = NK_KIND_READ;
+	EXPECT_EQ(H->client_request(c, &sp, &m), NS - 1);     /* tail */
+	cc.params = "replication=raft";
+	EXPECT_EQ(H->client_init(c, &cc), -1);
+	free(c);
+}
+
 int main(void)
 {
 	P = nk_pipeline_find("netlr");
@@ -479,6 +544,7 @@ int main(void)
 	test_stamps();
 	test_replica();
 	test_client();
+	test_chain();
 	printf("test_netlr: %d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }

@@ -21,6 +21,8 @@ This controller is the paper's switch CPU (digest §4):
   joins stay dirty until their next write (reads go to ``CRep``).
 
 ``fault_adaptation: false`` leaves the tables alone (Fig. 9's "without").
+``replication: cr`` is the chain-replication baseline on the same hosts and
+wire format: the switch only forwards, the chain is static.
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ class NetLRProtocol(ProtocolBase):
     name: Literal["netlr"]
     max_servers: int = Field(MAX_REPLICAS, ge=1, le=MAX_REPLICAS)
     mode: Literal["strict", "paper"] = "strict"
+    #: netlr, or the chain-replication baseline on the same hosts (head
+    #: orders writes, tail replies and serves reads; the switch forwards)
+    replication: Literal["netlr", "cr"] = "netlr"
     slots: int = Field(131_072, ge=1, le=MAX_SLOTS)   # hash slots (paper: 128K)
     ack_superseded: bool = False    # strict: forward an older write's ack, flagged
     stamp: bool = False             # strict: reads carry the switch's seq
@@ -79,7 +84,7 @@ class NetLRProtocol(ProtocolBase):
 def pipeline_params(cfg: "RunConfig") -> str:
     p = cfg.protocol
     assert isinstance(p, NetLRProtocol)
-    return (f"mode={p.mode};slots={p.slots};ack_superseded={int(p.ack_superseded)};"
+    return (f"replication={p.replication};mode={p.mode};slots={p.slots};ack_superseded={int(p.ack_superseded)};"
             f"stamp={int(p.stamp)};collision_nack={int(p.collision_nack)}")
 
 
@@ -144,8 +149,8 @@ class NetLRController(Controller):
         self._install()
 
     def epoch(self, t_s: float) -> None:
-        if not self.proto.fault_adaptation:
-            return
+        if not self.proto.fault_adaptation or self.proto.replication == "cr":
+            return   # the chain is static (CR's reconfiguration is not modelled)
         failed = joined = False
         for r in range(self.n):
             up = self.plane.port_up(r)

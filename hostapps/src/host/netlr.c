@@ -17,6 +17,8 @@
  * Keys are handled in arrival order (digest §5 "per-key FIFO"): the
  * simulator's by-key dispatch or one worker.
  *
+ * replication=cr: chain replication, the baseline (cr_write below).
+ *
  * Client: the switch routes every request (reads to a replica, writes to
  * all), so it addresses any replica; `oid` (the key on the wire) is the
  * CRC32 of the workload key (0, reserved for empty slots, becomes 1) and
@@ -28,12 +30,23 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../pipeline/peg_params.h"
+
 #include "netkv/bytes.h"
 #include "netkv/host.h"
 #include "netkv/wire.h"
 
+/* replication=netlr (default) or cr: 1 for the chain-replication baseline */
+static int nl_chain_mode(const char *params, uint32_t *cr)
+{
+	char mode[16] = "netlr";
+	nkp_get(params, "replication", mode, sizeof mode);
+	*cr = !strcmp(mode, "cr");
+	return *cr || !strcmp(mode, "netlr") ? 0 : -1;
+}
+
 struct nl_server {
-	uint32_t id;
+	uint32_t id, n_servers, cr;
 	uint64_t stale;            /* writes discarded: older than the stored seq */
 	uint64_t nacks;            /* stamped reads refused */
 };
@@ -43,7 +56,8 @@ static int nl_server_init(void *st, const struct nk_host_cfg *cfg)
 	struct nl_server *s = st;
 	memset(s, 0, sizeof(*s));
 	s->id = cfg->id;
-	return 0;
+	s->n_servers = cfg->n_servers;
+	return nl_chain_mode(cfg->params, &s->cr);
 }
 
 static void nl_server_fini(void *st)
@@ -67,6 +81,36 @@ static void reply(const struct nl_server *s, const struct nk_msg *in, struct nk_
 	o->dst = NK_DST_SRC;
 }
 
+/* Chain replication (the baseline, digest §7): the head (replica 0) orders
+ * a client's write with the key's next version, every replica applies it
+ * and passes it on, the tail (replica n-1) replies to the client; reads go
+ * to the tail. A copy older than the stored version is discarded. */
+static int cr_write(struct nl_server *s, struct nk_store *store, const struct nk_msg *in,
+		    uint16_t src, int found, uint64_t stored, struct nk_host_out *out, int max_out)
+{
+	uint64_t ver = in->ver;
+	if (s->id == 0 && src >= s->n_servers) {
+		ver = nk_ver_after(found, stored);
+		if (ver > UINT32_MAX)
+			ver = UINT32_MAX;      /* the wire's seq is 32 bits */
+	} else if (found && ver < stored) {
+		s->stale++;
+		return 0;
+	}
+	if (max_out < 1 || store->ops->put(store->impl, in, ver, NK_NETLR_VALUE_LEN))
+		return 0;
+	if (s->id + 1 >= s->n_servers) {
+		reply(s, in, &out[0], NK_NETLR_OP_W_REPLY, ver, NK_RESULT_OK);
+		out[0].dst = (uint16_t)(s->n_servers + in->client_id);
+		return 1;
+	}
+	out[0].msg = *in;
+	out[0].msg.ver = ver;
+	out[0].msg.value = NULL;       /* the embedder fills the bytes */
+	out[0].dst = (uint16_t)(s->id + 1);
+	return 1;
+}
+
 static int nl_server_handle(void *st, struct nk_store *store, const struct nk_msg *in,
 			    uint16_t src, struct nk_host_out *out, int max_out)
 {
@@ -88,6 +132,8 @@ static int nl_server_handle(void *st, struct nk_store *store, const struct nk_ms
 		      found ? NK_RESULT_OK : NK_RESULT_NOT_FOUND);
 		return 1;
 	case NK_NETLR_OP_WRITE:
+		if (s->cr)
+			return cr_write(s, store, in, src, found, ver, out, max_out);
 		if (found && in->ver < ver) {
 			s->stale++;
 			return 0;
@@ -117,11 +163,15 @@ static int nl_server_ctl(void *st, struct nk_store *store, int argc, char **argv
 
 /* ---- client ------------------------------------------------------------------ */
 
+struct nl_client {
+	uint32_t n_servers, cr;
+};
+
 static int nl_client_init(void *st, const struct nk_host_cfg *cfg)
 {
-	(void)st;
-	(void)cfg;
-	return 0;
+	struct nl_client *c = st;
+	c->n_servers = cfg->n_servers;
+	return nl_chain_mode(cfg->params, &c->cr);
 }
 
 static void nl_client_fini(void *st)
@@ -131,7 +181,7 @@ static void nl_client_fini(void *st)
 
 static uint16_t nl_client_request(void *st, const struct nk_req_spec *sp, struct nk_msg *m)
 {
-	(void)st;
+	const struct nl_client *c = st;
 	memset(m, 0, sizeof(*m));
 	m->proto = NK_PROTO_NETLR;
 	int w = sp->kind == NK_KIND_WRITE;
@@ -148,6 +198,8 @@ static uint16_t nl_client_request(void *st, const struct nk_req_spec *sp, struct
 	m->value_len = w ? NK_NETLR_VALUE_LEN : 0;
 	m->frag_cnt = 1;
 	m->nkeys = 1;
+	if (c->cr)                     /* writes to the head, reads to the tail */
+		return (uint16_t)(w || !c->n_servers ? 0 : c->n_servers - 1);
 	return sp->home;               /* any replica: the switch routes */
 }
 
@@ -168,7 +220,7 @@ const struct nk_host_ops nk_host_netlr = {
 	.proto = NK_PROTO_NETLR,
 	.udp_port = NK_NETLR_PORT,
 	.server_state_size = sizeof(struct nl_server),
-	.client_state_size = 1,
+	.client_state_size = sizeof(struct nl_client),
 	.server_init = nl_server_init,
 	.server_fini = nl_server_fini,
 	.server_handle = nl_server_handle,

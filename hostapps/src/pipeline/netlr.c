@@ -35,6 +35,10 @@
  *           AckMask = which replicas acked it (idempotent), commit when
  *           every live replica has; CRep = PIN when the key turns dirty and
  *           moves only to a replica that acked MaxSeq.
+ * replication=cr: the chain-replication baseline (digest §7) on the same
+ * wire and hosts: the switch only forwards (clients address the head for
+ * writes and the tail for reads, replicas the next in the chain), keeping
+ * the trust rule and clearing client-set seqs.
  * Other params: slots (power of 2, default 131072), ack_superseded
  * (strict: forward an older write's ack flagged SUPERSEDED once some
  * replica acked the newer one), stamp (strict: READs carry the current seq,
@@ -77,7 +81,7 @@ enum netlr_stat {
 #define NL_NREGS 14
 
 struct netlr_state {
-	uint32_t slots, strict, ack_superseded, stamp, collision_nack;
+	uint32_t slots, strict, ack_superseded, stamp, collision_nack, chain;
 	uint32_t n_servers, n_nodes;
 	struct nk_trust trust;
 	uint16_t node_port[NETLR_MAX_NODES];
@@ -117,15 +121,17 @@ static int nl_init(void *st, const struct nk_pipeline_cfg *cfg)
 {
 	struct netlr_state *s = st;
 	memset(s, 0, sizeof(*s));
-	char mode[16] = "strict";
+	char mode[16] = "strict", repl[16] = "netlr";
 	uint64_t slots, acks, stamp, nack;
 	nkp_get(cfg->params, "mode", mode, sizeof mode);
+	nkp_get(cfg->params, "replication", repl, sizeof repl);
 	if (nkp_u64(cfg->params, "slots", 131072, &slots) ||
 	    nkp_u64(cfg->params, "ack_superseded", 0, &acks) ||
 	    nkp_u64(cfg->params, "stamp", 0, &stamp) ||
 	    nkp_u64(cfg->params, "collision_nack", 0, &nack) ||
 	    nkp_trust(cfg->params, cfg->n_servers, &s->trust) ||
-	    (strcmp(mode, "strict") && strcmp(mode, "paper")))
+	    (strcmp(mode, "strict") && strcmp(mode, "paper")) ||
+	    (strcmp(repl, "netlr") && strcmp(repl, "cr")))
 		return NK_PIPE_EINVAL;
 	if (slots < 1 || slots > NETLR_MAX_SLOTS || (slots & (slots - 1)) ||
 	    cfg->n_servers > NETLR_MAX_REPLICAS || cfg->n_nodes > NETLR_MAX_NODES)
@@ -135,6 +141,7 @@ static int nl_init(void *st, const struct nk_pipeline_cfg *cfg)
 	s->ack_superseded = acks != 0;
 	s->stamp = stamp != 0;
 	s->collision_nack = nack != 0;
+	s->chain = !strcmp(repl, "cr");
 	s->n_servers = cfg->n_servers;
 	s->n_nodes = NETLR_MAX_NODES;
 	s->dset = calloc(s->slots, sizeof(uint32_t));
@@ -407,8 +414,14 @@ static void nl_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 		act->fwd = NK_FWD_DROP;
 		return;
 	}
-	if (meta->from_cpu) {
-		forward(s, meta, act);         /* the controller addresses replicas itself */
+	if (meta->from_cpu || s->chain) {
+		/* the controller addresses replicas itself; chain replication's
+		 * hosts address the head, the next replica, the tail */
+		if (from == NK_ORIGIN_CLIENT) {
+			m->ver = 0;
+			m->flags = 0;
+		}
+		forward(s, meta, act);
 		return;
 	}
 	uint32_t id = m->keyhash & (s->slots - 1);
