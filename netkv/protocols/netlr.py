@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator
 
-from netkv.config.base import Pos, ProtocolBase, Ring
+from netkv.config.base import MAX_VNODES, Pos, ProtocolBase, Ring
 from netkv.drivers.base import DriverError
 from netkv.protocols.base import ControlPlane, Controller
 from netkv.protocols.plugin import ProtocolPlugin
@@ -60,7 +60,7 @@ class NetLRProtocol(ProtocolBase):
     recovery: bool = True           # re-add a replica whose port came back
     poll_ms: Pos = 10.0             # port-status poll (artifact: 10 ms)
     recovery_wait_ms: Pos = 10.0    # between the recovery steps
-    virtual_nodes: int = Field(16, ge=1)
+    virtual_nodes: int = Field(16, ge=1, le=MAX_VNODES)
     ring: Ring = "consistent"       # unused by the switch: every replica holds every key
 
     @field_validator("slots")
