@@ -8,7 +8,8 @@ Map of the package:
   targets    sim, mininet, testbed: one module each, one Target interface
   protocols  the protocol registry (name, limits, controller)
   slo        throughput-under-SLO search, shared by every target
-  results    run directories, atomic parquet writes, provenance, loading
+  results    run directories, atomic parquet writes, provenance, noise, loading
+  report     ``python -m netkv report``: one self-contained HTML page per run or figure
 """
 
 __version__ = "0.1.0"

@@ -3,6 +3,7 @@
   run     compose conf/ with Hydra overrides, validate, run, write the results
   list       protocols, targets, workloads, topologies, SLOs and experiments
   reproduce  rerun a paper figure, plot it, check it against the paper
+  report     one self-contained HTML page of a run, sweep or experiment
   clean      remove what a crashed Mininet run left behind
   trace      follow every request through a run's packet capture (capture=true)
   wireshark  install the Wireshark/tshark dissectors for every wire format
@@ -15,13 +16,9 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-import yaml
-
-from netkv.config.compose import ConfigError, compose_raw, conf_dir, load, to_container, validate
-from netkv.config.schema import check_out_dir
-from netkv.protocols import PROTOCOLS
-from netkv.protocols import lookup as protocol_plugin
-from netkv.results.rundir import RunDirConflict
+# Only what --help needs at import: every command imports its own (Hydra,
+# pydantic, polars) so that `--help` and `list` answer in well under 0.5 s.
+from netkv.config.core import ConfigError, conf_dir
 
 EXIT_CONFIG = 2
 
@@ -49,6 +46,7 @@ def expand_sweep(overrides: list[str]) -> list[list[str]]:
 
 
 def validate_all(overrides: list[str], multirun: bool) -> None:
+    from netkv.config.compose import load
     from netkv.runner import check_supported
 
     from netkv.results.rundir import RunDir
@@ -62,11 +60,38 @@ def validate_all(overrides: list[str], multirun: bool) -> None:
             RunDir(Path(cfg.out)).check(config_yaml(cfg))
 
 
+def claim_out(overrides: list[str], multirun: bool) -> list[str]:
+    """Without ``out=``, create the default run directory here, exclusively
+    (``-2``, ``-3``, ... when another run took the name in the same second),
+    and hand it to Hydra: runs started at once never share a directory."""
+    from netkv.config.compose import load
+
+    if any(o.lstrip("+~").partition("=")[0] == "out" for o in overrides):
+        return overrides
+    first = expand_sweep(overrides)[0] if multirun else overrides
+    return [*overrides, f"out='{unique_dir(Path(load(first).out or 'runs'))}'"]
+
+
+def unique_dir(base: Path) -> Path:
+    """Create ``base``, or ``base-2``, ``base-3``, ... if taken: mkdir is
+    atomic, so two processes never get the same one."""
+    for n in range(1, 10_000):
+        path = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        try:
+            path.mkdir(parents=True)
+        except FileExistsError:
+            continue
+        return path
+    raise ConfigError(f"invalid config: out: no free run directory next to {base}")
+
+
 def launch(overrides: list[str], multirun: bool) -> int:
     """Hand the validated overrides to Hydra (joblib launcher for sweeps)."""
     import hydra
 
     from netkv.runner import run_job
+
+    overrides = claim_out(overrides, multirun)  # the run directory, before Hydra starts
 
     main = hydra.main(config_path=str(conf_dir()), config_name="config", version_base=None)(
         run_job
@@ -81,6 +106,11 @@ def launch(overrides: list[str], multirun: bool) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    import yaml
+
+    from netkv.config.compose import compose_raw, to_container, validate
+    from netkv.results.rundir import RunDirConflict
+
     overrides: list[str] = list(args.overrides)
     try:
         if args.cfg:
@@ -94,7 +124,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     try:
         return launch(overrides, args.multirun)
-    except RunDirConflict as exc:
+    except (ConfigError, RunDirConflict) as exc:
         return _fail(str(exc))
     except KeyboardInterrupt:  # a sweep (one run reports its own interruption)
         print("netkv: interrupted: every finished point is kept in its run directory "
@@ -107,6 +137,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _describe(path: Path) -> str:
     """A config file's description: its ``description:`` key or first comment."""
+    import yaml
+
     text = path.read_text(encoding="utf-8")
     data = yaml.safe_load(text) or {}
     if isinstance(data, dict) and isinstance(data.get("description"), str):
@@ -122,6 +154,9 @@ def experiments_dir() -> Path:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from netkv.protocols import PROTOCOLS
+    from netkv.protocols import lookup as protocol_plugin
+
     sections = [args.what] if args.what else ["protocol", "target", "workload", "topology",
                                               "slo", "experiment"]
     for section in sections:
@@ -148,11 +183,13 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from rich.console import Console
+    from netkv.config.schema import check_out_dir
+    from netkv.results.rundir import RunDirConflict
 
     from netkv.experiments.checks import exit_code
     from netkv.experiments.pool import LaunchError, Pool
     from netkv.experiments.run import reproduce
+    from netkv.runner import log_console
 
     try:
         if args.out is not None:
@@ -162,7 +199,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
                 raise ConfigError(f"invalid argument: --{exc}") from None
         pool = Pool(args.jobs, args.launcher, launcher_params(args.launcher_param))
         results = reproduce(args.experiment, list(args.overrides),
-                            Path(args.out) if args.out else None, pool, Console())
+                            Path(args.out) if args.out else None, pool, log_console())
     except (ConfigError, RunDirConflict) as exc:
         return _fail(str(exc))
     except LaunchError as exc:
@@ -186,6 +223,20 @@ def launcher_params(items: list[str]) -> dict[str, object]:
     return out
 
 
+# --- report --------------------------------------------------------------------------
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from netkv.report import report
+
+    try:
+        page = report(Path(args.path))
+    except FileNotFoundError as exc:
+        return _fail(str(exc))
+    print(f"wrote {page}")
+    return 0
+
+
 # --- clean ---------------------------------------------------------------------------
 
 
@@ -194,6 +245,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
     removed = clean(force=args.force)
     if args.inventory:
+        from netkv.config.compose import load
         from netkv.testbed.clean import clean_inventory
         from netkv.targets.testbed import STATE_ROOT
 
@@ -299,6 +351,14 @@ def build_parser() -> argparse.ArgumentParser:
                           "slurm_partition=debug, timeout_min=30, cpus_per_task=2)")
     rep.set_defaults(func=cmd_reproduce)
 
+    rpt = sub.add_parser(
+        "report", help="one self-contained HTML report of a run, sweep or experiment",
+        description="Write PATH/report.html: every figure (also as SVG and PDF), the "
+                    "paper-vs-measured table of an experiment, the provenance and the noise "
+                    "indicators of every point. Opens without a network.")
+    rpt.add_argument("path", help="a run directory, a folder of runs, or an experiment directory")
+    rpt.set_defaults(func=cmd_report)
+
     cln = sub.add_parser(
         "clean", help="remove namespaces, links and processes a crashed Mininet run left",
         description="Kill leftover netkv-switch/kvserver/kvclient processes and remove the "
@@ -310,7 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "the hosts of conf/inventory/NAME.yaml")
     cln.set_defaults(func=cmd_clean)
 
-    from netkv.trace import build_parser as trace_parser
+    from netkv.trace_args import build_parser as trace_parser
 
     trc = sub.add_parser(
         "trace", help="follow every request through a run's packet capture",

@@ -26,7 +26,8 @@ from netkv import retries
 from netkv.config.schema import RunConfig
 from netkv.protocols import implemented_on
 from netkv.protocols import lookup as protocol_plugin
-from netkv.results import capture, provenance
+from netkv.results import capture, noise, provenance
+from netkv.results.columns import config_columns
 from netkv.results.rundir import RunDir, RunDirConflict, point_key
 from netkv.slo import (CI_LEVEL, MeasurementError, SearchOutcome, latency_key, passes,
                        search_throughput)
@@ -35,6 +36,7 @@ from netkv.targets.base import PointResult, Target
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 REFERENCE_KEY = "reference"  # the SLO reference point's fragment in points.d/
+LOG_WIDTH = 400  # columns of a console that is not a terminal (a log file)
 
 #: placement (target.name) -> "module:Class" of its Target
 PLACEMENTS: dict[str, str] = {
@@ -50,6 +52,7 @@ class UnsupportedCombination(ConfigError):
 
 def check_supported(cfg: RunConfig) -> None:
     """Refuse, in one line, a run that cannot start here."""
+    provenance.check_fresh()  # binaries older than their C sources would run the old code
     info = protocol_plugin(cfg.protocol.name)
     if cfg.target.name not in info.targets or cfg.target.name not in PLACEMENTS:
         ready = ", ".join(implemented_on(cfg.target.name)) or "none"
@@ -80,35 +83,20 @@ def make_target(cfg: RunConfig) -> Target:
     return target
 
 
+def measure_point(target: Target, cfg: RunConfig, run_dir: RunDir, key: str,
+                  offered_rps: float, seed: int) -> PointResult:
+    """One point (captured when cfg.capture), with the machine's busyness
+    during it (netkv.results.noise)."""
+    return noise.measure(
+        lambda: capture.run_point(target, cfg, run_dir.path, key, offered_rps, seed))
+
+
 def point_seed(run_seed: int, offered_rps: float, repeat: int = 0) -> int:
     """A per-point seed that depends only on the run seed, the load and the
     repeat's index (``repeat=N``; the first repeat keeps the single run's seed)."""
     text = f"{run_seed}:{offered_rps:.9e}" + (f":{repeat}" if repeat else "")
     digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") & ((1 << 62) - 1)
-
-
-def config_columns(cfg: RunConfig) -> dict[str, Any]:
-    """The config values every row carries, so that many runs concatenate."""
-    value_size = cfg.workload.value_size
-    return {
-        "name": cfg.name,
-        "protocol": cfg.protocol.name,
-        "target": cfg.target.name,
-        "workload": cfg.workload.kind,
-        "alpha": cfg.workload.alpha,
-        "write_ratio": cfg.workload.write_ratio,
-        "keys": cfg.workload.keys,
-        "value_size": value_size if isinstance(value_size, int) else -1,
-        "servers": cfg.topology.servers,
-        "clients": cfg.topology.clients,
-        "seed": cfg.seed,
-        "min_completion": cfg.slo.min_completion,
-        # multiget sizes: the mean asked for and the power law's solved exponent
-        "multiget_mean": cfg.workload.multiget.mean,
-        "multiget_exponent": (cfg.workload.multiget.exponent
-                              if cfg.workload.multiget.exponent is not None else float("nan")),
-    }
 
 
 def config_yaml(cfg: RunConfig) -> str:
@@ -145,7 +133,7 @@ def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console) ->
             times = f" (repeat {i + 1}/{cfg.repeat})" if cfg.repeat > 1 else ""
             progress.update(task, description=f"{cfg.name}: {phase} {offered_rps:,.0f} "
                                               f"req/s{times}")
-            result = capture.run_point(target, cfg, run_dir.path, key, offered_rps, seed)
+            result = measure_point(target, cfg, run_dir, key, offered_rps, seed)
             run_dir.store_point(key, phase, result, columns)
             if cfg.record_history:  # after the commit mark: an unmarked folder is discarded
                 target.write_history(run_dir.path / "points.d" / key / "history.jsonl")
@@ -157,7 +145,7 @@ def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console) ->
             results = [r for _, r in done]
             return results[0] if cfg.repeat == 1 else results
 
-        ref_ns = reference_slo_ns(cfg, run_dir, columns, order, console)
+        ref_ns = reference_slo_ns(cfg, run_dir, order, console)
         resolved = retries.resolve(cfg, retries.known_slo_ns(cfg, ref_ns)).topology
         target.set_client_retries(resolved.timeout_us or 0.0, resolved.retries or 0)
         if resolved.retries and cfg.topology.retries is None:
@@ -191,10 +179,12 @@ def execute_at(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console,
         with make_target(cfg) as target:
             resolved = retries.resolve(cfg, slo_ns).topology
             target.set_client_retries(resolved.timeout_us or 0.0, resolved.retries or 0)
-            result = capture.run_point(target, cfg, run_dir.path, key, offered_rps, seed)
+            result = measure_point(target, cfg, run_dir, key, offered_rps, seed)
         run_dir.store_point(key, phase, result, config_columns(cfg))
     met = passes(result, slo_ns, cfg.slo)
-    return run_dir.finalize_tables(slo_ns, {key: met}, key if met else None, [key])
+    points = run_dir.finalize_tables(slo_ns, {key: met}, key if met else None, [key])
+    run_dir.note(load_after=provenance.load_average())
+    return points
 
 
 def reference_protocol(cfg: RunConfig) -> Any:
@@ -220,8 +210,8 @@ def reference_config(cfg: RunConfig) -> RunConfig:
                                   "record_history": False})
 
 
-def reference_slo_ns(cfg: RunConfig, run_dir: RunDir, columns: dict[str, Any],
-                     order: list[str], console: Console) -> float | None:
+def reference_slo_ns(cfg: RunConfig, run_dir: RunDir, order: list[str],
+                     console: Console) -> float | None:
     """slo.reference=<protocol>: factor x that protocol's unloaded median,
     measured on the same rack and workload (stored as the run's first point)."""
     if cfg.slo.kind != "auto" or cfg.slo.reference == "self":
@@ -234,10 +224,9 @@ def reference_slo_ns(cfg: RunConfig, run_dir: RunDir, columns: dict[str, Any],
                       f"({cfg.slo.reference}, uniform, unloaded)[/dim]")
         with make_target(ref_cfg) as ref:
             rate = ref.capacity_hint_rps() * cfg.slo.unloaded_fraction
-            result = capture.run_point(ref, ref_cfg, run_dir.path, key, rate,
-                                       point_seed(cfg.seed, rate))
-        run_dir.store_point(key, "reference", result,
-                            {**columns, "protocol": cfg.slo.reference})
+            result = measure_point(ref, ref_cfg, run_dir, key, rate, point_seed(cfg.seed, rate))
+        # labelled with what it ran: the reference protocol on its own workload
+        run_dir.store_point(key, "reference", result, config_columns(ref_cfg))
     order.insert(0, key)
     p50 = result.latency_ns.get("p50", float("inf"))
     if result.completed == 0 or not p50 < float("inf"):
@@ -261,8 +250,9 @@ def measure_slo_ns(cfg: RunConfig, out_dir: Path, argv: list[str],
     )
     run_dir.prepare(config_yaml(cfg), prov)
     order: list[str] = []
-    slo_ns = reference_slo_ns(cfg, run_dir, config_columns(cfg), order, console)
+    slo_ns = reference_slo_ns(cfg, run_dir, order, console)
     run_dir.finalize_tables(slo_ns, {}, None, order)
+    run_dir.note(load_after=provenance.load_average())
     return slo_ns
 
 
@@ -288,6 +278,7 @@ def finish(run_dir: RunDir, outcome: SearchOutcome, order: list[str], cfg: RunCo
         where = next(j for j, load in enumerate(loads) if load is found[0])
         best_key = load_keys[where][found[1]]
     points = run_dir.finalize_tables(outcome.slo_ns, met, best_key, order, extra)
+    run_dir.note(load_after=provenance.load_average())
     print_summary(cfg, outcome, run_dir.path, console)
     return points
 
@@ -364,6 +355,12 @@ def print_summary(cfg: RunConfig, outcome: SearchOutcome, path: Path, console: C
     console.print(f"results: {path}")
 
 
+def log_console() -> Console:
+    """The terminal's width on a terminal; in a log, wide enough that no
+    table is cut or wrapped (rich would assume 80 columns)."""
+    return Console(width=None if sys.stdout.isatty() else LOG_WIDTH)
+
+
 def run_job(cfg_node: Any) -> float:
     """Hydra task function: one run into Hydra's output directory."""
     from hydra.core.hydra_config import HydraConfig
@@ -373,7 +370,7 @@ def run_job(cfg_node: Any) -> float:
     assert isinstance(data, dict)
     cfg = validate(data)  # type: ignore[arg-type]
     out_dir = Path(HydraConfig.get().runtime.output_dir)
-    console = Console(width=None if sys.stdout.isatty() else 120)
+    console = log_console()
     try:
         points = execute(cfg, out_dir, sys.argv, console)
     except (ConfigError, RunDirConflict) as exc:

@@ -35,6 +35,7 @@ import yaml
 from netkv.wire import codec, pcap
 from netkv.wire.codec import Kind, Proto
 from netkv.wire.layout import FORMATS, decode_prefix
+from netkv.trace_args import build_parser  # noqa: F401 - `python -m netkv.trace`
 
 REQUEST_KINDS = (Kind.READ, Kind.WRITE, Kind.MULTIGET)
 REPLY_KINDS = (Kind.READ_REPLY, Kind.WRITE_REPLY, Kind.MULTIGET_REPLY)
@@ -431,25 +432,6 @@ def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
     return cmd_trace(args)
-
-
-def build_parser(ap: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    ap = ap or argparse.ArgumentParser(prog="python -m netkv trace")
-    ap.add_argument("path", help="run directory (capture=true), a point's capture folder, or a pcap")
-    ap.add_argument("--key", help="key: text, hex, or #<keyhash hex>")
-    ap.add_argument("--op", help="op name of the request, e.g. WRITE")
-    ap.add_argument("--client", type=int, help="client node id")
-    ap.add_argument("--server", type=int, help="server that answered")
-    ap.add_argument("--point", help="load point (substring of its key)")
-    ap.add_argument("--only", choices=["replicated", "retried", "dropped", "duplicated", "stale",
-                                       "switch"], help="only flows where this happened")
-    ap.add_argument("--since", type=float, help="seconds after the first request")
-    ap.add_argument("--until", type=float, help="seconds after the first request")
-    ap.add_argument("--servers", type=int, help="servers in the rack (default: config.yaml)")
-    ap.add_argument("--show", type=int, default=5, help="flows to print with their hops")
-    ap.add_argument("--parquet", help="write the (filtered) flows here "
-                    "(default: <run>/trace.parquet, or <pcap>.flows.parquet)")
-    return ap
 
 
 def cmd_trace(args: argparse.Namespace) -> int:

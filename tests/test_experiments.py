@@ -23,7 +23,7 @@ def experiment(checks: list[dict]) -> Experiment:
 TABLE = pl.DataFrame({
     "series": ["hash", "hash", "pegasus", "pegasus"],
     "x": ["0", "1.2", "0", "1.2"],
-    "max_tput_mrps": [3.0, 1.0, 3.0, 2.9],
+    "max_tput_rps": [3.0, 1.0, 3.0, 2.9],
 })
 
 
@@ -107,8 +107,8 @@ def windows(series: str, x: str, p99: list[float], slo: float = 50.0,
     n = len(p99)
     return pl.DataFrame({
         "series": [series] * n, "x": [x] * n, "t_s": np.arange(n) * window_s,
-        "window_s": [window_s] * n, "completed": [100] * n, "p99_us": p99,
-        "slo_us": [slo] * n,
+        "window_s": [window_s] * n, "completed": [100] * n, "p99_ns": p99,
+        "slo_ns": [slo] * n,
     })
 
 
@@ -163,8 +163,8 @@ def test_a_window_with_no_completion_counts_as_above_the_slo():
     stalled = TIMELINE.with_columns(
         completed=pl.when(pl.col("t_s").is_between(0.149, 0.151)).then(0)
         .otherwise(pl.col("completed")),
-        p99_us=pl.when(pl.col("t_s").is_between(0.149, 0.151)).then(0.0)
-        .otherwise(pl.col("p99_us")))
+        p99_ns=pl.when(pl.col("t_s").is_between(0.149, 0.151)).then(0.0)
+        .otherwise(pl.col("p99_ns")))
     assert not evaluate_timeline(exp.checks[0], RESULTS, stalled, exp).passed
 
 
@@ -229,9 +229,9 @@ def test_timeline_reproduce_end_to_end_and_resume(tmp_path):
     assert results["changes_s"].to_list() == [pytest.approx([0.05, 0.1])] * 2
     assert len(timeline) == 2 * 15  # 0.15 s in 10 ms windows, per cell
     assert (out / "plot.png").stat().st_size > 0 and (out / "checks.md").is_file()
-    slo = results["slo_us"].unique().to_list()   # one SLO for every series and panel
+    slo = results["slo_ns"].unique().to_list()   # one SLO for every series and panel
     assert len(slo) == 1
-    assert f"SLO: {round(slo[0], 3):g} us (one bound" in (out / "checks.md").read_text()
+    assert f"SLO: {round(slo[0] / 1e3, 3):g} us (one bound" in (out / "checks.md").read_text()
     marks = {p: p.stat().st_ino for p in out.rglob("points.d/*/point.parquet")}
     verdicts = reproduce_timeline(exp, "t/tiny", [], out, 1, console)
     assert [r.verdict for r in verdicts] == ["holds"]
@@ -249,7 +249,7 @@ def test_a_none_met_cell_is_never_a_value_and_fails_every_check_touching_it():
     ">= 12 x"; now each check touching one fails and names it."""
     table = pl.DataFrame({"series": ["hash", "hash", "pegasus", "pegasus"],
                           "x": ["0", "1.2", "0", "1.2"], "met": [False, False, True, True],
-                          "max_tput_mrps": [0.0, 0.0, 3.0, 2.9]})
+                          "max_tput_rps": [0.0, 0.0, 3.0, 2.9]})
     exp = experiment([
         {"claim": "le", "left": {"series": "hash", "x": 1.2}, "op": "<=",
          "right": {"series": "hash", "x": 0, "times": 0.5}},
@@ -320,7 +320,7 @@ def test_timeline_checks_fail_with_no_window_after_the_warm_up_or_after_a_change
     assert not calm.passed and calm.used == 0 and "no window after the warm-up" in calm.measured
     # a change at 0.6 s with every window (all at 9,999 us) before it: "0 ms" used to pass
     assert not rec.passed and rec.used == 0 and "no window" in rec.measured
-    slow = TIMELINE.with_columns(p99_us=pl.lit(9999.0))
+    slow = TIMELINE.with_columns(p99_ns=pl.lit(9999.0))
     exp0 = timeline_experiment(exp.checks and [exp.checks[1].model_dump()], warmup_s=0.0)
     late = RESULTS.with_columns(changes_s=pl.Series([[0.25], [0.25]]))
     got = evaluate_timeline(exp0.checks[0], late, slow, exp0)
@@ -396,15 +396,15 @@ def test_one_slo_per_figure_unless_the_experiment_declares_one_per_x(tmp_path, m
     exp = tiny_grid(per_x=per_x)
     monkeypatch.setattr(run, "load_experiment", lambda name: exp)
     run.reproduce("t/tiny", [], tmp_path, 1, Console(file=None, quiet=True))
-    slo = pl.read_parquet(tmp_path / "results.parquet")["slo_us"].to_list()
+    slo = pl.read_parquet(tmp_path / "results.parquet")["slo_ns"].to_list()
     ref = pl.read_parquet(tmp_path / "slo-reference" / ("topology.server.slow_capacity=0.25"
                                                         if per_x else "") / "points.parquet")
     assert ref["phase"].to_list() == ["reference"]
     if per_x:
         assert slo[1] > slo[0] * 1.2   # the slow half's own reference is slower
-        assert slo[1] == pytest.approx(float(ref["slo_ns"][0]) / 1e3)
+        assert slo[1] == pytest.approx(float(ref["slo_ns"][0]))
     else:
-        assert slo == [pytest.approx(float(ref["slo_ns"][0]) / 1e3)] * 2
+        assert slo == [pytest.approx(float(ref["slo_ns"][0]))] * 2
 
 
 def test_an_any_check_holds_when_one_pair_does_and_needs_every_cell():

@@ -14,6 +14,7 @@ from rich.console import Console
 
 from netkv.config.compose import ConfigError
 from netkv.experiments.pool import Pool
+from netkv.results.noise import COLUMNS as NOISE
 
 SWEEP = ["-m", "protocol=hash,pegasus", "servers=4", "keys=2000", "duration=0.01"]
 TABLES = ("points", "servers", "timeline", "histograms")
@@ -23,11 +24,13 @@ def same_tables(a: Path, b: Path) -> int:
     """Every run directory below ``a`` has the same tables as its twin below
     ``b``; the number of run directories compared."""
     runs = sorted(p.parent.relative_to(a) for p in a.rglob("points.parquet")
-                  if "points.d" not in p.parts and "slo-reference" not in p.parts)
+                  if "points.d" not in p.parts and "slo-reference" not in p.parts
+                  and (p.parent / "config.yaml").is_file())   # not the experiment's own
     for run in runs:
         for table in TABLES:
-            left = pl.read_parquet(a / run / f"{table}.parquet")
-            right = pl.read_parquet(b / run / f"{table}.parquet")
+            # the noise columns measure the machine at that moment, not the run
+            left = pl.read_parquet(a / run / f"{table}.parquet").drop(NOISE, strict=False)
+            right = pl.read_parquet(b / run / f"{table}.parquet").drop(NOISE, strict=False)
             assert left.equals(right), (run, table)
     return len(runs)
 

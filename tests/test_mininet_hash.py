@@ -124,6 +124,10 @@ def test_faults_injected_by_the_switch() -> None:
         res = target.run_point(2000.0, seed=5)
         counters = target.switch_counters()
     assert counters["fault_loss"] > 0
+    # the point's noise columns: the injected loss shows as the switch's drops
+    assert res.noise["switch_dropped"] >= counters["fault_loss"] > 0
+    assert res.noise["switch_rx"] >= res.issued and res.noise["switch_malformed"] == 0
+    assert 0 < res.noise["servers_rx"] <= res.issued
     assert res.timeouts > 0 and res.completed + res.timeouts + res.dropped >= res.issued
     assert res.completed < res.issued
 
@@ -183,6 +187,9 @@ def test_full_run_twice_writes_the_results_schema(tmp_path, monkeypatch) -> None
             assert (out / f"{table}.parquet").is_file(), table
         servers = pl.read_parquet(out / "servers.parquet")
         assert servers.height >= 4
+        noise = pl.read_parquet(out / "points.parquet").filter(pl.col("phase") != "reference")
+        assert (noise["switch_rx"] >= noise["issued"]).all() and (noise["servers_rx"] > 0).all()
+        assert (noise["wall_s"] > 0).all() and noise["host_load1"].is_not_null().all()
     import json
 
     def owner(folder: "os.PathLike[str]") -> int:

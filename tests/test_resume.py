@@ -70,7 +70,10 @@ def test_killed_sweep_resumes_without_recomputing(tmp_path):
     resumed = load(out).select(cols).sort(["alpha", "point"])
     clean = load(fresh).select(cols).sort(["alpha", "point"])
     assert resumed.equals(clean)
-    assert set(resumed["alpha"].to_list()) == {0.9, 1.2}
+    # the SLO reference rows say what they ran: uniform (alpha 0)
+    assert set(resumed["alpha"].to_list()) == {0.0, 0.9, 1.2}
+    measured = load(out).filter(pl.col("phase") != "reference")
+    assert set(measured["alpha"].to_list()) == {0.9, 1.2}
 
 
 def test_record_history_is_kept_with_each_point(tmp_path):

@@ -7,7 +7,6 @@ key, the value and what is allowed. The CLI prints it and exits with 2.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import ValidationError
 
+from netkv.config.core import ConfigError, conf_dir  # noqa: F401 - re-exported
 from netkv.config.schema import RunConfig
 from netkv.protocols import names as protocol_names
 
@@ -30,16 +30,6 @@ CONFIG_NAME = "config"
 GROUPS = ("protocol", "target", "workload", "topology", "slo", "inventory")
 
 
-class ConfigError(ValueError):
-    """A config that cannot run; ``str()`` is the one line to print."""
-
-
-def conf_dir() -> Path:
-    """The ``conf/`` folder: $NETKV_CONF_DIR, else the checkout's ``conf/``."""
-    override = os.environ.get("NETKV_CONF_DIR")
-    if override:
-        return Path(override).resolve()
-    return Path(__file__).resolve().parents[2] / "conf"
 
 
 def group_options(group: str) -> list[str]:

@@ -3,7 +3,7 @@
 ``evaluate``: a ``compare`` check of a grid experiment, on results.parquet.
 ``evaluate_timeline``: a ``recovery`` or ``no_violation`` check of a timeline
 experiment, on its timeline.parquet (one row per window: series, x, t_s,
-completed, p99_us, slo_us, ...) and results.parquet (one row per cell:
+completed, p99_ns, slo_ns, ...) and results.parquet (one row per cell:
 changes_s, window_s, duration_s, ...).
 """
 
@@ -18,8 +18,8 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
-from netkv.experiments.spec import (Check, Experiment, RecoveryCheck, Ref, ThroughputCheck,
-                                    TimelineCheck)
+from netkv.experiments.spec import (DISPLAY, Check, Experiment, RecoveryCheck, Ref,
+                                   ThroughputCheck, TimelineCheck, shown)
 
 
 VERDICTS = ("holds", "differs", "FAIL")
@@ -85,9 +85,15 @@ def _values(table: pl.DataFrame, ref: Ref, exp: Experiment,
     return out
 
 
-def _label(ref: Ref, x: object) -> str:
+def _show(value: float, metric: str) -> str:
+    """A stored value (rps, ns) as people read it (Mreq/s, us)."""
+    unit = DISPLAY.get(metric, (1.0, ""))[1]
+    return _fmt(shown(metric, value)) + (f" {unit}" if unit and math.isfinite(value) else "")
+
+
+def _label(ref: Ref, x: object, metric: str = "") -> str:
     if ref.value is not None:
-        return _fmt(ref.value * ref.times)
+        return _show(ref.value * ref.times, metric)
     times = f"{ref.times:g} x " if ref.times != 1.0 else ""
     return f"{times}{ref.series}@{x}"
 
@@ -169,8 +175,10 @@ def evaluate(check: Check, table: pl.DataFrame, exp: Experiment) -> CheckResult:
             ratio = lv / rv if rv else math.inf
             parts.append(f"{_label(check.left, x)}/{_label(check.right, rx)} = {_fmt(ratio)}")
         else:
-            parts.append(f"{_label(check.left, x)} = {_fmt(lv)} {check.op} "
-                         f"{_label(check.right, rx)} = {_fmt(rv)}")
+            lm = check.left.metric or exp.y.metric
+            rm = check.right.metric or exp.y.metric
+            parts.append(f"{_label(check.left, x, lm)} = {_show(lv, lm)} {check.op} "
+                         f"{_label(check.right, rx, rm)} = {_show(rv, rm)}")
     ok = measurable and bool(held) and (all(held) if check.quantifier == "all" else any(held))
     if check.quantifier == "any":
         parts.append(f"(any of {len(held)} pairs: {sum(held)} hold)")
@@ -205,8 +213,8 @@ def cell_windows(timeline: pl.DataFrame, series: str, x: object) -> pl.DataFrame
 
 def windows_over(windows: pl.DataFrame) -> np.ndarray:
     """True for windows whose p99 is above the SLO, or that completed nothing."""
-    p99 = windows["p99_us"].to_numpy()
-    slo = windows["slo_us"].to_numpy()
+    p99 = windows["p99_ns"].to_numpy()
+    slo = windows["slo_ns"].to_numpy()
     done = windows["completed"].to_numpy()
     return (p99 > slo) | (done == 0)
 
@@ -324,8 +332,8 @@ def evaluate_timeline(check: TimelineCheck, results: pl.DataFrame, timeline: pl.
             ok &= good
             if not good:
                 worst = max(worst, count / max(check.allowed_windows, 1))
-            slo = float(windows["slo_us"][0])
-            peak = float(windows["p99_us"].max())
+            slo = float(windows["slo_ns"][0]) / 1e3
+            peak = float(windows["p99_ns"].max()) / 1e3
             parts.append(f"{label}: {count} of {len(windows)} windows above the SLO "
                          f"({_fmt(slo)} us; max window p99 {_fmt(peak)} us)")
     by = ""

@@ -13,20 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from netkv.config.schema import RunConfig
 from netkv.protocols import PROTOCOLS, lookup
+from netkv.results.columns import flatten
 
 if TYPE_CHECKING:
     from netkv.experiments.spec import Experiment
 
 IGNORED = {"name", "out"}  # labels, not knobs
-
-
-def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(data, dict):
-        out: dict[str, Any] = {}
-        for key, value in data.items():
-            out.update(flatten(value, f"{prefix}{key}."))
-        return out
-    return {prefix.rstrip("."): data}
 
 
 def dead_knobs(cfg: RunConfig) -> set[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -26,8 +27,9 @@ from netkv.config.compose import load
 from netkv.experiments.pool import Pool
 from netkv.experiments.checks import (CheckResult, differs_text, evaluate, print_checks,
                                       summarize_verdicts)
-from netkv.experiments.spec import Experiment
+from netkv.experiments.spec import Experiment, shown
 from netkv.results.atomic import write_parquet, write_text
+from netkv.results.columns import knob_columns
 from netkv.runner import check_supported
 
 
@@ -110,21 +112,22 @@ def run_cell(cell: Cell, out_dir: str, load_rps: float | None = None,
     else:
         points = execute_at(cfg, Path(out_dir), argv, console, load_rps, math.inf)
         best = points
-    row: dict[str, Any] = {"series": cell.series, "x": str(cell.x), "run": out_dir}
-    slo_us = float(points["slo_ns"][0]) / 1e3 if not points.is_empty() else math.nan
+    row: dict[str, Any] = {"series": cell.series, "x": str(cell.x), "run": out_dir,
+                           **knob_columns(cfg)}
+    slo_ns = float(points["slo_ns"][0]) if not points.is_empty() else math.nan
     if best.is_empty():  # "none met": no value, never 0 (a check touching it fails)
-        row.update(met=False, max_tput_mrps=math.nan, p50_us=math.nan, p99_us=math.nan,
-                   max_over_mean=math.nan, max_server_share=math.nan, slo_us=slo_us,
-                   imbalance=math.nan, sat_tput_mrps=math.nan, achieved_mrps=math.nan,
+        row.update(met=False, max_tput_rps=math.nan, p50_ns=math.nan, p99_ns=math.nan,
+                   max_over_mean=math.nan, max_server_share=math.nan, slo_ns=slo_ns,
+                   imbalance=math.nan, sat_tput_rps=math.nan, achieved_rps=math.nan,
                    **{c: math.nan for c in columns})
     else:
         b = best.row(0, named=True)
-        row.update(met=True, max_tput_mrps=b["achieved_rps"] / 1e6, p50_us=b["p50_ns"] / 1e3,
-                   p99_us=b["p99_ns"] / 1e3, max_over_mean=b["max_over_mean"],
-                   max_server_share=b["max_server_share"], slo_us=slo_us,
+        row.update(met=True, max_tput_rps=b["achieved_rps"], p50_ns=b["p50_ns"],
+                   p99_ns=b["p99_ns"], max_over_mean=b["max_over_mean"],
+                   max_server_share=b["max_server_share"], slo_ns=slo_ns,
                    imbalance=b.get("imbalance", math.nan),
-                   sat_tput_mrps=b.get("sat_tput_rps", math.nan) / 1e6,
-                   achieved_mrps=b["achieved_rps"] / 1e6,
+                   sat_tput_rps=b.get("sat_tput_rps", math.nan),
+                   achieved_rps=b["achieved_rps"],
                    **{c: _scalar(b.get(c)) for c in columns})
     return row
 
@@ -137,40 +140,137 @@ def _scalar(value: Any) -> float:
         return math.nan
 
 
+def write_points(out: Path, runs: list[tuple[str, str | None, Path]]) -> pl.DataFrame:
+    """``<out>/points.parquet``: every point of every run of the experiment
+    (cells, searches, the SLO reference), labelled with its ``series`` and
+    ``x`` (null where the run has none) and its ``run`` folder below
+    ``out``. The labels are for checking: the config columns alone tell the
+    series apart (netkv.experiments.columns)."""
+    for ref in sorted((out / SLO_DIR).rglob("points.parquet")):
+        runs = [*runs, ("", None, ref.parent)]
+    frames = []
+    for series, x, folder in runs:
+        file = folder / "points.parquet"
+        if not file.is_file():
+            continue
+        points = pl.read_parquet(file)
+        if points.is_empty():
+            continue
+        frames.append(points.select(
+            pl.lit(series or None, dtype=pl.String).alias("series"),
+            pl.lit(x, dtype=pl.String).alias("x"),
+            pl.lit(str(folder.relative_to(out))).alias("run"), pl.all()))
+    table = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+    write_parquet(out / "points.parquet", table)
+    return table
+
+
+def run_all(fn: Callable[..., Any], calls: list[tuple[Any, ...]], labels: list[str], pool: Pool,
+            console: Console, folder: Path) -> list[Any]:
+    """``fn(*call)`` for every call through ``pool``, in order, showing
+    progress: with joblib a bar with the runs in flight and the time left on
+    a terminal, one line per run (with the estimate) in a log; submitit jobs
+    report through their own logs (``folder/.submitit``)."""
+    if pool.launcher != "joblib":
+        console.print(f"  {len(calls)} runs through {pool.launcher} ({pool.describe()})")
+        return pool.map(fn, calls, folder)
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+
+    jobs = pool.jobs
+    results: list[Any] = [None] * len(calls)
+    started = time.monotonic()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
+                  console=console, transient=True, disable=not console.is_terminal) as bar:
+        task = bar.add_task("", total=len(calls))
+        pending = list(range(len(calls)))
+
+        def note(done: int) -> None:
+            running = ", ".join(labels[i] for i in pending[:jobs]) or "-"
+            bar.update(task, completed=done, description=f"running {running}")
+            if not console.is_terminal and pending:
+                spent = time.monotonic() - started
+                left = f"; about {spent / done * (len(calls) - done):.0f} s left" if done else ""
+                console.print(f"  [{done}/{len(calls)} done] running {running}{left}")
+
+        note(0)
+        if jobs > 1 and len(calls) > 1:
+            from joblib import Parallel, delayed
+
+            stream = Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")(
+                delayed(_indexed)(fn, i, c) for i, c in enumerate(calls))
+            for done, (i, result) in enumerate(stream, 1):
+                results[i] = result
+                pending.remove(i)
+                note(done)
+        else:
+            for done, (i, call) in enumerate(enumerate(calls), 1):
+                results[i] = fn(*call)
+                pending.remove(i)
+                note(done)
+    return results
+
+
+def _indexed(fn: Callable[..., Any], i: int, call: tuple[Any, ...]) -> tuple[int, Any]:
+    return i, fn(*call)
+
+
+def write_experiment(out: Path, name: str, exp: Experiment) -> None:
+    """``experiment.yaml``: the experiment as it ran (what ``report`` reads)."""
+    import yaml
+
+    write_text(out / "experiment.yaml",
+               yaml.safe_dump({"name": name, **exp.model_dump(mode="json")}, sort_keys=False))
+
+
+def report(out: Path) -> Path:
+    from netkv.report import report as write_report
+
+    return write_report(out)
+
+
 def default_out(name: str) -> Path:
     stamp = datetime.now().strftime("%Y-%m-%d/%H-%M-%S")
     return Path("runs") / "reproduce" / name.replace("/", "-") / stamp
 
 
-def plot(exp: Experiment, table: pl.DataFrame, path: Path, title: str) -> None:
+def plot(exp: Experiment, table: pl.DataFrame, path: Path, title: str) -> list[Path]:
+    """y against x, a line per series, every series visible (its own marker
+    and dash), a log y axis where the values span decades (or ``logy``);
+    ``path`` (PNG) and beside it SVG and PDF."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    from netkv.results.figures import save, spans_decades, style
+
+    fig, ax = plt.subplots(figsize=(8.0, 4.8), dpi=120)
     numeric = all(isinstance(v, (int, float)) for v in exp.x.values)
     positions = list(exp.x.values) if numeric else list(range(len(exp.x.values)))
-    for series in exp.series:
+    every: list[float] = []
+    for i, series in enumerate(exp.series):
         ys = []
         for x in exp.x.values:
             rows = table.filter((pl.col("series") == series) & (pl.col("x") == str(x)))
-            ys.append(float(rows[exp.y.metric][0]) if not rows.is_empty() else math.nan)
-        ax.plot(positions, ys, marker="o", label=series)
+            ys.append(shown(exp.y.metric, float(rows[exp.y.metric][0]))
+                      if not rows.is_empty() else math.nan)
+        every += ys
+        ax.plot(positions, ys, label=series, **style(i))
     if not numeric:
         ax.set_xticks(positions, [str(v) for v in exp.x.values])
-    if exp.logy:
+    if exp.logy or spans_decades(every):
         ax.set_yscale("log")
+    if numeric and min(positions) > 0 and spans_decades(positions):
+        ax.set_xscale("log")
     ax.set_xlabel(exp.x.label or exp.x.key)
     ax.set_ylabel(exp.y.label or exp.metrics()[exp.y.metric])
     ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend()
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
+    return save(fig, path)
 
 
 def checks_markdown(exp: Experiment, results: list[CheckResult]) -> str:
@@ -190,9 +290,9 @@ def checks_markdown(exp: Experiment, results: list[CheckResult]) -> str:
 
 def slo_markdown(table: pl.DataFrame) -> str:
     """The bound(s) the cells were judged against (one per figure)."""
-    if table.is_empty() or "slo_us" not in table.columns:
+    if table.is_empty() or "slo_ns" not in table.columns:
         return ""
-    bounds = sorted({round(float(v), 3) for v in table["slo_us"].to_list()})
+    bounds = sorted({round(float(v) / 1e3, 3) for v in table["slo_ns"].to_list()})
     text = ", ".join(f"{b:g} us" for b in bounds)
     one = "one bound for every cell" if len(bounds) == 1 else "one per x (slo.per_x)"
     return f"SLO: {text} ({one}; reference run in `{SLO_DIR}/`)\n"
@@ -219,29 +319,27 @@ def reproduce_sweep(exp: Experiment, name: str, extra: list[str], out: Path | No
         check_supported(load(list(cell.overrides)))
     out = out or default_out(name)
     out.mkdir(parents=True, exist_ok=True)
+    write_experiment(out, name, exp)
     started = time.monotonic()
     # a fixed-load figure judges no SLO: nothing to pin
     grid = cells(exp, extra, pin_slo(exp, extra, out, console) if exp.load_rps is None else {})
     pool = jobs if isinstance(jobs, Pool) else Pool(jobs)
     console.print(f"{name}: {exp.description} ({len(grid)} runs, {pool.describe()}) -> {out}")
     dirs = [str(out / cell.subdir(exp.x.key)) for cell in grid]
-    if pool.jobs > 1 or pool.launcher != "joblib":
-        rows = pool.map(run_cell, [(cell, d, exp.load_rps, tuple(exp.columns))
-                                   for cell, d in zip(grid, dirs)], out)
-    else:
-        rows = []
-        for i, (cell, d) in enumerate(zip(grid, dirs), 1):
-            console.print(f"  [{i}/{len(grid)}] {cell.series} {exp.x.key}={cell.x}")
-            rows.append(run_cell(cell, d, exp.load_rps, tuple(exp.columns)))
-    table = pl.DataFrame(rows)
+    labels = [f"{cell.series} {exp.x.key}={cell.x}" for cell in grid]
+    rows = run_all(run_cell, [(c, d, exp.load_rps, tuple(exp.columns)) for c, d in zip(grid, dirs)],
+                   labels, pool, console, out)
+    table = pl.DataFrame(rows, infer_schema_length=None)
     write_parquet(out / "results.parquet", table)
+    write_points(out, [(c.series, str(c.x), Path(d)) for c, d in zip(grid, dirs)])
     plot(exp, table, out / "plot.png", f"{name}: {exp.description}")
     results = [evaluate(check, table, exp) for check in exp.checks]
     write_checks(out, exp, results, slo_markdown(table) if exp.load_rps is None else
                  f"Every cell: one point at {exp.load_rps:,.0f} req/s offered (no SLO search).\n")
+    page = report(out)
     show(exp, table, results, console)
-    console.print(f"{name}: {time.monotonic() - started:.0f} s; plot {out / 'plot.png'}, "
-                  f"table {out / 'checks.md'}")
+    console.print(f"{name}: {time.monotonic() - started:.0f} s; plot {out / 'plot.png'} "
+                  f"(.svg, .pdf), table {out / 'checks.md'}, report {page}")
     return results
 
 
@@ -260,7 +358,7 @@ def show(exp: Experiment, table: pl.DataFrame, results: list[CheckResult],
             elif "met" in rows.columns and not rows["met"][0]:
                 cells_text.append("none met")
             else:
-                cells_text.append(f"{rows[exp.y.metric][0]:.3g}")
+                cells_text.append(f"{shown(exp.y.metric, rows[exp.y.metric][0]):.3g}")
         grid.add_row(series, *cells_text)
     console.print(grid)
     print_checks(results, console)

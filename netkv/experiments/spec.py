@@ -35,18 +35,28 @@ from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, Validati
 
 from netkv.config.compose import ConfigError
 
+# Tables store SI base units (rps, ns; docs/results.md); plots and tables
+# for people show them scaled (DISPLAY).
 METRICS = {
-    "max_tput_mrps": "max throughput under SLO (Mreq/s)",
-    "p50_us": "p50 latency at max throughput (us)",
-    "p99_us": "p99 latency at max throughput (us)",
+    "max_tput_rps": "max throughput under SLO (Mreq/s)",
+    "p50_ns": "p50 latency at max throughput (us)",
+    "p99_ns": "p99 latency at max throughput (us)",
     "max_over_mean": "busiest server's load / mean at max throughput",
     "max_server_share": "busiest server's share of requests at max throughput",
-    "slo_us": "SLO (us)",
+    "slo_ns": "SLO (us)",
     "imbalance": "λ = Σ|L_j − L̄| / (M·L̄) of the requests the servers served",
-    "sat_tput_mrps": "saturated throughput (fluid: offered load at which the busiest server "
-                     "reaches capacity, Mreq/s)",
-    "achieved_mrps": "served rate at the offered load (Mreq/s)",
+    "sat_tput_rps": "saturated throughput (fluid: offered load at which the busiest server "
+                    "reaches capacity, Mreq/s)",
+    "achieved_rps": "served rate at the offered load (Mreq/s)",
 }
+DISPLAY = {"max_tput_rps": (1e-6, "Mreq/s"), "p50_ns": (1e-3, "us"), "p99_ns": (1e-3, "us"),
+           "slo_ns": (1e-3, "us"), "sat_tput_rps": (1e-6, "Mreq/s"),
+           "achieved_rps": (1e-6, "Mreq/s")}
+
+
+def shown(metric: str, value: float) -> float:
+    """A stored value in the unit people read (Mreq/s, us)."""
+    return value * DISPLAY.get(metric, (1.0, ""))[0]
 
 
 class Strict(BaseModel):
@@ -74,7 +84,7 @@ class Axis(Strict):
 
 
 class Metric(Strict):
-    metric: str = "max_tput_mrps"   # METRICS, or one of the experiment's columns
+    metric: str = "max_tput_rps"   # METRICS, or one of the experiment's columns
     label: str = ""
 
 

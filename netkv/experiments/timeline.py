@@ -10,7 +10,7 @@ workload changes (e.g. Pegasus Fig. 13).
    resumed like any point); in ``<out>/<series>/<x key>=<x>/``.
 3. The experiment directory gets ``timeline.parquet`` (one row per window of
    every cell, inside the run: series, x, t_s, window_s, issued, completed,
-   lost, p50_us, p99_us, slo_us), ``results.parquet`` (one row per cell: the
+   lost, p50_ns, p99_ns, slo_ns), ``results.parquet`` (one row per cell: the
    load, the SLO, the change instants, the recovery after each), ``plot.png``
    and ``checks.md``; the checks are computed from timeline.parquet.
 """
@@ -33,10 +33,12 @@ from netkv.config.compose import load
 from netkv.experiments.pool import Pool
 from netkv.experiments.checks import (CheckResult, evaluate_timeline, ms_text, print_checks,
                                       recovery_ms, windows_over)
-from netkv.experiments.reproduce import (Cell, default_out, pin_slo, run_cell, slo_markdown,
-                                         write_checks)
+from netkv.experiments.reproduce import (Cell, default_out, pin_slo, report, run_all,
+                                         run_cell, slo_markdown, write_checks, write_experiment,
+                                         write_points)
 from netkv.experiments.spec import Check, Experiment, RecoveryCheck, Timeline
 from netkv.results.atomic import write_parquet
+from netkv.results.columns import knob_columns
 from netkv.runner import check_supported
 
 EPS_S = 1e-9
@@ -89,16 +91,15 @@ def run_long(series: str, x: str, overrides: tuple[str, ...], out_dir: str,
         .select(
             pl.lit(series).alias("series"), pl.lit(x).alias("x"), "t_s",
             pl.lit(window_s).alias("window_s"), "issued", "completed", "lost",
-            (pl.col("p50_ns") / 1e3).alias("p50_us"), (pl.col("p99_ns") / 1e3).alias("p99_us"),
-            pl.lit(slo_ns / 1e3).alias("slo_us"),
+            "p50_ns", "p99_ns", pl.lit(slo_ns).alias("slo_ns"),
         )
     )
     dyn = cfg.workload.dynamics
     changes = change_instants(dyn.period_s, cfg.duration) if dyn.kind != "none" else []
     row = {
-        "series": series, "x": x, "run": out_dir, "dynamics": dyn.kind,
-        "offered_mrps": offered_rps / 1e6, "achieved_mrps": p["achieved_rps"] / 1e6,
-        "slo_us": slo_ns / 1e3, "p50_us": p["p50_ns"] / 1e3, "p99_us": p["p99_ns"] / 1e3,
+        "series": series, "x": x, "run": out_dir, **knob_columns(cfg), "dynamics": dyn.kind,
+        "offered_rps": offered_rps, "achieved_rps": p["achieved_rps"],
+        "slo_ns": slo_ns, "p50_ns": p["p50_ns"], "p99_ns": p["p99_ns"],
         "completion": p["completion"], "duration_s": cfg.duration, "window_s": window_s,
         "period_s": dyn.period_s, "changes_s": changes,
     }
@@ -109,7 +110,7 @@ def summarize(row: dict[str, Any], windows: pl.DataFrame, warmup_s: float) -> di
     """Add the cell's recovery after each change, after the cold start, and
     its windows above the SLO (from warmup_s on)."""
     if windows.is_empty():
-        return {**row, "recovery_ms": [], "start_ms": math.nan, "windows": 0, "windows_over": 0}
+        return {**row, "recovery_s": [], "start_s": math.nan, "windows": 0, "windows_over": 0}
     t_s = windows["t_s"].to_numpy()
     over = windows_over(windows)
     changes = row["changes_s"]
@@ -117,7 +118,8 @@ def summarize(row: dict[str, Any], windows: pl.DataFrame, warmup_s: float) -> di
     recs = recovery_ms(t_s, row["window_s"], over, changes, end)
     start = recovery_ms(t_s, row["window_s"], over, [0.0], changes[0] if changes else end)[0]
     later = t_s >= warmup_s - EPS_S
-    return {**row, "recovery_ms": recs, "start_ms": start, "windows": int(later.sum()),
+    return {**row, "recovery_s": [r / 1e3 for r in recs], "start_s": start / 1e3,
+            "windows": int(later.sum()),
             "windows_over": int(over[later].sum())}
 
 
@@ -132,6 +134,7 @@ def reproduce_timeline(exp: Experiment, name: str, extra: list[str], out: Path |
     out = out or default_out(name)
     out.mkdir(parents=True, exist_ok=True)
     pool = jobs if isinstance(jobs, Pool) else Pool(jobs)
+    write_experiment(out, name, exp)
     pinned = [*extra, *pin_slo(exp, extra, out, console)[""]]  # one SLO for every run
     searches = {s: search_overrides(exp, s, pinned) for s in exp.series}
     longs = {(s, str(x)): with_duration(run_overrides(exp, s, x, pinned), tl)
@@ -141,44 +144,50 @@ def reproduce_timeline(exp: Experiment, name: str, extra: list[str], out: Path |
                   f"timelines at {tl.load:g} x max, {pool.describe()}) -> {out}")
     started = time.monotonic()
 
-    found = pool.map(run_cell, [(Cell(s, "search", o), str(out / s / "search"))
-                                for s, o in searches.items()], out)
+    found = run_all(run_cell, [(Cell(s, "search", o), str(out / s / "search"))
+                               for s, o in searches.items()],
+                    [f"{s} search" for s in searches], pool, console, out)
     best = {r["series"]: r for r in found}
     for s, r in best.items():
-        console.print(f"  {s}: SLO {r['slo_us']:.1f} us, max {r['max_tput_mrps']:.3f} Mreq/s "
-                      f"under SLO -> runs at {tl.load * r['max_tput_mrps']:.3f} Mreq/s")
+        console.print(f"  {s}: SLO {r['slo_ns'] / 1e3:.1f} us, max "
+                      f"{r['max_tput_rps'] / 1e6:.3f} Mreq/s under SLO -> runs at "
+                      f"{tl.load * r['max_tput_rps'] / 1e6:.3f} Mreq/s")
 
     calls = []
     for (s, x), overrides in longs.items():
-        rate = tl.load * best[s]["max_tput_mrps"] * 1e6
-        if best[s]["met"] and rate > 0 and math.isfinite(best[s]["slo_us"]):
+        rate = tl.load * best[s]["max_tput_rps"]
+        if best[s]["met"] and rate > 0 and math.isfinite(best[s]["slo_ns"]):
             calls.append((s, x, overrides, str(out / s / f"{exp.x.key}={x}"), rate,
-                          best[s]["slo_us"] * 1e3))
+                          best[s]["slo_ns"]))
         else:
             console.print(f"  [red]{s}: no load met the SLO in the search; {x} not run[/red]")
     calls.sort(key=lambda c: -c[4] * durations[(c[0], c[1])])  # longest first
-    measured = pool.map(run_long, calls, out)
+    measured = run_all(run_long, calls, [f"{c[0]} {exp.x.key}={c[1]}" for c in calls], pool,
+                       console, out)
 
     rows, frames = [], []
     for row, windows in measured:
         search = best[row["series"]]
         rows.append(summarize({**row, "search_run": search["run"],
-                               "max_tput_mrps": search["max_tput_mrps"], "load": tl.load},
+                               "max_tput_rps": search["max_tput_rps"], "load": tl.load},
                               windows, tl.warmup_s))
         frames.append(windows)
     order = {(s, str(x)): i for i, (s, x) in enumerate(longs)}
     rows.sort(key=lambda r: order[(r["series"], r["x"])])
-    results = pl.DataFrame(rows) if rows else pl.DataFrame()
+    results = pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
     timeline = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
     write_parquet(out / "results.parquet", results)
+    write_points(out, [*((s, None, out / s / "search") for s in exp.series),
+                       *((c[0], c[1], Path(c[3])) for c in calls)])
     write_parquet(out / "timeline.parquet", timeline)
     plot_timeline(exp, results, timeline, out / "plot.png", f"{name}: {exp.description}")
     checks = [evaluate_timeline(c, results, timeline, exp)
               for c in exp.checks if not isinstance(c, Check)]  # spec: no compare here
     write_checks(out, exp, checks, slo_markdown(results) + "\n" + summary_markdown(results))
+    page = report(out)
     show_timeline(exp, results, checks, console)
-    console.print(f"{name}: {time.monotonic() - started:.0f} s; plot {out / 'plot.png'}, "
-                  f"table {out / 'checks.md'}")
+    console.print(f"{name}: {time.monotonic() - started:.0f} s; plot {out / 'plot.png'} "
+                  f"(.svg, .pdf), table {out / 'checks.md'}, report {page}")
     return checks
 
 
@@ -192,13 +201,14 @@ def _ms_list(values: list[float]) -> str:
 def summary_rows(results: pl.DataFrame) -> list[list[str]]:
     out = []
     for r in results.iter_rows(named=True):
-        share = r["offered_mrps"] / r["max_tput_mrps"] if r["max_tput_mrps"] else math.nan
+        share = r["offered_rps"] / r["max_tput_rps"] if r["max_tput_rps"] else math.nan
         out.append([
             r["series"], r["x"],
-            f"{r['offered_mrps']:.3f} ({share:.0%} of {r['max_tput_mrps']:.3f})",
-            f"{r['slo_us']:.1f}", f"{r['p99_us']:.1f}", f"{r['windows_over']}/{r['windows']}",
+            f"{r['offered_rps'] / 1e6:.3f} ({share:.0%} of {r['max_tput_rps'] / 1e6:.3f})",
+            f"{r['slo_ns'] / 1e3:.1f}", f"{r['p99_ns'] / 1e3:.1f}",
+            f"{r['windows_over']}/{r['windows']}",
             _ms_list([c * 1e3 for c in r["changes_s"]]),
-            _ms_list(r["recovery_ms"]), _ms_list([r["start_ms"]]),
+            _ms_list([v * 1e3 for v in r["recovery_s"]]), _ms_list([r["start_s"] * 1e3]),
         ])
     return out
 
@@ -236,6 +246,8 @@ def plot_timeline(exp: Experiment, results: pl.DataFrame, timeline: pl.DataFrame
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from netkv.results.figures import save
+
     tl = exp.timeline
     assert tl is not None
     panels = list(exp.x.values)
@@ -254,8 +266,8 @@ def plot_timeline(exp: Experiment, results: pl.DataFrame, timeline: pl.DataFrame
             w = timeline.filter((pl.col("series") == series) & (pl.col("x") == str(x))).sort("t_s")
             if w.is_empty():
                 continue
-            t, p99 = w["t_s"].to_numpy(), w["p99_us"].to_numpy()
-            slo = float(w["slo_us"][0])
+            t, p99 = w["t_s"].to_numpy(), w["p99_ns"].to_numpy() / 1e3
+            slo = float(w["slo_ns"][0]) / 1e3
             top.plot(t, p99, lw=0.8, color=colors[series], label=series, drawstyle="steps-post",
                      zorder=z[series])
             row = results.filter((pl.col("series") == series) & (pl.col("x") == str(x)))
@@ -288,7 +300,4 @@ def plot_timeline(exp: Experiment, results: pl.DataFrame, timeline: pl.DataFrame
         zoom.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
+    save(fig, path)

@@ -23,6 +23,7 @@ def write_with(path: Path, writer: Callable[[Path], None]) -> None:
     tmp = Path(tmp_name)
     try:
         writer(tmp)
+        os.chmod(tmp, 0o666 & ~umask())  # mkstemp's 0600 would hide results from the group
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -30,6 +31,17 @@ def write_with(path: Path, writer: Callable[[Path], None]) -> None:
         tmp.unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
+
+
+def umask() -> int:
+    """The process's umask, read without changing it (os.umask would set it)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
 
 
 def write_text(path: Path, text: str) -> None:

@@ -21,6 +21,7 @@ import polars as pl
 
 from netkv.loadstats import imbalance_factor
 from netkv.results.atomic import write_parquet, write_text
+from netkv.results.noise import COLUMNS as NOISE_COLUMNS
 from netkv.targets.base import PointResult
 
 TABLES = ("points", "servers", "timeline", "histograms")
@@ -106,6 +107,15 @@ class RunDir:
             "pass another out=<dir> or remove it"
         )
 
+    def note(self, **fields: Any) -> None:
+        """Add ``fields`` to provenance.json (e.g. the load average after the run)."""
+        path = self.path / "provenance.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = {}
+        write_text(path, json.dumps({**data, **fields}, indent=2) + "\n")
+
     def cached_keys(self) -> set[str]:
         folder = self.path / FRAGMENTS
         if not folder.is_dir():
@@ -142,6 +152,7 @@ class RunDir:
             hostile_sent=row.get("hostile_sent") or 0,
             client_packets=row.get("client_packets") or 0,
             request_keys=row.get("request_keys") or 0,
+            noise={k: row[k] for k in NOISE_COLUMNS if row.get(k) is not None},
         )
 
     def store_point(
@@ -163,11 +174,13 @@ class RunDir:
         timeline = pl.DataFrame({"point": key, **{k: v for k, v in result.timeline.items()}})
         if timeline.is_empty():
             timeline = pl.DataFrame({"point": pl.Series([], dtype=pl.String)})
+        counts = np.asarray(result.hist_counts, dtype=np.int64)
+        filled = counts > 0  # an empty bucket says nothing (quantiles skip it too)
         hist = pl.DataFrame(
             {
-                "point": [key] * len(result.hist_counts),
-                "lower_ns": np.asarray(result.hist_lower_ns, dtype=np.float64),
-                "count": np.asarray(result.hist_counts, dtype=np.int64),
+                "point": [key] * int(filled.sum()),
+                "lower_ns": np.asarray(result.hist_lower_ns, dtype=np.float64)[filled],
+                "count": counts[filled],
             }
         )
         mean_load = requests.mean() if len(requests) else 0.0
@@ -199,6 +212,7 @@ class RunDir:
             "imbalance": imbalance_factor(requests),
             "sat_tput_rps": saturated_rps(result, requests),
             **result.controller_metrics,
+            **{k: result.noise[k] for k in NOISE_COLUMNS if k in result.noise},
             **columns,
         }
         write_parquet(folder / "servers.parquet", servers)

@@ -61,6 +61,9 @@ class PointResult:
     controller_metrics: dict[str, Any] = field(default_factory=dict)
     client_packets: int = 0  # packets the clients sent (a multiget may be several)
     request_keys: int = 0  # keys the issued requests asked for (multigets: their sizes)
+    # noise indicators (netkv.results.noise.COLUMNS): machine busyness, and the
+    # switch's and servers' received/dropped/malformed counts where real
+    noise: dict[str, float] = field(default_factory=dict)
 
     @property
     def achieved_rps(self) -> float:

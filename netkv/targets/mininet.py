@@ -39,6 +39,7 @@ from netkv.protocols import lookup as protocol_plugin
 from netkv.mininet.capture import RackCapture
 from netkv.protocols.base import ControlPlane, Controller
 from netkv.quantile import latency_summary, quantiles
+from netkv.results import noise
 from netkv.targets.base import PointResult, Target, TargetUnavailable
 
 CONTROLLER_NICE = 10  # the controller thread's nice value during a point
@@ -272,6 +273,7 @@ class MininetTarget(Target):
         self.rack.check_alive()
         before = self.rack.server_stats()
         refused_before = self._switch_refusals()
+        switch_before = self.switch_counters()
         drain_s = max(topo.drain_ms / 1e3, 0.05)
         common = [*self.workload_args(), "--rate", repr(offered_rps / m),
                   "--duration", repr(self.duration_s), "--drain", repr(drain_s),
@@ -324,6 +326,9 @@ class MininetTarget(Target):
         # only from the rack's start, so every recorded point so far goes in
         self.histories += history
         after = self.rack.server_stats()
+        # what the switch and the servers dropped: a bad point vs a slow protocol
+        point_noise = {**noise.switch_noise(switch_before, self.switch_counters()),
+                       **noise.server_noise(before, after)}
         served = np.array([a["served"] - b["served"] for a, b in zip(after, before, strict=True)],
                           dtype=np.int64)
         # the trust boundary (docs/security.md): what the switch refused and
@@ -355,6 +360,7 @@ class MininetTarget(Target):
             retries=sum(int(r.get("retries", 0)) for r in results),
             refused=refused,
             forged_replies=sum(r.get("forged_replies", 0) for r in results),
+            noise=point_noise,
         )
 
     def _start_capture(self) -> RackCapture | None:

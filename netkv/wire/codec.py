@@ -15,8 +15,10 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where used: the CLI's `list` stays fast
+    import numpy as np
 
 from netkv.constants import (  # generated from spec/constants.toml (re-exported)
     KVSWITCH_PORT,
@@ -655,6 +657,8 @@ def djb2(key: bytes) -> int:
 
 def djb2_many(keys: np.ndarray) -> np.ndarray:
     """djb2 of many equal-length keys at once: keys is (n, L) uint8 -> (n,) uint32."""
+    import numpy as np
+
     k = np.asarray(keys, dtype=np.uint8)
     h = np.full(k.shape[0], 5381, dtype=np.uint32)
     with np.errstate(over="ignore"):

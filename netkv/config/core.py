@@ -1,0 +1,19 @@
+"""What every command needs without Hydra or pydantic (``--help`` and
+``list`` stay fast): the config error and where ``conf/`` is."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+class ConfigError(ValueError):
+    """A config that cannot run; ``str()`` is the one line to print."""
+
+
+def conf_dir() -> Path:
+    """The ``conf/`` folder: $NETKV_CONF_DIR, else the checkout's ``conf/``."""
+    override = os.environ.get("NETKV_CONF_DIR")
+    if override:
+        return Path(override).resolve()
+    return Path(__file__).resolve().parents[2] / "conf"

@@ -1,0 +1,25 @@
+"""``python -m netkv trace``'s arguments, apart from netkv.trace (polars,
+the codecs) so that the command line's --help stays fast."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def build_parser(ap: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    ap = ap or argparse.ArgumentParser(prog="python -m netkv trace")
+    ap.add_argument("path", help="run directory (capture=true), a point's capture folder, or a pcap")
+    ap.add_argument("--key", help="key: text, hex, or #<keyhash hex>")
+    ap.add_argument("--op", help="op name of the request, e.g. WRITE")
+    ap.add_argument("--client", type=int, help="client node id")
+    ap.add_argument("--server", type=int, help="server that answered")
+    ap.add_argument("--point", help="load point (substring of its key)")
+    ap.add_argument("--only", choices=["replicated", "retried", "dropped", "duplicated", "stale",
+                                       "switch"], help="only flows where this happened")
+    ap.add_argument("--since", type=float, help="seconds after the first request")
+    ap.add_argument("--until", type=float, help="seconds after the first request")
+    ap.add_argument("--servers", type=int, help="servers in the rack (default: config.yaml)")
+    ap.add_argument("--show", type=int, default=5, help="flows to print with their hops")
+    ap.add_argument("--parquet", help="write the (filtered) flows here "
+                    "(default: <run>/trace.parquet, or <pcap>.flows.parquet)")
+    return ap

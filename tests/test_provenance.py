@@ -1,0 +1,121 @@
+"""Provenance that proves the binary (issue #18): per-file content hashes of
+libnetkv and the programs, the build type and compiler, the machine and its
+load; a binary older than its C sources refuses to run, in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from netkv.native import native_dir
+from netkv.results import provenance
+from netkv.results.provenance import SOURCES, stale
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = ["servers=4", "keys=1000", "duration=0.02", "slo.max_points=3"]
+
+
+def copy_sources(dest: Path) -> Path:
+    for name in SOURCES:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name)
+        else:
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def set_mtime(paths: list[Path], when: float) -> None:
+    for p in paths:
+        os.utime(p, (when, when))
+
+
+def run(out: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "netkv", "run", *TINY, f"out={out}"],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **env})
+
+
+def test_provenance_names_the_binary_and_the_machine():
+    build = provenance.build()
+    names = {Path(f).name for f in build["files"]}
+    assert {"libnetkv.so", "kvserver", "kvclient", "netkv-switch"} <= names
+    assert all(len(h) == 32 for h in build["files"].values())
+    assert build["type"] not in ("", "unknown") and build["compiler"] not in ("", "unknown")
+    info = provenance.hardware()
+    assert info["cores"] >= 1 and info["usable_cores"] >= 1 and info["cpu_model"]
+    assert len(provenance.load_average()) == 3
+
+
+def test_an_edited_c_source_makes_the_build_stale(tmp_path):
+    """Binaries newer than every source: fresh; one C file edited after
+    them: stale, naming the file."""
+    root = copy_sources(tmp_path / "src")
+    nat = tmp_path / "native"
+    shutil.copytree(native_dir(), nat)
+    sources = provenance.source_files(root)
+    binaries = provenance.native_files(nat)
+    set_mtime(sources, 1_000_000_000)
+    set_mtime(binaries, 1_100_000_000)
+    assert stale(nat, root) is None
+    edited = root / "hostapps" / "src" / "hist.c"
+    edited.write_text(edited.read_text() + "\n/* edited */\n")
+    source, binary = stale(nat, root)
+    assert source == edited and binary in binaries
+
+
+def test_a_run_on_binaries_older_than_their_sources_refuses_in_one_line(tmp_path):
+    nat = tmp_path / "native"
+    shutil.copytree(native_dir(), nat)
+    set_mtime(provenance.native_files(nat), 1_000_000_000)  # built in 2001
+    out = tmp_path / "run"
+    proc = run(out, {"NETKV_NATIVE_DIR": str(nat)})
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "older than its sources" in lines[0]
+    assert "rebuild with `cmake --build`" in lines[0]
+    assert not out.exists()
+
+
+def cmake(*args: str) -> None:
+    subprocess.run(["cmake", *args], check=True, capture_output=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_a_c_edit_refuses_until_rebuilt_and_the_hash_changes(tmp_path):
+    """A real build of a copy of the sources; a run records its hashes; a C
+    edit makes the next run refuse in one line; the rebuild runs and its
+    provenance names another libnetkv."""
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake not installed")
+    root = copy_sources(tmp_path / "src")
+    build = tmp_path / "build"
+    cmake("-S", str(root), "-B", str(build), "-DNETKV_TESTS=OFF", "-DCMAKE_BUILD_TYPE=Release")
+    cmake("--build", str(build), "-j2")
+    env = {"NETKV_NATIVE_DIR": str(build / "hostapps"), "NETKV_SOURCE_DIR": str(root)}
+
+    first = run(tmp_path / "a", env)
+    assert first.returncode == 0, first.stderr
+    before = json.loads((tmp_path / "a" / "provenance.json").read_text())["build"]
+    assert before["native_dir"] == str(build / "hostapps") and before["type"] == "Release"
+
+    edited = root / "hostapps" / "src" / "hist.c"
+    edited.write_text(edited.read_text() + "\nint nk_provenance_test_edit = 1;\n")
+    refused = run(tmp_path / "b", env)
+    assert refused.returncode == 2
+    assert refused.stderr.strip().count("\n") == 0
+    assert "src/hist.c changed after" in refused.stderr
+
+    cmake("--build", str(build), "-j2")
+    again = run(tmp_path / "b", env)
+    assert again.returncode == 0, again.stderr
+    after = json.loads((tmp_path / "b" / "provenance.json").read_text())["build"]
+    assert after["files"]["libnetkv.so"] != before["files"]["libnetkv.so"]
+    assert after["native"] != before["native"] and after["id"] != before["id"]
