@@ -36,12 +36,13 @@ from scapy.all import Ether, IP, UDP, Raw, sendp, conf
 from netkv.wire import codec
 from netkv.wire.codec import Msg, Proto, encode
 conf.verb = 0
-mode, count, seed, proto, opcls, port = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]),
-                                         sys.argv[4], sys.argv[5], int(sys.argv[6]))
+mode, count, seed, proto, opcls, readop, port = (sys.argv[1], int(sys.argv[2]),
+                                                 int(sys.argv[3]), sys.argv[4], sys.argv[5],
+                                                 sys.argv[6], int(sys.argv[7]))
 rng = random.Random(seed)
 key = b"k" * 16
 def payload():
-    return encode(Msg(proto=Proto[proto], op=int(getattr(codec, opcls).READ), server_id=0,
+    return encode(Msg(proto=Proto[proto], op=int(getattr(getattr(codec, opcls), readop)), server_id=0,
                       client_id=2, req_id=rng.randrange(1 << 31), keyhash=12345, key=key))
 def mutate(b):
     b = bytearray(b)
@@ -60,7 +61,7 @@ def mutate(b):
         return bytes(b)                                                # flipped bytes
     return bytes(rng.randrange(256) for _ in range(rng.randrange(0, 120)))  # random
 if mode == "frames":
-    iface = sys.argv[7]
+    iface = sys.argv[8]
     frames = []
     src = dict(src="02:00:00:00:00:03", dst="02:00:00:00:00:01")
     for i in range(count):
@@ -89,10 +90,11 @@ else:
 '''
 
 
-# protocol -> (wire format, op enum in netkv.wire.codec, UDP port, has a magic)
-FORMATS = {"hash": ("PLAIN", "PegasusOp", 5047, True),
-           "pegasus": ("PEGASUS", "PegasusOp", 5047, True),
-           "netcache": ("NETCACHE", "NetcacheOp", 5050, False)}
+# protocol -> (wire format, op enum in netkv.wire.codec, its read op, UDP port, has a magic)
+FORMATS = {"hash": ("PLAIN", "PegasusOp", "READ", 5047, True),
+           "pegasus": ("PEGASUS", "PegasusOp", "READ", 5047, True),
+           "netcache": ("NETCACHE", "NetcacheOp", "READ", 5050, False),
+           "kvswitch": ("KVSWITCH", "KvswitchOp", "GET", 8888, False)}
 
 
 @skip
@@ -101,7 +103,7 @@ def test_bad_frames_and_payloads_are_counted_and_dropped(tmp_path, protocol: str
     from netkv.targets.mininet import MininetTarget
 
     assert protocol in FORMATS, f"add {protocol}'s wire format to FORMATS"
-    fmt, opcls, port, has_magic = FORMATS[protocol]
+    fmt, opcls, readop, port, has_magic = FORMATS[protocol]
     script = tmp_path / "send_bad.py"
     script.write_text(SENDER)
     cfg = load(["target=mininet", f"protocol={protocol}", "keys=5000", "duration=0.5",
@@ -116,7 +118,7 @@ def test_bad_frames_and_payloads_are_counted_and_dropped(tmp_path, protocol: str
 
         client, server = rack.clients[0], rack.servers[0]
         env = {"PYTHONPATH": str(__import__("pathlib").Path(__file__).resolve().parent.parent)}
-        fmt_args = [fmt, opcls, str(port)]
+        fmt_args = [fmt, opcls, readop, str(port)]
         for host, args in ((client, ["frames", "600", "1", *fmt_args, str(client.defaultIntf())]),
                            (server, ["loopback", "400", "2", *fmt_args])):
             p = host.popen([sys.executable, str(script), *args], env=env)
