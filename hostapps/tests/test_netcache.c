@@ -27,54 +27,7 @@
 #define NC 2
 #define CL NS          /* client node */
 
-/* ---- a tiny store with value bytes (the embedder's job) ----------------- */
-
-struct tstore {
-	int n;
-	struct {
-		uint8_t key[16], key_len;
-		uint64_t ver;
-		uint32_t vlen;
-		uint8_t val[256];
-	} e[16];
-};
-
-static int ts_find(struct tstore *t, const struct nk_msg *m)
-{
-	for (int i = 0; i < t->n; i++)
-		if (t->e[i].key_len == m->key_len && !memcmp(t->e[i].key, m->key, m->key_len))
-			return i;
-	return -1;
-}
-
-static int ts_get(void *impl, const struct nk_msg *m, uint64_t *ver, uint32_t *vlen)
-{
-	struct tstore *t = impl;
-	int i = ts_find(t, m);
-	if (i < 0)
-		return 1;
-	*ver = t->e[i].ver;
-	*vlen = t->e[i].vlen;
-	return 0;
-}
-
-static int ts_put(void *impl, const struct nk_msg *m, uint64_t ver, uint32_t vlen)
-{
-	struct tstore *t = impl;
-	int i = ts_find(t, m);
-	if (i < 0) {
-		i = t->n++;
-		t->e[i].key_len = m->key_len;
-		memcpy(t->e[i].key, m->key, m->key_len);
-	}
-	t->e[i].ver = ver;
-	t->e[i].vlen = vlen;
-	if (m->value && vlen <= sizeof t->e[i].val)
-		memcpy(t->e[i].val, m->value, vlen);
-	return 0;
-}
-
-static const struct nk_store_ops ts_ops = { ts_get, ts_put };
+#include "tstore.h"
 
 /* ---- rig ------------------------------------------------------------------ */
 

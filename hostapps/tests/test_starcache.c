@@ -28,51 +28,7 @@
 #define RECIRC 98
 #define CPU 99
 
-/* ---- a tiny store (versions and lengths) ------------------------------- */
-
-struct tstore {
-	int n;
-	struct {
-		uint8_t key[NK_MAX_KEY_LEN], key_len;
-		uint64_t ver;
-		uint32_t vlen;
-	} e[16];
-};
-
-static int ts_find(struct tstore *t, const struct nk_msg *m)
-{
-	for (int i = 0; i < t->n; i++)
-		if (t->e[i].key_len == m->key_len && !memcmp(t->e[i].key, m->key, m->key_len))
-			return i;
-	return -1;
-}
-
-static int ts_get(void *impl, const struct nk_msg *m, uint64_t *ver, uint32_t *vlen)
-{
-	struct tstore *t = impl;
-	int i = ts_find(t, m);
-	if (i < 0)
-		return 1;
-	*ver = t->e[i].ver;
-	*vlen = t->e[i].vlen;
-	return 0;
-}
-
-static int ts_put(void *impl, const struct nk_msg *m, uint64_t ver, uint32_t vlen)
-{
-	struct tstore *t = impl;
-	int i = ts_find(t, m);
-	if (i < 0) {
-		i = t->n++;
-		t->e[i].key_len = m->key_len;
-		memcpy(t->e[i].key, m->key, m->key_len);
-	}
-	t->e[i].ver = ver;
-	t->e[i].vlen = vlen;
-	return 0;
-}
-
-static const struct nk_store_ops ts_ops = { ts_get, ts_put };
+#include "tstore.h"
 
 /* ---- rig ------------------------------------------------------------------ */
 
