@@ -117,7 +117,8 @@ def run_cell(cell: Cell, out_dir: str, load_rps: float | None = None,
     slo_ns = float(points["slo_ns"][0]) if not points.is_empty() else math.nan
     if best.is_empty():  # "none met": no value, never 0 (a check touching it fails)
         row.update(met=False, max_tput_rps=math.nan, p50_ns=math.nan, p99_ns=math.nan,
-                   max_over_mean=math.nan, max_server_share=math.nan, slo_ns=slo_ns,
+                   max_over_mean=math.nan, max_server_share=math.nan, min_over_max=math.nan,
+                   slo_ns=slo_ns,
                    imbalance=math.nan, sat_tput_rps=math.nan, achieved_rps=math.nan,
                    **{c: math.nan for c in columns})
     else:
@@ -125,6 +126,7 @@ def run_cell(cell: Cell, out_dir: str, load_rps: float | None = None,
         row.update(met=True, max_tput_rps=b["achieved_rps"], p50_ns=b["p50_ns"],
                    p99_ns=b["p99_ns"], max_over_mean=b["max_over_mean"],
                    max_server_share=b["max_server_share"], slo_ns=slo_ns,
+                   min_over_max=b.get("min_over_max", math.nan),
                    imbalance=b.get("imbalance", math.nan),
                    sat_tput_rps=b.get("sat_tput_rps", math.nan),
                    achieved_rps=b["achieved_rps"],

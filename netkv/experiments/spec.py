@@ -43,6 +43,7 @@ METRICS = {
     "p99_ns": "p99 latency at max throughput (us)",
     "max_over_mean": "busiest server's load / mean at max throughput",
     "max_server_share": "busiest server's share of requests at max throughput",
+    "min_over_max": "balancing efficiency: least / most loaded server at max throughput",
     "slo_ns": "SLO (us)",
     "imbalance": "λ = Σ|L_j − L̄| / (M·L̄) of the requests the servers served",
     "sat_tput_rps": "saturated throughput (fluid: offered load at which the busiest server "
