@@ -107,3 +107,35 @@ def test_pipeline_params_follow_the_config() -> None:
                 "protocol.faithful=true"])
     assert lookup("starcache").pipeline_params(cfg) == "keys=256;slots=256;faithful=1"
     assert [s.name for s in ScStat][:2] == ["PARKED", "SERVED"]
+
+
+def resized(overrides: list[str]):  # type: ignore[no-untyped-def]
+    cfg = load(["protocol=starcache", *SMALL, "protocol.resize=true", *overrides])
+    factory = sc.sim_controller_factory(cfg)
+    with SimTarget(cfg) as t, SimEngine(cfg, t.workload, 4e5, 1, sc.pipeline_params(cfg)) as eng:
+        st = eng.run(factory(eng), epoch_s=0.002)
+        return st, factory.last  # type: ignore[attr-defined]
+
+
+def test_the_cache_grows_while_nothing_overflows_and_shrinks_when_the_loop_is_too_long() -> None:
+    """Dynamic sizing by the overflow ratio (theta 0.05%), one key per epoch:
+    at 100 Gb/s the 32 keys never overflow, so the cache grows every epoch;
+    at 0.5 Gb/s 32 cache packets make the loop too long (~15% of cached
+    reads overflow), so it shrinks, draining its least read keys without
+    stranding a parked read, until the overflow stops."""
+    st, ctl = resized([])
+    sizes = [n for _, n, _ in ctl.sizes]
+    assert ctl.stats.shrunk == 0 and ctl.stats.grown >= 20 and sizes[-1] > 50
+    assert all(r == 0.0 for _, _, r in ctl.sizes)
+    st, ctl = resized(["topology.recirc_gbps=0.5", "protocol.min_size=4"])
+    sizes = [n for _, n, _ in ctl.sizes]
+    assert ctl.stats.shrunk >= 10 and ctl.stats.evictions == ctl.stats.shrunk
+    assert min(sizes) < 20 and ctl.sizes[0][2] > 0.05
+    assert max(r for _, _, r in ctl.sizes[-5:]) < ctl.sizes[0][2] / 2   # it settled lower
+    assert st.completed == st.issued        # drained keys answered every parked read
+
+
+def test_resize_bounds_are_checked() -> None:
+    with pytest.raises(Exception, match="min_size"):
+        load(["protocol=starcache", "protocol.resize=true", "protocol.min_size=300",
+              "protocol.max_size=200"])

@@ -21,15 +21,23 @@ and the ControlPlane only:
   INVALID with no write in flight and no fetch outstanding, is fetched
   again.
 
-Not yet: top-k replacement from the servers' sketches, dynamic cache sizing
-by the overflow ratio, eviction through DRAINING driven by popularity
-(``evict`` does it on request), multi-packet items.
+- with ``resize``, dynamic cache sizing (digest section 4): each epoch the
+  overflow ratio (reads of cached keys sent to a server for lack of a queue
+  slot / reads of cached keys, over the epoch) above ``theta`` shrinks the
+  cache by one (the cached key with the fewest reads that epoch drains out,
+  DRAINING), else it grows by one (the next hottest uncached key), between
+  ``min_size`` and ``max_size``; the switch's per-key counters are zeroed
+  after each reading, as the paper's reports are.
+
+Not yet: top-k replacement from the servers' count-min sketches (the
+candidates are the workload's ranks, known to the controller), multi-packet
+items.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -60,6 +68,12 @@ class StarCacheProtocol(ProtocolBase):
     slots: int = Field(SC_DEFAULT_SLOTS, ge=1)  # S: parked reads per key
     faithful: bool = False                  # the paper's 1-bit invalidation flag
     epoch_ms: Pos = 100.0                   # controller epoch (watchdog, fetch retries)
+    # dynamic cache sizing by the overflow ratio (the paper's dynamic run:
+    # theta 0.05%, minimum 32); off = the static cache of the evaluation
+    resize: bool = False
+    theta: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0005
+    min_size: int = Field(32, ge=0)
+    max_size: int = Field(256, ge=1)
     virtual_nodes: int = Field(16, ge=1, le=MAX_VNODES)
     ring: Ring = "consistent"
 
@@ -71,6 +85,9 @@ class StarCacheProtocol(ProtocolBase):
         if self.cache_size > self.keys:
             raise ValueError(f"cache_size {self.cache_size} > keys {self.keys}: "
                              "each cached key needs a CacheIdx")
+        if self.resize and not self.min_size <= self.max_size <= self.keys:
+            raise ValueError(f"min_size {self.min_size} <= max_size {self.max_size} <= keys "
+                             f"{self.keys} is needed to resize the cache")
         return self
 
 
@@ -112,6 +129,8 @@ class StarCacheStats:
     refetches: int = 0      # by the watchdog
     given_up: int = 0
     evictions: int = 0
+    grown: int = 0          # by the overflow ratio
+    shrunk: int = 0
 
 
 class StarCacheController(Controller):
@@ -126,6 +145,8 @@ class StarCacheController(Controller):
         self.free_idx = list(range(proto.keys - 1, -1, -1))
         self.next_req = 1
         self.stats = StarCacheStats()
+        self.last_hits = self.last_overflow = 0
+        self.sizes: list[tuple[float, int, float]] = []  # (t, cached keys, overflow ratio)
 
     def start(self) -> None:
         plane, sw = self.plane, self.plane.switch
@@ -163,10 +184,41 @@ class StarCacheController(Controller):
         self.plane.packet_out(msg, ck.home)
 
     def epoch(self, t_s: float) -> None:
-        del t_s
         self._drain_cpu()
         self._drained()
         self._watchdog()
+        if self.proto.resize:
+            self._resize(t_s)
+
+    def active(self) -> list[Item]:
+        """Cached keys not being evicted."""
+        sw = self.plane.switch
+        return [it for it in self.items.values()
+                if sw.reg_read("state", it.idx) != SC_STATE_DRAINING]
+
+    def _resize(self, t_s: float) -> None:
+        sw = self.plane.switch
+        hits, overflow = sw.reg_read("hits", 0), sw.reg_read("overflow", 0)
+        d_hits, d_over = hits - self.last_hits, overflow - self.last_overflow
+        self.last_hits, self.last_overflow = hits, overflow
+        active = self.active()
+        pops = {it.ck.key: sw.reg_read("pop", it.idx) for it in active}
+        for it in active:
+            sw.reg_write("pop", it.idx, 0)   # zeroed after each reading
+        ratio = d_over / d_hits if d_hits else 0.0
+        self.sizes.append((t_s, len(active), ratio))
+        if not d_hits:
+            return
+        if ratio > self.proto.theta:
+            if len(active) > self.proto.min_size:
+                victim = min(active, key=lambda it: pops[it.ck.key])
+                self.evict(victim.ck.key)
+                self.stats.shrunk += 1
+        elif len(active) < self.proto.max_size and self.free_idx:
+            nxt = next((ck for ck in self.hot if ck.key not in self.items), None)
+            if nxt is not None:
+                self.insert(nxt)
+                self.stats.grown += 1
 
     def _drain_cpu(self) -> None:
         while batch := self.plane.cpu_messages():
@@ -235,6 +287,11 @@ class StarCacheController(Controller):
 # --- on the simulator ---------------------------------------------------------------------
 
 
+def candidates(proto: StarCacheProtocol) -> int:
+    """How many of the hottest keys the controller may cache."""
+    return max(proto.cache_size, proto.max_size if proto.resize else 0)
+
+
 def hottest(workload: "Workload", ffi: object, lib: object, count: int) -> list[CacheKey]:
     """The ``count`` most popular keys (the workload's rank table)."""
     info = workload.rank_info()[:count]
@@ -259,7 +316,7 @@ def sim_controller_factory(cfg: RunConfig):  # type: ignore[no-untyped-def]
         plane = SimControlPlane(engine)
         wl = engine.workload
         if not memo or memo[0][0] is not wl:  # the workload is shared by every load point
-            memo[:] = [(wl, hottest(wl, engine.ffi, engine.lib, proto.cache_size))]
+            memo[:] = [(wl, hottest(wl, engine.ffi, engine.lib, candidates(proto)))]
         top = engine.cfg.topology
         controller = StarCacheController(plane, proto, memo[0][1],
                                          range(top.servers, top.servers + top.clients))
