@@ -97,6 +97,29 @@ def test_list_names_every_group(capsys):
         assert word in out
 
 
+def test_list_imports_no_numpy():
+    """`netkv list` asks every plug-in where it runs; a plug-in that imports
+    numpy (0.2 s) at module level breaks #18's 0.5 s start-up goal, so
+    protocol modules import it inside the functions that use it."""
+    code = ("import sys, io, contextlib\n"
+            "from netkv.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    assert main(['list']) == 0\n"
+            "heavy = sorted(m for m in ('numpy', 'pyarrow', 'pandas', 'hydra', 'cffi') if m in sys.modules)\n"
+            "print(','.join(heavy))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "", f"`netkv list` imported {proc.stdout.strip()}"
+
+
+def test_list_into_a_closed_pipe_is_quiet():
+    """`python -m netkv list | head -1` ends without a BrokenPipeError traceback."""
+    proc = subprocess.run(f"{sys.executable} -m netkv list | head -1", shell=True,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "protocols:"
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+
+
 @pytest.mark.parametrize("command", [["--help"], ["run", "--help"], ["list", "--help"]])
 def test_help_on_every_command(command, capsys):
     with pytest.raises(SystemExit) as exc:

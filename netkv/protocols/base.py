@@ -11,12 +11,13 @@ ControlPlane; the controller never learns which.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from netkv.drivers.base import SwitchDriver
 from netkv.wire.codec import Msg
+
+if TYPE_CHECKING:
+    import numpy as np  # annotations only: `netkv list` imports every plug-in
 
 
 class ControlPlane(ABC):

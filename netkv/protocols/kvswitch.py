@@ -35,7 +35,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 from pydantic import Field
 
 from netkv import retries
@@ -127,6 +126,7 @@ def fluid_loads(shares: np.ndarray, owners: np.ndarray, rs: np.ndarray, m: int,
     """Per-server share of the load when key i (share shares[i], owner
     owners[i]) is read round-robin over its r copies; ``rest`` is the load of
     every other key, by owner."""
+    import numpy as np
     loads = rest.astype(np.float64).copy()
     for s, o, r in zip(shares, owners, rs):
         for srv in placement(int(o), int(r), m):
@@ -197,6 +197,7 @@ class KVSwitchController(Controller):
     # -- life cycle --------------------------------------------------------------
 
     def start(self) -> None:
+        import numpy as np
         if not self.prewarm:
             return
         keys = [k for k, _ in self.prewarm]
@@ -218,6 +219,7 @@ class KVSwitchController(Controller):
         self.stats.t_history.append(self.t)
 
     def epoch(self, t_s: float) -> None:
+        import numpy as np
         del t_s
         sw = self.plane.switch
         self._send_evictions()
@@ -367,6 +369,7 @@ class KVSwitchController(Controller):
         λ from Loadcount over the run and per period, installed keys,
         replicas per server, T, and (where the popularity is known) the
         prediction's accuracy and query shares averaged over the periods."""
+        import numpy as np
         loads = np.asarray(self.stats.loads, dtype=np.float64).reshape(-1, self.m)
         out: dict[str, Any] = {
             "lambda_switch": imbalance_factor(loads.sum(axis=0)) if len(loads) else math.nan,
@@ -417,6 +420,7 @@ def keymap_ranks(workload: "Workload", proto: KVSwitchProtocol) -> int:
 
 
 def _shares(workload: "Workload", n: int) -> list[float]:
+    import numpy as np
     alpha = workload.alpha if workload.kind == "zipf" else 0.0
     r = np.arange(1, workload.n_keys + 1, dtype=np.float64)
     p = r ** -alpha
@@ -480,5 +484,7 @@ PLUGIN = ProtocolPlugin(
 
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from netkv.config.schema import RunConfig
     from netkv.sim.engine import SimEngine, Workload

@@ -32,7 +32,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-import numpy as np
 from pydantic import Field
 
 from netkv.config.base import MAX_VNODES, PosMillis, ProtocolBase, Ring
@@ -350,6 +349,7 @@ class NetCacheController(Controller):
 
 def value_size_oracle(workload: "Workload") -> Callable[[int], int]:
     """keyhash -> the key's value size (a function of the keyhash alone)."""
+    import numpy as np
     info = workload.rank_info()
     sizes = np.unique(info["value_len"])
     if len(sizes) == 1:

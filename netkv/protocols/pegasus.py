@@ -24,7 +24,6 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-import numpy as np
 from pydantic import Field, model_validator
 
 from netkv import retries
@@ -204,6 +203,7 @@ class Candidate:
 
 class PegasusController(Controller):
     def __init__(self, plane: ControlPlane, cfg: RunConfig, prewarm: list[HotKey]) -> None:
+        import numpy as np
         super().__init__(plane)
         proto = cfg.protocol
         assert isinstance(proto, PegasusProtocol)
@@ -308,6 +308,7 @@ class PegasusController(Controller):
     # --- weighted round robin -------------------------------------------------------------
 
     def _update_weights(self) -> None:
+        import numpy as np
         sw = self.plane.switch
         load = np.array(sw.reg_read_range("srv_load", 0, self.n), dtype=np.float64)
         if load.sum() <= 0:
@@ -450,6 +451,7 @@ def fanout_of(reads: int, writes: int, fanout_div16: int) -> int:
 
 def smooth_wrr(weights: np.ndarray, slots: int) -> list[int]:
     """Interleaved weighted round robin (nginx's smooth WRR) over ``slots``."""
+    import numpy as np
     w = np.asarray(weights, dtype=np.float64)
     if not math.isfinite(w.sum()) or w.sum() <= 0:
         w = np.ones_like(w)
@@ -586,5 +588,7 @@ PLUGIN = ProtocolPlugin(
 
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from netkv.config.schema import RunConfig
     from netkv.sim.engine import SimEngine, Workload
