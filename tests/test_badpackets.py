@@ -94,7 +94,8 @@ else:
 FORMATS = {"hash": ("PLAIN", "PegasusOp", "READ", 5047, True),
            "pegasus": ("PEGASUS", "PegasusOp", "READ", 5047, True),
            "netcache": ("NETCACHE", "NetcacheOp", "READ", 5050, False),
-           "kvswitch": ("KVSWITCH", "KvswitchOp", "GET", 8888, False)}
+           "kvswitch": ("KVSWITCH", "KvswitchOp", "GET", 8888, False),
+           "starcache": ("STARCACHE", "StarcacheOp", "R_REQ", 5008, False)}
 
 
 @skip

@@ -22,6 +22,12 @@
  *
  * Ports: 0..P-1 are the interfaces; P is the CPU (controller) port and P+1
  * the recirculation port, as seen by the pipeline (nk_pipeline_cfg).
+ *
+ * The recirculation port is a queue of --loop-depth frames drained at
+ * --loop-rate frames/s (a port's egress queue and line rate). With --loop
+ * OUT,IN (a veth pair whose ends are both this switch's) the frames really
+ * leave through OUT and re-enter from IN; without, they re-enter ingress
+ * from the queue directly.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -35,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,9 +57,11 @@
 #define MAX_NODES 1024
 #define MAX_GROUPS 1024
 #define MAX_GROUP_PORTS 64
-#define RECIRC_SLOTS 256
+#define RECIRC_SLOTS 256   /* default --loop-depth */
+#define RECIRC_MAX 65536
+#define LOOP_BURST 16      /* frames the loop may send back to back after an idle spell */
 #define CPU_SLOTS 1024
-#define CPU_SNAP 512      /* bytes of a frame kept for the controller */
+#define CPU_SNAP NK_FRAME_MAX /* a frame kept for the controller: whole (a cache packet is ~1.1 KB) */
 #define WIRE_ERRS 11      /* -1 .. -10 and "other" */
 
 static volatile sig_atomic_t stop_flag;
@@ -97,7 +106,7 @@ struct recirc_pkt {
 struct counters {
 	uint64_t frames, bad_frame[5], bad_msg[WIRE_ERRS], pipeline, pipe_drop, no_route,
 		other_ip, flood, non_ip_drop, fault_loss, fault_dup, fault_delayed, delay_full,
-		recirc, recirc_drop, cpu_copies, cpu_drops, mcast_copies, switch_replies,
+		recirc, recirc_drop, loop_tx, loop_rx, cpu_copies, cpu_drops, mcast_copies, switch_replies,
 		encode_err, packet_out, port_errors;
 };
 
@@ -125,9 +134,14 @@ struct sw {
 	uint32_t delay_nfree;
 	struct delayed *heap;
 	uint32_t heap_n;
-	/* recirculation and controller rings */
+	/* recirculation (the loop port's egress queue) and controller rings */
 	struct recirc_pkt *recirc;
 	uint32_t recirc_head, recirc_tail;
+	uint32_t loop_depth;       /* frames the recirculation queue holds */
+	uint64_t loop_gap_ns;      /* 1 / --loop-rate (0: unlimited) */
+	uint64_t loop_next_ns;     /* earliest departure of the queue's head */
+	int have_loop;             /* --loop: a veth pair, out and back in */
+	struct nk_port loop_out, loop_in;
 	struct cpu_pkt *cpu;
 	uint32_t cpu_head, cpu_tail;
 	/* scratch frame for encoding */
@@ -219,11 +233,11 @@ static void cpu_push(struct sw *s, uint16_t port, const uint8_t *f, uint32_t len
 
 static void recirc_push(struct sw *s, const uint8_t *f, uint32_t len)
 {
-	if (s->recirc_tail - s->recirc_head >= RECIRC_SLOTS || len > NK_FRAME_MAX) {
-		s->c.recirc_drop++;
+	if (s->recirc_tail - s->recirc_head >= s->loop_depth || len > NK_FRAME_MAX) {
+		s->c.recirc_drop++;   /* the loop port's queue is full */
 		return;
 	}
-	struct recirc_pkt *k = &s->recirc[s->recirc_tail++ % RECIRC_SLOTS];
+	struct recirc_pkt *k = &s->recirc[s->recirc_tail++ % s->loop_depth];
 	k->len = (uint16_t)len;
 	memcpy(k->data, f, len);
 	s->c.recirc++;
@@ -296,6 +310,36 @@ static void release_delayed(struct sw *s)
 }
 
 /* ---- the per-frame path ------------------------------------------------------- */
+
+static void handle_frame(struct sw *s, const uint8_t *f, uint32_t len, uint16_t in_port,
+			 int from_cpu, int recirculated);
+
+/* The recirculation port sends its queue's head when its rate allows (one
+ * frame per loop_gap_ns; after an idle spell up to LOOP_BURST back to back):
+ * out of the loop veth, or straight back into ingress without one. Returns
+ * the frames that went back into ingress here. */
+static uint32_t loop_drain(struct sw *s)
+{
+	uint32_t n = 0;
+	if (s->loop_gap_ns && s->now > LOOP_BURST * s->loop_gap_ns &&
+	    s->loop_next_ns < s->now - LOOP_BURST * s->loop_gap_ns)
+		s->loop_next_ns = s->now - LOOP_BURST * s->loop_gap_ns;
+	for (uint32_t k = 0; k < s->batch && s->recirc_head != s->recirc_tail &&
+			     s->loop_next_ns <= s->now; k++) {
+		struct recirc_pkt *r = &s->recirc[s->recirc_head++ % s->loop_depth];
+		s->loop_next_ns += s->loop_gap_ns;
+		if (s->have_loop) {
+			nk_port_tx_copy(&s->loop_out, r->data, r->len);
+			s->c.loop_tx++;
+		} else {
+			handle_frame(s, r->data, r->len, s->recirc_port, 0, 1);
+			n++;
+		}
+	}
+	if (s->have_loop && s->loop_out.tx_n)
+		nk_port_tx_flush(&s->loop_out);
+	return n;
+}
 
 static int node_port_of(const struct sw *s, int32_t node)
 {
@@ -416,6 +460,11 @@ static void handle_frame(struct sw *s, const uint8_t *f, uint32_t len, uint16_t 
 		s->c.bad_frame[-st]++;
 		return;
 	}
+	if (recirculated && (st == NK_FRAME_NOT_IP || st == NK_FRAME_OTHER_IP ||
+			     !(is_proto_port(s, fr.dport) || is_proto_port(s, fr.sport)))) {
+		s->c.non_ip_drop++;   /* only the pipeline's packets loop */
+		return;
+	}
 	if (st == NK_FRAME_NOT_IP) {
 		if (fr.dst_mac[0] & 1) { /* broadcast / multicast: ARP and friends */
 			flood(s, f, len, in_port);
@@ -452,6 +501,9 @@ static void handle_frame(struct sw *s, const uint8_t *f, uint32_t len, uint16_t 
 		.wire_len = (uint16_t)len,
 		.from_cpu = (uint8_t)from_cpu,
 		.recirculated = (uint8_t)recirculated,
+		/* the request handle a pipeline may keep (a cache's parked
+		 * reads): here the sender's UDP port, as a switch keeps it */
+		.cookie = fr.sport,
 	};
 	uint16_t dst0 = meta.dst;
 	struct nk_actions act = {0};
@@ -485,8 +537,12 @@ static void handle_frame(struct sw *s, const uint8_t *f, uint32_t len, uint16_t 
 		out = s->scratch;
 	}
 	int32_t ndst = meta.dst != dst0 && meta.dst != NK_NODE_NONE ? (int32_t)meta.dst : -1;
-	if (act.switch_reply)
-		swap_ends(out, &fr);
+	if (act.switch_reply) {
+		if (meta.dst == meta.src)
+			swap_ends(out, &fr);   /* a request answered: back to its sender */
+		else   /* another packet (a cache packet) answers a kept request */
+			nk_frame_set_dport(out, &fr, (uint16_t)meta.cookie);
+	}
 
 	switch (act.fwd) {
 	case NK_FWD_PORT:
@@ -634,10 +690,11 @@ static size_t put_counters(struct sw *s, char *out, size_t n, size_t cap)
 	n += OUT(" bad_frames=%" PRIu64 " bad_msgs=%" PRIu64, bad_f, bad_m);
 	n += OUT(" fault_loss=%" PRIu64 " fault_dup=%" PRIu64 " fault_delayed=%" PRIu64
 		 " delay_full=%" PRIu64 " delay_queued=%u recirc=%" PRIu64 " recirc_drop=%" PRIu64
-		 " cpu_copies=%" PRIu64 " cpu_drops=%" PRIu64 " cpu_queued=%u mcast_copies=%" PRIu64
+		 " loop_tx=%" PRIu64 " loop_rx=%" PRIu64 " loop_queued=%u cpu_copies=%" PRIu64 " cpu_drops=%" PRIu64 " cpu_queued=%u mcast_copies=%" PRIu64
 		 " switch_replies=%" PRIu64 " encode_err=%" PRIu64 " packet_out=%" PRIu64,
 		 s->c.fault_loss, s->c.fault_dup, s->c.fault_delayed, s->c.delay_full, s->heap_n,
-		 s->c.recirc, s->c.recirc_drop, s->c.cpu_copies, s->c.cpu_drops,
+		 s->c.recirc, s->c.recirc_drop, s->c.loop_tx, s->c.loop_rx,
+		 s->recirc_tail - s->recirc_head, s->c.cpu_copies, s->c.cpu_drops,
 		 s->cpu_tail - s->cpu_head, s->c.mcast_copies, s->c.switch_replies, s->c.encode_err,
 		 s->c.packet_out);
 	for (uint32_t p = 0; p < s->n_ports; p++) {
@@ -868,6 +925,20 @@ static int ctl_handler(void *ctx, int argc, char **argv, char *out, size_t cap)
 
 /* ---- main ------------------------------------------------------------------- */
 
+/* The loop veth lives in the switch's namespace (on Mininet the root one):
+ * nothing deletes it when the run dies, so the switch, which exits with its
+ * parent, takes it with it (deleting one end deletes the pair). */
+static void loop_delete(const char *name)
+{
+	pid_t p = fork();
+	if (p == 0) {
+		execlp("ip", "ip", "link", "del", name, (char *)NULL);
+		_exit(127);
+	}
+	if (p > 0)
+		waitpid(p, NULL, 0);
+}
+
 static void usage(FILE *o)
 {
 	fprintf(o,
@@ -875,7 +946,10 @@ static void usage(FILE *o)
 		"                    [--ctl PATH] [--seed N] [--params STR] [--batch N]\n"
 		"                    [--fault PORT|all:loss=F,dup=F,reorder=F,reorder_us=F,delay_us=F]\n"
 		"                    [--delay-slots N] [--spin-us US] [--stats] [--tag STR]\n"
-		"Port i is the i-th --port; node n (servers, then clients) is behind port n.\n");
+		"                    [--loop OUT,IN] [--loop-rate PPS] [--loop-depth N]\n"
+		"Port i is the i-th --port; node n (servers, then clients) is behind port n.\n"
+		"The recirculation port (P+1) queues --loop-depth frames (256) and sends\n"
+		"--loop-rate frames/s (0 = unlimited), through the veth pair OUT->IN if given.\n");
 }
 
 static void print_counters_json(struct sw *s, FILE *o)
@@ -909,6 +983,10 @@ int main(int argc, char **argv)
 	uint64_t seed = 1;
 	int stats = 0;
 	uint64_t spin_ns = 0;
+	const char *loop = NULL;
+	double loop_rate = 0;
+	char *endp;
+	s.loop_depth = RECIRC_SLOTS;
 	s.batch = 64;
 	s.delay_slots = 16384;
 	static const struct option opts[] = {
@@ -919,6 +997,8 @@ int main(int argc, char **argv)
 		{"fault", required_argument, 0, 'f'},    {"delay-slots", required_argument, 0, 'd'},
 		{"stats", no_argument, 0, 'v'},          {"tag", required_argument, 0, 't'},
 		{"spin-us", required_argument, 0, 'u'},
+		{"loop", required_argument, 0, 'L'},     {"loop-rate", required_argument, 0, 'R'},
+		{"loop-depth", required_argument, 0, 'D'},
 		{"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
 	};
 	int o;
@@ -946,6 +1026,21 @@ int main(int argc, char **argv)
 		case 'v': stats = 1; break;
 		case 'u': spin_ns = (uint64_t)(strtod(optarg, NULL) * 1000.0); break;
 		case 't': break; /* a marker for `netkv clean`, nothing else */
+		case 'L': loop = optarg; break;
+		case 'R':
+			loop_rate = strtod(optarg, &endp);
+			if (*endp || !isfinite(loop_rate) || loop_rate < 0 || loop_rate > 1e9) {
+				fprintf(stderr, "netkv-switch: --loop-rate %s: frames/s in 0..1e9 (0 = unlimited)\n", optarg);
+				return 2;
+			}
+			break;
+		case 'D':
+			s.loop_depth = (uint32_t)strtoul(optarg, &endp, 0);
+			if (*endp || s.loop_depth < 1 || s.loop_depth > RECIRC_MAX) {
+				fprintf(stderr, "netkv-switch: --loop-depth %s: frames in 1..%d\n", optarg, RECIRC_MAX);
+				return 2;
+			}
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -993,6 +1088,23 @@ int main(int argc, char **argv)
 			fprintf(stderr, "netkv-switch: %s\n", err);
 			return 1;
 		}
+	if (loop) {
+		char names[2 * IFNAMSIZ + 2];
+		snprintf(names, sizeof(names), "%s", loop);
+		char *comma = strchr(names, ',');
+		if (!comma || !comma[1]) {
+			fprintf(stderr, "netkv-switch: --loop %s: expected OUT,IN (two interfaces)\n", loop);
+			return 2;
+		}
+		*comma = 0;
+		if (nk_port_open(&s.loop_out, names, &pc, err, sizeof(err)) ||
+		    nk_port_open(&s.loop_in, comma + 1, &pc, err, sizeof(err))) {
+			fprintf(stderr, "netkv-switch: --loop: %s\n", err);
+			return 1;
+		}
+		s.have_loop = 1;
+	}
+	s.loop_gap_ns = loop_rate > 0 ? (uint64_t)(1e9 / loop_rate + 0.5) : 0;
 	for (int i = 0; i < nfaults; i++) {
 		char spec[256], *words[8];
 		snprintf(spec, sizeof(spec), "%s", faults[i]);
@@ -1012,7 +1124,7 @@ int main(int argc, char **argv)
 	s.delay_buf = aligned_alloc(64, sizeof(*s.delay_buf) * s.delay_slots);
 	s.delay_free = calloc(s.delay_slots, sizeof(uint32_t));
 	s.heap = calloc(s.delay_slots, sizeof(struct delayed));
-	s.recirc = calloc(RECIRC_SLOTS, sizeof(struct recirc_pkt));
+	s.recirc = calloc(s.loop_depth, sizeof(struct recirc_pkt));
 	s.cpu = calloc(CPU_SLOTS, sizeof(struct cpu_pkt));
 	if (!s.delay_buf || !s.delay_free || !s.heap || !s.recirc || !s.cpu) {
 		fprintf(stderr, "netkv-switch: out of memory\n");
@@ -1054,11 +1166,20 @@ int main(int argc, char **argv)
 		s.now = nk_now_ns();
 		uint32_t got = 0;
 
-		/* 1. recirculated frames (at most one burst per round) */
-		for (uint32_t k = 0; k < s.batch && s.recirc_head != s.recirc_tail; k++) {
-			struct recirc_pkt *r = &s.recirc[s.recirc_head++ % RECIRC_SLOTS];
-			handle_frame(&s, r->data, r->len, s.recirc_port, 0, 1);
-			got++;
+		/* 1. the recirculation port: what its rate lets out of the
+		 * queue (at most one burst per round), and what came back */
+		got += loop_drain(&s);
+		if (s.have_loop) {
+			uint32_t len;
+			uint8_t *f;
+			for (uint32_t k = 0; k < s.batch && (f = nk_port_rx_peek(&s.loop_in, &len)); k++) {
+				if (!nk_port_rx_outgoing(&s.loop_in)) {
+					s.c.loop_rx++;
+					handle_frame(&s, f, len, s.recirc_port, 0, 1);
+					got++;
+				}
+				nk_port_rx_release(&s.loop_in);
+			}
 		}
 		/* 2. a burst from every port */
 		for (uint32_t p = 0; p < s.n_ports; p++) {
@@ -1083,7 +1204,7 @@ int main(int argc, char **argv)
 				nk_port_tx_flush(&s.port[p]);
 
 		/* 4. control socket: when idle, or every millisecond under load */
-		int idle = got == 0 && s.recirc_head == s.recirc_tail;
+		int idle = got == 0 && (s.recirc_head == s.recirc_tail || s.loop_next_ns > s.now);
 		if (s.have_ctl && !idle && s.now - last_ctl > 1000000ull) {
 			last_ctl = s.now;
 			int nc = nk_ctl_pollfds(&s.ctl, pfd, NK_CTL_MAX_CONN + 1);
@@ -1112,12 +1233,16 @@ int main(int argc, char **argv)
 		for (uint32_t p = 0; p < s.n_ports; p++)
 			pfd[nfd++] = (struct pollfd){.fd = s.port[p].fd, .events = POLLIN};
 		pfd[nfd++] = (struct pollfd){.fd = stop_fd, .events = POLLIN};
+		if (s.have_loop)
+			pfd[nfd++] = (struct pollfd){.fd = s.loop_in.fd, .events = POLLIN};
 		int ctl_first = nfd;
 		if (s.have_ctl)
 			nfd += nk_ctl_pollfds(&s.ctl, pfd + nfd, NK_CTL_MAX_CONN + 1);
 		uint64_t wake = stats ? next_stats : UINT64_MAX;
 		if (s.heap_n && s.heap[0].at_ns < wake)
 			wake = s.heap[0].at_ns;
+		if (s.recirc_head != s.recirc_tail && s.loop_next_ns < wake)
+			wake = s.loop_next_ns;   /* the loop's next departure */
 		uint64_t now = nk_now_ns();
 		struct timespec ts = {0, 0};
 		if (wake > now) {
@@ -1150,6 +1275,13 @@ int main(int argc, char **argv)
 		nk_ctl_close(&s.ctl);
 	for (uint32_t p = 0; p < s.n_ports; p++)
 		nk_port_close(&s.port[p]);
+	if (s.have_loop) {
+		char out_name[sizeof(s.loop_out.name)];
+		memcpy(out_name, s.loop_out.name, sizeof(out_name));
+		nk_port_close(&s.loop_out);
+		nk_port_close(&s.loop_in);
+		loop_delete(out_name);
+	}
 	s.ops->fini(s.pstate);
 	free(s.pstate);
 	free(s.delay_buf);

@@ -6,9 +6,11 @@ ports and asks its back-end:
 1. ``SwitchBackend(cfg, plugin, params)``: prepare. Refuse in one line
    (``TargetUnavailable``, exit 2) what cannot run here, before anything is
    started; compile what needs compiling (cached by content).
-2. ``command(ifaces, folder, tag)``: the program to start on the node, data
-   port i on ``ifaces[i]`` (the rack plan: node i on port i); ``ready(proc)``
-   waits until it serves.
+2. ``command(ifaces, folder, tag, loop)``: the program to start on the
+   node, data port i on ``ifaces[i]`` (the rack plan: node i on port i) and,
+   for a back-end with ``loop_port``, its recirculation port on the veth
+   pair ``loop`` = (out, in) the placement made; ``ready(proc)`` waits until
+   it serves.
 3. ``connect(folder, with_controller)``: install what the C pipeline's init
    would, and hand back the ``SwitchDriver`` a controller uses (None if the
    back-end keeps nothing connected without one).
@@ -42,6 +44,9 @@ class SwitchBackend(ABC):
     label: ClassVar[str]            # the program, in messages
     log_name: ClassVar[str] = "switch.log"
     captures: ClassVar[bool] = False  # capture_start/capture_stop (capture=true)
+    # its recirculation port is a veth pair (out, in) the placement makes
+    # (both ends on the switch node, target.loop)
+    loop_port: ClassVar[bool] = False
 
     def __init__(self, cfg: "RunConfig", plugin: "ProtocolPlugin", params: str) -> None:
         self.preflight(cfg, plugin)
@@ -56,15 +61,21 @@ class SwitchBackend(ABC):
     def n_nodes(self) -> int:
         return self.cfg.topology.servers + self.cfg.topology.clients
 
+    def special_ports(self) -> tuple[int, int]:
+        """(CPU port, recirculation port) as the switch's pipeline numbers them."""
+        raise NotImplementedError(f"{self.label}: its CPU and recirculation ports are not known")
+
     @abstractmethod
-    def command(self, ifaces: Sequence[str], folder: Path, tag: str) -> list[str]:
+    def command(self, ifaces: Sequence[str], folder: Path, tag: str,
+                loop: tuple[str, str] | None = None) -> list[str]:
         """The switch program's command line on the node's ports."""
 
-    def start(self, ifaces: Sequence[str], folder: Path, tag: str) -> subprocess.Popen[str]:
+    def start(self, ifaces: Sequence[str], folder: Path, tag: str,
+              loop: tuple[str, str] | None = None) -> subprocess.Popen[str]:
         """Start ``command()`` (stdout: a pipe for the exit report, stderr:
         the log) and wait until it serves."""
         log_path = folder / self.log_name
-        cmd = self.command(ifaces, folder, tag)
+        cmd = self.command(ifaces, folder, tag, loop)
         with open(log_path, "w") as log:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
         return proc

@@ -81,8 +81,9 @@ class Bmv2Backend(SwitchBackend):
                                             self.defines)
         self.endpoint = bmv2.free_endpoint()
 
-    def command(self, ifaces: Sequence[str], folder: Path, tag: str) -> list[str]:
-        del tag
+    def command(self, ifaces: Sequence[str], folder: Path, tag: str,
+                loop: tuple[str, str] | None = None) -> list[str]:
+        del tag, loop
         ep = self.endpoint
         # no --log-file: BMv2 then logs every packet event, which costs more
         # than the switching itself
@@ -90,8 +91,9 @@ class Bmv2Backend(SwitchBackend):
             dict(enumerate(ifaces)), grpc_addr=ep.grpc_addr, thrift_port=ep.thrift_port,
             device_id=ep.device_id, notifications_addr=f"ipc://{folder / 'bmv2-notify.ipc'}")
 
-    def start(self, ifaces: Sequence[str], folder: Path, tag: str) -> subprocess.Popen[str]:
-        cmd = self.command(ifaces, folder, tag)
+    def start(self, ifaces: Sequence[str], folder: Path, tag: str,
+              loop: tuple[str, str] | None = None) -> subprocess.Popen[str]:
+        cmd = self.command(ifaces, folder, tag, loop)
         with open(folder / self.log_name, "w") as log:
             try:
                 return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)

@@ -22,6 +22,7 @@ class NetkvSwitchBackend(SwitchBackend):
     name = "netkv"
     captures = True
     label = "netkv-switch"
+    loop_port = True
 
     def args(self) -> list[str]:
         t = self.cfg.target
@@ -30,9 +31,15 @@ class NetkvSwitchBackend(SwitchBackend):
             out += ["--params", self.params]
         if t.spin_us:
             out += ["--spin-us", str(t.spin_us)]
+        out += ["--loop-rate", repr(float(t.loop.rate_pps)), "--loop-depth", str(t.loop.depth)]
         return out
 
-    def command(self, ifaces: Sequence[str], folder: Path, tag: str) -> list[str]:
+    def special_ports(self) -> tuple[int, int]:
+        # netkv-switch: P data ports, then the CPU port, then recirculation
+        return self.n_nodes, self.n_nodes + 1
+
+    def command(self, ifaces: Sequence[str], folder: Path, tag: str,
+                loop: tuple[str, str] | None = None) -> list[str]:
         from netkv.native import program_path
 
         topo = self.cfg.topology
@@ -41,6 +48,8 @@ class NetkvSwitchBackend(SwitchBackend):
                "--ctl", str(folder / CTL_NAME), "--tag", tag, *self.args()]
         for iface in ifaces:
             cmd += ["--port", iface]
+        if loop is not None:
+            cmd += ["--loop", ",".join(loop)]
         return cmd
 
     def connect(self, folder: Path, with_controller: bool) -> SwitchDriver:

@@ -246,6 +246,18 @@ class Faults(Strict):
     switch_outages: list[SwitchOutage] = []  # simulator only
 
 
+class Loop(Strict):
+    """A rack's recirculation port (target=mininet): a veth pair whose two
+    ends are both the switch's; what the switch sends into it comes back into
+    its ingress. Its queue holds ``depth`` frames (more are dropped and
+    counted, as by a port's egress queue) and it carries ``rate_pps`` frames/s
+    (0 = as fast as the switch goes): the simulator's ``topology.recirc_gbps``
+    at a software switch's speed."""
+
+    rate_pps: Annotated[float, Field(ge=0.0, le=1e9)] = 20_000.0
+    depth: int = Field(256, ge=1, le=65_536)
+
+
 class Target(Strict):
     name: Literal["sim", "mininet", "testbed"]
     description: str = ""
@@ -259,6 +271,7 @@ class Target(Strict):
     # auto: what the protocol asks for (its plug-in's ``preload``)
     preload: Literal["auto", "home", "all", "none"] = "auto"
     spin_us: Micros = 0.0  # netkv-switch busy-polls this long after traffic (0 = sleep at once)
+    loop: Loop = Loop()  # mininet: the switch's recirculation port
     start_delay_ms: Millis = 20.0  # clients start together this long after all are ready
     # servers' load reports (Pegasus `load_window_us`) cover this long; 0 = one
     # controller epoch (at Mininet's thousands of req/s a 1 ms window holds ~1)

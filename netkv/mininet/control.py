@@ -78,7 +78,7 @@ def build_frame(payload: bytes, src_ip: str, src_mac: str, dst_ip: str, dst_mac:
 
 def parse_frame(frame: bytes) -> tuple[int, int, bytes] | None:
     """(source node, UDP destination port, payload) of an IPv4/UDP frame
-    (the CPU copy may be cut at 512 B: the payload is cut too), else None."""
+    (a CPU copy longer than the switch keeps is cut: the payload too), else None."""
     if len(frame) < ETH_HLEN + IP_HLEN + UDP_HLEN:
         return None
     if struct.unpack_from("!H", frame, 12)[0] != ETHERTYPE_IPV4:
@@ -165,6 +165,22 @@ class MininetControlPlane(ControlPlane):
     @property
     def now_s(self) -> float:
         return time.monotonic() - self._t0
+
+    # the simulator's numbering: node S+M is the controller, behind the CPU port
+    @property
+    def controller_node(self) -> int:
+        return self.rack.spec.servers + self.rack.spec.clients
+
+    def port_of(self, node: int) -> int:
+        if not 0 <= node <= self.controller_node:
+            raise DriverError(f"node {node}: the rack has nodes 0..{self.controller_node}")
+        if node == self.controller_node:
+            return self.rack.spec.backend.special_ports()[0]
+        return node
+
+    @property
+    def recirc_port(self) -> int:
+        return self.rack.spec.backend.special_ports()[1]
 
     def flush(self) -> None:
         """Send the register writes still queued (end of an epoch)."""

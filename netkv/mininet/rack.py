@@ -5,7 +5,9 @@
                     is linked to switch port n - netkv's rack plan (io.h)
   SwitchNode        a Mininet ``Switch`` that runs the rack's switch back-end
                     (netkv.backends: netkv-switch, BMv2, ...) on its ports,
-                    node n on port n
+                    node n on port n, and its recirculation port on a veth
+                    pair whose two ends are the switch's (``<tag>lpo`` out,
+                    ``<tag>lpi`` back in) if the back-end has one
   Rack              the running network: built, switch and kvservers
                     started, every pid recorded for ``netkv clean``; runs
                     kvclients for a load point and collects their results
@@ -87,6 +89,26 @@ def switch_ports(node: Any) -> list[Any]:
     return sorted((i for i in node.intfList() if i.name != "lo"), key=lambda i: node.ports[i])
 
 
+def loop_ifaces(tag: str) -> tuple[str, str]:
+    """The recirculation port's veth pair: (out, in), named with the run's tag."""
+    return f"{tag}lpo", f"{tag}lpi"
+
+
+def make_loop(tag: str) -> tuple[str, str]:
+    """Create the switch's loop: a veth pair, both ends up in the switch's
+    namespace, quiet (no IPv6, so the kernel sends nothing into it)."""
+    out, back = loop_ifaces(tag)
+    subprocess.run(["ip", "link", "del", out], capture_output=True)  # a crashed run's
+    subprocess.run(["ip", "link", "add", out, "type", "veth", "peer", "name", back],
+                   check=True, capture_output=True)
+    for iface in (out, back):
+        subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{iface}.disable_ipv6=1"],
+                       capture_output=True)
+        subprocess.run(["ethtool", "-K", iface, "tx", "off"], capture_output=True)
+        subprocess.run(["ip", "link", "set", iface, "up"], check=True, capture_output=True)
+    return out, back
+
+
 def _make_switch_class() -> Any:
     from mininet.node import Switch
 
@@ -103,6 +125,7 @@ def _make_switch_class() -> Any:
             self.label = backend.label
             self.proc: subprocess.Popen[str] | None = None
             self.final: dict[str, Any] = {}
+            self.loop: tuple[str, str] | None = None
 
         @property
         def log_path(self) -> Path:
@@ -114,7 +137,8 @@ def _make_switch_class() -> Any:
             for iface in ifaces:
                 # a userspace switch forwards what the kernel left unchecksummed
                 subprocess.run(["ethtool", "-K", iface, "tx", "off"], capture_output=True)
-            self.proc = self.backend.start(ifaces, self.folder, self.tag)
+            self.loop = make_loop(self.tag) if self.backend.loop_port else None
+            self.proc = self.backend.start(ifaces, self.folder, self.tag, self.loop)
             if self.state:
                 self.state.add_pid(self.proc.pid)
             self.backend.ready(self.proc, self.folder)
@@ -122,6 +146,10 @@ def _make_switch_class() -> Any:
         def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 - Mininet's name
             if self.proc is not None:
                 self.final = self.backend.stop(self.proc)
+            loop = getattr(self, "loop", None)
+            if loop is not None:
+                subprocess.run(["ip", "link", "del", loop[0]], capture_output=True)
+                self.loop = None
             super().stop(deleteIntfs)
 
     return SwitchNode

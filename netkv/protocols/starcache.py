@@ -327,15 +327,35 @@ def sim_controller_factory(cfg: RunConfig):  # type: ignore[no-untyped-def]
     return factory
 
 
+def rack_controller_factory(cfg: RunConfig):  # type: ignore[no-untyped-def]
+    """Real racks (target=mininet): ``factory(plane) -> StarCacheController``
+    caching the hottest keys of the workload the clients draw from (the
+    target calls ``start()``)."""
+    proto = cfg.protocol
+    assert isinstance(proto, StarCacheProtocol)
+    top = cfg.topology
+
+    def factory(plane: ControlPlane) -> StarCacheController:
+        from netkv.sim.engine import Workload
+
+        with Workload.from_config(cfg) as wl:
+            hot = hottest(wl, wl.ffi, wl.lib, candidates(proto))
+        return StarCacheController(plane, proto, hot,
+                                   range(top.servers, top.servers + top.clients))
+
+    return factory
+
+
 PLUGIN = ProtocolPlugin(
     name="starcache",
     summary="StarCache: variable-length items cached in packets looping through the switch",
-    targets=("sim",),
+    targets=("sim", "mininet"),
     config=StarCacheProtocol,
     wire=Proto.STARCACHE,
     udp_port=STARCACHE_PORT,
     pipeline_params=pipeline_params,
     sim_controller=sim_controller_factory,
+    rack_controller=rack_controller_factory,
 )
 
 

@@ -209,7 +209,7 @@ class RunDir:
                for k in ("mean", "p50", "p90", "p99", "p999")},
             "max_server_share": float(requests.max() / total) if len(requests) else 0.0,
             "max_over_mean": float(requests.max() / mean_load) if mean_load else 0.0,
-            # balancing efficiency (StarCache's Fig. 10): least / most loaded server
+            # balancing efficiency: least / most loaded server
             "min_over_max": float(requests.min() / requests.max()) if mean_load else 0.0,
             "imbalance": imbalance_factor(requests),
             "sat_tput_rps": saturated_rps(result, requests),

@@ -83,6 +83,8 @@ uint32_t nk_frame_build_udp(uint8_t *buf, const uint8_t dst_mac[6], const uint8_
  * both checksums incrementally (RFC 1624). */
 void nk_frame_set_dst(uint8_t *buf, const struct nk_frame *f, const uint8_t mac[6],
 		      uint32_t ip);
+/* The same for the UDP destination port. */
+void nk_frame_set_dport(uint8_t *buf, const struct nk_frame *f, uint16_t port);
 
 /* ones'-complement sum of buf (not folded), and folding */
 uint32_t nk_csum_add(uint32_t sum, const void *buf, size_t len);

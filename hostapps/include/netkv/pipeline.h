@@ -62,7 +62,8 @@ struct nk_pkt_meta {
 	 * a request and answers it later from another packet (StarCache's
 	 * parked reads) stores it with the request and writes it back into
 	 * the answering packet's meta, as a switch stores the client's address
-	 * and port; netkv-switch, which addresses by node, leaves it 0. */
+	 * and port. netkv-switch: the sender's UDP source port (a readdressed
+	 * switch reply goes to the port its cookie names). */
 	uint64_t cookie;
 };
 

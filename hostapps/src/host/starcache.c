@@ -71,13 +71,18 @@ static void mk_reply(const struct sc_server *s, const struct nk_msg *in, struct 
 	r->value = NULL;
 }
 
-static int sc_server_handle(void *st, struct nk_store *store, const struct nk_msg *in,
+static int sc_server_handle(void *st, struct nk_store *store, const struct nk_msg *msg,
 			    uint16_t src, struct nk_host_out *out, int max_out)
 {
 	struct sc_server *s = st;
 	(void)src;
-	if (max_out < 1 || in->proto != NK_PROTO_STARCACHE)
+	if (max_out < 1 || msg->proto != NK_PROTO_STARCACHE)
 		return 0;
+	/* the wire carries no keyhash: the store's key hash is the key's
+	 * (nk_djb2, what the workload's keyhash is) */
+	struct nk_msg q = *msg;
+	q.keyhash = nk_djb2(q.key, q.key_len);
+	const struct nk_msg *in = &q;
 	uint64_t ver = 0;
 	uint32_t vlen = 0;
 	int found = store->ops->get(store->impl, in, &ver, &vlen) == 0;

@@ -157,6 +157,20 @@ void nk_frame_set_dst(uint8_t *buf, const struct nk_frame *f, const uint8_t mac[
 	}
 }
 
+void nk_frame_set_dport(uint8_t *buf, const struct nk_frame *f, uint16_t port)
+{
+	uint8_t *udp = buf + f->ip_off + f->ip_hlen;
+	uint16_t old = nk_get16(udp + 2);
+	if (old == port)
+		return;
+	nk_put16(udp + 2, port);
+	uint16_t uc = nk_get16(udp + 6);
+	if (uc) { /* the port is one 16-bit word of the sum: replace it */
+		uc = csum_replace32(uc, old, port);
+		nk_put16(udp + 6, uc ? uc : 0xFFFF);
+	}
+}
+
 uint32_t nk_parse_ipv4(const char *s)
 {
 	struct in_addr a;

@@ -27,7 +27,9 @@
  *
  * Clients are addressed by node (req_ip holds the client's node id, which
  * the switch maps to its IP) and the embedder's request handle
- * (nk_pkt_meta.cookie) stands in for the client's UDP port.
+ * (nk_pkt_meta.cookie: netkv-switch's is the client's UDP port) kept with it.
+ * The controller is node S+M behind the CPU port (the simulator's plan; on
+ * netkv-switch its address is outside the plan, so meta->dst says none).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +50,7 @@ struct starcache_state {
 	uint16_t *node_port;
 	uint16_t cpu_port, recirc_port;
 	uint32_t n_servers, n_clients;
+	uint16_t ctl_node;         /* the controller's node: S+M */
 	struct nk_k128 tab;        /* lookup: HKEY (hkey[0] high) -> idx */
 	/* per CacheIdx */
 	uint8_t *state;
@@ -142,6 +145,9 @@ static int sc_init(void *st, const struct nk_pipeline_cfg *cfg)
 	for (uint32_t i = 0; i < SC_MAX_NODES; i++)
 		s->node_port[i] = i < cfg->n_nodes && cfg->node_port ? cfg->node_port[i]
 								      : NK_NODE_NONE;
+	s->ctl_node = (uint16_t)(cfg->n_servers + cfg->n_clients);
+	if (s->ctl_node < SC_MAX_NODES && s->node_port[s->ctl_node] == NK_NODE_NONE)
+		s->node_port[s->ctl_node] = cfg->cpu_port;
 	for (uint32_t i = 0; i < k; i++)
 		reset_key(s, i);
 	add_reg(s, "state", s->state, k, 1, 8);
@@ -238,9 +244,17 @@ static int sc_table_del(void *st, const char *table, const uint64_t *key, unsign
 
 /* ---- process ------------------------------------------------------------------- */
 
+/* the node a packet is for: outside the rack plan = the controller */
+static uint16_t dst_node(const struct starcache_state *s, const struct nk_pkt_meta *meta)
+{
+	return meta->dst == NK_NODE_NONE ? s->ctl_node : meta->dst;
+}
+
 static void forward(struct starcache_state *s, struct nk_pkt_meta *meta, struct nk_actions *act)
 {
-	nk_fwd_to_node(s->node_port, SC_MAX_NODES, meta, act);
+	struct nk_pkt_meta to = *meta;
+	to.dst = dst_node(s, meta);
+	nk_fwd_to_node(s->node_port, SC_MAX_NODES, &to, act);
 	if (act->fwd == NK_FWD_DROP)
 		s->stats[SC_STAT_NO_ROUTE]++;
 }
@@ -248,10 +262,11 @@ static void forward(struct starcache_state *s, struct nk_pkt_meta *meta, struct 
 /* A copy to meta->dst and a copy into the loop: the PRE group of the
  * destination node ({its port, the recirculation port}, set by the
  * controller). */
-static void to_node_and_loop(struct nk_pkt_meta *meta, struct nk_actions *act)
+static void to_node_and_loop(const struct starcache_state *s, const struct nk_pkt_meta *meta,
+			     struct nk_actions *act)
 {
 	act->fwd = NK_FWD_MCAST;
-	act->mcast_group = (uint16_t)nk_sc_mcast_group(meta->dst);
+	act->mcast_group = (uint16_t)nk_sc_mcast_group(dst_node(s, meta));
 }
 
 static void drop(struct starcache_state *s, enum sc_stat why, struct nk_actions *act)
@@ -327,12 +342,13 @@ static void cache_packet(struct starcache_state *s, int64_t hit, struct nk_msg *
 	m->req_id = s->req_seq[r];
 	m->send_ns = s->req_ts[r];
 	m->flags = 1;           /* CACHED */
+	m->server_id = NK_SERVER_NONE;   /* no server answered: clients count it as the switch's */
 	m->result = NK_RESULT_OK;
 	if (meta->dst >= s->n_servers)
 		m->client_id = (uint16_t)(meta->dst - s->n_servers);
 	s->stats[SC_STAT_SERVED]++;
 	act->switch_reply = 1;
-	to_node_and_loop(meta, act);
+	to_node_and_loop(s, meta, act);
 }
 
 /* The server's W_REP or F_REP for a cached key: revalidate and put the new
@@ -368,7 +384,7 @@ static void server_update(struct starcache_state *s, int64_t hit, struct nk_msg 
 	s->state[idx] = SC_STATE_VALID;
 	s->ack[idx] = 1;
 	s->stats[write ? SC_STAT_REVALIDATIONS : SC_STAT_FETCHES]++;
-	to_node_and_loop(meta, act);
+	to_node_and_loop(s, meta, act);
 }
 
 static void sc_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
