@@ -67,8 +67,10 @@ def test_inventory_is_validated_in_one_line() -> None:
     with pytest.raises(ConfigError, match="has 16 servers and 4 clients; the run asks for "
                                           "servers=17"):
         load(["target=testbed", "inventory=netns-rack", "servers=17"])
-    with pytest.raises(ConfigError, match="stack = 'dpdk' is not implemented"):
-        load(["target=testbed", "inventory=netns-rack", "+inventory.hosts.0.stack=dpdk"])
+    with pytest.raises(ConfigError, match="stack"):
+        load(["target=testbed", "inventory=netns-rack", "inventory.stack=rdma"])
+    with pytest.raises(ConfigError, match="'LD_PRELOAD' is not a VMA_\\* variable"):
+        load(["target=testbed", "inventory=netns-rack", "+inventory.vma.env.LD_PRELOAD=x"])
     cfg = load(["target=testbed", "inventory=netns-rack", "servers=2", "clients=1"])
     assert cfg.inventory.with_role("switch")[0].ports[:3] == ["p0", "p1", "p2"]
 
@@ -255,4 +257,105 @@ def test_the_documented_default_run_on_the_namespace_rack(rack: Inventory, tmp_p
     for table in ("points", "servers", "timeline", "histograms"):
         assert (out / f"{table}.parquet").is_file()
     assert pl.read_parquet(out / "servers.parquet")["server"].n_unique() == 16
+    assert not leftovers(rack)
+
+
+# --- host stacks --------------------------------------------------------------------------
+
+def _dpdk_built() -> bool:
+    from netkv.native import NativeBuildMissing, program_path
+
+    try:
+        return all(program_path(p).is_file() for p in ("kvserver-dpdk", "kvclient-dpdk"))
+    except NativeBuildMissing:
+        return False
+
+
+@pytest.mark.skipif(not _dpdk_built(), reason="kvserver-dpdk not built (no libdpdk-dev: "
+                                               "just system-deps installs it)")
+@pytest.mark.parametrize("protocol", ["hash", "pegasus"])
+def test_dpdk_hosts_run_over_af_packet_with_the_same_tables(rack: Inventory, protocol: str,
+                                                            tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """inventory.stack=dpdk: every server and client is kvserver-dpdk /
+    kvclient-dpdk on net_af_packet over its eth1 (no kernel address there, so
+    only DPDK can answer); the run writes the tables the kernel stack writes
+    and leaves nothing behind."""
+    from netkv.cli import main
+    from netkv.testbed.rack import SshRack
+
+    seen: dict[str, list[dict]] = {"servers": [], "clients": []}
+    run_clients, stop = SshRack.run_clients, SshRack.stop
+
+    def spy_clients(self: SshRack, *a: object, **kw: object) -> list[dict]:
+        res = run_clients(self, *a, **kw)  # type: ignore[arg-type]
+        seen["clients"] += res
+        return res
+
+    def spy_stop(self: SshRack) -> dict:
+        final = stop(self)
+        seen["servers"] += final["servers"]
+        return final
+
+    monkeypatch.setattr(SshRack, "run_clients", spy_clients)
+    monkeypatch.setattr(SshRack, "stop", spy_stop)
+    out = tmp_path / "dpdk"
+    assert main(["run", *SMALL, f"protocol={protocol}", "inventory.stack=dpdk", f"out={out}"]) == 0
+    points = pl.read_parquet(out / "points.parquet")
+    sim = tmp_path / "sim"
+    assert main(["run", f"protocol={protocol}", "servers=2", "clients=1", "keys=2000",
+                 "duration=0.01", f"out={sim}"]) == 0
+    assert points.columns == pl.read_parquet(sim / "points.parquet").columns
+    measured = points.filter(pl.col("phase") != "reference")
+    assert len(measured) and (measured["completion"] > 0.99).all()
+    servers = pl.read_parquet(out / "servers.parquet")
+    assert servers["server"].n_unique() == 2 and servers["requests"].sum() > 0
+    # the packets went through DPDK: each program says so and counted frames
+    assert seen["servers"] and len(seen["servers"]) % 2 == 0 and seen["clients"]
+    for report in seen["servers"] + seen["clients"]:
+        assert report["stack"] == "dpdk" and report["io_rx_frames"] > 0, report
+        assert report["io_rx_bad"] == 0 and report["io_tx_drop"] == 0, report
+    assert sum(r["served"] for r in seen["servers"]) >= measured["completed"].sum()
+    assert not leftovers(rack)
+
+
+def test_vma_preloads_libvma_with_its_knobs() -> None:
+    """stack: vma runs the kernel programs with LD_PRELOAD and the VMA_*
+    knobs; DPDK gets its device, cores, memory mode and --io from the entry."""
+    from netkv.testbed.stacks import command
+
+    inv = Inventory.model_validate({
+        "name": "t", "stack": "vma",
+        "vma": {"lib": "/opt/vma/libvma.so", "env": {"VMA_SPEC": "latency", "VMA_RX_POLL": "-1"}},
+        "dpdk": {"eal": ["-m", "512"], "idle_us": 0, "gw_mac": "02:aa:00:00:00:01"},
+        "hosts": [{"name": "s0", "ssh": "a", "key": "k", "roles": ["server"]},
+                  {"name": "c0", "ssh": "b", "key": "k", "roles": ["client"], "stack": "dpdk",
+                   "pci": "0000:3b:00.0", "cores": [2, 3]},
+                  {"name": "s1", "ssh": "c", "key": "k", "roles": ["server"], "stack": "kernel"}]})
+    s0, c0, s1 = inv.hosts
+    args = ["--protocol", "hash", "--id", "0"]
+    assert command(inv, s0, "kvserver", "/w/bin", args, "02:00:00:00:00:01", 8) == [
+        "env", "LD_LIBRARY_PATH=/w/bin", "LD_PRELOAD=/opt/vma/libvma.so", "VMA_RX_POLL=-1",
+        "VMA_SPEC=latency", "/w/bin/kvserver", *args]
+    # the switch host's programs and netkv-switch never get a stack
+    assert command(inv, s0, "kvserver", "/w/bin", args, "m", 8, node=False)[2] == "/w/bin/kvserver"
+    assert command(inv, s0, "netkv-switch", "/w/bin", [], "m", 8)[2] == "/w/bin/netkv-switch"
+    assert command(inv, s1, "kvserver", "/w/bin", args, "m", 8)[2] == "/w/bin/kvserver"
+    assert command(inv, c0, "kvclient", "/w/bin", args, "02:00:00:00:00:03", 8) == [
+        "env", "LD_LIBRARY_PATH=/w/bin", "/w/bin/kvclient-dpdk", "-a", "0000:3b:00.0",
+        "--lcores=0@(2,3)", "--in-memory", "--no-telemetry", "-m", "512", "--", *args,
+        "--io", "mac=02:00:00:00:00:03,idle_us=0,gw=02:aa:00:00:00:01"]
+
+
+def test_vma_without_libvma_on_the_host_is_one_line(rack: Inventory) -> None:
+    """libvma is not packaged for Debian (nor installed here): a vma rack
+    stops before starting anything, naming the host and the library."""
+    from netkv.targets.testbed import TestbedTarget
+
+    cfg = load([*SMALL, "protocol=hash", "inventory.stack=vma",
+                "inventory.vma.lib=/nonexistent/libvma.so"])
+    with pytest.raises(ConfigError) as e:
+        TestbedTarget(cfg)
+    msg = str(e.value)
+    assert "\n" not in msg and "/nonexistent/libvma.so" in msg and "'s0'" in msg
     assert not leftovers(rack)

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from netkv.native import NativeBuildMissing, program_path
 from netkv.targets.base import TargetUnavailable
+from netkv.testbed import stacks
 from netkv.targets.mininet import MininetTarget
 
 STATE_ROOT = Path(os.environ.get("NETKV_TESTBED_STATE", "/run/netkv/testbed"))
@@ -59,6 +61,16 @@ class TestbedTarget(MininetTarget):
         if missing:
             raise TargetUnavailable(f"target=testbed: key file {missing[0]} not found "
                                     f"(inventory {self.cfg.inventory.name!r})")
+        inv = self.cfg.inventory
+        used = (inv.with_role("server")[: self.cfg.topology.servers]
+                + inv.with_role("client")[: self.cfg.topology.clients])
+        for prog in stacks.programs(inv, used):
+            try:
+                program_path(prog)
+            except NativeBuildMissing:
+                raise TargetUnavailable(f"target=testbed: stack dpdk needs {prog}, which this "
+                                        "build has not (CMake found no libdpdk: apt-get install "
+                                        "libdpdk-dev, then just setup)") from None
         if not os.path.exists(self.cfg.inventory.known_hosts):
             raise TargetUnavailable(f"target=testbed: known_hosts file "
                                     f"{self.cfg.inventory.known_hosts} not found (host keys "

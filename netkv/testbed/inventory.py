@@ -7,6 +7,14 @@ node i: servers first, then clients, netkv's rack plan), the cores to use and
 its host stack. Servers and clients are taken in inventory order. Host keys
 are pinned: ``known_hosts`` is the one file ssh trusts (no host key is ever
 accepted unseen).
+
+Host stacks (what carries kvserver's and kvclient's UDP; docs/testbed.md):
+``kernel`` (the kernel's sockets), ``dpdk`` (kvserver-dpdk/kvclient-dpdk on
+an ethdev port: the NIC at ``pci``, or net_af_packet on ``nic`` when no PCI
+address is given; EAL and port options in ``dpdk``), ``vma`` (the kernel
+programs with libvma preloaded; its path and ``VMA_*`` knobs in ``vma``). A
+host's ``stack`` (and ``dpdk``/``vma``) default to the inventory's, so
+``inventory.stack=dpdk`` switches a whole rack.
 """
 
 from __future__ import annotations
@@ -19,6 +27,38 @@ from netkv.config.base import Strict
 
 Role = Literal["server", "client", "switch", "coordinator"]
 Stack = Literal["kernel", "dpdk", "vma"]
+MAC = r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$"
+
+
+class Dpdk(Strict):
+    """EAL and port options of the DPDK programs (``stack: dpdk``)."""
+
+    # extra EAL arguments, e.g. [--no-huge, -m, "128"] on a host without
+    # hugepages; the device (-a PCI, or --no-pci --vdev=net_af_packet0,iface=NIC),
+    # the cores (--lcores) and the memory mode (--in-memory, or --no-shconf
+    # with --no-huge) are added from the host's entry
+    eal: list[str] = []
+    # sleep this long between empty polls (0: poll without pause, a core per
+    # program, the DPDK way; > 0 where cores are shared, as in the namespace rack)
+    idle_us: int = Field(0, ge=0, le=1_000_000)
+    # every datagram to this MAC (a rack routing by IP through one next hop);
+    # None: each node's rack-plan MAC, with no ARP
+    gw_mac: str | None = Field(None, pattern=MAC)
+
+
+class Vma(Strict):
+    """libvma under the kernel programs (``stack: vma``): LD_PRELOAD and knobs."""
+
+    lib: str = Field("/usr/lib/libvma.so", min_length=1)   # path on the host
+    # VMA_* environment knobs, e.g. {VMA_SPEC: latency, VMA_RX_POLL: "-1"}
+    env: dict[str, str] = {}
+
+    @model_validator(mode="after")
+    def _knobs(self) -> "Vma":
+        bad = sorted(k for k in self.env if not k.startswith("VMA_") or not k.isidentifier())
+        if bad:
+            raise ValueError(f"vma.env: {bad[0]!r} is not a VMA_* variable")
+        return self
 
 
 class Host(Strict):
@@ -32,7 +72,9 @@ class Host(Strict):
     ports: list[str] = []                    # switch: data port i = ports[i] (node i)
     pci: str | None = None                   # data NIC's PCI address (DPDK)
     cores: list[int] = []                    # cores to pin to (empty: any)
-    stack: Stack = "kernel"
+    stack: Stack | None = None               # None: the inventory's
+    dpdk: Dpdk | None = None                 # None: the inventory's
+    vma: Vma | None = None                   # None: the inventory's
     workdir: str = "/tmp/netkv-testbed"      # remote folder for binaries and run state
 
 
@@ -40,6 +82,9 @@ class Inventory(Strict):
     name: str = Field(min_length=1)
     description: str = ""
     known_hosts: str = ""                    # pinned host keys (ssh UserKnownHostsFile)
+    stack: Stack = "kernel"                  # every host's unless it names its own
+    dpdk: Dpdk = Dpdk()
+    vma: Vma = Vma()
     hosts: list[Host] = []
 
     @model_validator(mode="after")
@@ -52,6 +97,15 @@ class Inventory(Strict):
 
     def with_role(self, role: Role) -> list[Host]:
         return [h for h in self.hosts if role in h.roles]
+
+    def stack_of(self, host: Host) -> Stack:
+        return host.stack or self.stack
+
+    def dpdk_of(self, host: Host) -> Dpdk:
+        return host.dpdk or self.dpdk
+
+    def vma_of(self, host: Host) -> Vma:
+        return host.vma or self.vma
 
     def check_rack(self, servers: int, clients: int) -> None:
         """Raise ValueError (one line) unless this inventory holds a rack of
@@ -74,7 +128,3 @@ class Inventory(Strict):
             raise ValueError(f"{where}: switch {switches[0].name!r} lists "
                              f"{len(switches[0].ports)} ports; the rack needs "
                              f"{servers + clients} (servers, then clients)")
-        for h in self.hosts:
-            if h.stack != "kernel" and ({"server", "client"} & set(h.roles)):
-                raise ValueError(f"{where}: host {h.name!r} stack = {h.stack!r} is not "
-                                 "implemented on the testbed yet (allowed: kernel)")

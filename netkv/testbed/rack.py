@@ -9,10 +9,13 @@ target is the Mininet target with another rack:
    on each host (a content hash of the programs: a rebuilt binary is pushed
    again, an unchanged one never);
 3. the data NICs get the rack plan's addresses (node n: 10.0.0.(n+1), MAC
-   02:00:00:00:HH:LL), static ARP for every node and the controller;
+   02:00:00:00:HH:LL), static ARP for every node and the controller; a DPDK
+   host's NIC gets only its MAC and no address (its program answers, not
+   the kernel), or nothing when DPDK owns it (a PCI address);
 4. the switch back-end's program starts on the switch host on the ports
    wired to the hosts used, the kvservers on the servers, each under a
-   lifeline (``ssh.lifeline``), their control sockets forwarded here;
+   lifeline (``ssh.lifeline``) and on the host's stack
+   (``netkv.testbed.stacks``), their control sockets forwarded here;
 5. a load point's kvclients start over SSH and are sent one start instant
    in CLOCK_REALTIME (``@ns``: hosts' real-time clocks must be synchronised,
    e.g. by PTP/NTP; in the namespace rack they share one clock);
@@ -36,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 # the rack plan and the controller's address are the Mininet rack's (io.h)
 from netkv.mininet.rack import CONTROLLER_IP, CONTROLLER_MAC, node_ip, node_mac
+from netkv.testbed import stacks
 from netkv.testbed.inventory import Host, Inventory
 from netkv.testbed.ssh import RemoteError, Ssh, lifeline
 
@@ -73,20 +77,25 @@ class SshRack:
         ports = self.switch_host.ports
         self.switch_ports = ports[: spec.servers] + ports[len(servers): len(servers) + spec.clients]
         self.nodes: list[Host] = self.servers + self.clients
+        self.node_of = {h.name: n for n, h in enumerate(self.nodes)}
         used = {h.name: h for h in [self.switch_host, *self.nodes]}
+        self.hosts = used
+        self.ncpu: dict[str, int] = {}
         self.ssh = {name: Ssh(h, inventory.known_hosts, control_dir) for name, h in used.items()}
         self.lifelines: dict[str, subprocess.Popen[str]] = {}
         self.logs: dict[str, tuple[str, str]] = {}   # label -> (host, remote log)
         self.forwards: list[subprocess.Popen[str]] = []
         from netkv.native import library_path
 
-        self.local = {p: Path(program_path(p)) for p in PROGRAMS}
+        self.programs = (*PROGRAMS[:-1], *stacks.programs(inventory, self.nodes), PROGRAMS[-1])
+        self.local = {p: Path(program_path(p)) for p in self.programs}
         self.library = Path(library_path())
-        self.build = build_id([self.library, *(self.local[p] for p in PROGRAMS)])
+        self.build = build_id([self.library, *(self.local[p] for p in self.programs)])
         self.remote_run = {h.name: f"{h.workdir}/run-{spec.tag}" for h in used.values()}
         self.remote_bin = {h.name: f"{h.workdir}/bin/{self.build}" for h in used.values()}
         try:
             self._each(lambda name: self.ssh[name].check())
+            self._each(self._check_stack)
             self._each(self._push)
             self._each(lambda name: self.ssh[name].run(
                 f"mkdir -p -m 700 {shlex.quote(self.remote_run[name])}"))
@@ -109,21 +118,37 @@ class SshRack:
             for f in [pool.submit(fn, n, h) for n, h in enumerate(self.nodes)]:
                 f.result()
 
+    def _check_stack(self, name: str) -> None:
+        """A vma host has libvma (LD_PRELOAD of a missing library only warns,
+        and the program would run on the kernel's sockets unnoticed)."""
+        if name not in self.node_of or self.inv.stack_of(self.hosts[name]) != "vma":
+            return
+        lib = self.inv.vma_of(self.hosts[name]).lib
+        if self.ssh[name].run(f"test -r {shlex.quote(lib)} && echo ok", check=False
+                              ).stdout.strip() != "ok":
+            raise RemoteError(f"host {name!r}: stack vma needs libvma at {lib} (inventory "
+                              "vma.lib), not found there; libvma is not packaged for Debian")
+
     def _push(self, name: str) -> None:
         ssh, rbin = self.ssh[name], self.remote_bin[name]
-        have = ssh.run(f"test -x {shlex.quote(rbin)}/{PROGRAMS[-1]} && echo yes || echo no")
+        self.ncpu[name] = int(ssh.run("nproc --all").stdout.strip() or 1)
+        have = ssh.run(f"test -x {shlex.quote(rbin)}/{self.programs[-1]} && echo yes || echo no")
         if have.stdout.strip() == "yes":
             return
         ssh.run(f"mkdir -p {shlex.quote(rbin)}")
         ssh.copy_to(self.library, f"{rbin}/{self.library.name}")
-        for prog in PROGRAMS:  # the last one marks the folder complete
+        for prog in self.programs:  # the last one marks the folder complete
             ssh.copy_to(self.local[prog], f"{rbin}/{prog}")
+        stack = self.inv.stack_of(self.hosts[name]) if name in self.node_of else "kernel"
         res = ssh.run(shlex.join(self._remote_argv(name, [str(self.local["kvserver"]), "--help"])),
                       check=False)
         if "usage" not in (res.stdout + res.stderr):
+            need = {"dpdk": "; stack dpdk needs DPDK's libraries there (libdpdk-dev)",
+                    "vma": f"; stack vma needs {self.inv.vma_of(self.hosts[name]).lib} there"}
             raise RemoteError(f"host {name!r}: the pushed kvserver does not run there "
                               f"({' '.join(res.stderr.split())[:200] or 'no output'}); "
-                              "hosts need the same OS and libc as this machine")
+                              "hosts need the same OS and libc as this machine"
+                              f"{need.get(stack, '')}")
 
     def describe_hosts(self) -> dict[str, dict[str, Any]]:
         """Each used host as configured and as it reports itself (one SSH
@@ -157,6 +182,15 @@ class SshRack:
 
     def _address(self, node: int, host: Host) -> None:
         nic = shlex.quote(host.nic)
+        if self.inv.stack_of(host) == "dpdk":
+            if host.pci:
+                return  # the NIC is DPDK's: --io mac= gives it the plan's MAC
+            # net_af_packet on the kernel's interface: the plan MAC, no
+            # address (the kernel would answer the program's datagrams)
+            self.ssh[host.name].run(
+                f"ip link set dev {nic} address {node_mac(node)} && ip addr flush dev {nic} && "
+                f"ip link set dev {nic} up && (ethtool -K {nic} tx off >/dev/null 2>&1 || true)")
+            return
         neigh = "".join(
             f"ip neigh replace {node_ip(m)} lladdr {node_mac(m)} dev {nic} nud permanent; "
             for m in range(len(self.nodes)) if m != node)
@@ -167,13 +201,16 @@ class SshRack:
             f"ip neigh replace {CONTROLLER_IP} lladdr {CONTROLLER_MAC} dev {nic} nud permanent")
 
     def _remote_argv(self, name: str, argv: Sequence[str]) -> list[str]:
-        """A local program's command line with the remote copy's path."""
+        """A local program's command line with the remote copy's path, on
+        the host's stack (the programs find the pushed libnetkv beside them)."""
         out = list(argv)
-        rbin = self.remote_bin[name]
+        host = self.hosts[name]
+        node = self.node_of.get(name, 0)
         for prog, path in self.local.items():
             if out and out[0] == str(path):
-                # the programs find the pushed libnetkv beside them
-                out = ["env", f"LD_LIBRARY_PATH={rbin}", f"{rbin}/{prog}", *out[1:]]
+                out = stacks.command(self.inv, host, prog, self.remote_bin[name], out[1:],
+                                     node_mac(node), self.ncpu.get(name, 1),
+                                     node=name in self.node_of)
         return out
 
     def _lifeline(self, label: str, host: Host, argv: Sequence[str]) -> subprocess.Popen[str]:
