@@ -167,7 +167,7 @@ class SshRack:
             lines = (res.stdout.splitlines() + [""] * 6)[:6]
             speed = lines[5].strip()
             out[name] = {
-                "roles": list(host.roles), "stack": host.stack,
+                "roles": list(host.roles), "stack": self.inv.stack_of(host),
                 "nic": list(host.ports) if switch else nic, "pci": host.pci,
                 "cores": list(host.cores), "kernel": lines[0].strip() or None,
                 "online_cores": int(lines[1]) if lines[1].strip().isdigit() else None,
