@@ -60,10 +60,17 @@ def check_supported(cfg: RunConfig) -> None:
             f"invalid config: protocol = '{cfg.protocol.name}' is not implemented on "
             f"target = '{cfg.target.name}' yet (implemented there: {ready})"
         )
-    if cfg.topology.hostile_clients and cfg.target.name != "sim":
-        raise UnsupportedCombination(
-            f"invalid config: topology.hostile_clients runs on target = 'sim' only for now, "
-            f"not '{cfg.target.name}' (docs/security.md)")
+    if cfg.topology.hostile_clients:
+        # the simulator and kvclient --mode hostile send the host logic's
+        # client_hostile: one C function serves every target
+        from netkv.sim import native
+
+        _, lib = native.load()
+        if not lib.nk_host_has_hostile(cfg.protocol.name.encode()):
+            raise UnsupportedCombination(
+                f"invalid config: topology.hostile_clients = {cfg.topology.hostile_clients}: "
+                f"protocol {cfg.protocol.name} has no hostile traffic (allowed: 0; "
+                f"docs/security.md)")
     backend_class(cfg.target.switch).preflight(cfg, info)
     placement = importlib.import_module(PLACEMENTS[cfg.target.name].partition(":")[0])
     check = getattr(placement, "check_config", None)

@@ -219,14 +219,23 @@ def test_dataset_counts_refusals(tmp_path: Path) -> None:
     assert (points["hostile_sent"] > 0).all()
 
 
-def test_hostile_clients_refused_on_other_targets_and_bad_counts() -> None:
+def test_hostile_clients_refused_without_hostile_traffic_and_bad_counts() -> None:
+    """Every target runs the host logic's client_hostile (the simulator, and
+    kvclient --mode hostile on Mininet and the testbed): a protocol without
+    one is refused before anything runs, on any target, in one line."""
     import subprocess
     import sys
 
-    for args, why in ((["target=mininet", "topology.hostile_clients=1", "clients=2"],
-                       "runs on target = 'sim' only"),
-                      (["topology.hostile_clients=2", "clients=2"], "hostile_clients 2")):
-        res = subprocess.run([sys.executable, "-m", "netkv", "run", "protocol=hash", *args],
+    from netkv.protocols import implemented_on
+
+    _, lib = native.load()
+    cases = [(["protocol=hash", "topology.hostile_clients=2", "clients=2"], "hostile_clients 2")]
+    for target in ("sim", "mininet"):
+        without = [p for p in implemented_on(target) if not lib.nk_host_has_hostile(p.encode())]
+        cases += [([f"protocol={p}", f"target={target}", "topology.hostile_clients=1",
+                    "clients=2"], "has no hostile traffic") for p in without[:1]]
+    for args, why in cases:
+        res = subprocess.run([sys.executable, "-m", "netkv", "run", *args],
                              capture_output=True, text=True)
         assert res.returncode == 2 and why in res.stderr, res.stderr
         assert len(res.stderr.strip().splitlines()) == 1

@@ -19,7 +19,8 @@
  *
  * --mode echo sends raw datagrams of --payload bytes to --target and times
  * the echoes (the benchmark's plain-UDP baseline); --rate 0 sends as fast
- * as it can (--mode blast: no replies expected).
+ * as it can (--mode blast: no replies expected). --mode hostile sends the
+ * protocol's adversarial traffic instead of requests (hostile_run below).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -93,6 +94,7 @@ static void usage(FILE *o)
 		"                [--seed N] [--drain S] [--timeout-us T --retries R] [--start-at NS|stdin]\n"
 		"                [--window-ms W] [--out PATH] [--history PATH [--value-tag N]] [--batch N]\n"
 		"                [--first-req-id N] [--tag STR] [--io OPTS]\n"
+		"       kvclient --mode hostile --protocol NAME --id C ... (the same workload options)\n"
 		"       kvclient --mode echo|blast --target IP:PORT --rate RPS --duration S [--payload B]\n"
 		"       (%s)\n", nk_dgram_usage());
 }
@@ -241,6 +243,90 @@ static void json_latency(FILE *o, const char *name, const struct nk_hist *h)
 		nk_hist_quantile(h, 0.99), nk_hist_quantile(h, 0.999), h->total ? h->max : 0);
 }
 
+/* --mode hostile (docs/security.md, topology.hostile_clients): Poisson at
+ * --rate until the end of the run, an ordinary write of a workload key turned
+ * into adversarial traffic by the protocol's client_hostile (forged versions
+ * and sequence numbers, server-only ops, replayed ids, spoofed replies,
+ * oversized values), as the simulator's hostile clients send. The victim
+ * whose identity it borrows is a client with a lower id (the orchestrator
+ * gives hostile clients the last ids). A message larger than a datagram
+ * goes out truncated, so oversized values arrive as truncated messages.
+ * Nothing is listened for. A write that may take effect goes into the
+ * history as a write of unknown outcome (status timeout), so that checkers
+ * account for what it did to the honest clients' keys. */
+struct hostile {
+	const struct nk_host_ops *ops;
+	void *hst;
+	struct nk_workload *wl;
+	struct nk_dgram *io;
+	FILE *hf;
+	uint32_t id, n_servers, key_size, next_id, batch;
+	uint16_t port;
+	uint64_t t0, t_end, value_tag;
+	double mean_gap;
+	uint64_t sent, send_err;
+};
+
+static void hostile_run(struct hostile *c, struct nk_rng *rng, uint8_t *keybuf, uint8_t *valbuf)
+{
+	static uint8_t frame[NK_DGRAM_PAYLOAD_MAX + 65536 + 256];
+	struct nk_dgram_rx rx[MAX_BATCH];
+	uint64_t next_send = c->t0 + (uint64_t)nk_rng_exp(rng, c->mean_gap);
+	while (!stop_flag) {
+		uint64_t now = nk_now_ns();
+		if (now >= c->t_end)
+			break;
+		uint32_t nt = 0;
+		while (next_send <= now && next_send < c->t_end && nt < c->batch) {
+			uint8_t *b = nk_dgram_tx_slot(c->io);
+			if (!b)
+				break;
+			uint32_t rank = nk_workload_sample(c->wl, rng);
+			const struct nk_rank_info *ri = &c->wl->ranks[rank];
+			nk_key_bytes(ri->key, c->key_size, keybuf);
+			uint32_t rid = c->next_id++;
+			uint64_t vid = c->value_tag << 48 | (uint64_t)((c->id + 1) & 0xFFFF) << 32 | rid;
+			struct nk_req_spec sp = {
+				.kind = NK_KIND_WRITE, .key_len = (uint8_t)c->key_size,
+				.client_id = (uint16_t)c->id, .home = ri->home, .req_id = rid,
+				.keyhash = ri->keyhash, .value_len = ri->value_len,
+				.send_ns = next_send, .key = keybuf,
+			};
+			uint16_t victim = (uint16_t)(c->id ? nk_rng_below(rng, c->id) : 0);
+			struct nk_msg m;
+			uint16_t dst = c->ops->client_hostile(c->hst, nk_rng_next(rng), &sp, victim,
+							      c->n_servers, &m);
+			if (m.value_len && !m.value)
+				m.value = valbuf;
+			if (m.value_len >= 8)
+				nk_put64(valbuf, vid);
+			int n = nk_wire_encode(&m, frame, sizeof(frame));
+			next_send += (uint64_t)nk_rng_exp(rng, c->mean_gap);
+			if (n < 0) {
+				c->send_err++;
+				continue;
+			}
+			uint32_t len = n > NK_DGRAM_PAYLOAD_MAX ? NK_DGRAM_PAYLOAD_MAX : (uint32_t)n;
+			memcpy(b, frame, len);
+			nk_dgram_tx_commit(c->io, len, nk_node_ip(dst), c->port);
+			if (c->hf && m.kind == NK_KIND_WRITE)
+				fprintf(c->hf, "%u,%u,w,%u,%" PRIu64 ",-1,%" PRIu64 ",0,-1,timeout\n",
+					c->id, rid, ri->key, now, vid);
+			nt++;
+		}
+		if (nt) {
+			unsigned w = nk_dgram_tx_flush(c->io);
+			c->sent += w;
+			c->send_err += nt - w;
+		}
+		while (nk_dgram_recv(c->io, rx, MAX_BATCH) > 0)
+			; /* replies to forged requests: not ours to judge */
+		if (next_send > now)
+			nk_dgram_wait(c->io, NULL, 0, next_send < c->t_end ? next_send : c->t_end,
+				      &stop_flag);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const char *proto = NULL, *out_path = NULL, *hist_path = NULL, *mode = "kv", *target = NULL;
@@ -324,8 +410,10 @@ int main(int argc, char **argv)
 		}
 	}
 	int m_kv = !strcmp(mode, "kv"), m_echo = !strcmp(mode, "echo"), m_blast = !strcmp(mode, "blast");
-	if (optind != argc || !(m_kv || m_echo || m_blast) || (m_kv && !proto) ||
-	    (!m_kv && !target) || rate < 0 || duration <= 0 || batch == 0 || batch > MAX_BATCH ||
+	int m_hostile = !strcmp(mode, "hostile");
+	int keyed = m_kv || m_hostile;   /* a protocol's client: host logic, workload */
+	if (optind != argc || !(keyed || m_echo || m_blast) || (keyed && !proto) ||
+	    (!keyed && !target) || (m_hostile && rate <= 0) || rate < 0 || duration <= 0 || batch == 0 || batch > MAX_BATCH ||
 	    key_size == 0 || key_size > NK_MAX_KEY_LEN || payload < 16 || payload > 1472 ||
 	    n_servers == 0 || window_ms < 0) {
 		usage(stderr);
@@ -337,10 +425,15 @@ int main(int argc, char **argv)
 	void *hst = NULL;
 	struct nk_workload *wl = NULL;
 	struct target tgt = {0};
-	if (m_kv) {
+	if (keyed) {
 		ops = nk_host_find(proto);
 		if (!ops || !ops->client_request) {
 			fprintf(stderr, "kvclient: no host logic named '%s'\n", proto);
+			return 2;
+		}
+		if (m_hostile && !ops->client_hostile) {
+			fprintf(stderr, "kvclient: protocol '%s' has no hostile traffic "
+					"(--mode hostile needs host logic with client_hostile)\n", proto);
 			return 2;
 		}
 		hst = calloc(1, ops->client_state_size ? ops->client_state_size : 1);
@@ -419,7 +512,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kvclient: --port %d is not a UDP port\n", port);
 		return 2;
 	}
-	struct nk_dgram_cfg iocfg = {.port = (uint16_t)(m_kv ? port : 0), .node = n_servers + id,
+	struct nk_dgram_cfg iocfg = {.port = (uint16_t)(keyed ? port : 0), .node = n_servers + id,
 				     .opts = io_opts};
 	struct nk_dgram *io = nk_dgram_open(&iocfg, ioerr, sizeof(ioerr));
 	if (!io) {
@@ -470,6 +563,45 @@ int main(int argc, char **argv)
 	 * stragglers) are not ours */
 	while (nk_dgram_recv(io, rx, MAX_BATCH) > 0)
 		;
+	if (m_hostile) {
+		struct hostile hc = {.ops = ops, .hst = hst, .wl = wl, .io = io, .hf = hf, .id = id,
+				     .n_servers = n_servers, .key_size = key_size, .batch = batch,
+				     .next_id = (uint32_t)(first_req_id ? first_req_id : 1),
+				     .port = (uint16_t)port, .t0 = t0, .t_end = t_end,
+				     .value_tag = value_tag, .mean_gap = 1e9 / rate};
+		hostile_run(&hc, &rng, keybuf, valbuf);
+		if (hf)
+			fclose(hf);
+		FILE *out = out_path ? fopen(out_path, "w") : stdout;
+		if (!out) {
+			fprintf(stderr, "kvclient: %s: %s\n", out_path, strerror(errno));
+			return 1;
+		}
+		fprintf(out, "{\"kvclient\": %u, \"mode\": \"hostile\", \"rate\": %.3f, "
+			     "\"duration_s\": %.6f, \"t0_ns\": %" PRIu64 ", \"hostile_sent\": %" PRIu64
+			     ", \"send_errors\": %" PRIu64 ", \"next_req_id\": %u",
+			id, rate, duration, t0, hc.sent, hc.send_err, hc.next_id);
+		nk_dgram_json(io, out);
+		fputs("}\n", out);
+		if (out != stdout)
+			fclose(out);
+		else
+			fflush(stdout);
+		free(tab);
+		free(tq);
+		free(per_server);
+		nk_hist_free(&h);
+		nk_hist_free(&hr);
+		for (uint64_t i = 0; i < n_windows; i++)
+			nk_hist_free(&win[i].h);
+		free(win);
+		if (ops->client_fini)
+			ops->client_fini(hst);
+		free(hst);
+		nk_workload_free(wl);
+		nk_dgram_close(io);
+		return 0;
+	}
 	double mean_gap = rate > 0 ? 1e9 / rate : 0;
 	uint64_t next_send = t0 + (rate > 0 ? (uint64_t)nk_rng_exp(&rng, mean_gap) : 0);
 	uint64_t issued = 0, completed = 0, timeouts = 0, n_retries = 0, dup = 0, bad = 0, late = 0;

@@ -275,7 +275,11 @@ class MininetTarget(Target):
         refused_before = self._switch_refusals()
         switch_before = self.switch_counters()
         drain_s = max(topo.drain_ms / 1e3, 0.05)
-        common = [*self.workload_args(), "--rate", repr(offered_rps / m),
+        # the last hostile_clients clients send adversarial traffic (kvclient
+        # --mode hostile, docs/security.md) beside the honest ones, who carry
+        # the offered load, as in the simulator
+        honest = m - topo.hostile_clients
+        common = [*self.workload_args(), "--rate", repr(offered_rps / honest),
                   "--duration", repr(self.duration_s), "--drain", repr(drain_s),
                   "--write-ratio", repr(cfg.workload.write_ratio),
                   "--window-ms", repr(topo.timeline_ms),
@@ -293,6 +297,8 @@ class MininetTarget(Target):
             if hist_dir:
                 history.append(Path(hist_dir) / f"history-p{point_no}-client{j}.csv")
                 a += ["--history", str(history[-1]), "--value-tag", str(point_no & 0xFFFF)]
+            if j >= honest:
+                a += ["--mode", "hostile", "--rate", repr(topo.hostile_rps)]
             args_for.append(a)
         stop = threading.Event()
         failure: list[BaseException] = []
@@ -322,6 +328,8 @@ class MininetTarget(Target):
                                f"{failure[0]!r}") from failure[0]
         for j, r in enumerate(results):
             self.next_req_id[j] = int(r.get("next_req_id", self.next_req_id[j]))
+        hostile_sent = sum(int(r["hostile_sent"]) for r in results[honest:])
+        results = results[:honest]
         # the servers keep their store between points: a history is checkable
         # only from the rack's start, so every recorded point so far goes in
         self.histories += history
@@ -360,6 +368,7 @@ class MininetTarget(Target):
             retries=sum(int(r.get("retries", 0)) for r in results),
             refused=refused,
             forged_replies=sum(r.get("forged_replies", 0) for r in results),
+            hostile_sent=hostile_sent,
             noise=point_noise,
         )
 

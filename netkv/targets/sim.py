@@ -40,11 +40,6 @@ class HistoryData:
 
 def check_config(cfg: RunConfig) -> None:
     """Refuse, before anything is written, what the simulator cannot run."""
-    if cfg.topology.hostile_clients:
-        _, lib = native.load()
-        if not lib.nk_host_has_hostile(cfg.protocol.name.encode()):
-            raise SimError(f"topology.hostile_clients = {cfg.topology.hostile_clients}: protocol "
-                           f"{cfg.protocol.name} has no hostile traffic (allowed: 0)")
     if cfg.workload.kind == "trace" and cfg.workload.trace:
         keys, _ = read_trace(cfg.workload.trace)
         if len(keys) and int(keys.max()) >= cfg.workload.keys:

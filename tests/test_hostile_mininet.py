@@ -1,0 +1,211 @@
+"""Hostile clients on Mininet (topology.hostile_clients, docs/security.md).
+
+The same scenario as tests/test_hostile_sim.py on real packets: the last
+client runs ``kvclient --mode hostile`` (the protocol's client_hostile, the C
+function the simulator's hostile clients call) beside honest kvclients
+recording histories, through netkv-switch to real kvservers. For hash,
+Pegasus and NetCache:
+
+- every acknowledged write survives: after the point, every key an honest
+  client wrote is read back from an honest client's namespace through the
+  switch (a READ of the protocol's wire), and the value that comes back is
+  one somebody wrote (an honest write or a hostile one), not the preloaded
+  value, and not an acknowledged write that finished before another
+  acknowledged write of the key began (values are unique per write);
+- Pegasus' honest history, the hostile writes in it as writes of unknown
+  outcome, is linearizable by both checkers;
+- the switch's refusal counters are non-zero, and the point counts the
+  hostile messages sent.
+
+``test_the_read_back_check_fails_on_lost_writes`` shows the read-back check
+failing on doctored read-backs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+try:
+    from test_mininet_hash import REASON
+except ImportError:
+    from tests.test_mininet_hash import REASON
+
+pytestmark = pytest.mark.mininet
+skip = pytest.mark.skipif(REASON is not None, reason=REASON or "")
+ROOT = Path(__file__).resolve().parent.parent
+
+BASE = ["target=mininet", "servers=2", "clients=3", "topology.hostile_clients=1", "keys=200",
+        "alpha=1.2", "write_ratio=0.3", "record_history=true", "duration=0.5",
+        "topology.hostile_rps=2000", "topology.drain_ms=500"]
+EXTRA = {"hash": [], "pegasus": ["protocol.replicated_keys=4"], "netcache": []}
+
+# Runs in an honest client's namespace: python - <json {port, proto, op, reads}>;
+# reads: [[key id, key hex, keyhash, home node, dst ip]]. Prints one JSON
+# object: key id -> the 8-byte value id read (0: the preloaded value), or
+# null when no reply came after five tries.
+READER = r'''
+import json, socket, sys
+from netkv.wire.codec import Msg, Proto, decode, encode
+spec = json.loads(sys.argv[1])
+proto = Proto(spec["proto"])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("0.0.0.0", spec["port"]))
+s.settimeout(0.2)
+out = {}
+for i, (key, khex, keyhash, home, dst) in enumerate(spec["reads"]):
+    rid = 0x7000_0000 + i
+    m = Msg(proto=proto, op=spec["op"], server_id=home, client_id=spec["client"], req_id=rid,
+            keyhash=keyhash, key=bytes.fromhex(khex))
+    got = None
+    for _ in range(5):
+        s.sendto(encode(m), (dst, spec["port"]))
+        try:
+            while got is None:
+                r = decode(proto, s.recv(65536))
+                if r.req_id == rid:
+                    got = int.from_bytes(r.value[:8], "big") if len(r.value) >= 8 else 0
+        except socket.timeout:
+            continue
+        break
+    out[str(key)] = got
+print(json.dumps(out))
+'''
+
+
+def _read_back(target: Any, cfg: Any, keys: list[int], tmp_path: Path) -> dict[int, int | None]:
+    from netkv.mininet.rack import node_ip
+    from netkv.protocols import lookup
+    from netkv.sim import native
+    from netkv.sim.engine import Workload
+    from netkv.wire.codec import NetcacheOp, PegasusOp, Proto
+
+    plugin = lookup(cfg.protocol.name)
+    ffi, lib = native.load()
+    with Workload.from_config(cfg) as wl:
+        info = {int(r["key"]): r for r in wl.rank_info()}
+    reads = []
+    for key in keys:
+        kb = ffi.new("uint8_t[64]")
+        lib.nk_key_bytes(key, cfg.workload.key_size, kb)
+        home = int(info[key]["home"])
+        kbytes = bytes(ffi.buffer(kb, cfg.workload.key_size))
+        if plugin.wire == Proto.NETCACHE:  # NetCache carries a key's first 16 bytes
+            from netkv.protocols.netcache import wire_key
+
+            kbytes = wire_key(kbytes)
+        reads.append([key, kbytes.hex(),
+                      int(info[key]["keyhash"]), home, node_ip(home)])
+    read = NetcacheOp.READ if plugin.wire == Proto.NETCACHE else PegasusOp.READ
+    spec = {"port": plugin.udp_port, "proto": int(plugin.wire), "op": int(read),
+            "client": 0, "reads": reads}
+    script = tmp_path / "reader.py"
+    script.write_text(READER)
+    p = target.rack.clients[0].popen([sys.executable, str(script), json.dumps(spec)],
+                                     env={"PYTHONPATH": str(ROOT)})
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err.decode()[-2000:]
+    return {int(k): v for k, v in json.loads(out.decode().strip().splitlines()[-1]).items()}
+
+
+def _lost_writes(rows: list[dict[str, Any]], back: dict[int, int | None]) -> list[str]:
+    """Keys whose read-back is not what the acknowledged writes allow."""
+    lost = []
+    for key, vid in back.items():
+        mine = [r for r in rows if r["key"] == key and r["op"] == "w"]
+        acked = [r for r in mine if r["status"] == "ok"]
+        if not acked:
+            continue
+        if vid is None:
+            lost.append(f"key {key}: no read-back reply")
+        elif vid == 0:
+            lost.append(f"key {key}: the preloaded value read after acked writes")
+        else:
+            writer = [r for r in mine if r["value"] == vid]
+            latest_start = max(r["invoke_ns"] for r in acked)
+            if not writer:
+                lost.append(f"key {key}: read value {vid:#x}, which nobody wrote")
+            elif writer[0]["status"] == "ok" and writer[0]["complete_ns"] < latest_start:
+                lost.append(f"key {key}: read write {vid:#x}, superseded by a later acked write")
+    return lost
+
+
+def _rows(paths: list[Path]) -> list[dict[str, Any]]:
+    import csv
+
+    rows = []
+    for path in paths:
+        with open(path, newline="") as fh:
+            for r in csv.DictReader(fh):
+                rows.append({"client": int(r["client"]), "op": r["op"], "key": int(r["key"]),
+                             "invoke_ns": int(r["invoke_ns"]),
+                             "complete_ns": int(r["complete_ns"]),
+                             "value": int(r["value"]), "status": r["status"]})
+    return rows
+
+
+def _run(proto: str, tmp_path: Path) -> dict[str, Any]:
+    from netkv.config.compose import load
+    from netkv.runner import make_target
+
+    cfg = load([f"protocol={proto}", *BASE, *EXTRA[proto]])
+    with make_target(cfg) as target:
+        res = target.run_point(1500.0, seed=5)
+        rows = _rows(target.histories)
+        honest = cfg.topology.clients - cfg.topology.hostile_clients
+        written = sorted({r["key"] for r in rows
+                          if r["client"] < honest and r["op"] == "w" and r["status"] == "ok"})
+        back = _read_back(target, cfg, written, tmp_path)
+        history = tmp_path / "history.jsonl"
+        target.write_history(history)
+    return {"cfg": cfg, "res": res, "rows": rows, "back": back, "history": history,
+            "honest": honest}
+
+
+@skip
+@pytest.mark.parametrize("proto", ["hash", "pegasus", "netcache"])
+def test_hostile_client_loses_no_acknowledged_write(proto: str, tmp_path: Path) -> None:
+    run = _run(proto, tmp_path)
+    res, rows = run["res"], run["rows"]
+    print(f"{proto}: {res.issued} honest requests, completion {res.completion:.4f}, "
+          f"{res.hostile_sent} hostile messages, refused {res.refused}, "
+          f"{len(run['back'])} keys read back")
+    assert res.hostile_sent > 300, res
+    assert sum(v for k, v in res.refused.items() if k.startswith("switch.")) > 0, res.refused
+    assert res.completion >= 0.99, res
+    # the hostile client's writes are in the history, never acknowledged
+    hostile = [r for r in rows if r["client"] >= run["honest"]]
+    assert hostile and all(r["op"] == "w" and r["status"] == "timeout" for r in hostile)
+    assert len(run["back"]) > 20, run["back"]
+    assert _lost_writes(rows, run["back"]) == []
+    if proto == "pegasus":
+        from netkv.lincheck import PorcupineUnavailable, check_file, check_file_porcupine
+
+        assert check_file(run["history"], timeout=120).ok is True
+        try:
+            assert check_file_porcupine(run["history"], timeout=120).ok is True
+        except PorcupineUnavailable as exc:
+            pytest.skip(f"Porcupine: {exc}")
+
+
+def test_the_read_back_check_fails_on_lost_writes() -> None:
+    """The check on wrong data: the preloaded value, a value nobody wrote,
+    a superseded acknowledged write, and no reply are each reported."""
+    rows = [
+        {"client": 0, "op": "w", "key": 1, "invoke_ns": 10, "complete_ns": 20, "value": 0xA,
+         "status": "ok"},
+        {"client": 1, "op": "w", "key": 1, "invoke_ns": 30, "complete_ns": 40, "value": 0xB,
+         "status": "ok"},
+        {"client": 2, "op": "w", "key": 1, "invoke_ns": 5, "complete_ns": -1, "value": 0xC,
+         "status": "timeout"},
+    ]
+    assert _lost_writes(rows, {1: 0xB}) == []
+    assert _lost_writes(rows, {1: 0xC}) == []  # a hostile write may land any time
+    for vid, why in ((0xA, "superseded"), (0, "preloaded"), (0xD, "nobody wrote"),
+                     (None, "no read-back")):
+        lost = _lost_writes(rows, {1: vid})
+        assert len(lost) == 1 and why in lost[0], (vid, lost)
