@@ -5,7 +5,8 @@ For each protocol: replay every regression input under tests/fuzz/<protocol>/
 vectors (tests/vectors/<format>.json) and the regression inputs. A finding
 stops with its input saved under build/fuzz/findings/; once fixed, copy it to
 tests/fuzz/<protocol>/ so it stays a regression test. Prints executions and
-coverage per harness. Usage: python tools/fuzz.py [--seconds S] [protocol ...]
+coverage per harness. Usage: python tools/fuzz.py [--seconds S] [--runs N] [protocol ...]
+(--runs: stop after N executions instead, e.g. the 10^6 of docs/robustness.md).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def seed_inputs(protocol: str, corpus: Path) -> int:
     return n
 
 
-def run(protocol: str, seconds: int) -> bool:
+def run(protocol: str, seconds: int, runs: int | None = None) -> bool:
     harness = BUILD / "hostapps" / f"fuzz_{protocol}"
     if not harness.exists():
         sys.exit(f"fuzz: {harness} is missing: run `just fuzz-build`")
@@ -58,7 +59,8 @@ def run(protocol: str, seconds: int) -> bool:
     seed_inputs(protocol, corpus)
     findings = BUILD / "findings"
     findings.mkdir(parents=True, exist_ok=True)
-    args = [str(harness), f"-max_total_time={seconds}", "-print_final_stats=1",
+    limit = f"-runs={runs}" if runs else f"-max_total_time={seconds}"
+    args = [str(harness), limit, "-print_final_stats=1",
             f"-artifact_prefix={findings}/{protocol}-", "-max_len=2048", "-timeout=10",
             str(corpus)]
     if regressions:
@@ -67,7 +69,8 @@ def run(protocol: str, seconds: int) -> bool:
     execs = re.search(r"stat::number_of_executed_units:\s*(\d+)", r.stderr)
     cov = re.findall(r"cov: (\d+) ft: (\d+)", r.stderr)
     edges = f"{cov[-1][0]} edges, {cov[-1][1]} features" if cov else "?"
-    print(f"fuzz_{protocol}: {int(execs.group(1)) if execs else 0:,} executions in {seconds} s, "
+    took = f"{runs:,} runs" if runs else f"{seconds} s"
+    print(f"fuzz_{protocol}: {int(execs.group(1)) if execs else 0:,} executions ({took}), "
           f"coverage {edges}, {len(regressions)} regression input(s)")
     if r.returncode != 0:
         print(r.stderr[-6000:])
@@ -81,9 +84,11 @@ def run(protocol: str, seconds: int) -> bool:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=int, default=300)
+    ap.add_argument("--runs", type=int, default=None,
+                    help="stop each harness after this many executions instead of --seconds")
     ap.add_argument("protocols", nargs="*", default=list(VECTORS))
     args = ap.parse_args()
-    ok = [run(p, args.seconds) for p in args.protocols]
+    ok = [run(p, args.seconds, args.runs) for p in args.protocols]
     return 0 if all(ok) else 1
 
 
