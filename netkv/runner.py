@@ -24,6 +24,7 @@ from netkv.backends import backend_class
 from netkv.config.compose import ConfigError, validate
 from netkv import retries
 from netkv.config.schema import RunConfig
+from netkv.native import NativeBuildMissing
 from netkv.protocols import implemented_on
 from netkv.protocols import lookup as protocol_plugin
 from netkv.results import capture, noise, provenance
@@ -380,7 +381,7 @@ def run_job(cfg_node: Any) -> float:
     console = log_console()
     try:
         points = execute(cfg, out_dir, sys.argv, console)
-    except (ConfigError, RunDirConflict) as exc:
+    except (ConfigError, RunDirConflict, NativeBuildMissing) as exc:
         print(f"netkv: {exc}", file=sys.stderr)  # one line, never wrapped
         raise SystemExit(2) from None
     except MeasurementError as exc:

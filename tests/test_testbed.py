@@ -131,6 +131,48 @@ def test_unreachable_host_is_one_line_and_leaves_nothing(rack: Inventory) -> Non
     assert not leftovers(rack)
 
 
+def test_a_program_missing_on_a_host_is_pushed_again(rack: Inventory, tmp_path: Path) -> None:
+    """The push cache is checked file by file: kvserver deleted from a host's
+    cache folder since the last run is pushed again, and the run completes."""
+    from netkv.cli import main
+
+    assert main(["run", *SMALL, "protocol=hash", f"out={tmp_path / 'a'}"]) == 0
+    workdir = Path(rack.hosts[0].workdir)  # one file system: every host's cache
+    newest = max((workdir / "bin").iterdir(), key=lambda p: p.stat().st_mtime)
+    (newest / "kvserver").unlink()
+    assert main(["run", *SMALL, "protocol=hash", f"out={tmp_path / 'b'}"]) == 0
+    assert (newest / "kvserver").is_file()
+    assert not leftovers(rack)
+
+
+def test_a_program_missing_from_the_build_is_one_line(rack: Inventory, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A build without kvclient: refused in one line naming it, nothing written
+    on the hosts, nothing left running."""
+    import shutil
+
+    from netkv import native
+    from netkv.cli import main
+
+    partial = tmp_path / "native"
+    shutil.copytree(native.native_dir(), partial)
+    (partial / "bin" / "kvclient").unlink()
+    monkeypatch.setenv("NETKV_NATIVE_DIR", str(partial))
+    native.native_dir.cache_clear()
+    try:
+        with pytest.raises(SystemExit) as e:  # raised by the run itself, as in a shell
+            main(["run", *SMALL, "protocol=hash", f"out={tmp_path / 'run'}"])
+        code = e.value.code
+    finally:
+        monkeypatch.delenv("NETKV_NATIVE_DIR")
+        native.native_dir.cache_clear()
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and "kvclient" in err and "just setup" in err, err
+    assert not leftovers(rack)
+
+
 def test_refused_key_is_one_line(rack: Inventory) -> None:
     from netkv.targets.testbed import TestbedTarget
 

@@ -7,7 +7,8 @@ target is the Mininet target with another rack:
 1. every host used answers over SSH (one line naming the host and why not);
 2. the C programs are pushed once per build into ``<workdir>/bin/<build>/``
    on each host (a content hash of the programs: a rebuilt binary is pushed
-   again, an unchanged one never);
+   again, an unchanged one never; every file is checked by its sha256, so
+   one deleted or changed on the host is pushed again);
 3. the data NICs get the rack plan's addresses (node n: 10.0.0.(n+1), MAC
    02:00:00:00:HH:LL), static ARP for every node and the controller; a DPDK
    host's NIC gets only its MAC and no address (its program answers, not
@@ -91,6 +92,8 @@ class SshRack:
         self.local = {p: Path(program_path(p)) for p in self.programs}
         self.library = Path(library_path())
         self.build = build_id([self.library, *(self.local[p] for p in self.programs)])
+        files = {self.library.name: self.library, **self.local}
+        self.digests = {f: hashlib.sha256(p.read_bytes()).hexdigest() for f, p in files.items()}
         self.remote_run = {h.name: f"{h.workdir}/run-{spec.tag}" for h in used.values()}
         self.remote_bin = {h.name: f"{h.workdir}/bin/{self.build}" for h in used.values()}
         try:
@@ -130,15 +133,22 @@ class SshRack:
                               "vma.lib), not found there; libvma is not packaged for Debian")
 
     def _push(self, name: str) -> None:
+        """Push the library and programs into the host's cache folder for this
+        build, unless every file there already has the right content: the
+        cache is checked file by file (sha256sum -c), so a program deleted or
+        changed on the host since it was pushed is pushed again."""
         ssh, rbin = self.ssh[name], self.remote_bin[name]
         self.ncpu[name] = int(ssh.run("nproc --all").stdout.strip() or 1)
-        have = ssh.run(f"test -x {shlex.quote(rbin)}/{self.programs[-1]} && echo yes || echo no")
-        if have.stdout.strip() == "yes":
+        stale = self._stale(ssh, rbin)
+        if not stale:
             return
         ssh.run(f"mkdir -p {shlex.quote(rbin)}")
-        ssh.copy_to(self.library, f"{rbin}/{self.library.name}")
-        for prog in self.programs:  # the last one marks the folder complete
-            ssh.copy_to(self.local[prog], f"{rbin}/{prog}")
+        for prog in stale:
+            local = self.library if prog == self.library.name else self.local[prog]
+            ssh.copy_to(local, f"{rbin}/{prog}")
+        if damaged := self._stale(ssh, rbin):
+            raise RemoteError(f"host {name!r}: {', '.join(damaged)} in {rbin} still differ from "
+                              "this build after copying (is the disk full or read-only?)")
         stack = self.inv.stack_of(self.hosts[name]) if name in self.node_of else "kernel"
         res = ssh.run(shlex.join(self._remote_argv(name, [str(self.local["kvserver"]), "--help"])),
                       check=False)
@@ -149,6 +159,15 @@ class SshRack:
                               f"({' '.join(res.stderr.split())[:200] or 'no output'}); "
                               "hosts need the same OS and libc as this machine"
                               f"{need.get(stack, '')}")
+
+    def _stale(self, ssh: Ssh, rbin: str) -> list[str]:
+        """The files of this build that are missing or differ in ``rbin``."""
+        check = "".join(f"{digest}  {f}\n" for f, digest in self.digests.items())
+        res = ssh.run(f"cd {shlex.quote(rbin)} 2>/dev/null && sha256sum -c - 2>/dev/null",
+                      input_text=check, check=False)
+        good = {line.rsplit(":", 1)[0] for line in res.stdout.splitlines()
+                if line.endswith(": OK")}
+        return [f for f in self.digests if f not in good]
 
     def describe_hosts(self) -> dict[str, dict[str, Any]]:
         """Each used host as configured and as it reports itself (one SSH
