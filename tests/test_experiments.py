@@ -448,6 +448,37 @@ def test_a_fixed_load_experiment_checks_its_point_columns():
                                    "timeline": {"load": 0.5}})
 
 
+def test_an_x_axis_of_loads_makes_each_cell_one_point_at_its_x():
+    """x.key load_rps: no config override, each cell's offered load is its
+    x, no SLO is pinned; `plus` adds to a side (about 1 us above)."""
+    exp = Experiment.model_validate({
+        "description": "t", "columns": {"switch_p50_ns": "us"},
+        "x": {"key": "load_rps", "values": [500000, 1000000]},
+        "series": {"a": ["protocol=starcache"], "b": ["protocol=netcache"]},
+        "y": {"metric": "switch_p50_ns"},
+        "checks": [{"claim": "at most 2 us above", "left": {"series": "a", "x": "all"},
+                    "op": "<=", "right": {"series": "b", "x": "all", "plus": 2000}}]})
+    assert exp.fixed and [exp.fixed_load(x) for x in exp.x.values] == [5e5, 1e6]
+    assert [c.overrides for c in cells(exp, [])][:2] == [("protocol=starcache",)] * 2
+    table = pl.DataFrame({"series": ["a", "a", "b", "b"], "x": ["500000", "1000000"] * 2,
+                          "switch_p50_ns": [4000.0, 4100.0, 2600.0, 2600.0]})
+    res = evaluate(exp.checks[0], table, exp)
+    assert res.passed and "b@500000 + 2 us = 4.6 us" in res.measured, res.measured
+    late = table.with_columns(pl.when(pl.col("series") == "a").then(4700.0)
+                              .otherwise(pl.col("switch_p50_ns")).alias("switch_p50_ns"))
+    assert not evaluate(exp.checks[0], late, exp).passed
+    plain = experiment([])
+    assert not plain.fixed and plain.fixed_load(0) is None
+    for bad, match in (({"values": [0]}, "loads > 0"), ({"values": ["x"]}, "loads > 0")):
+        with pytest.raises(ValidationError, match=match):
+            Experiment.model_validate({"description": "t", "x": {"key": "load_rps", **bad},
+                                       "series": {"s": []}})
+    with pytest.raises(ValidationError, match="without load_rps"):
+        Experiment.model_validate({"description": "t", "load_rps": 1.0,
+                                   "x": {"key": "load_rps", "values": [1]},
+                                   "series": {"s": []}})
+
+
 def test_an_x_axis_of_labels_adds_only_its_per_value_overrides():
     exp = Experiment.model_validate({
         "description": "t", "x": {"key": "big_pct", "override": False, "values": [0, 100],

@@ -236,3 +236,23 @@ def test_pipeline_params_follow_the_config() -> None:
     assert params["cache_items"] == "1" and params["hot_threshold"] == "7"
     assert params["max_value_bytes"] == "128"
     assert np.all([nc.key_words(b"a" * 20) == nc.key_words(b"a" * 16)])
+
+
+def test_latency_is_split_by_who_answered() -> None:
+    """switch_p50_ns ... (docs/results.md): the switch's answers take one
+    switch pass, a server's two more links and its service, so NetCache's
+    switch-served median is well below its server-served one; hash has no
+    switch answers (NaN), and its server-served median is the median."""
+    with target("netcache", ["alpha=1.2"]) as t:
+        res = t.run_point(200_000.0, seed=1)
+    by = res.latency_by_source
+    assert res.switch_replies > 0.2 * res.issued
+    assert 0 < by["switch_p50"] < 0.5 * by["server_p50"], by
+    assert by["switch_p50"] <= by["switch_p99"] and by["server_p50"] <= by["server_p99"]
+    assert min(by["switch_p50"], by["server_p50"]) <= res.latency_ns["p50"] \
+        <= max(by["switch_p50"], by["server_p50"])
+    with target("hash", ["alpha=1.2"]) as t:
+        res = t.run_point(200_000.0, seed=1)
+    by = res.latency_by_source
+    assert np.isnan(by["switch_p50"]) and np.isnan(by["switch_p99"])
+    assert by["server_p50"] == res.latency_ns["p50"] and res.completed == res.issued

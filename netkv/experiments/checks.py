@@ -75,13 +75,13 @@ def _cell(table: pl.DataFrame, series: str, x: object, metric: str) -> float | s
 def _values(table: pl.DataFrame, ref: Ref, exp: Experiment,
             xs: list[object]) -> list[float | str]:
     if ref.value is not None:
-        return [ref.value * ref.times for _ in xs]
+        return [ref.value * ref.times + ref.plus for _ in xs]
     metric = ref.metric or exp.y.metric
     assert ref.series is not None
     out: list[float | str] = []
     for x in xs:
         v = _cell(table, ref.series, x, metric)
-        out.append(v * ref.times if isinstance(v, float) else v)
+        out.append(v * ref.times + ref.plus if isinstance(v, float) else v)
     return out
 
 
@@ -93,9 +93,10 @@ def _show(value: float, metric: str) -> str:
 
 def _label(ref: Ref, x: object, metric: str = "") -> str:
     if ref.value is not None:
-        return _show(ref.value * ref.times, metric)
+        return _show(ref.value * ref.times + ref.plus, metric)
     times = f"{ref.times:g} x " if ref.times != 1.0 else ""
-    return f"{times}{ref.series}@{x}"
+    plus = f" + {_show(ref.plus, metric)}" if ref.plus else ""
+    return f"{times}{ref.series}@{x}{plus}"
 
 
 def xs_of(ref: Ref, exp: Experiment) -> list[object]:

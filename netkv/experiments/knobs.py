@@ -63,6 +63,8 @@ def dead_comparisons(exp: "Experiment", extra: list[str] | None = None) -> list[
         for x, rx in pairs(check, exp):
             if (check.left.series, str(x)) == (check.right.series, str(rx)):
                 continue  # two metrics of one cell: one measurement, two quantities
+            if exp.fixed_load(x) != exp.fixed_load(rx):
+                continue  # measured at two offered loads (x.key load_rps)
             a, b = config(check.left.series, x), config(check.right.series, rx)
             if not live_differences(a, b):
                 every = flatten(a.model_dump(mode="json"))

@@ -27,7 +27,7 @@ from netkv.config.compose import load
 from netkv.experiments.pool import Pool
 from netkv.experiments.checks import (CheckResult, differs_text, evaluate, print_checks,
                                       summarize_verdicts)
-from netkv.experiments.spec import Experiment, shown
+from netkv.experiments.spec import LOAD_X, Experiment, shown
 from netkv.results.atomic import write_parquet, write_text
 from netkv.results.columns import knob_columns
 from netkv.runner import check_supported
@@ -54,7 +54,7 @@ def cells(exp: Experiment, extra: list[str], pins: Pins | None = None) -> list[C
         for x in exp.x.values:
             per_value = exp.x.per_value.get(str(x), [])
             pin = pins.get(str(x), pins.get("", ()))
-            at = [f"{exp.x.key}={x}"] if exp.x.override else []
+            at = [f"{exp.x.key}={x}"] if exp.x.override and exp.x.key != LOAD_X else []
             overrides = (*exp.overrides, *series_overrides, *at, *per_value, *extra, *pin)
             out.append(Cell(series, x, overrides))
     return out
@@ -70,7 +70,8 @@ def slo_bases(exp: Experiment, extra: list[str]) -> dict[str, list[str]]:
     base = [*exp.overrides, *exp.slo.base]
     if not exp.slo.per_x:
         return {"": [*base, *extra]}
-    return {str(x): [*base, *([f"{exp.x.key}={x}"] if exp.x.override else []),
+    return {str(x): [*base, *([f"{exp.x.key}={x}"]
+                              if exp.x.override and exp.x.key != LOAD_X else []),
                      *exp.x.per_value.get(str(x), []), *extra]
             for x in exp.x.values}
 
@@ -324,20 +325,23 @@ def reproduce_sweep(exp: Experiment, name: str, extra: list[str], out: Path | No
     write_experiment(out, name, exp)
     started = time.monotonic()
     # a fixed-load figure judges no SLO: nothing to pin
-    grid = cells(exp, extra, pin_slo(exp, extra, out, console) if exp.load_rps is None else {})
+    grid = cells(exp, extra, {} if exp.fixed else pin_slo(exp, extra, out, console))
     pool = jobs if isinstance(jobs, Pool) else Pool(jobs)
     console.print(f"{name}: {exp.description} ({len(grid)} runs, {pool.describe()}) -> {out}")
     dirs = [str(out / cell.subdir(exp.x.key)) for cell in grid]
     labels = [f"{cell.series} {exp.x.key}={cell.x}" for cell in grid]
-    rows = run_all(run_cell, [(c, d, exp.load_rps, tuple(exp.columns)) for c, d in zip(grid, dirs)],
+    rows = run_all(run_cell, [(c, d, exp.fixed_load(c.x), tuple(exp.columns))
+                              for c, d in zip(grid, dirs)],
                    labels, pool, console, out)
     table = pl.DataFrame(rows, infer_schema_length=None)
     write_parquet(out / "results.parquet", table)
     write_points(out, [(c.series, str(c.x), Path(d)) for c, d in zip(grid, dirs)])
     plot(exp, table, out / "plot.png", f"{name}: {exp.description}")
     results = [evaluate(check, table, exp) for check in exp.checks]
-    write_checks(out, exp, results, slo_markdown(table) if exp.load_rps is None else
-                 f"Every cell: one point at {exp.load_rps:,.0f} req/s offered (no SLO search).\n")
+    fixed = (f"Every cell: one point at {exp.load_rps:,.0f} req/s offered" if exp.load_rps
+             else "Every cell: one point at its x (req/s offered)")
+    write_checks(out, exp, results, f"{fixed} (no SLO search).\n" if exp.fixed
+                 else slo_markdown(table))
     page = report(out)
     show(exp, table, results, console)
     console.print(f"{name}: {time.monotonic() - started:.0f} s; plot {out / 'plot.png'} "

@@ -52,7 +52,9 @@ METRICS = {
 }
 DISPLAY = {"max_tput_rps": (1e-6, "Mreq/s"), "p50_ns": (1e-3, "us"), "p99_ns": (1e-3, "us"),
            "slo_ns": (1e-3, "us"), "sat_tput_rps": (1e-6, "Mreq/s"),
-           "achieved_rps": (1e-6, "Mreq/s")}
+           "achieved_rps": (1e-6, "Mreq/s"),
+           # a grid's point columns by who answered (docs/results.md)
+           **{f"{who}_p{q}_ns": (1e-3, "us") for who in ("server", "switch") for q in (50, 99)}}
 
 
 def shown(metric: str, value: float) -> float:
@@ -84,6 +86,11 @@ class Axis(Strict):
         return self
 
 
+# x.key naming no config key but each cell's offered load (req/s): every cell
+# one point at its x (latency against load), as with ``load_rps``
+LOAD_X = "load_rps"
+
+
 class Metric(Strict):
     metric: str = "max_tput_rps"   # METRICS, or one of the experiment's columns
     label: str = ""
@@ -98,6 +105,9 @@ class Ref(Strict):
     value: float | None = None           # a constant instead of a cell
     metric: str | None = None            # default: the experiment's y metric
     times: float = 1.0
+    # added after ``times``, in the metric's stored unit (ns, rps): "about
+    # 1 us above" is plus: 1000 on a latency
+    plus: float = 0.0
 
 
 class Check(Strict):
@@ -234,12 +244,30 @@ class Experiment(Strict):
     checks: list[AnyCheck] = Field(default_factory=list)
     notes: str = ""
 
+    def fixed_load(self, x: XValue) -> float | None:
+        """The offered load of cell x's one point (x.key ``load_rps``: x
+        itself; else ``load_rps``), None for an SLO search."""
+        return float(x) if self.x.key == LOAD_X else self.load_rps
+
+    @property
+    def fixed(self) -> bool:
+        """Every cell is one point at a given load (no SLO is judged)."""
+        return self.x.key == LOAD_X or self.load_rps is not None
+
     def metrics(self) -> dict[str, str]:
         """Every metric a plot or check may name: METRICS plus ``columns``."""
         return {**METRICS, **self.columns}
 
     @model_validator(mode="after")
     def _kind_fits(self) -> "Experiment":
+        if self.x.key == LOAD_X:
+            if self.kind != "grid" or self.load_rps is not None:
+                raise ValueError("x.key load_rps: each x is its cell's offered load (allowed: "
+                                 "kind: grid, without load_rps)")
+            bad = [str(v) for v in self.x.values
+                   if isinstance(v, str) or not float(v) > 0]
+            if bad:
+                raise ValueError(f"x.values: {', '.join(bad)} (allowed: loads > 0 req/s)")
         if self.load_rps is not None and self.kind != "grid":
             raise ValueError("load_rps: a fixed-load cell is a grid experiment's (allowed: "
                              "kind: grid)")

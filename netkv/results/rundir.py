@@ -22,7 +22,7 @@ import polars as pl
 from netkv.loadstats import imbalance_factor
 from netkv.results.atomic import write_parquet, write_text
 from netkv.results.noise import COLUMNS as NOISE_COLUMNS
-from netkv.targets.base import PointResult
+from netkv.targets.base import BY_SOURCE, PointResult
 
 TABLES = ("points", "servers", "timeline", "histograms")
 FRAGMENTS = "points.d"
@@ -145,6 +145,8 @@ class RunDir:
             hist_counts=hist["count"].to_numpy(),
             timeline={c: timeline[c].to_numpy() for c in timeline.columns if c != "point"},
             switch_replies=row["switch_replies"],
+            latency_by_source={k: row[f"{k}_ns"] for k in BY_SOURCE
+                               if row.get(f"{k}_ns") is not None},
             retries=row.get("retries") or 0,  # fragments written before the column: 0
             refused={k.removeprefix("refused."): int(v) for k, v in row.items()
                      if k.startswith("refused.") and v is not None},
@@ -207,6 +209,8 @@ class RunDir:
             **{f"refused.{k}": int(v) for k, v in result.refused.items()},
             **{f"{k}_ns": float(result.latency_ns.get(k, float("nan")))
                for k in ("mean", "p50", "p90", "p99", "p999")},
+            **{f"{k}_ns": float(result.latency_by_source.get(k, float("nan")))
+               for k in BY_SOURCE},
             "max_server_share": float(requests.max() / total) if len(requests) else 0.0,
             "max_over_mean": float(requests.max() / mean_load) if mean_load else 0.0,
             # balancing efficiency: least / most loaded server

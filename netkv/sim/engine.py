@@ -253,6 +253,10 @@ class Stats:
     p999_ns: float
     max_ns: float
     n_windows: int
+    server_p50_ns: float
+    server_p99_ns: float
+    switch_p50_ns: float
+    switch_p99_ns: float
 
     @property
     def completion(self) -> float:

@@ -78,6 +78,7 @@ struct nk_sim_stats {
     uint64_t client_packets; uint64_t req_keys; uint64_t recirculated; uint64_t switch_restarts;
     double mean_ns, p50_ns, p90_ns, p99_ns, p999_ns, max_ns;
     uint32_t n_windows; uint32_t hist_buckets;
+    double server_p50_ns, server_p99_ns, switch_p50_ns, switch_p99_ns;
 };
 
 struct nk_sim;

@@ -20,6 +20,7 @@ from netkv.config.schema import RunConfig
 from netkv.quantile import quantiles
 
 PERCENTILES = (50.0, 90.0, 99.0, 99.9)
+BY_SOURCE = ("server_p50", "server_p99", "switch_p50", "switch_p99")
 
 
 class TargetUnavailable(ConfigError):
@@ -45,6 +46,10 @@ class PointResult:
     # (t_s, issued, completed, lost, p50_ns, p99_ns), the same on every target.
     timeline: dict[str, np.ndarray] = field(default_factory=dict)
     switch_replies: int = 0  # requests answered by the switch itself (NetCache)
+    # completed requests' latency quantiles by who sent the final reply: a
+    # server or the switch itself (keys BY_SOURCE), where the target tells
+    # them apart (the simulator)
+    latency_by_source: dict[str, float] = field(default_factory=dict)
     retries: int = 0  # resends after a timeout (same req_id); `timeouts` = give-ups
     # The trust boundary (docs/security.md, topology.hostile_clients): what the
     # switch refused by reason ("switch.<reason>") and the servers ignored

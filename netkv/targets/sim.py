@@ -25,7 +25,7 @@ from netkv.sim.engine import (Controller, SimEngine, SimError, Workload, capacit
 from netkv.config.multiget import size_weights
 from netkv.quantile import latency_summary
 from netkv.protocols import lookup
-from netkv.targets.base import PointResult, Target
+from netkv.targets.base import BY_SOURCE, PointResult, Target
 
 ControllerFactory = Callable[[SimEngine], Controller]
 
@@ -144,6 +144,7 @@ class SimTarget(Target):
                 hist_counts=counts,
                 timeline=eng.timeline(),
                 switch_replies=st.switch_replies,
+                latency_by_source={k: getattr(st, f"{k}_ns") for k in BY_SOURCE},
                 refused=refused,
                 forged_replies=st.forged_replies,
                 hostile_sent=st.hostile_sent,

@@ -172,6 +172,9 @@ struct nk_sim_stats {
 	double mean_ns, p50_ns, p90_ns, p99_ns, p999_ns, max_ns;
 	uint32_t n_windows;
 	uint32_t hist_buckets;
+	/* quantiles of the completed requests by who sent the final reply:
+	 * a server, or the switch itself (a cache); NaN if none */
+	double server_p50_ns, server_p99_ns, switch_p50_ns, switch_p99_ns;
 };
 
 struct nk_sim;

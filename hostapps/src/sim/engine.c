@@ -65,6 +65,7 @@ struct pkt {
 	uint16_t wire_len;
 	uint8_t from_cpu;
 	uint8_t recirculated;
+	uint8_t by_switch;  /* the switch answered (act.switch_reply) in its last pass */
 };
 
 struct slot {
@@ -211,6 +212,7 @@ struct nk_sim {
 
 	/* measurement */
 	struct nk_hist hist;
+	struct nk_hist hist_by[2];  /* completed requests by who answered: server, switch */
 	uint64_t window_ps;
 	uint32_t n_windows;
 	struct nk_hist *whist;
@@ -339,6 +341,7 @@ static uint32_t pkt_alloc(struct nk_sim *s)
 	p->serial = 0;
 	p->from_cpu = 0;
 	p->recirculated = 0;
+	p->by_switch = 0;
 	return i;
 }
 
@@ -669,6 +672,7 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 	p->recirculated = 0;
 	p->from_cpu = 0;
 	uint64_t t = t_in + s->switch_ps;
+	p->by_switch = act.switch_reply;
 	if (act.switch_reply)
 		s->st.switch_replies++;
 	if (act.to_cpu) {
@@ -1363,11 +1367,12 @@ static void arrival(struct nk_sim *s)
 	send_request(s, si, t);
 }
 
-static void complete(struct nk_sim *s, uint32_t si, uint64_t t)
+static void complete(struct nk_sim *s, uint32_t si, uint64_t t, int by_switch)
 {
 	struct slot *sl = &s->slots[si];
 	uint64_t lat = (t - sl->intended + PS_PER_NS / 2) / PS_PER_NS;
 	nk_hist_add(&s->hist, lat);
+	nk_hist_add(&s->hist_by[by_switch != 0], lat);
 	s->st.completed++;
 	if (s->n_windows) {
 		uint64_t w = t / s->window_ps;
@@ -1461,6 +1466,7 @@ static void deliver_client(struct nk_sim *s, uint32_t pi, uint64_t t)
 	int v = s->host->client_reply(s->cli[sl->client].hstate, &p->m);
 	uint64_t reply_ver = p->m.ver;
 	uint8_t reply_found = p->m.result != 1;  /* 1 = NOT_FOUND in every codec */
+	int by_switch = p->by_switch;
 	pkt_free(s, pi);
 	if (v == NK_REPLY_DONE) {
 		struct nk_sim_op *rec = s->ops ? op_rec(s, sl->serial) : NULL;
@@ -1470,7 +1476,7 @@ static void deliver_client(struct nk_sim *s, uint32_t pi, uint64_t t)
 			rec->ver = reply_ver;
 			rec->found = reply_found;
 		}
-		complete(s, si, t);
+		complete(s, si, t, by_switch);
 	} else if (v == NK_REPLY_RETRY) {
 		s->st.retries++;
 		send_request(s, si, t);
@@ -1680,6 +1686,8 @@ void nk_sim_free(struct nk_sim *s)
 	if (s->ranks_owned)
 		free(s->ranks);
 	nk_hist_free(&s->hist);
+	nk_hist_free(&s->hist_by[0]);
+	nk_hist_free(&s->hist_by[1]);
 	if (s->whist) {
 		for (uint32_t w = 0; w < s->n_windows; w++)
 			nk_hist_free(&s->whist[w]);
@@ -1927,7 +1935,9 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 	/* time and measurement */
 	s->end_arrivals = (uint64_t)(cfg->duration_s * 1e12);
 	s->end = s->end_arrivals + (uint64_t)(cfg->drain_s * 1e12);
-	if (nk_hist_init(&s->hist, NK_HIST_SUB_BITS, NK_HIST_MAX_BITS))
+	if (nk_hist_init(&s->hist, NK_HIST_SUB_BITS, NK_HIST_MAX_BITS) ||
+	    nk_hist_init(&s->hist_by[0], NK_HIST_SUB_BITS, NK_HIST_MAX_BITS) ||
+	    nk_hist_init(&s->hist_by[1], NK_HIST_SUB_BITS, NK_HIST_MAX_BITS))
 		FAIL("out of memory (histogram)");
 	if (cfg->window_s > 0) {
 		s->window_ps = (uint64_t)(cfg->window_s * 1e12);
@@ -1995,6 +2005,12 @@ void nk_sim_stats(const struct nk_sim *s, struct nk_sim_stats *out)
 	out->max_ns = s->hist.total ? (double)s->hist.max : 0.0;
 	out->n_windows = s->n_windows;
 	out->hist_buckets = s->hist.nbuckets;
+	/* NaN: no request of that kind completed */
+	const struct nk_hist *srv = &s->hist_by[0], *sw = &s->hist_by[1];
+	out->server_p50_ns = srv->total ? nk_hist_quantile(srv, 0.50) : NAN;
+	out->server_p99_ns = srv->total ? nk_hist_quantile(srv, 0.99) : NAN;
+	out->switch_p50_ns = sw->total ? nk_hist_quantile(sw, 0.50) : NAN;
+	out->switch_p99_ns = sw->total ? nk_hist_quantile(sw, 0.99) : NAN;
 }
 
 uint32_t nk_sim_hist(const struct nk_sim *s, uint64_t *lower_ns, uint64_t *counts, uint32_t n)
