@@ -29,7 +29,8 @@ MAX_SERVERS = 32  # Pegasus' 32-bit replica bitmap: servers per rack
 SERVER_NONE = 0xFF  # server_id of no server
 RESULT_OK = 0  # reply status, shared by every protocol that carries one
 RESULT_NOT_FOUND = 1  # reply status
-RESULT_RETRY = 2  # Pegasus RETRY; KVSwitch ERROR
+RESULT_RETRY = 2  # Pegasus RETRY (KVSwitch names the same status KVSWITCH_RESULT_ERROR)
+KVSWITCH_RESULT_ERROR = 2  # KVSwitch FLAGS status ERROR (digest 2): not served, the client resends
 
 # ---- the switch shell: controller port, clone session, multicast groups
 CPU_PORT = 255  # BMv2: simple_switch_grpc --cpu-port (netkv-switch: the port after the last interface)
@@ -271,6 +272,19 @@ REGISTERS: dict[str, dict[str, tuple[int, str]]] = {
         'n_servers': (8, '1'),
         'stats': (64, '11'),
     },
+    'kvswitch': {
+        'RoundRobin': (8, 'HOT_KEYS'),
+        'Valid': (32, 'HOT_KEYS'),
+        'Ver': (32, 'HOT_KEYS'),
+        'HotkeyCount': (32, 'HOT_KEYS'),
+        'Loadcount': (32, '32'),
+        'HashPipeKeyHi': (64, 'HP_STAGES * HP_WIDTH'),
+        'HashPipeKeyLo': (64, 'HP_STAGES * HP_WIDTH'),
+        'HashPipeCount': (32, 'HP_STAGES * HP_WIDTH'),
+        'period_reset': (1, '1'),
+        'stats': (64, '10'),
+        'n_servers': (8, '1'),
+    },
 }
 
 #: name -> keys [(field, bits)], action, args [(name, bits)], default action
@@ -285,5 +299,10 @@ TABLES: dict[str, dict[str, dict[str, object]]] = {
     'netcache': {
         'node_fwd': {'keys': [('node', 16)], 'action': 'set_port', 'args': [('port', 9)], 'default': 'node_miss'},
         'cache': {'keys': [('k0', 64), ('k1', 64)], 'action': 'cache_hit', 'args': [('idx', 32)], 'default': 'cache_miss'},
+    },
+    'kvswitch': {
+        'node_fwd': {'keys': [('node', 16)], 'action': 'set_port', 'args': [('port', 9)], 'default': 'node_miss'},
+        'HotkeyTable': {'keys': [('k0', 64), ('k1', 64)], 'action': 'hotkey_hit', 'args': [('r', 8), ('slot', 16), ('owner', 8)], 'default': 'hotkey_miss'},
+        'ServermapTable': {'keys': [('slot', 16), ('ordinal', 8)], 'action': 'servermap_hit', 'args': [('server', 8)], 'default': 'servermap_miss'},
     },
 }

@@ -38,9 +38,11 @@ except ImportError:
     from tests.test_p4 import PROGRAMS, _strip_c_comments, c_names, p4_objects, p4_text
 
 # knobs the probes use, and the symbols of the spec's cell expressions
-KNOBS = {"hash": "", "pegasus": "max_rkeys=8", "netcache": "cache_items=16;max_value_bytes=64;cm_width=32;bf_bits=128"}
+KNOBS = {"hash": "", "pegasus": "max_rkeys=8", "netcache": "cache_items=16;max_value_bytes=64;cm_width=32;bf_bits=128",
+         "kvswitch": "hot_keys=9;hashpipe_stages=2"}
 SYMBOLS = {"hash": {}, "pegasus": {"K": 8},
-           "netcache": {"ITEMS": 16, "WORDS": 8, "CM_WIDTH": 32, "BF_BITS": 128}}
+           "netcache": {"ITEMS": 16, "WORDS": 8, "CM_WIDTH": 32, "BF_BITS": 128},
+           "kvswitch": {"HOT_KEYS": 9, "HP_STAGES": 2, "HP_WIDTH": 5}}
 
 
 def _cells(expr: str, symbols: dict[str, int]) -> int:
@@ -146,7 +148,7 @@ def _p4_size(expr: str, defines: dict[str, str]) -> int:
     for _ in range(6):
         for name, val in defines.items():
             expr = re.sub(rf"\b{name}\b", f"({val})", expr)
-    assert re.fullmatch(r"[\d\s*+()/]+", expr), f"size {expr!r} is not a constant"
+    assert re.fullmatch(r"[\d\s*+\-()/]+", expr), f"size {expr!r} is not a constant"
     return int(eval(expr.replace("/", "//")))  # noqa: S307
 
 
@@ -180,7 +182,8 @@ def test_p4_declarations_equal_the_spec(proto: str) -> None:
     regs, _, _ = p4_objects(text)
     defines = _p4_defaults(text)
     p4_symbols = {"K": "PEG_MAX_RKEYS", "ITEMS": "NC_CACHE_ITEMS", "WORDS": "NC_WORDS",
-                  "CM_WIDTH": "NC_CM_WIDTH", "BF_BITS": "NC_BF_BITS"}
+                  "CM_WIDTH": "NC_CM_WIDTH", "BF_BITS": "NC_BF_BITS", "HOT_KEYS": "KVS_HOT_KEYS",
+                  "HP_STAGES": "KVS_HP_STAGES", "HP_WIDTH": "KVS_HP_WIDTH"}
     want = {}
     for n, (bits, cells) in K.REGISTERS[proto].items():
         for sym, macro in p4_symbols.items():

@@ -42,6 +42,7 @@ from netkv.config.compose import ConfigError
 from netkv.drivers import bmv2
 from netkv.drivers.base import DriverError
 from netkv.protocols import lookup
+from netkv.constants import kvs_mcast_group
 from netkv.wire import codec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +56,7 @@ PROGRAMS = {
     "hash": (PIPE / "hash.c", P4SRC / "hash" / "hash.p4", None),
     "pegasus": (PIPE / "pegasus.c", P4SRC / "pegasus" / "pegasus.p4", DOCS / "pegasus.md"),
     "netcache": (PIPE / "netcache.c", P4SRC / "netcache" / "netcache.p4", DOCS / "netcache.md"),
+    "kvswitch": (PIPE / "kvswitch.c", P4SRC / "kvswitch" / "kvswitch.p4", DOCS / "kvswitch.md"),
 }
 
 
@@ -170,6 +172,15 @@ def test_c_pipeline_names_are_p4_names(proto: str) -> None:
     assert not p4_tables - tables, f"tables only in {p4.name}: {sorted(p4_tables - tables)}"
 
 
+# each docs page's symbols for its program's compile-time sizes
+DOC_SYMBOLS = {
+    "pegasus": {"K": "PEG_MAX_RKEYS"},
+    "netcache": {"items": "NC_CACHE_ITEMS", "⌈max/8⌉": "(NC_MAX_VALUE/8)",
+                 "cm_width": "NC_CM_WIDTH", "bf_bits": "NC_BF_BITS"},
+    "kvswitch": {"K": "KVS_HOT_KEYS", "d": "KVS_HP_STAGES", "w": "KVS_HP_WIDTH", "M": "KVS_M"},
+}
+
+
 @pytest.mark.parametrize("proto", sorted(p for p in PROGRAMS if PROGRAMS[p][2]))
 def test_doc_names_widths_and_sizes_match_p4(proto: str) -> None:
     c, p4, doc = _sources(proto)
@@ -187,14 +198,13 @@ def test_doc_names_widths_and_sizes_match_p4(proto: str) -> None:
     for m in re.finditer(r"^\s*#define\s+(\w+)[ \t]+([^\n]+)$", _strip_c_comments(text), re.M):
         defines.setdefault(m.group(1), m.group(2).strip())
     # the docs' symbols for the program's compile-time sizes
-    symbols = {"K": "PEG_MAX_RKEYS", "items": "NC_CACHE_ITEMS", "⌈max/8⌉": "(NC_MAX_VALUE/8)",
-               "cm_width": "NC_CM_WIDTH", "bf_bits": "NC_BF_BITS"}
+    symbols = DOC_SYMBOLS[proto]
 
     def size_of(expr: str) -> int:
         for _ in range(5):
             for name, val in defines.items():
                 expr = re.sub(rf"\b{name}\b", val, expr)
-        assert re.fullmatch(r"[\d\s*+()/]+", expr), f"size {expr!r} is not a constant"
+        assert re.fullmatch(r"[\d\s*+\-()/]+", expr), f"size {expr!r} is not a constant"
         return int(eval(expr.replace("/", "//")))  # noqa: S307 - digits and operators only
 
     checked = 0
@@ -274,6 +284,9 @@ VARIANTS = [
     ("pegasus", {"PEG_AMO": 1, "PEG_FANOUT_AUTO": 1, "PEG_SAMPLE": 0}),
     ("pegasus", {"PEG_SELECTION": 3, "PEG_AMO": 1}),
     ("netcache", {}),
+    ("kvswitch", {}),
+    ("kvswitch", {"KVS_HOT_KEYS": 8, "KVS_HP_STAGES": 2, "KVS_STRICT": 0}),
+    ("kvswitch", {"KVS_HP_STAGES": 8, "KVS_HP_WIDTH": 3}),
 ]
 
 
@@ -298,7 +311,7 @@ def test_p4_preprocesses(proto: str, defines: dict[str, int], tmp_path: Path) ->
                       r"PEG_WRR_SLOTS|PEG_MAX_NODES|ST_COUNT|MOD32|LL_\w+|FO_STEP|SEL_\w+|"
                       r"NETCACHE_VALUE_SLICES|HASH_MAX_PORTS|NC_CACHE_ITEMS|NC_MAX_VALUE|NC_HOT_THRESHOLD|"
                       r"NC_CM_WIDTH|NC_BF_BITS|NC_WORDS|NC_CM_ROWS?|NC_STORE_SLICE|NC_LOAD_SLICE|"
-                      r"NC_BF_HASH|NS_COUNT)\b", out)
+                      r"NC_BF_HASH|NS_COUNT|KVS_\w+|KS_HP_STAGE|HASHPIPE|KS_COUNT)\b", out)
     assert not left, f"unexpanded macros: {sorted(set(left))}"
     for a, b in ("{}", "()", "<>"):
         if a == "<":
@@ -553,7 +566,7 @@ class Rack:
                     if addr[2] == PACKET_OUTGOING or len(pkt) < 42 or pkt[12:14] != b"\x08\x00":
                         continue
                     ports = {int.from_bytes(pkt[34:36], "big"), int.from_bytes(pkt[36:38], "big")}
-                    if ports & {5047, 5050}:
+                    if ports & {5047, 5050, codec.KVSWITCH_PORT}:
                         got.setdefault(i, []).append(pkt)
                         quiet = time.monotonic() + 0.05
         return got
@@ -751,3 +764,86 @@ def test_netcache_vectors_through_bmv2(rack_factory: Any) -> None:
         got = rack.send(CLIENT, data)
         if "error" in v:
             assert got == {}, v["name"]
+
+
+def _kvs_frame(m: codec.Msg, src: int, dst: int) -> bytes:
+    port = codec.KVSWITCH_PORT
+    return frame(src, dst, codec.encode(m), sport=40000 if src == CLIENT else port,
+                 dport=port if src == CLIENT or dst < N_SERVERS else 40000)
+
+
+@needs_bmv2
+@needs_root
+def test_kvswitch_vectors_through_bmv2(rack_factory: Any) -> None:
+    """Nothing hot: client requests go where they were sent with FLAGS and
+    VER zeroed, server-only ops from the client port are dropped, an
+    UPDATE_ACK from a server is consumed, replies and REPL_* are forwarded,
+    bad vectors are dropped. Then one hot key (owner 3, r = 3: servers 3, 0,
+    1): reads rotate over the valid copies stamped with Ver, a write is
+    stamped, invalidates and reaches every copy addressed to its node, ACKs
+    at the current version revalidate, Loadcount counts each copy."""
+    O = codec.KvswitchOp
+    rack = rack_factory("kvswitch", program_defines("kvswitch", {"hot_keys": 16}),
+                        {"hot_keys": 16})
+    drv = rack.drv
+    assert drv is not None
+    requests = (O.GET, O.SET, O.DEL)
+    for v in _vectors("kvswitch"):
+        payload = bytes.fromhex(v["hex"])
+        if "error" in v:
+            assert rack.send(CLIENT, frame(CLIENT, 3, payload, sport=40000,
+                                           dport=codec.KVSWITCH_PORT)) == {}, v["name"]
+            continue
+        m = codec.decode("kvswitch", payload)
+        if m.op in requests:
+            out = dataclasses.replace(m, ver=0, result=0)
+            assert rack.send(CLIENT, _kvs_frame(m, CLIENT, 3)) == \
+                {3: [_kvs_frame(out, CLIENT, 3)]}, v["name"]
+            continue
+        assert rack.send(CLIENT, _kvs_frame(m, CLIENT, 3)) == {}, v["name"]   # client port
+        got = rack.send(1, _kvs_frame(m, 1, CLIENT))
+        assert got == ({} if m.op == O.UPDATE_ACK else {CLIENT: [_kvs_frame(m, 1, CLIENT)]}), \
+            v["name"]
+    stats = drv.reg_read_range("stats", 0, 10)
+    n_req = sum(1 for v in _vectors("kvswitch") if "error" not in v
+                and codec.decode("kvswitch", bytes.fromhex(v["hex"])).op in requests)
+    n_other = sum(1 for v in _vectors("kvswitch") if "error" not in v) - n_req
+    assert stats[4] == n_req and stats[8] == n_other and stats[6] == 1   # cold, refused, stale ACK
+    assert drv.reg_read("Loadcount", 3) == n_req
+
+    # one hot key
+    drv.reg_write("period_reset", 0, 1)
+    assert drv.reg_read("Loadcount", 3) == 0
+    key = codec.decode("kvswitch", bytes.fromhex(_vectors("kvswitch")[0]["hex"])).key
+    k0, k1 = int.from_bytes(key[:8], "big"), int.from_bytes(key[8:], "big")
+    for o, srv in enumerate((3, 0, 1), start=1):
+        drv.table_add("ServermapTable", [0, o], [srv])
+    drv.reg_write_many([("Valid", 0, 0b1011), ("Ver", 0, 5), ("RoundRobin", 0, 1)])
+    drv.mcast_set(kvs_mcast_group(3, 3), [3, 0, 1])
+    drv.table_add("HotkeyTable", [k0, k1], [3, 0, 3])
+    get = codec.Msg(proto=codec.Proto.KVSWITCH, op=O.GET, req_id=7, key=key)
+    assert rack.send(CLIENT, _kvs_frame(get, CLIENT, 3)) == {3: [_kvs_frame(get, CLIENT, 3)]}
+    stamped = dataclasses.replace(get, ver=5)
+    assert rack.send(CLIENT, _kvs_frame(get, CLIENT, 3)) == {0: [_kvs_frame(stamped, CLIENT, 0)]}
+    assert rack.send(CLIENT, _kvs_frame(get, CLIENT, 3)) == {1: [_kvs_frame(stamped, CLIENT, 1)]}
+    put = codec.Msg(proto=codec.Proto.KVSWITCH, op=O.SET, req_id=8, key=key, value=b"v" * 8)
+    copy = dataclasses.replace(put, ver=6, result=3 + 1)
+    assert rack.send(CLIENT, _kvs_frame(put, CLIENT, 3)) == \
+        {p: [_kvs_frame(copy, CLIENT, p)] for p in (3, 0, 1)}
+    assert drv.reg_read("Valid", 0) == 0 and drv.reg_read("Ver", 0) == 6
+    # every replica invalid: reads stay with the owner
+    for _ in range(3):
+        assert rack.send(CLIENT, _kvs_frame(get, CLIENT, 3)) == {3: [_kvs_frame(get, CLIENT, 3)]}
+    ack = codec.Msg(proto=codec.Proto.KVSWITCH, op=O.UPDATE_ACK, req_id=8, key=key, ver=6)
+    assert rack.send(0, _kvs_frame(ack, 0, CLIENT)) == {}
+    assert rack.send(3, _kvs_frame(ack, 3, CLIENT)) == {}
+    assert rack.send(1, _kvs_frame(dataclasses.replace(ack, ver=5), 1, CLIENT)) == {}
+    assert drv.reg_read("Valid", 0) == 0b1001
+    assert rack.send(CLIENT, _kvs_frame(get, CLIENT, 3)) == {3: [_kvs_frame(get, CLIENT, 3)]}
+    assert rack.send(CLIENT, _kvs_frame(get, CLIENT, 3)) == \
+        {0: [_kvs_frame(dataclasses.replace(get, ver=6), CLIENT, 0)]}
+    assert rack.send(CLIENT, _kvs_frame(get, CLIENT, 3)) == {3: [_kvs_frame(get, CLIENT, 3)]}
+    stats = drv.reg_read_range("stats", 0, 10)
+    assert stats[0] == 9 and stats[1] == 3 and stats[2] == 3 and stats[3] == 1
+    assert [drv.reg_read("Loadcount", s) for s in range(4)] == [3, 2, 0, 7]
+    assert drv.reg_read("HotkeyCount", 0) == 10

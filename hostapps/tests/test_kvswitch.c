@@ -12,7 +12,7 @@
  * dropped; Loadcount; period_reset; the server agent: REPL_CMD -> pushes,
  * push -> ACK, owner vs replica copies of a hot write, stale copies not
  * applied (strict) or applied (paper); strict mode's rules (FLAGS names the
- * owner, at-most-once resends, late cold writes RETRY until the versioned
+ * owner, at-most-once resends, late cold writes answered ERROR until the versioned
  * REPL_EVICT, stamped redirected reads) and the digest's stale read, which
  * the paper's switch serves and strict mode does not; client key mapping and
  * reply matching.
@@ -144,8 +144,8 @@ static void install(void *st, uint8_t kb, uint32_t slot, const uint16_t *servers
 	}
 	EXPECT_EQ(P->reg_write(st, "Valid", slot, 1u << servers[0]), 0);
 	EXPECT_EQ(P->reg_write(st, "RoundRobin", slot, 1), 0);
-	uint64_t args[2] = { r, slot };
-	EXPECT_EQ(P->table_add(st, "HotkeyTable", key, 2, args, 2), 0);
+	uint64_t args[3] = { r, slot, servers[0] };
+	EXPECT_EQ(P->table_add(st, "HotkeyTable", key, 2, args, 3), 0);
 }
 
 /* ---- switch ------------------------------------------------------------------ */
@@ -297,6 +297,15 @@ static void test_hot_writes(int strict)
 	sw(st, &cold, CL, 1, &d);
 	EXPECT_EQ(cold.result, 0);
 	EXPECT_EQ(cold.ver, 0);
+	/* a hot write a client addresses to a replica: HotkeyTable's owner
+	 * decides the group and FLAGS, not the address (docs/security.md) */
+	struct nk_msg wr = mk(NK_KVSWITCH_OP_SET, 4, 3);
+	wr.result = 3;
+	a = sw(st, &wr, CL, 2, &d);
+	EXPECT_EQ(a.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(a.mcast_group, nk_kvs_mcast_group(0, 3));
+	EXPECT_EQ(wr.result, 0 + 1);
+	EXPECT_EQ(reg(st, "Valid", 2), strict ? 0x0 : 0x1);
 	/* hot reads never see an invalid replica */
 	P->reg_write(st, "Valid", 2, 0x1);
 	for (int i = 0; i < 6; i++) {
@@ -313,12 +322,15 @@ static void test_limits(void)
 	current = "table limits";
 	void *st = sw_new("hot_keys=2");
 	uint64_t k1[2] = { 0, 1 }, k2[2] = { 0, 2 }, k3[2] = { 0, 3 };
-	uint64_t a0[2] = { 2, 0 }, a1[2] = { 2, 1 }, bad_slot[2] = { 2, 2 }, bad_r[2] = { 33, 0 };
-	EXPECT_EQ(P->table_add(st, "HotkeyTable", k1, 2, a0, 2), 0);
-	EXPECT_EQ(P->table_add(st, "HotkeyTable", k2, 2, a1, 2), 0);
-	EXPECT_EQ(P->table_add(st, "HotkeyTable", k3, 2, a1, 2), NK_PIPE_EFULL);
-	EXPECT_EQ(P->table_add(st, "HotkeyTable", k1, 2, bad_slot, 2), NK_PIPE_ERANGE);
-	EXPECT_EQ(P->table_add(st, "HotkeyTable", k1, 2, bad_r, 2), NK_PIPE_ERANGE);
+	uint64_t a0[3] = { 2, 0, 0 }, a1[3] = { 2, 1, 0 }, bad_slot[3] = { 2, 2, 0 };
+	uint64_t bad_r[3] = { 33, 0, 0 }, bad_owner[3] = { 2, 0, NS };
+	EXPECT_EQ(P->table_add(st, "HotkeyTable", k1, 2, a0, 3), 0);
+	EXPECT_EQ(P->table_add(st, "HotkeyTable", k2, 2, a1, 3), 0);
+	EXPECT_EQ(P->table_add(st, "HotkeyTable", k3, 2, a1, 3), NK_PIPE_EFULL);
+	EXPECT_EQ(P->table_add(st, "HotkeyTable", k1, 2, bad_slot, 3), NK_PIPE_ERANGE);
+	EXPECT_EQ(P->table_add(st, "HotkeyTable", k1, 2, bad_r, 3), NK_PIPE_ERANGE);
+	EXPECT_EQ(P->table_add(st, "HotkeyTable", k1, 2, bad_owner, 3), NK_PIPE_ERANGE);
+	EXPECT_EQ(P->table_add(st, "HotkeyTable", k1, 2, a0, 2), NK_PIPE_EINVAL);
 	uint64_t sk[2] = { 0, 1 }, srv[1] = { NS };
 	EXPECT_EQ(P->table_add(st, "ServermapTable", sk, 2, srv, 1), NK_PIPE_ERANGE);
 	EXPECT_EQ(P->table_add(st, "nope", sk, 2, srv, 1), NK_PIPE_ENOENT);
@@ -430,7 +442,7 @@ static void test_server_agent(int strict)
 	EXPECT_EQ(out[0].msg.ver, strict ? (1u << 20) + 2 : (1u << 20) + 1);
 	EXPECT_EQ(H->server_handle(own.st, &own.ns, &old, CL, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_SET_REPLY);
-	EXPECT_EQ(out[0].msg.result, strict ? NK_RESULT_RETRY : NK_RESULT_OK);
+	EXPECT_EQ(out[0].msg.result, strict ? NK_KVSWITCH_RESULT_ERROR : NK_RESULT_OK);
 	EXPECT_EQ(stored_ver(&own, 4), strict ? (1u << 20) + 2 : (1u << 20) + 1);
 	/* a redirected read at the replica: its stored version */
 	struct nk_msg g = mk(NK_KVSWITCH_OP_GET, 4, 8);
@@ -473,8 +485,8 @@ static void test_server_agent(int strict)
 
 /* Strict mode's at-most-once and ordering rules at the servers (docs/kvswitch.md
  * "Strict mode"): FLAGS names the owner, resent writes answered from the AMO
- * table, an unstamped write of a key the owner knows hot is RETRY until the
- * versioned REPL_EVICT, a replica newer than a redirected read's VER is RETRY. */
+ * table, an unstamped write of a key the owner knows hot is answered ERROR until the
+ * versioned REPL_EVICT, a replica newer than a redirected read's VER answers ERROR. */
 static void test_strict_rules(void)
 {
 	current = "strict rules (FLAGS owner, AMO, late cold writes, read stamps)";
@@ -511,10 +523,10 @@ static void test_strict_rules(void)
 	struct nk_msg stale = mk(NK_KVSWITCH_OP_SET, 6, 100);
 	EXPECT_EQ(H->server_handle(own.st, &own.ns, &stale, CL, out, NK_HOST_MAX_OUT), 0);
 	/* a cold write of a key the owner knows hot (it passed the switch
-	 * before the install): RETRY, the resend is stamped */
+	 * before the install): ERROR, the resend is stamped */
 	struct nk_msg cw = mk(NK_KVSWITCH_OP_SET, 5, 300);
 	EXPECT_EQ(H->server_handle(own.st, &own.ns, &cw, CL, out, NK_HOST_MAX_OUT), 1);
-	EXPECT_EQ(out[0].msg.result, NK_RESULT_RETRY);
+	EXPECT_EQ(out[0].msg.result, NK_KVSWITCH_RESULT_ERROR);
 	EXPECT_EQ(stored_ver(&own, 5), (3u << 16) + 1);
 	/* an eviction older than the last hot news changes nothing ... */
 	struct nk_msg ev = mk(NK_KVSWITCH_OP_REPL_EVICT, 5, 0);
@@ -522,7 +534,7 @@ static void test_strict_rules(void)
 	EXPECT_EQ(H->server_handle(own.st, &own.ns, &ev, NK_NODE_NONE, out, NK_HOST_MAX_OUT), 0);
 	cw.req_id = 301;
 	EXPECT_EQ(H->server_handle(own.st, &own.ns, &cw, CL, out, NK_HOST_MAX_OUT), 1);
-	EXPECT_EQ(out[0].msg.result, NK_RESULT_RETRY);
+	EXPECT_EQ(out[0].msg.result, NK_KVSWITCH_RESULT_ERROR);
 	/* ... the current one makes the key cold and raises the version to
 	 * the eviction's: cold writes are versioned above every hot write */
 	ev.ver = 4u << 16;
@@ -540,7 +552,7 @@ static void test_strict_rules(void)
 	EXPECT_EQ(H->server_handle(own.st, &own.ns, &cw, CL, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
 	/* a redirected read stamped with the validated version: answered while
-	 * the replica holds no newer write, RETRY once it does */
+	 * the replica holds no newer write, ERROR once it does */
 	struct nk_msg g = mk(NK_KVSWITCH_OP_GET, 5, 400);
 	g.ver = 3u << 16;
 	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &g, CL, out, NK_HOST_MAX_OUT), 1);
@@ -549,7 +561,7 @@ static void test_strict_rules(void)
 	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &w2, CL, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_UPDATE_ACK);
 	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &g, CL, out, NK_HOST_MAX_OUT), 1);
-	EXPECT_EQ(out[0].msg.result, NK_RESULT_RETRY);
+	EXPECT_EQ(out[0].msg.result, NK_KVSWITCH_RESULT_ERROR);
 	host_free(&own);
 	host_free(&rep);
 	/* amo off: a resent write is applied again (the failure AMO prevents) */
@@ -644,7 +656,7 @@ static void test_client(void)
 	r.op = NK_KVSWITCH_OP_UPDATE_ACK;
 	EXPECT_EQ(H->client_reply(c, &r), NK_REPLY_IGNORE);
 	r.op = NK_KVSWITCH_OP_SET_REPLY;
-	r.result = NK_RESULT_RETRY;
+	r.result = NK_KVSWITCH_RESULT_ERROR;
 	EXPECT_EQ(H->client_reply(c, &r), NK_REPLY_RETRY);
 	H->client_fini(c);
 	free(c);

@@ -42,7 +42,14 @@ from netkv.config.base import MAX_VNODES, Pos, ProtocolBase, Ring
 from netkv.constants import KVS_M, KVS_VER_SHIFT, kvs_mcast_group
 from netkv.loadstats import imbalance_factor
 from netkv.protocols.base import ControlPlane, Controller
-from netkv.protocols.plugin import P4Program, ProtocolPlugin
+from netkv.protocols.plugin import (
+    P4Program,
+    P4Semantics,
+    Params,
+    ProtocolPlugin,
+    RegisterCells,
+    param_int,
+)
 from netkv.wire.codec import KVSWITCH_KEY_LEN, KVSWITCH_PORT, KvswitchOp, Msg, Proto
 
 VER_SHIFT = KVS_VER_SHIFT  # install version of period p: (p + 1) << VER_SHIFT
@@ -316,7 +323,7 @@ class KVSwitchController(Controller):
                 self.pending_evict.append((key, info, dropped))
         for o, srv in enumerate(servers, start=1):
             sw.table_add("ServermapTable", [slot, o], [srv])
-        sw.table_add("HotkeyTable", list(key_words(key)), [len(servers), slot])
+        sw.table_add("HotkeyTable", list(key_words(key)), [len(servers), slot, info.owner])
         self.hot[key] = Hot(key, info, slot, servers)
         self.stats.installs += 1
         if prewarmed:
@@ -469,6 +476,35 @@ def mininet_controller_factory(cfg: "RunConfig"):  # type: ignore[no-untyped-def
     return factory
 
 
+# --- on BMv2 (p4src/kvswitch/kvswitch.p4) ---------------------------------------------------
+
+#: what ``period_reset`` clears (kvswitch.c ks_reg_write): the per-period statistics
+PERIOD_REGISTERS = ("HashPipeKeyHi", "HashPipeKeyLo", "HashPipeCount", "HotkeyCount", "Loadcount")
+
+
+def p4_defines(params: Params) -> dict[str, int]:
+    """kvswitch.c's params as the P4 program's compile-time constants."""
+    k = param_int(params, "hot_keys", 10_000)
+    d = param_int(params, "hashpipe_stages", 4)
+    if not 1 <= k <= MAX_KEYS or not 1 <= d <= 8:
+        raise ValueError(f"kvswitch hot_keys {k} / hashpipe_stages {d}: allowed 1..{MAX_KEYS} / 1..8")
+    w = param_int(params, "hashpipe_width", 0) or -(-k // d)
+    return {"KVS_HOT_KEYS": k, "KVS_HP_STAGES": d, "KVS_HP_WIDTH": w,
+            "KVS_STRICT": param_int(params, "strict", 1) and 1}
+
+
+class KVSwitchP4(P4Semantics):
+    """What kvswitch.c does on a control write that the P4 program leaves to
+    the control plane: ``period_reset`` is an action, not a register."""
+
+    special_registers = frozenset({"period_reset"})
+
+    def reg_write(self, regs: RegisterCells, name: str, index: int, value: int) -> None:
+        regs.resolve(name, int(index))
+        if value:
+            regs.reset(list(PERIOD_REGISTERS))
+
+
 PLUGIN = ProtocolPlugin(
     name="kvswitch",
     summary="KVSwitch prediction-driven selective replication (Electronics 2019)",
@@ -480,6 +516,7 @@ PLUGIN = ProtocolPlugin(
     pipeline_params=pipeline_params,
     sim_controller=sim_controller_factory,
     rack_controller=mininet_controller_factory,
+    p4=P4Program("kvswitch/kvswitch.p4", defines=p4_defines, semantics=KVSwitchP4),
 )
 
 

@@ -72,7 +72,7 @@ class Kind(IntEnum):
 class Result(IntEnum):
     OK = RESULT_OK
     NOT_FOUND = RESULT_NOT_FOUND
-    RETRY = RESULT_RETRY  # Pegasus RETRY, KVSwitch ERROR
+    RETRY = RESULT_RETRY  # Pegasus RETRY (KVSwitch: KVSWITCH_RESULT_ERROR, the same value)
 
 
 class WireErrorCode(IntEnum):

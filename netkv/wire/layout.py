@@ -129,7 +129,7 @@ FORMATS: dict[Proto, Format] = {
     Proto.KVSWITCH: Format(Proto.KVSWITCH, "KVSwitch", (k.KVSWITCH_PORT,), k.KvswitchOp, (
         _f("op", "u8", base="hex", label="OP"),
         _f("flags", "u8", "result", names={k.RESULT_OK: "OK", k.RESULT_NOT_FOUND: "NOT_FOUND",
-                                      k.RESULT_RETRY: "ERROR"}, label="FLAGS"),
+                                      k.KVSWITCH_RESULT_ERROR: "ERROR"}, label="FLAGS"),
         _f("vlen", "u16", "value_len", label="VLEN"),
         _f("seq", "u32", "req_id", label="SEQ"),
         _f("ver", "u32", label="VER"),

@@ -7,6 +7,8 @@
  *                                  (hash/plain and pegasus: one wire format,
  *                                  the magic is checked in the ingress)
  *   #define NETKV_PARSE_NETCACHE   UDP 5050 (dst or src) -> netcache_t + value slices
+ *   #define NETKV_PARSE_KVSWITCH   UDP 8888 (dst or src) -> kvswitch_t (the value stays
+ *                                  payload: the switch never parses it)
  *
  * What the parser does mirrors netkv-switch (hostapps/apps/netkv-switch.c):
  *   - a packet-out (ingress port CPU_PORT) first loses its packet_out header;
@@ -74,6 +76,12 @@ parser NetkvParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
             (_, NETCACHE_PORT): parse_netcache;
             default: accept;
         }
+#elif defined(NETKV_PARSE_KVSWITCH)
+        transition select(hdr.udp.dst_port, hdr.udp.src_port) {
+            (KVSWITCH_PORT, _): parse_kvswitch;
+            (_, KVSWITCH_PORT): parse_kvswitch;
+            default: accept;
+        }
 #else
         transition accept;
 #endif
@@ -84,6 +92,14 @@ parser NetkvParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
         meta.is_proto = 1;
         pkt.extract(hdr.pegasus);
         pkt.extract(hdr.pegasus_pre);
+        transition accept;
+    }
+#endif
+
+#if defined(NETKV_PARSE_KVSWITCH)
+    state parse_kvswitch {
+        meta.is_proto = 1;
+        pkt.extract(hdr.kvswitch);
         transition accept;
     }
 #endif
@@ -149,7 +165,8 @@ control NetkvComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
               hdr.udp.src_port, hdr.udp.dst_port, hdr.udp.length,
               hdr.pegasus, hdr.pegasus_pre, hdr.netcache,
               hdr.nc_value[0], hdr.nc_value[1], hdr.nc_value[2], hdr.nc_value[3],
-              hdr.nc_value[4], hdr.nc_value[5], hdr.nc_value[6], hdr.nc_value[7] },
+              hdr.nc_value[4], hdr.nc_value[5], hdr.nc_value[6], hdr.nc_value[7],
+              hdr.kvswitch },
             hdr.udp.checksum, HashAlgorithm.csum16);
     }
 }
@@ -164,6 +181,7 @@ control NetkvDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.pegasus_pre);
         pkt.emit(hdr.netcache);
         pkt.emit(hdr.nc_value);
+        pkt.emit(hdr.kvswitch);
     }
 }
 

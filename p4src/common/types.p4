@@ -3,7 +3,7 @@
  * (packet-in / packet-out) headers, the one headers struct, the metadata,
  * the rack addressing plan and the forwarding modes.
  *
- * One headers struct serves hash, pegasus and netcache: a program simply
+ * One headers struct serves hash, pegasus, netcache and kvswitch: a program simply
  * never validates the headers of the other protocols (its parser does not
  * enter them; see parser.p4 and the NETKV_PARSE_* switches).
  *
@@ -56,6 +56,7 @@ struct headers_t {
     pegasus_pre_t    pegasus_pre;
     netcache_t       netcache;
     netcache_value_t[NETCACHE_VALUE_SLICES] nc_value;
+    kvswitch_t       kvswitch;
 }
 
 /* ---- forwarding decision (nk_actions.fwd) ------------------------------------------ */
@@ -93,6 +94,7 @@ struct metadata_t {
     bit<9>  out_port;       /* FWD_PORT / node_fwd result */
     bit<8>  nc_slices;      /* NetCache value slices still to extract */
     bit<2>  origin;         /* ORIGIN_* (pipeline.h enum nk_origin): the trust boundary */
+    bit<1>  count_load;     /* KVSwitch: count this request (each copy) in Loadcount at egress */
     /* copied into clones for the packet-in header */
     @field_list(1)
     bit<16> in_port;

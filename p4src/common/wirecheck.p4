@@ -13,6 +13,9 @@
  *   to 16; value padding zero when the value was parsed (vlen <= 128). The
  *   padding of larger values is not checked (the switch never parses them).
  *
+ * KVSwitch (all checks of the codec):
+ *   a known op, UDP payload length == 28 + VLEN.
+ *
  * Requires types.p4. Truncated headers are parser errors (NetkvClassify).
  */
 #ifndef NETKV_WIRECHECK_P4
@@ -75,6 +78,30 @@ control NetcacheWireCheck(in headers_t hdr, in metadata_t meta, out bool ok) {
                 else { last_slice = hdr.nc_value[7].slice; }
                 ok = (last_slice & vpad_mask) == 0;
             }
+        }
+    }
+}
+#endif
+
+#if defined(NETKV_PARSE_KVSWITCH)
+const bit<16> KVSWITCH_HDR_BYTES = 28;
+
+/* KVSwitch (all checks of the codec): a known op, and the UDP payload
+ * length == 28 + VLEN. The key is a fixed 16 B (no padding to check);
+ * FLAGS and VER are any value. */
+control KvswitchWireCheck(in headers_t hdr, out bool ok) {
+    apply {
+        ok = false;
+        if (hdr.kvswitch.isValid()) {
+            bit<8> op = hdr.kvswitch.op;
+            ok = (op == KVSWITCH_OP_GET || op == KVSWITCH_OP_SET || op == KVSWITCH_OP_DEL ||
+                  op == KVSWITCH_OP_UPDATE || op == KVSWITCH_OP_UPDATE_DEL ||
+                  op == KVSWITCH_OP_UPDATE_ACK || op == KVSWITCH_OP_REPL_CMD ||
+                  op == KVSWITCH_OP_REPL_PUSH || op == KVSWITCH_OP_REPL_EVICT ||
+                  op == KVSWITCH_OP_GET_REPLY || op == KVSWITCH_OP_SET_REPLY ||
+                  op == KVSWITCH_OP_DEL_REPLY) &&
+                 (bit<32>)hdr.udp.length == 8 + (bit<32>)KVSWITCH_HDR_BYTES +
+                                            (bit<32>)hdr.kvswitch.vlen;
         }
     }
 }

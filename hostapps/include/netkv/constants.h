@@ -26,7 +26,8 @@
 #define NK_SERVER_NONE 0xFF /* server_id of no server */
 #define NK_RESULT_OK 0 /* reply status, shared by every protocol that carries one */
 #define NK_RESULT_NOT_FOUND 1 /* reply status */
-#define NK_RESULT_RETRY 2 /* Pegasus RETRY; KVSwitch ERROR */
+#define NK_RESULT_RETRY 2 /* Pegasus RETRY (KVSwitch names the same status KVSWITCH_RESULT_ERROR) */
+#define NK_KVSWITCH_RESULT_ERROR 2 /* KVSwitch FLAGS status ERROR (digest 2): not served, the client resends */
 
 /* ---- the switch shell: controller port, clone session, multicast groups */
 #define NK_CPU_PORT 255 /* BMv2: simple_switch_grpc --cpu-port (netkv-switch: the port after the last interface) */

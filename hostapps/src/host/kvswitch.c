@@ -26,13 +26,13 @@
  * stored + 1 for cold writes, so every copy of one write holds the same
  * version. Strict mode (strict=1): a stamped write or push is applied only
  * if not older than what is stored (reordered or duplicated packets never
- * roll a copy back); the owner answers RETRY (the client resends, the switch
+ * roll a copy back); the owner answers ERROR (the client resends, the switch
  * stamps it anew) to a stamped write older than its copy, and to an
  * unstamped write of a key it knows hot (it passed the switch before the key
  * was installed: applied now it would be newer than the replicas, which the
  * switch still reads); a redirected read carries the version the switch
  * validated, and a replica holding a newer one (the owner may have lost that
- * write) answers RETRY. strict=0: applied unconditionally (the paper).
+ * write) answers ERROR. strict=0: applied unconditionally (the paper).
  * Install versions (controller) are above every cold-write version, so the
  * owner never sees a hot write "older" than its own cold writes.
  *
@@ -290,7 +290,7 @@ static uint32_t repl_targets(const struct ks_server *s, const struct nk_msg *in)
 	return set;
 }
 
-/* A write of a key this server owns: at most once, RETRY where strict mode
+/* A write of a key this server owns: at most once, ERROR where strict mode
  * cannot place it among the replicas' writes, else apply and reply (and in
  * strict mode confirm a stamped one to the switch). */
 static int owner_write(struct ks_server *s, struct nk_store *store, const struct nk_msg *in,
@@ -330,7 +330,7 @@ static int owner_write(struct ks_server *s, struct nk_store *store, const struct
 		retry = 1;   /* older than the owner's copy (reordered, re-installed) */
 	if (retry) {
 		s->retries++;
-		mk_msg(s, in, r, op, NK_RESULT_RETRY);
+		mk_msg(s, in, r, op, NK_KVSWITCH_RESULT_ERROR);
 		r->ver = 0;
 		return 1;
 	}
@@ -370,7 +370,7 @@ static int ks_server_handle(void *st, struct nk_store *store, const struct nk_ms
 			/* redirected here for the version the switch validated, but
 			 * this copy is newer: the owner may not hold that write */
 			s->retries++;
-			mk_msg(s, in, r, NK_KVSWITCH_OP_GET_REPLY, NK_RESULT_RETRY);
+			mk_msg(s, in, r, NK_KVSWITCH_OP_GET_REPLY, NK_KVSWITCH_RESULT_ERROR);
 			r->ver = 0;
 			return 1;
 		}
@@ -520,7 +520,7 @@ static int ks_client_reply(void *st, const struct nk_msg *r)
 	if (r->op != NK_KVSWITCH_OP_GET_REPLY && r->op != NK_KVSWITCH_OP_SET_REPLY &&
 	    r->op != NK_KVSWITCH_OP_DEL_REPLY)
 		return NK_REPLY_IGNORE;
-	return r->result == NK_RESULT_RETRY ? NK_REPLY_RETRY : NK_REPLY_DONE;
+	return r->result == NK_KVSWITCH_RESULT_ERROR ? NK_REPLY_RETRY : NK_REPLY_DONE;
 }
 
 const struct nk_host_ops nk_host_kvswitch = {

@@ -8,7 +8,7 @@
  *                              hot-key slot), Ver (strict mode), HotkeyCount,
  *                              Loadcount, HashPipe (d stages x w slots),
  *                              period_reset (command), stats, n_servers
- *   tables                   - HotkeyTable  (KEY 128 bit -> r, slot)
+ *   tables                   - HotkeyTable  (KEY 128 bit -> r, slot, owner)
  *                              ServermapTable ((slot, ordinal) -> server)
  *                              node_fwd (node -> port, as every pipeline)
  *   process()                - client GET/SET/DEL: hot -> counter, GET
@@ -19,7 +19,8 @@
  *
  * Merged tables (digest §3, "Implementation notes"): KeyindexTable (base =
  * slot) is the slot HotkeyTable returns; MultigroupTable is a function of
- * (owner, r): the ring placement depends on nothing else, so M * M groups
+ * (owner, r), both from HotkeyTable (never the address a client chose): the
+ * ring placement depends on nothing else, so M * M groups
  * (nk_kvs_mcast_group) serve every key instead of one group per key (K =
  * 10,000 would exceed the switch's group table); ServeroffsetTable is the identity because servers are
  * nodes 0..M-1 here; ServermapTable is keyed by (slot, ordinal) instead of
@@ -37,7 +38,7 @@
  * the current Ver[slot], and is read only while the owner's bit is set too
  * (the owner also ACKs hot writes: over UDP its copy can be lost while the
  * replicas apply theirs); a redirected GET carries Ver[slot] in VER, and a
- * replica holding a newer write answers RETRY. strict=0 is the paper: the
+ * replica holding a newer write answers ERROR (the client resends). strict=0 is the paper: the
  * owner stays valid and any ACK validates (the stale read of digest §5 is
  * then possible).
  */
@@ -75,9 +76,10 @@ struct kvswitch_state {
 	uint32_t n_servers;
 	struct nk_trust trust;
 	uint16_t *node_port;
-	struct nk_k128 tab;        /* HotkeyTable: KEY -> slot (r in slot_r) */
+	struct nk_k128 tab;        /* HotkeyTable: KEY -> slot (r, owner in slot_r, slot_owner) */
 	uint16_t *servermap;       /* [K * NK_MAX_SERVERS]: slot*32 + ordinal-1 -> server */
 	uint8_t *slot_r;           /* r of the key in slot (0: free) */
+	uint8_t *slot_owner;       /* its owner (the HotkeyTable action's third argument) */
 	/* registers */
 	uint8_t *rr;               /* RoundRobin[K] */
 	uint32_t *valid;           /* Valid[K]: bit `server` of word `slot` */
@@ -99,6 +101,7 @@ static void ks_fini(void *st)
 	free(s->tab.e);
 	free(s->servermap);
 	free(s->slot_r);
+	free(s->slot_owner);
 	free(s->rr);
 	free(s->valid);
 	free(s->ver);
@@ -142,6 +145,7 @@ static int ks_init(void *st, const struct nk_pipeline_cfg *cfg)
 	nk_k128_init(&s->tab, s->K);
 	s->servermap = malloc((size_t)s->K * NK_MAX_SERVERS * sizeof(uint16_t));
 	s->slot_r = calloc(s->K, 1);
+	s->slot_owner = calloc(s->K, 1);
 	s->rr = calloc(s->K, 1);
 	s->valid = calloc(s->K, sizeof(uint32_t));
 	s->ver = calloc(s->K, sizeof(uint32_t));
@@ -150,7 +154,7 @@ static int ks_init(void *st, const struct nk_pipeline_cfg *cfg)
 	s->hp_k0 = calloc(hp, sizeof(uint64_t));
 	s->hp_k1 = calloc(hp, sizeof(uint64_t));
 	s->hp_count = calloc(hp, sizeof(uint32_t));
-	if (!s->node_port || !s->tab.e || !s->servermap || !s->slot_r || !s->rr || !s->valid ||
+	if (!s->node_port || !s->tab.e || !s->servermap || !s->slot_r || !s->slot_owner || !s->rr || !s->valid ||
 	    !s->ver || !s->hot_count || !s->load || !s->hp_k0 || !s->hp_k1 || !s->hp_count) {
 		ks_fini(s);
 		return NK_PIPE_EFULL;
@@ -202,18 +206,20 @@ static int ks_reg_write(void *st, const char *name, uint32_t idx, uint64_t val)
 	return 0;
 }
 
-/* ---- HotkeyTable: 16 B key -> (r, slot) ------------------------------------- */
+/* ---- HotkeyTable: 16 B key -> (r, slot, owner) ------------------------------ */
 
 static int tab_add(struct kvswitch_state *s, const uint64_t *key, const uint64_t *args)
 {
-	if (args[0] < 1 || args[0] > NK_MAX_SERVERS || args[1] >= s->K)
+	if (args[0] < 1 || args[0] > NK_MAX_SERVERS || args[1] >= s->K || args[2] >= s->n_servers)
 		return NK_PIPE_ERANGE;
 	const struct nk_k128_ent *old = nk_k128_find(&s->tab, key[0], key[1]);
 	if (old && old->val != args[1])
 		s->slot_r[old->val] = 0;
 	int fresh, rc = nk_k128_put(&s->tab, key[0], key[1], (uint32_t)args[1], &fresh);
-	if (!rc)
+	if (!rc) {
 		s->slot_r[args[1]] = (uint8_t)args[0];
+		s->slot_owner[args[1]] = (uint8_t)args[2];
+	}
 	return rc;
 }
 
@@ -230,7 +236,7 @@ static int ks_table_add(void *st, const char *table, const uint64_t *key, unsign
 		return 0;
 	}
 	if (!strcmp(table, "HotkeyTable")) {
-		if (nkey != 2 || nargs != 2)
+		if (nkey != 2 || nargs != 3)
 			return NK_PIPE_EINVAL;
 		return tab_add(s, key, args);
 	}
@@ -349,13 +355,13 @@ static void hot_get(struct kvswitch_state *s, uint32_t slot, struct nk_msg *m,
 	s->rr[slot] = (uint8_t)(o >= r ? 1 : o + 1);
 	s->stats[KS_HOT_GETS]++;
 	uint16_t srv = s->servermap[slot * NK_MAX_SERVERS + o - 1];
-	uint16_t owner = s->servermap[slot * NK_MAX_SERVERS];
+	uint32_t owner = s->slot_owner[slot];
 	if (srv == KS_NO_SERVER || srv == meta->dst)
 		return;                        /* ServermapTable miss, or the owner */
 	/* strict: a replica is read only once the owner has confirmed the same
 	 * write (its copy may have been lost: replicas would be newer) */
 	uint32_t need = 1u << srv;
-	if (s->strict && owner < NK_MAX_SERVERS)
+	if (s->strict)
 		need |= 1u << owner;
 	if ((s->valid[slot] & need) == need) {
 		meta->dst = srv;
@@ -371,10 +377,13 @@ static void hot_write(struct kvswitch_state *s, uint32_t slot, struct nk_msg *m,
 		      struct nk_pkt_meta *meta, struct nk_actions *act)
 {
 	s->stats[KS_HOT_WRITES]++;
+	/* the owner is HotkeyTable's, not the address the client chose: a
+	 * write sent to a replica still reaches the owner and every copy */
+	uint32_t owner = s->slot_owner[slot], r = s->slot_r[slot];
 	/* every replica is invalid until it acknowledges this write (packed
 	 * Valid: one word per slot); the paper keeps the owner valid (its copy
 	 * travels over TCP), strict mode waits for the owner's ACK too */
-	s->valid[slot] = !s->strict && meta->dst < NK_MAX_SERVERS ? 1u << meta->dst : 0;
+	s->valid[slot] = s->strict ? 0 : 1u << owner;
 	if (s->ver[slot] < 0xFFFFFFFFu)
 		s->ver[slot]++;
 	else
@@ -382,21 +391,24 @@ static void hot_write(struct kvswitch_state *s, uint32_t slot, struct nk_msg *m,
 	m->ver = s->ver[slot];
 	/* FLAGS names the owner's copy (its server index + 1): a server that
 	 * has not yet heard REPL_CMD still knows to answer the client */
-	m->result = (uint8_t)(meta->dst < NK_MAX_SERVERS ? meta->dst + 1 : 0);
+	m->result = (uint8_t)(owner + 1);
+	if (r < 2) {
+		count_load(s, meta->dst);
+		forward(s, meta, act);
+		return;
+	}
+	/* MultigroupTable: the (owner, r) group; Loadcount counts each copy
+	 * (the P4 program counts them at egress) */
 	uint32_t members = 0;
-	for (uint32_t o = 1; o <= s->slot_r[slot]; o++) {
+	for (uint32_t o = 1; o <= r; o++) {
 		uint16_t srv = s->servermap[slot * NK_MAX_SERVERS + o - 1];
 		if (srv != KS_NO_SERVER && !(members & (1u << srv))) {
 			members |= 1u << srv;
 			count_load(s, srv);
 		}
 	}
-	if (members & ~(meta->dst < NK_MAX_SERVERS ? 1u << meta->dst : 0)) {
-		act->fwd = NK_FWD_MCAST;
-		act->mcast_group = (uint16_t)nk_kvs_mcast_group(meta->dst, s->slot_r[slot]);
-	} else {
-		forward(s, meta, act);
-	}
+	act->fwd = NK_FWD_MCAST;
+	act->mcast_group = (uint16_t)nk_kvs_mcast_group(owner, r);
 }
 
 static void ks_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
