@@ -173,6 +173,38 @@ def test_a_program_missing_from_the_build_is_one_line(rack: Inventory, tmp_path:
     assert not leftovers(rack)
 
 
+def test_source_builds_on_the_hosts(rack: Inventory, tmp_path: Path) -> None:
+    """build.mode=source: the C sources go to the hosts and are built there
+    (once here: the namespace rack's hosts share a file system, so one builds
+    and the others find it done under the lock); the run completes and
+    provenance names the build."""
+    from netkv.cli import main
+
+    out = tmp_path / "src"
+    assert main(["run", *SMALL, "protocol=hash", "inventory.build.mode=source",
+                 f"out={out}"]) == 0
+    hosts = json.loads((out / "provenance.json").read_text())["hosts"]
+    builds = {info["build"] for info in hosts.values()}
+    assert len(builds) == 1, builds
+    mode, bid = next(iter(builds)).split()
+    assert mode == "source" and bid.startswith("src-")
+    folder = Path(rack.hosts[0].workdir) / "bin" / bid
+    assert (folder / ".complete").is_file() and (folder / "kvserver").is_file()
+    assert not leftovers(rack)
+
+
+def test_a_failed_remote_build_is_one_line(rack: Inventory) -> None:
+    from netkv.targets.testbed import TestbedTarget
+
+    cfg = load([*SMALL, "protocol=hash", "inventory.build.mode=source",
+                'inventory.build.cmake_args=["-DCMAKE_C_COMPILER=/nonexistent/cc"]'])
+    with pytest.raises(ConfigError) as e:
+        TestbedTarget(cfg)
+    msg = str(e.value)
+    assert "\n" not in msg and "building" in msg and "step configure failed" in msg, msg
+    assert not leftovers(rack)
+
+
 def test_refused_key_is_one_line(rack: Inventory) -> None:
     from netkv.targets.testbed import TestbedTarget
 

@@ -61,6 +61,15 @@ class Vma(Strict):
         return self
 
 
+class Build(Strict):
+    """How the C programs reach a host (docs/testbed.md "Builds"): ``push``
+    copies this machine's build (same OS and libc needed); ``source`` builds
+    on the host from the sources, with its compiler and ``cmake_args``."""
+    mode: Literal["push", "source"] = "push"
+    cmake_args: list[str] = []
+    timeout_s: float = Field(1800.0, gt=0, le=86400)
+
+
 class Host(Strict):
     name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,11}$")
     ssh: str = Field(min_length=1)          # address or name on the management network
@@ -75,6 +84,7 @@ class Host(Strict):
     stack: Stack | None = None               # None: the inventory's
     dpdk: Dpdk | None = None                 # None: the inventory's
     vma: Vma | None = None                   # None: the inventory's
+    build: Build | None = None               # None: the inventory's
     workdir: str = "/tmp/netkv-testbed"      # remote folder for binaries and run state
 
 
@@ -85,6 +95,7 @@ class Inventory(Strict):
     stack: Stack = "kernel"                  # every host's unless it names its own
     dpdk: Dpdk = Dpdk()
     vma: Vma = Vma()
+    build: Build = Build()
     hosts: list[Host] = []
 
     @model_validator(mode="after")
@@ -106,6 +117,9 @@ class Inventory(Strict):
 
     def vma_of(self, host: Host) -> Vma:
         return host.vma or self.vma
+
+    def build_of(self, host: Host) -> Build:
+        return host.build or self.build
 
     def check_rack(self, servers: int, clients: int) -> None:
         """Raise ValueError (one line) unless this inventory holds a rack of

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 # the rack plan and the controller's address are the Mininet rack's (io.h)
 from netkv.mininet.rack import CONTROLLER_IP, CONTROLLER_MAC, node_ip, node_mac
-from netkv.testbed import stacks
+from netkv.testbed import build, stacks
 from netkv.testbed.inventory import Host, Inventory
 from netkv.testbed.ssh import RemoteError, Ssh, lifeline
 
@@ -96,6 +96,13 @@ class SshRack:
         self.digests = {f: hashlib.sha256(p.read_bytes()).hexdigest() for f, p in files.items()}
         self.remote_run = {h.name: f"{h.workdir}/run-{spec.tag}" for h in used.values()}
         self.remote_bin = {h.name: f"{h.workdir}/bin/{self.build}" for h in used.values()}
+        self.built_from: dict[str, str] = {}   # host -> build id, for build.mode=source
+        self._archive_lock = threading.Lock()
+        for h in used.values():
+            b = inventory.build_of(h)
+            if b.mode == "source":
+                self.built_from[h.name] = build.build_id(build.source_root(), b.cmake_args)
+                self.remote_bin[h.name] = f"{h.workdir}/bin/{self.built_from[h.name]}"
         try:
             self._each(lambda name: self.ssh[name].check())
             self._each(self._check_stack)
@@ -139,16 +146,16 @@ class SshRack:
         changed on the host since it was pushed is pushed again."""
         ssh, rbin = self.ssh[name], self.remote_bin[name]
         self.ncpu[name] = int(ssh.run("nproc --all").stdout.strip() or 1)
-        stale = self._stale(ssh, rbin)
-        if not stale:
-            return
-        ssh.run(f"mkdir -p {shlex.quote(rbin)}")
-        for prog in stale:
-            local = self.library if prog == self.library.name else self.local[prog]
-            ssh.copy_to(local, f"{rbin}/{prog}")
-        if damaged := self._stale(ssh, rbin):
-            raise RemoteError(f"host {name!r}: {', '.join(damaged)} in {rbin} still differ from "
-                              "this build after copying (is the disk full or read-only?)")
+        if name in self.built_from:
+            self._build_there(name)
+        elif stale := self._stale(ssh, rbin):
+            ssh.run(f"mkdir -p {shlex.quote(rbin)}")
+            for prog in stale:
+                local = self.library if prog == self.library.name else self.local[prog]
+                ssh.copy_to(local, f"{rbin}/{prog}")
+            if damaged := self._stale(ssh, rbin):
+                raise RemoteError(f"host {name!r}: {', '.join(damaged)} in {rbin} still differ "
+                                  "from this build after copying (is the disk full or read-only?)")
         stack = self.inv.stack_of(self.hosts[name]) if name in self.node_of else "kernel"
         res = ssh.run(shlex.join(self._remote_argv(name, [str(self.local["kvserver"]), "--help"])),
                       check=False)
@@ -159,6 +166,30 @@ class SshRack:
                               f"({' '.join(res.stderr.split())[:200] or 'no output'}); "
                               "hosts need the same OS and libc as this machine"
                               f"{need.get(stack, '')}")
+
+    def _build_there(self, name: str) -> None:
+        """build.mode=source: the sources to the host, built there once per
+        source version (netkv.testbed.build)."""
+        ssh, host, bid = self.ssh[name], self.hosts[name], self.built_from[name]
+        how = self.inv.build_of(host)
+        q = shlex.quote
+        src = f"{host.workdir}/src/{bid}"
+        done = ssh.run(f"test -f {q(self.remote_bin[name])}/.complete && echo yes", check=False)
+        if done.stdout.strip() != "yes":
+            with self._archive_lock:
+                local = self.folder / f"{bid}.tar.gz"
+                if not local.exists():
+                    local.write_bytes(build.archive(build.source_root()))
+            ssh.run(f"mkdir -p {q(host.workdir)}/src")
+            ssh.copy_to(local, f"{src}.tar.gz")
+        res = ssh.run("sh -s", input_text=build.script(host.workdir, bid, how.cmake_args,
+                                                       self.programs, self.library.name),
+                      timeout_s=how.timeout_s, check=False)
+        last = (res.stdout.strip().splitlines() or [""])[-1]
+        if res.returncode != 0 or last not in ("built", "cached"):
+            why = last or " ".join(res.stderr.split())[-300:] or f"exit {res.returncode}"
+            raise RemoteError(f"host {name!r}: building netkv's C programs from source there "
+                              f"failed: {why} (log: {src}/build.log)")
 
     def _stale(self, ssh: Ssh, rbin: str) -> list[str]:
         """The files of this build that are missing or differ in ``rbin``."""
@@ -187,6 +218,8 @@ class SshRack:
             speed = lines[5].strip()
             out[name] = {
                 "roles": list(host.roles), "stack": self.inv.stack_of(host),
+                "build": f"{self.inv.build_of(host).mode} "
+                         f"{self.remote_bin[name].rsplit('/', 1)[-1]}",
                 "nic": list(host.ports) if switch else nic, "pci": host.pci,
                 "cores": list(host.cores), "kernel": lines[0].strip() or None,
                 "online_cores": int(lines[1]) if lines[1].strip().isdigit() else None,
