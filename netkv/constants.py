@@ -282,7 +282,7 @@ REGISTERS: dict[str, dict[str, tuple[int, str]]] = {
         'HashPipeKeyLo': (64, 'HP_STAGES * HP_WIDTH'),
         'HashPipeCount': (32, 'HP_STAGES * HP_WIDTH'),
         'period_reset': (1, '1'),
-        'stats': (64, '10'),
+        'stats': (64, '11'),
         'n_servers': (8, '1'),
     },
 }

@@ -3,13 +3,14 @@
 One of the clients sends its protocol's adversarial traffic (host.h
 client_hostile: forged versions and flags, server-only ops, replays, spoofed
 replies, oversized values) beside honest clients recording histories. For
-hash, Pegasus and NetCache:
+hash, Pegasus, NetCache and KVSwitch:
 
 - every acknowledged write survives: after the run, every key an honest
   client wrote is read back through the switch and the servers (controller
   packet-out), and what comes back is at least as new as every acknowledged
   write of that key, and not a value some acknowledged write superseded;
-- Pegasus' honest histories are linearizable by both checkers (WGL, Porcupine);
+- Pegasus' and KVSwitch's honest histories are linearizable by both checkers
+  (WGL, Porcupine);
 - the switch's refusal counters are non-zero, and in the dataset.
 
 The read-back check reports doctored read-backs (the value of an overwritten
@@ -31,14 +32,19 @@ from netkv.protocols import lookup
 from netkv.sim import native
 from netkv.sim.engine import SimEngine, Workload
 from netkv.sim.history import write_history
-from netkv.wire.codec import KINDS, NetcacheOp, PegasusOp, Proto
+from netkv.protocols.kvswitch import wire_key
+from netkv.wire.codec import KINDS, KvswitchOp, NetcacheOp, PegasusOp, Proto
 
 BASE = ["servers=4", "clients=4", "topology.hostile_clients=1", "keys=200", "alpha=1.2",
         "write_ratio=0.3", "record_history=true", "duration=0.05",
         "topology.hostile_rps=50000"]
-EXTRA = {"hash": [], "pegasus": ["protocol.replicated_keys=4"], "netcache": []}
+# KVSwitch learns hot keys from the traffic (cold mode, short periods): the
+# hostile client's messages meet installs, evictions and hot writes
+EXTRA = {"hash": [], "pegasus": ["protocol.replicated_keys=4"], "netcache": [],
+         "kvswitch": ["protocol.mode=cold", "protocol.hot_keys=16", "protocol.period_ms=2",
+                      "protocol.min_period_queries=100", "protocol.epsilon=0.01"]}
 PROTO = {"hash": (Proto.PLAIN, PegasusOp.READ), "pegasus": (Proto.PEGASUS, PegasusOp.READ),
-         "netcache": (Proto.NETCACHE, NetcacheOp.READ)}
+         "netcache": (Proto.NETCACHE, NetcacheOp.READ), "kvswitch": (Proto.KVSWITCH, KvswitchOp.GET)}
 OK = 1  # nk_sim_outcome
 
 
@@ -82,8 +88,11 @@ def _read_back(eng: SimEngine, cfg, wl: Workload, hist: np.ndarray,
             m.kind = KINDS[proto[0]][int(proto[1])]
             kb = ffi.new("uint8_t[64]")
             eng.lib.nk_key_bytes(key, cfg.workload.key_size, kb)
-            m.key_len = cfg.workload.key_size
-            ffi.memmove(m.key, kb, cfg.workload.key_size)
+            kbytes = bytes(ffi.buffer(kb, cfg.workload.key_size))
+            if proto[0] == Proto.KVSWITCH:
+                kbytes = wire_key(kbytes)   # 16 B on its wire (the client's encoding)
+            m.key_len = len(kbytes)
+            ffi.memmove(m.key, kbytes, len(kbytes))
             m.keyhash = int(info[key]["keyhash"])
             m.server_id = int(info[key]["home"])
             m.client_id = 0xFFFE
@@ -149,7 +158,7 @@ def _honest_ok(run: dict[str, Any]) -> None:
     assert len(hostile) > 0 and (hostile["write"] == 1).all() and (hostile["outcome"] != OK).all()
 
 
-@pytest.mark.parametrize("proto", ["hash", "pegasus", "netcache"])
+@pytest.mark.parametrize("proto", ["hash", "pegasus", "netcache", "kvswitch"])
 def test_hostile_client_loses_no_acknowledged_write(proto: str) -> None:
     run = _run(proto, [])
     _honest_ok(run)
@@ -162,6 +171,22 @@ def test_pegasus_honest_histories_linearizable_beside_a_hostile_client(tmp_path:
     run = _run("pegasus", ["target.faults.loss=0.01", "target.faults.reorder=0.01",
                            "target.faults.reorder_us=50"])
     assert min(run["refused"][k] for k in ("forged_ver", "forged_flags", "host_server_op")) > 0
+    path = tmp_path / "hostile.jsonl"
+    write_history(run["hist"], run["owners"], path)
+    assert check_file(path, timeout=120).ok is True
+    try:
+        assert check_file_porcupine(path, timeout=120).ok is True
+    except PorcupineUnavailable as exc:
+        pytest.skip(f"Porcupine: {exc}")
+
+
+def test_kvswitch_honest_histories_linearizable_beside_a_hostile_client(tmp_path: Path) -> None:
+    """Strict mode, keys installed and evicted, 1% loss and reordering: the
+    hostile client's forged VER/FLAGS are zeroed, its ACKs, updates, pushes
+    and replies dropped, and the honest histories stay linearizable."""
+    run = _run("kvswitch", ["target.faults.loss=0.01", "target.faults.reorder=0.01",
+                            "target.faults.reorder_us=50"])
+    assert min(run["refused"][k] for k in ("forged_fields", "host_server_op")) > 0
     path = tmp_path / "hostile.jsonl"
     write_history(run["hist"], run["owners"], path)
     assert check_file(path, timeout=120).ok is True
@@ -233,7 +258,7 @@ def test_hostile_clients_refused_without_hostile_traffic_and_bad_counts() -> Non
     for target in ("sim", "mininet"):
         without = [p for p in implemented_on(target) if not lib.nk_host_has_hostile(p.encode())]
         cases += [([f"protocol={p}", f"target={target}", "topology.hostile_clients=1",
-                    "clients=2"], "has no hostile traffic") for p in without[:1]]
+                    "clients=2", "servers=4"], "has no hostile traffic") for p in without[:1]]
     for args, why in cases:
         res = subprocess.run([sys.executable, "-m", "netkv", "run", *args],
                              capture_output=True, text=True)

@@ -804,11 +804,15 @@ def test_kvswitch_vectors_through_bmv2(rack_factory: Any) -> None:
         got = rack.send(1, _kvs_frame(m, 1, CLIENT))
         assert got == ({} if m.op == O.UPDATE_ACK else {CLIENT: [_kvs_frame(m, 1, CLIENT)]}), \
             v["name"]
-    stats = drv.reg_read_range("stats", 0, 10)
-    n_req = sum(1 for v in _vectors("kvswitch") if "error" not in v
-                and codec.decode("kvswitch", bytes.fromhex(v["hex"])).op in requests)
-    n_other = sum(1 for v in _vectors("kvswitch") if "error" not in v) - n_req
+    stats = drv.reg_read_range("stats", 0, 11)
+    msgs = [codec.decode("kvswitch", bytes.fromhex(v["hex"])) for v in _vectors("kvswitch")
+            if "error" not in v]
+    n_req = sum(1 for m in msgs if m.op in requests)
+    n_other = len(msgs) - n_req
+    n_forged = sum(1 for m in msgs if m.op in requests and (m.ver or m.result))
+    assert n_forged > 0
     assert stats[4] == n_req and stats[8] == n_other and stats[6] == 1   # cold, refused, stale ACK
+    assert stats[10] == n_forged                                      # VER/FLAGS zeroed
     assert drv.reg_read("Loadcount", 3) == n_req
 
     # one hot key
@@ -843,7 +847,7 @@ def test_kvswitch_vectors_through_bmv2(rack_factory: Any) -> None:
     assert rack.send(CLIENT, _kvs_frame(get, CLIENT, 3)) == \
         {0: [_kvs_frame(dataclasses.replace(get, ver=6), CLIENT, 0)]}
     assert rack.send(CLIENT, _kvs_frame(get, CLIENT, 3)) == {3: [_kvs_frame(get, CLIENT, 3)]}
-    stats = drv.reg_read_range("stats", 0, 10)
+    stats = drv.reg_read_range("stats", 0, 11)
     assert stats[0] == 9 and stats[1] == 3 and stats[2] == 3 and stats[3] == 1
     assert [drv.reg_read("Loadcount", s) for s in range(4)] == [3, 2, 0, 7]
     assert drv.reg_read("HotkeyCount", 0) == 10

@@ -56,6 +56,10 @@ VER_SHIFT = KVS_VER_SHIFT  # install version of period p: (p + 1) << VER_SHIFT
 OWNER_EVICT_REPEATS = 2
 MAX_KEYS = 65_535
 
+# what the switch refuses at the trust boundary (docs/security.md): reason ->
+# (register, index) of kvswitch.c's stats
+REFUSALS = {"host_server_op": ("stats", 8), "forged_fields": ("stats", 10)}
+
 
 class KVSwitchProtocol(ProtocolBase):
     """KVSwitch (Electronics 8(9) 2019; docs/kvswitch.md)."""
@@ -517,6 +521,7 @@ PLUGIN = ProtocolPlugin(
     sim_controller=sim_controller_factory,
     rack_controller=mininet_controller_factory,
     p4=P4Program("kvswitch/kvswitch.p4", defines=p4_defines, semantics=KVSwitchP4),
+    refusals=REFUSALS,
 )
 
 

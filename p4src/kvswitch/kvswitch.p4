@@ -13,7 +13,7 @@
  *   (not GET/SET/DEL)
  *   UPDATE_ACK from a server        Valid[slot] |= 1 << src iff the key is hot
  *                                   (and, strict, VER == Ver[slot]); consumed
- *   GET/SET/DEL from a client       VER and FLAGS zeroed (they are the switch's)
+ *   GET/SET/DEL from a client       VER and FLAGS zeroed (they are the switch's), stats[10]
  *   cold GET/SET/DEL                HashPipe (d stages, w slots each), forwarded
  *   hot GET                         RoundRobin[slot] -> ordinal o (1..r, then
  *                                   back to 1); ServermapTable(slot, o) ->
@@ -93,7 +93,8 @@ const bit<32> KS_STALE_ACKS = 6;
 const bit<32> KS_NO_ROUTE = 7;
 const bit<32> KS_HOST_SERVER_OP = 8;   /* the trust boundary (docs/security.md) */
 const bit<32> KS_VER_SATURATED = 9;
-#define KS_COUNT 10
+const bit<32> KS_FORGED = 10;          /* client VER/FLAGS zeroed (docs/security.md) */
+#define KS_COUNT 11
 
 /* HashPipe's per-stage hash salt (kvswitch.c hp_index: CRC-32 over salt ^ stage, KEY) */
 const bit<8> KS_HP_SALT = 0xA5;
@@ -295,6 +296,7 @@ control KvswitchIngress(inout headers_t hdr, inout metadata_t meta,
                 if (meta.origin == ORIGIN_CLIENT) {
                     /* VER and FLAGS are the switch's (docs/security.md) */
                     if (hdr.kvswitch.ver != 0 || hdr.kvswitch.flags != 0) {
+                        stat(KS_FORGED);
                         hdr.kvswitch.ver = 0;
                         hdr.kvswitch.flags = 0;
                         meta.hdr_changed = 1;

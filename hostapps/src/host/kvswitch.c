@@ -523,6 +523,70 @@ static int ks_client_reply(void *st, const struct nk_msg *r)
 	return r->result == NK_KVSWITCH_RESULT_ERROR ? NK_REPLY_RETRY : NK_REPLY_DONE;
 }
 
+/* A hostile client's message (host.h client_hostile, docs/security.md): what
+ * the switch must zero (VER, FLAGS: a replica's version check and the
+ * owner's copy) or drop (replies, updates, ACKs, replica commands: a forged
+ * ACK would validate a stale replica, a forged push or update would plant a
+ * value), a hot write sent to a replica instead of the owner (the switch
+ * routes it by HotkeyTable's owner), and what the servers must survive (an
+ * oversized value, a write to a server that does not own the key). */
+static uint16_t ks_client_hostile(void *st, uint64_t draw, const struct nk_req_spec *sp,
+				  uint16_t victim, uint32_t n_servers, struct nk_msg *m)
+{
+	static const uint32_t forged_ver[] = { 0xFFFFFFFFu, 0xFFFFFFFEu, 1u << 31, 3 };
+	struct nk_req_spec w = *sp;
+	w.kind = NK_KIND_WRITE;
+	uint16_t dst = ks_client_request(st, &w, m);
+	uint32_t ver = forged_ver[(draw >> 8) % 4];
+	uint16_t other = n_servers ? (uint16_t)((sp->home + 1 + (draw >> 12) % n_servers) % n_servers)
+				   : dst;
+	switch (draw % 10) {
+	case 0:         /* a write with a forged version and FLAGS naming a server */
+		m->ver = ver;
+		m->result = (uint8_t)(other + 1);
+		break;
+	case 1:         /* a read with a forged version: replicas would answer ERROR */
+		m->op = NK_KVSWITCH_OP_GET;
+		m->value_len = 0;
+		m->ver = ver;
+		break;
+	case 2:         /* a spoofed reply to an honest client */
+		m->op = draw >> 16 & 1 ? NK_KVSWITCH_OP_GET_REPLY : NK_KVSWITCH_OP_SET_REPLY;
+		m->ver = ver;
+		dst = (uint16_t)(n_servers + victim);
+		break;
+	case 3:         /* a forged confirm: would validate a stale replica */
+		m->op = NK_KVSWITCH_OP_UPDATE_ACK;
+		m->value_len = 0;
+		m->ver = ver;
+		break;
+	case 4:         /* a forged replica update */
+		m->op = draw >> 16 & 1 ? NK_KVSWITCH_OP_UPDATE : NK_KVSWITCH_OP_UPDATE_DEL;
+		m->ver = ver;
+		dst = other;
+		break;
+	case 5:         /* forged replica commands (the controller's and the owner's) */
+		m->op = (uint8_t[]){ NK_KVSWITCH_OP_REPL_PUSH, NK_KVSWITCH_OP_REPL_CMD,
+				     NK_KVSWITCH_OP_REPL_EVICT }[(draw >> 16) % 3];
+		m->ver = ver;
+		m->bitmap = 0xFFFFFFFFu;
+		dst = other;
+		break;
+	case 6:         /* a write sent to another server than the key's home */
+	case 7:
+		dst = other;
+		break;
+	case 8:         /* a forged FLAGS alone: "this copy is the owner's" */
+		m->result = (uint8_t)(dst + 1);
+		break;
+	default:        /* an oversized value */
+		m->value_len = 8000;
+		break;
+	}
+	m->kind = (uint8_t)nk_wire_kind(NK_PROTO_KVSWITCH, m->op);
+	return dst;
+}
+
 const struct nk_host_ops nk_host_kvswitch = {
 	.name = "kvswitch",
 	.proto = NK_PROTO_KVSWITCH,
@@ -537,4 +601,5 @@ const struct nk_host_ops nk_host_kvswitch = {
 	.client_request = ks_client_request,
 	.client_reply = ks_client_reply,
 	.server_ctl = ks_server_ctl,
+	.client_hostile = ks_client_hostile,
 };

@@ -66,6 +66,7 @@ enum ks_stat {
 	KS_NO_ROUTE,
 	KS_HOST_SERVER_OP,      /* a server/controller-only op from a client port: dropped */
 	KS_VER_SATURATED,       /* hot writes past Ver = 2^32-1 (not stamped higher) */
+	KS_FORGED,              /* client requests with VER or FLAGS set: zeroed */
 	KS_NSTATS
 };
 
@@ -451,7 +452,12 @@ static void ks_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 		return;
 	}
 	if (from == NK_ORIGIN_CLIENT) {
-		m->ver = 0;                    /* VER and FLAGS are the switch's (docs/security.md) */
+		/* VER and FLAGS are the switch's (docs/security.md): a forged VER
+		 * would pass a replica's version check, a forged FLAGS would make
+		 * a replica answer the client as if it were the owner */
+		if (m->ver || m->result)
+			s->stats[KS_FORGED]++;
+		m->ver = 0;
 		m->result = 0;
 	}
 	if (!e) {
