@@ -182,6 +182,12 @@ class Topology(Strict):
     recirc_gbps: Gbps = 100.0  # recirculation port bandwidth (0 = unlimited)
     cpu_queue: int = Field(4096, ge=1, le=1 << 20)  # switch -> controller packet channel
     client_cpu_ns: Nanos = 0.0  # client CPU cost per request (one core per client)
+    # Finite rates (simulator; 0 = unlimited): packets a client sends per
+    # second at most (its NIC / packet generator), and packets the switch
+    # pipeline processes per second (Mpps); with link_gbps they bound what a
+    # switch can serve (a NetCache hit), as on a testbed.
+    client_max_rps: Annotated[float, Field(ge=0.0, le=1e10)] = 0.0
+    switch_mpps: Annotated[float, Field(ge=0.0, le=1e5)] = 0.0
     # ... and per packet (simulator, digest NetMC 9.14): each packet sent costs
     # tx + key per key it carries; each reply received rx + pair per key it
     # answers (then replies wait for the client's core)

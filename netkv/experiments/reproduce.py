@@ -120,7 +120,8 @@ def run_cell(cell: Cell, out_dir: str, load_rps: float | None = None,
         row.update(met=False, max_tput_rps=math.nan, p50_ns=math.nan, p99_ns=math.nan,
                    max_over_mean=math.nan, max_server_share=math.nan, min_over_max=math.nan,
                    slo_ns=slo_ns,
-                   imbalance=math.nan, sat_tput_rps=math.nan, achieved_rps=math.nan,
+                   imbalance=math.nan, sat_tput_rps=math.nan, sat_bottleneck="",
+                   achieved_rps=math.nan,
                    **{c: math.nan for c in columns})
     else:
         b = best.row(0, named=True)
@@ -130,6 +131,7 @@ def run_cell(cell: Cell, out_dir: str, load_rps: float | None = None,
                    min_over_max=b.get("min_over_max", math.nan),
                    imbalance=b.get("imbalance", math.nan),
                    sat_tput_rps=b.get("sat_tput_rps", math.nan),
+                   sat_bottleneck=b.get("sat_bottleneck") or "",
                    achieved_rps=b["achieved_rps"],
                    **{c: _scalar(b.get(c)) for c in columns})
     return row

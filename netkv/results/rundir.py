@@ -32,19 +32,29 @@ class RunDirConflict(ValueError):
     """The directory already holds a run of a different config."""
 
 
-def saturated_rps(result: PointResult, requests: np.ndarray) -> float:
-    """The fluid saturated throughput: the offered load at which the busiest
-    server (by the requests it served at this point's mix) reaches its
-    capacity, min_j cap_j / (L_j / offered); for requests that all reach a
-    server, M·cap·L̄ / max L_j. NaN where the target knows no capacities."""
+def saturated(result: PointResult, requests: np.ndarray) -> tuple[float, str]:
+    """The fluid saturated throughput and what saturates first: the offered
+    load at which the busiest server (by the requests it served at this
+    point's mix) reaches its capacity, min_j cap_j / (L_j / offered) (for
+    requests that all reach a server, M·cap·L̄ / max L_j), or earlier one of
+    the target's other finite rates (``resource_bounds_rps``: clients,
+    switch, links). (NaN, "") where the target knows no capacities."""
+    bounds = dict(result.resource_bounds_rps)
     cap = result.server_capacity_rps
-    if cap is None or len(cap) != len(requests) or result.issued <= 0:
-        return float("nan")
-    per_req = requests / result.issued          # server j's requests per client request
-    busy = per_req > 0
-    if not busy.any():
-        return float("nan")
-    return float(np.min(np.asarray(cap, dtype=np.float64)[busy] / per_req[busy]))
+    if cap is not None and len(cap) == len(requests) and result.issued > 0:
+        per_req = requests / result.issued          # server j's requests per client request
+        busy = per_req > 0
+        if busy.any():
+            bounds["servers"] = float(np.min(np.asarray(cap, dtype=np.float64)[busy]
+                                             / per_req[busy]))
+    if not bounds:
+        return float("nan"), ""
+    which = min(bounds, key=lambda k: bounds[k])
+    return bounds[which], which
+
+
+def saturated_rps(result: PointResult, requests: np.ndarray) -> float:
+    return saturated(result, requests)[0]
 
 
 def point_key(offered_rps: float, seed: int) -> str:
@@ -186,6 +196,7 @@ class RunDir:
             }
         )
         mean_load = requests.mean() if len(requests) else 0.0
+        sat = saturated(result, requests)
         row = {
             "point": key,
             "phase": phase,
@@ -216,7 +227,8 @@ class RunDir:
             # balancing efficiency: least / most loaded server
             "min_over_max": float(requests.min() / requests.max()) if mean_load else 0.0,
             "imbalance": imbalance_factor(requests),
-            "sat_tput_rps": saturated_rps(result, requests),
+            "sat_tput_rps": sat[0],
+            "sat_bottleneck": sat[1],
             **result.controller_metrics,
             **{k: result.noise[k] for k in NOISE_COLUMNS if k in result.noise},
             **columns,

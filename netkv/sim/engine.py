@@ -257,6 +257,7 @@ class Stats:
     server_p99_ns: float
     switch_p50_ns: float
     switch_p99_ns: float
+    switch_packets: int = 0  # packets the pipeline processed (switch_mpps bounds them)
 
     @property
     def completion(self) -> float:
@@ -335,6 +336,8 @@ class SimEngine:
         c.record_history = int(cfg.record_history)
         c.hostile_clients = top.hostile_clients
         c.hostile_rps = top.hostile_rps
+        c.client_max_rps = top.client_max_rps
+        c.switch_mpps = top.switch_mpps
         err = ffi.new("char[256]")
         ptr = self.lib.nk_sim_new(c, workload.ptr, err, 256)
         if ptr == ffi.NULL:
@@ -407,6 +410,16 @@ class SimEngine:
         out = np.zeros(self.cfg.topology.servers, dtype=np.uint64)
         self.lib.nk_sim_server_counts(self._ptr, self.ffi.from_buffer("uint64_t[]", out))
         return out.astype(np.int64)
+
+    def link_bytes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Bytes serialized on each node's uplink and on the switch's
+        downlink to it (frames with their overhead): what link_gbps bounds."""
+        n = self.lib.nk_sim_link_bytes(self._ptr, self.ffi.NULL, self.ffi.NULL, 0)
+        up = np.zeros(n, dtype=np.uint64)
+        down = np.zeros(n, dtype=np.uint64)
+        self.lib.nk_sim_link_bytes(self._ptr, self.ffi.from_buffer("uint64_t[]", up),
+                                   self.ffi.from_buffer("uint64_t[]", down), n)
+        return up.astype(np.float64), down.astype(np.float64)
 
     def timeline(self) -> dict[str, np.ndarray]:
         n = self.stats().n_windows

@@ -65,6 +65,7 @@ struct nk_sim_cfg {
     uint32_t dyn_kind; double dyn_period_s; uint32_t dyn_count; uint32_t dyn_hot_pool;
     double window_s; uint32_t record_history;
     uint32_t hostile_clients; double hostile_rps;
+    double client_max_rps; double switch_mpps;
 };
 
 struct nk_sim_stats {
@@ -79,6 +80,7 @@ struct nk_sim_stats {
     double mean_ns, p50_ns, p90_ns, p99_ns, p999_ns, max_ns;
     uint32_t n_windows; uint32_t hist_buckets;
     double server_p50_ns, server_p99_ns, switch_p50_ns, switch_p99_ns;
+    uint64_t switch_packets;
 };
 
 struct nk_sim;
@@ -93,6 +95,7 @@ double nk_sim_end_ns(const struct nk_sim *sim);
 void nk_sim_stats(const struct nk_sim *sim, struct nk_sim_stats *out);
 uint32_t nk_sim_hist(const struct nk_sim *sim, uint64_t *lower_ns, uint64_t *counts, uint32_t n);
 void nk_sim_server_counts(const struct nk_sim *sim, uint64_t *out);
+uint32_t nk_sim_link_bytes(const struct nk_sim *sim, uint64_t *up, uint64_t *down, uint32_t n);
 uint32_t nk_sim_timeline(const struct nk_sim *sim, uint64_t *issued, uint64_t *completed,
                          uint64_t *lost, double *p50_ns, double *p99_ns, uint32_t n);
 int nk_sim_reg_read(struct nk_sim *sim, const char *name, uint32_t idx, uint64_t *val);

@@ -61,6 +61,10 @@ class PointResult:
     # Each server's service capacity (req/s), where the target knows it: the
     # fluid saturated throughput of docs/results.md needs it.
     server_capacity_rps: np.ndarray | None = None
+    # The other finite rates the target knows (docs/results.md
+    # `sat_tput_rps`): resource -> the offered load (req/s) at which it
+    # saturates at this point's mix ("clients", "switch", "links").
+    resource_bounds_rps: dict[str, float] = field(default_factory=dict)
     # The protocol controller's own measurements of the point (columns of
     # points.parquet named by the controller: Controller.point_metrics).
     controller_metrics: dict[str, Any] = field(default_factory=dict)

@@ -20,7 +20,7 @@ import numpy as np
 from netkv.config.schema import RunConfig
 from netkv.sim import native
 from netkv.sim.history import write_history
-from netkv.sim.engine import (Controller, SimEngine, SimError, Workload, capacity_factors,
+from netkv.sim.engine import (Controller, SimEngine, SimError, Stats, Workload, capacity_factors,
                               read_trace, value_classes)
 from netkv.config.multiget import size_weights
 from netkv.quantile import latency_summary
@@ -71,8 +71,32 @@ class SimTarget(Target):
 
     def capacity_hint_rps(self) -> float:
         """Sum of every server's service rate over the server requests one
-        request makes (an upper bound: skew only lowers it)."""
-        return float(self.server_capacity_rps().sum()) / self.server_requests_per_request()
+        request makes (an upper bound: skew only lowers it), and no more
+        than the honest clients may send (topology.client_max_rps)."""
+        hint = float(self.server_capacity_rps().sum()) / self.server_requests_per_request()
+        top = self.cfg.topology
+        if top.client_max_rps > 0:
+            hint = min(hint, top.client_max_rps * (top.clients - top.hostile_clients))
+        return hint
+
+    def resource_bounds_rps(self, st: Stats, up: np.ndarray, down: np.ndarray) -> dict[str, float]:
+        """The fluid bound of each finite rate besides the servers': the
+        offered load at which it is busy all the time, from what one request
+        cost it at this point (packets a client sent, packets the switch
+        processed, bytes on the busiest link)."""
+        top = self.cfg.topology
+        out: dict[str, float] = {}
+        if st.issued <= 0:
+            return out
+        if top.client_max_rps > 0 and st.client_packets > 0:
+            honest = top.clients - top.hostile_clients
+            out["clients"] = honest * top.client_max_rps * st.issued / st.client_packets
+        if top.switch_mpps > 0 and st.switch_packets > 0:
+            out["switch"] = top.switch_mpps * 1e6 * st.issued / st.switch_packets
+        busiest = max(float(up.max(initial=0.0)), float(down.max(initial=0.0)))
+        if top.link_gbps > 0 and busiest > 0:
+            out["links"] = top.link_gbps * 1e9 / 8 * st.issued / busiest
+        return out
 
     def server_requests_per_request(self) -> float:
         """Server requests per request: 1, or for multigets the expected
@@ -119,6 +143,7 @@ class SimTarget(Target):
             epoch_ms = getattr(self.cfg.protocol, "epoch_ms", None)
             st = eng.run(controller, epoch_ms / 1e3 if controller and epoch_ms else None)
             lower, counts = eng.histogram()
+            up, down = eng.link_bytes()
             self.last_engine_stats = st
             if self.capture_dir is not None:
                 self.last_capture = {"files": eng.capture_stats()}
@@ -149,6 +174,7 @@ class SimTarget(Target):
                 forged_replies=st.forged_replies,
                 hostile_sent=st.hostile_sent,
                 server_capacity_rps=self.server_capacity_rps(),
+                resource_bounds_rps=self.resource_bounds_rps(st, up, down),
                 controller_metrics=metrics(controller),
                 client_packets=st.client_packets,
                 request_keys=st.req_keys,

@@ -140,6 +140,12 @@ struct nk_sim_cfg {
 	 * honest arrivals go to the others */
 	uint32_t hostile_clients;
 	double hostile_rps;
+	/* finite rates (0 = unlimited): each client sends at most client_max_rps
+	 * packets per second (its NIC or packet generator: packets queue at
+	 * the client); the switch processes at most switch_mpps million
+	 * packets per second (one FIFO in front of the pipeline, unbounded) */
+	double client_max_rps;
+	double switch_mpps;
 };
 
 struct nk_sim_stats {
@@ -175,6 +181,7 @@ struct nk_sim_stats {
 	/* quantiles of the completed requests by who sent the final reply:
 	 * a server, or the switch itself (a cache); NaN if none */
 	double server_p50_ns, server_p99_ns, switch_p50_ns, switch_p99_ns;
+	uint64_t switch_packets;  /* packets the pipeline processed (recirculations too) */
 };
 
 struct nk_sim;
@@ -197,6 +204,11 @@ void nk_sim_stats(const struct nk_sim *sim, struct nk_sim_stats *out);
 uint32_t nk_sim_hist(const struct nk_sim *sim, uint64_t *lower_ns, uint64_t *counts, uint32_t n);
 /* Requests served per server (n_servers entries). */
 void nk_sim_server_counts(const struct nk_sim *sim, uint64_t *out);
+/* Bytes (frames, overhead included) serialized on each host's uplink (`up`,
+ * one per node: servers, clients, coordinators) and on each switch port's
+ * downlink (`down`, the same nodes): what link_gbps bounds. Returns the
+ * node count; n entries at most are written to each. */
+uint32_t nk_sim_link_bytes(const struct nk_sim *sim, uint64_t *up, uint64_t *down, uint32_t n);
 /* Timeline, per window of window_s (docs/results.md "timeline.parquet"):
  * issued = requests whose intended send time is in the window; completed =
  * completions in the window, p50/p99 = the quantiles of their latencies

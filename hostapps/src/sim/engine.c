@@ -118,6 +118,7 @@ struct server {
 struct client {
 	void *hstate;
 	uint64_t cpu_free;  /* ps */
+	uint64_t tx_next;   /* ps: its next packet leaves no earlier (client_max_rps) */
 };
 
 struct vown {
@@ -177,6 +178,11 @@ struct nk_sim {
 	/* links: free-at times (ps) */
 	uint64_t *up_free;          /* per node */
 	uint64_t *down_free;        /* per port */
+	uint64_t *up_bytes;         /* per node: bytes serialized on its uplink */
+	uint64_t *down_bytes;       /* per port: ... on its downlink */
+	uint64_t client_gap_ps;     /* 1 / client_max_rps (0 = unlimited) */
+	uint64_t switch_pkt_ps;     /* 1 / switch_mpps (0 = unlimited) */
+	uint64_t switch_free;       /* ps: the switch's FIFO is free from then */
 	uint64_t ser_fx;            /* serialization: ps per byte << 16 (0 = none) */
 	double recirc_ps_per_byte;
 	uint64_t link_ps, switch_ps, extra_ps, cpu_ps;
@@ -508,11 +514,12 @@ static void deliver(struct nk_sim *s, uint32_t pi, uint64_t arr, uint32_t type);
 /* Put packet pi on a link that is free at *free_at and deliver it (event
  * `type`) after serialization + latency, with faults applied. A duplicate
  * is a fresh copy delivered right after. */
-static void link_send(struct nk_sim *s, uint32_t pi, uint64_t t, uint64_t *free_at, uint32_t type,
-		      int faulty)
+static void link_send(struct nk_sim *s, uint32_t pi, uint64_t t, uint64_t *free_at,
+		      uint64_t *bytes, uint32_t type, int faulty)
 {
 	uint64_t depart = t > *free_at ? t : *free_at;
 	depart += ser_ps(s, s->pk[pi].wire_len);
+	*bytes += s->pk[pi].wire_len;
 	*free_at = depart;
 	uint64_t arr = depart + s->link_ps;
 	if (faulty) {
@@ -563,13 +570,22 @@ static void deliver(struct nk_sim *s, uint32_t pi, uint64_t arr, uint32_t type)
 	heap_push(s, arr, type, pi);
 }
 
-/* host node -> switch */
-static void host_send(struct nk_sim *s, uint32_t pi, uint64_t t)
+/* host node -> switch; returns when the packet left the host (a client
+ * sends at most client_max_rps packets per second: later ones wait) */
+static uint64_t host_send(struct nk_sim *s, uint32_t pi, uint64_t t)
 {
 	struct pkt *p = &s->pk[pi];
 	p->wire_len = wire_len(s, &p->m);
 	p->ingress = p->src;
-	link_send(s, pi, t, &s->up_free[p->src], EV_SWITCH_IN, s->fault_up[p->src]);
+	if (s->client_gap_ps && p->src >= s->S && p->src < s->S + s->M) {
+		struct client *c = &s->cli[p->src - s->S];
+		if (t < c->tx_next)
+			t = c->tx_next;
+		c->tx_next = t + s->client_gap_ps;
+	}
+	uint16_t src = p->src;
+	link_send(s, pi, t, &s->up_free[src], &s->up_bytes[src], EV_SWITCH_IN, s->fault_up[src]);
+	return t;
 }
 
 /* ---- the switch ------------------------------------------------------------------ */
@@ -584,7 +600,8 @@ static void egress(struct nk_sim *s, uint32_t pi, uint16_t port, uint64_t t)
 		if (s->cap)
 			cap_frame(s, port, t, p);
 		p->wire_len = wire_len(s, &p->m);
-		link_send(s, pi, t, &s->down_free[port], EV_HOST_IN, s->fault_down[port]);
+		link_send(s, pi, t, &s->down_free[port], &s->down_bytes[port], EV_HOST_IN,
+			  s->fault_down[port]);
 	} else if (port == s->recirc_port) {
 		uint64_t *f = &s->down_free[port];
 		uint64_t depart = t > *f ? t : *f;
@@ -648,6 +665,14 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 		return;
 	}
 	struct pkt *p = &s->pk[pi];
+	if (s->switch_pkt_ps) {
+		/* switch_mpps: one packet at a time, in arrival order */
+		if (t_in < s->switch_free)
+			t_in = s->switch_free;
+		t_in += s->switch_pkt_ps;
+		s->switch_free = t_in;
+	}
+	s->st.switch_packets++;
 	uint64_t cookie = pkt_cookie(p);
 	struct nk_pkt_meta meta = {
 		.now_ns = t_in / PS_PER_NS,
@@ -1169,6 +1194,7 @@ static void send_multiget(struct nk_sim *s, uint32_t si, uint64_t t)
 	int n = s->host->client_multiget(c->hstate, &spec, s->mout, NK_HOST_MAX_REQ_OUT);
 	uint64_t ts = t > c->cpu_free ? t : c->cpu_free;
 	ts += s->cpu_ps;
+	uint64_t sent = ts;
 	for (int i = 0; i < n; i++) {
 		uint32_t pi = pkt_alloc(s);
 		if (pi == NONE32)
@@ -1181,9 +1207,11 @@ static void send_multiget(struct nk_sim *s, uint32_t si, uint64_t t)
 		p->serial = sl->serial;
 		ts += s->tx_ps + s->key_ps * msg_keys(&p->m);
 		s->st.client_packets++;
-		host_send(s, pi, ts);
+		sent = host_send(s, pi, ts);
 	}
 	c->cpu_free = ts;
+	if (sent > ts)
+		ts = sent;      /* the timeout runs from the last packet's departure */
 	if (s->cfg.timeout_ns > 0) {
 		sl->deadline = ts + (uint64_t)(s->cfg.timeout_ns * PS_PER_NS);
 		heap_push(s, sl->deadline, EV_TIMEOUT, si);
@@ -1229,11 +1257,11 @@ static void send_request(struct nk_sim *s, uint32_t si, uint64_t t)
 	ts += s->cpu_ps + s->tx_ps + s->key_ps;
 	c->cpu_free = ts;
 	s->st.client_packets++;
+	ts = host_send(s, pi, ts);
 	if (s->cfg.timeout_ns > 0) {
 		sl->deadline = ts + (uint64_t)(s->cfg.timeout_ns * PS_PER_NS);
 		heap_push(s, sl->deadline, EV_TIMEOUT, si);
 	}
-	host_send(s, pi, ts);
 }
 
 /* stage 1: draw the sample PRE_ALIAS arrivals ahead */
@@ -1678,6 +1706,8 @@ void nk_sim_free(struct nk_sim *s)
 	nk_alias_free(&s->mget_alias);
 	free(s->up_free);
 	free(s->down_free);
+	free(s->up_bytes);
+	free(s->down_bytes);
 	free(s->fault_up);
 	free(s->fault_down);
 	free(s->cpuq);
@@ -1840,8 +1870,17 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 	/* links */
 	s->up_free = calloc(s->n_nodes, sizeof(uint64_t));
 	s->down_free = calloc(s->n_ports, sizeof(uint64_t));
-	if (!s->up_free || !s->down_free)
+	s->up_bytes = calloc(s->n_nodes, sizeof(uint64_t));
+	s->down_bytes = calloc(s->n_ports, sizeof(uint64_t));
+	if (!s->up_free || !s->down_free || !s->up_bytes || !s->down_bytes)
 		FAIL("out of memory (links)");
+	if (!(cfg->client_max_rps >= 0) || !(cfg->switch_mpps >= 0))
+		FAIL("topology.client_max_rps, switch_mpps: must be >= 0 (0 = unlimited)");
+	s->client_gap_ps = cfg->client_max_rps > 0
+		? (uint64_t)(1e12 / cfg->client_max_rps + 0.5) : 0;
+	s->switch_pkt_ps = cfg->switch_mpps > 0 ? (uint64_t)(1e6 / cfg->switch_mpps + 0.5) : 0;
+	if (s->switch_pkt_ps)
+		s->order_free = 0;   /* the switch's FIFO needs packets in time order */
 	s->ser_fx = cfg->link_gbps > 0 ? (uint64_t)(8000.0 / cfg->link_gbps * 65536.0 + 0.5) : 0;
 	s->recirc_ps_per_byte = cfg->recirc_gbps > 0 ? 8000.0 / cfg->recirc_gbps : 0.0;
 	s->link_ps = (uint64_t)(cfg->link_latency_ns * PS_PER_NS + 0.5);
@@ -2028,6 +2067,17 @@ void nk_sim_server_counts(const struct nk_sim *s, uint64_t *out)
 {
 	for (uint32_t i = 0; i < s->S; i++)
 		out[i] = s->srv[i].served;
+}
+
+uint32_t nk_sim_link_bytes(const struct nk_sim *s, uint64_t *up, uint64_t *down, uint32_t n)
+{
+	for (uint32_t i = 0; i < s->n_nodes && i < n; i++) {
+		if (up)
+			up[i] = s->up_bytes[i];
+		if (down)
+			down[i] = s->down_bytes[i];
+	}
+	return s->n_nodes;
 }
 
 uint32_t nk_sim_timeline(const struct nk_sim *s, uint64_t *issued, uint64_t *completed,
