@@ -43,7 +43,8 @@ rng = random.Random(seed)
 key = b"k" * 16
 def payload():
     return encode(Msg(proto=Proto[proto], op=int(getattr(getattr(codec, opcls), readop)), server_id=0,
-                      client_id=2, req_id=rng.randrange(1 << 31), keyhash=12345, key=key))
+                      client_id=2, req_id=rng.randrange(1 << 31), keyhash=12345, key=key,
+                      key_slot_len=len(key)))
 def mutate(b):
     b = bytearray(b)
     r = rng.random()
@@ -95,7 +96,8 @@ FORMATS = {"hash": ("PLAIN", "PegasusOp", "READ", 5047, True),
            "pegasus": ("PEGASUS", "PegasusOp", "READ", 5047, True),
            "netcache": ("NETCACHE", "NetcacheOp", "READ", 5050, False),
            "kvswitch": ("KVSWITCH", "KvswitchOp", "GET", 8888, False),
-           "starcache": ("STARCACHE", "StarcacheOp", "R_REQ", 5008, False)}
+           "starcache": ("STARCACHE", "StarcacheOp", "R_REQ", 5008, False),
+           "netmc": ("NETMC", "NetmcOp", "GET", 1000, False)}
 
 
 @skip

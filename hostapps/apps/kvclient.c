@@ -17,6 +17,14 @@
  *      replies per server; with --history, one line per operation for the
  *      linearizability checker.
  *
+ * --mget-weights w1,...,wK makes every read a multiget of k keys (P(k) ∝
+ * w_k; distinct keys from the popularity law, as the simulator draws them),
+ * turned into packets by the host logic's client_multiget; a multiget is
+ * one request, done when the host logic says every key's reply is in (all
+ * or nothing), its latency from the intended send to that reply. Writes stay
+ * single-key. --coords C: the rack's coordinator hosts (nodes after the
+ * clients), trusted to answer.
+ *
  * --mode echo sends raw datagrams of --payload bytes to --target and times
  * the echoes (the benchmark's plain-UDP baseline); --rate 0 sends as fast
  * as it can (--mode blast: no replies expected). --mode hostile sends the
@@ -95,6 +103,7 @@ static void usage(FILE *o)
 		"                [--window-ms W] [--out PATH] [--history PATH [--value-tag N]] [--batch N]\n"
 		"                [--first-req-id N] [--tag STR] [--io OPTS]\n"
 		"       kvclient --mode hostile --protocol NAME --id C ... (the same workload options)\n"
+		"                [--mget-weights W1,W2,... [--coords C]]\n"
 		"       kvclient --mode echo|blast --target IP:PORT --rate RPS --duration S [--payload B]\n"
 		"       (%s)\n", nk_dgram_usage());
 }
@@ -122,16 +131,37 @@ static int parse_target(const char *s, struct target *a)
 	return 0;
 }
 
-/* Where a reply may come from (docs/security.md): a server of the rack, or
- * the switch answering for one (NetCache: the request turned around, so its
- * source is this client's own address), from the protocol's port. Anything
- * else is a forged reply, counted and ignored. */
+/* Where a reply may come from (docs/security.md): a server of the rack, the
+ * switch answering for one (NetCache: the request turned around, so its
+ * source is this client's own address), or a coordinator host (nodes
+ * coord0 .. coord0 + n_coords - 1), from the protocol's port. Anything else
+ * is a forged reply, counted and ignored. */
 static int reply_source_ok(const struct nk_dgram_rx *a, uint32_t n_servers, uint32_t self_node,
-			   int port)
+			   uint32_t coord0, uint32_t n_coords, int port)
 {
 	int32_t node = nk_ip_node(a->src_ip);
 	return a->src_port == port && node >= 0 &&
-	       ((uint32_t)node < n_servers || (uint32_t)node == self_node);
+	       ((uint32_t)node < n_servers || (uint32_t)node == self_node ||
+		((uint32_t)node >= coord0 && (uint32_t)node - coord0 < n_coords));
+}
+
+/* "w1,w2,...": the multiget size weights (k = 1..n); n, or 0 if malformed */
+static uint32_t parse_weights(const char *s, double *w, uint32_t max)
+{
+	uint32_t n = 0;
+	double total = 0;
+	while (*s) {
+		char *end;
+		double v = strtod(s, &end);
+		if (end == s || n == max || !isfinite(v) || v < 0)
+			return 0;
+		w[n++] = v;
+		total += v;
+		s = *end == ',' ? end + 1 : end;
+		if (*end && *end != ',')
+			return 0;
+	}
+	return total > 0 ? n : 0;
 }
 
 /* The reply kind that answers a request kind (msg.h enum nk_kind). */
@@ -327,12 +357,61 @@ static void hostile_run(struct hostile *c, struct nk_rng *rng, uint8_t *keybuf, 
 	}
 }
 
+/* A multiget for request sp (its first key drawn by the caller): its size
+ * from the alias table, k - 1 more distinct keys from the popularity law (a
+ * repeat is drawn again, a few times, as the simulator's clients do), the
+ * host logic's packets encoded into the stack, the first into `first`.
+ * Returns the packets queued (sp->nkeys set), 0 if the host logic made none. */
+static int send_multiget(struct nk_req_spec *sp, const struct nk_workload *wl, struct nk_rng *rng,
+			 const struct nk_alias *sizes, struct nk_req_key *mk,
+			 uint8_t (*keys)[NK_MAX_KEY_LEN], uint8_t *scratch,
+			 const struct nk_host_ops *ops, void *hst, struct nk_host_out *out,
+			 struct nk_dgram *io, uint8_t *first, uint16_t port, uint32_t first_id)
+{
+	uint32_t want = nk_alias_sample(sizes, nk_rng_next(rng)) + 1, n = 1;
+	uint32_t klen = sp->key_len, ids[NK_MAX_REQ_KEYS];
+	memcpy(keys[0], sp->key, klen);
+	mk[0] = (struct nk_req_key){.key = keys[0], .keyhash = sp->keyhash, .home = sp->home};
+	ids[0] = first_id;
+	for (uint32_t tries = 0; n < want && tries < 8 * want; tries++) {
+		const struct nk_rank_info *ri = &wl->ranks[nk_workload_sample(wl, rng)];
+		uint32_t j = 0;
+		while (j < n && ids[j] != ri->key)
+			j++;
+		if (j < n)
+			continue;
+		ids[n] = ri->key;
+		nk_key_bytes(ri->key, klen, keys[n]);
+		mk[n] = (struct nk_req_key){.key = keys[n], .keyhash = ri->keyhash,
+					    .value_len = ri->value_len, .home = ri->home};
+		n++;
+	}
+	sp->kind = NK_KIND_MULTIGET;
+	sp->nkeys = (uint8_t)n;
+	sp->keys = mk;
+	sp->buf = scratch;
+	sp->buf_len = NK_MAX_REQ_KEYS * NK_MAX_KEY_LEN;
+	int np = ops->client_multiget(hst, sp, out, NK_HOST_MAX_REQ_OUT);
+	int queued = 0;
+	for (int i = 0; i < np; i++) {
+		uint8_t *b = i ? nk_dgram_tx_slot(io) : first;
+		int len = b ? nk_wire_encode(&out[i].msg, b, NK_DGRAM_PAYLOAD_MAX) : -1;
+		if (len < 0)
+			continue;  /* never seen: the client times the multiget out */
+		nk_dgram_tx_commit(io, (uint32_t)len, nk_node_ip(out[i].dst), port);
+		queued++;
+	}
+	return np > 0 ? queued : 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *proto = NULL, *out_path = NULL, *hist_path = NULL, *mode = "kv", *target = NULL;
 	const char *wl_kind = "zipf", *ring = "consistent", *params = NULL;
 	uint32_t id = 0, n_servers = 1, n_clients = 1, keys = 1000, key_size = 64, value_size = 128;
-	uint32_t vnodes = 16, retries = 0, batch = 32, payload = 64;
+	uint32_t vnodes = 16, retries = 0, batch = 32, payload = 64, n_coords = 0, mget_max = 0;
+	double mget_w[NK_MAX_REQ_KEYS];
+	struct nk_alias mget_alias = {0};
 	double rate = 1000, duration = 1, drain = 0.5, alpha = 0.99, write_ratio = 0, timeout_us = 0;
 	double window_ms = 0;
 	uint64_t seed = 1, wl_seed = 1, start_at = 0, value_tag = 0, first_req_id = 1;
@@ -362,6 +441,7 @@ int main(int argc, char **argv)
 		{"params", required_argument, 0, 'a'},   {"tag", required_argument, 0, 't'},
 		{"value-tag", required_argument, 0, 'v'}, {"first-req-id", required_argument, 0, 'F'},
 		{"io", required_argument, 0, 'I'},
+		{"mget-weights", required_argument, 0, 'G'}, {"coords", required_argument, 0, 'C'},
 		{"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
 	};
 	int o;
@@ -405,6 +485,15 @@ int main(int argc, char **argv)
 		case 'v': value_tag = strtoull(optarg, NULL, 0) & 0xFFFF; break;
 		case 'F': first_req_id = strtoull(optarg, NULL, 0); break;
 		case 'I': io_opts = optarg; break;
+		case 'C': n_coords = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'G':
+			mget_max = parse_weights(optarg, mget_w, NK_MAX_REQ_KEYS);
+			if (!mget_max) {
+				fprintf(stderr, "kvclient: --mget-weights %s: not 1..%d comma-separated "
+						"weights >= 0 with a positive sum\n", optarg, NK_MAX_REQ_KEYS);
+				return 2;
+			}
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -436,9 +525,23 @@ int main(int argc, char **argv)
 					"(--mode hostile needs host logic with client_hostile)\n", proto);
 			return 2;
 		}
+		if (mget_max && !ops->client_multiget) {
+			fprintf(stderr, "kvclient: protocol '%s' has no multigets (drop --mget-weights)\n",
+				proto);
+			return 2;
+		}
+		if (mget_max && (hist_path || retries)) {
+			fprintf(stderr, "kvclient: --mget-weights: not with --history or --retries > 0 "
+					"(a multiget is not resent; its history has no single key)\n");
+			return 2;
+		}
+		if (mget_max && nk_alias_init(&mget_alias, mget_w, mget_max)) {
+			fprintf(stderr, "kvclient: out of memory\n");
+			return 1;
+		}
 		hst = calloc(1, ops->client_state_size ? ops->client_state_size : 1);
 		struct nk_host_cfg hc = {.n_servers = n_servers, .n_clients = n_clients, .id = id,
-					 .seed = seed, .params = params};
+					 .seed = seed, .params = params, .n_coords = n_coords};
 		if (!hst || (ops->client_init && ops->client_init(hst, &hc))) {
 			fprintf(stderr, "kvclient: host logic '%s' init failed\n", proto);
 			return 2;
@@ -532,6 +635,10 @@ int main(int argc, char **argv)
 
 	struct nk_dgram_rx rx[MAX_BATCH];
 	static uint8_t keybuf[NK_MAX_KEY_LEN], valbuf[65536];
+	/* a multiget's keys, and the scratch its packets point into */
+	static uint8_t mkeys[NK_MAX_REQ_KEYS][NK_MAX_KEY_LEN], mscratch[NK_MAX_REQ_KEYS * NK_MAX_KEY_LEN];
+	static struct nk_req_key mreq[NK_MAX_REQ_KEYS];
+	static struct nk_host_out mout[NK_HOST_MAX_REQ_OUT];
 	const struct resender rs = {.ops = ops, .hst = hst, .wl = wl, .key_size = key_size,
 				    .client_id = id, .io = io, .port = port,
 				    .keybuf = keybuf, .valbuf = valbuf};
@@ -606,7 +713,7 @@ int main(int argc, char **argv)
 	uint64_t next_send = t0 + (rate > 0 ? (uint64_t)nk_rng_exp(&rng, mean_gap) : 0);
 	uint64_t issued = 0, completed = 0, timeouts = 0, n_retries = 0, dup = 0, bad = 0, late = 0;
 	uint64_t overrun = 0, send_err = 0, outstanding = 0, unknown = 0, sent_pkts = 0, last_done = t0;
-	uint64_t forged = 0;
+	uint64_t forged = 0, multigets = 0, request_keys = 0;
 	uint64_t bad_by[WIRE_ERRS] = {0};
 	/* req_ids go on from one run to the next on the same servers (--first-req-id):
 	 * Pegasus-AMO servers remember recent req_ids per client */
@@ -617,8 +724,14 @@ int main(int argc, char **argv)
 		if (now >= t_stop || (now >= t_end && outstanding == 0 && !m_blast))
 			break;
 		/* 1. every request whose intended time has come */
-		uint32_t nt = 0;
+		uint32_t nt = 0, npk = 0;  /* requests, and packets queued since the last flush */
 		while (now < t_end && next_send <= now && nt < batch) {
+			if (npk + NK_HOST_MAX_REQ_OUT > NK_DGRAM_TX_MAX) {  /* room for a multiget */
+				unsigned w = nk_dgram_tx_flush(io);
+				sent_pkts += w;
+				send_err += npk - w;
+				npk = 0;
+			}
 			/* no transmit buffer now (the stack counts it): due requests
 			 * wait for the flush below */
 			uint8_t *b = nk_dgram_tx_slot(io);
@@ -656,6 +769,22 @@ int main(int argc, char **argv)
 					.req_id = rid, .keyhash = ri->keyhash, .value_len = w ? ri->value_len : 0,
 					.send_ns = next_send, .key = keybuf,
 				};
+				if (mget_max && !w) {
+					int n = send_multiget(&sp, wl, &rng, &mget_alias, mreq, mkeys, mscratch,
+							      ops, hst, mout, io, b, (uint16_t)port, ri->key);
+					if (n <= 0) {
+						send_err++;
+						q->state = S_FREE;
+						next_send += (uint64_t)nk_rng_exp(&rng, mean_gap);
+						continue;
+					}
+					q->kind = NK_KIND_MULTIGET;
+					multigets++;
+					request_keys += sp.nkeys;
+					npk += (uint32_t)n;
+					goto sent;
+				}
+				request_keys++;
 				struct nk_msg m;
 				uint16_t dst = ops->client_request(hst, &sp, &m);
 				if (w && m.value_len >= 8) {
@@ -670,13 +799,16 @@ int main(int argc, char **argv)
 					continue;
 				}
 				nk_dgram_tx_commit(io, (uint32_t)n, nk_node_ip(dst), (uint16_t)port);
+				npk++;
 			} else {
 				memset(b, 0, payload);
 				nk_put64(b, rid);
 				nk_put64(b + 8, next_send);
 				nk_dgram_tx_commit(io, payload, tgt.ip, tgt.port);
 				q->kind = NK_KIND_READ;
+				npk++;
 			}
+		sent:
 			if (tq) {
 				tq[tq_tail & (cap - 1)] = (struct tmo){now + tmo_ns, rid, 1};
 				tq_tail++;
@@ -697,10 +829,10 @@ int main(int argc, char **argv)
 			if (rate == 0)
 				next_send = now;
 		}
-		if (nt) {
+		if (npk) {
 			unsigned w = nk_dgram_tx_flush(io);
 			sent_pkts += w;
-			send_err += nt - w;
+			send_err += npk - w;
 		}
 
 		/* 2. replies */
@@ -718,7 +850,7 @@ int main(int argc, char **argv)
 					bad_by[-e < WIRE_ERRS ? -e : 0]++;
 					continue;
 				}
-				rid = m.req_id;
+				rid = ops->reply_req_id ? ops->reply_req_id(&m) : m.req_id;
 			} else {
 				if (len < 16) {
 					bad++;
@@ -728,7 +860,8 @@ int main(int argc, char **argv)
 			}
 			got++;
 			struct req *q = &tab[rid & (cap - 1)];
-			if (m_kv && !reply_source_ok(&rx[i], n_servers, n_servers + id, port)) {
+			if (m_kv && !reply_source_ok(&rx[i], n_servers, n_servers + id,
+						     n_servers + n_clients, n_coords, port)) {
 				forged++;   /* not from a server or the switch */
 				continue;
 			}
@@ -739,7 +872,8 @@ int main(int argc, char **argv)
 					unknown++;
 				continue;
 			}
-			if (m_kv && (m.client_id != id || m.kind != reply_kind(q->kind))) {
+			if (m_kv && ((!ops->no_client_id && m.client_id != id) ||
+				     m.kind != reply_kind(q->kind))) {
 				forged++;   /* not the answer to this request */
 				continue;
 			}
@@ -850,10 +984,11 @@ int main(int argc, char **argv)
 		     ", \"unfinished\": %" PRIu64 ", \"overrun\": %" PRIu64 ", \"dup_replies\": %" PRIu64
 		     ", \"unknown_replies\": %" PRIu64 ", \"forged_replies\": %" PRIu64
 		     ", \"bad_replies\": %" PRIu64 ", \"send_errors\": %" PRIu64
-		     ", \"late\": %" PRIu64 ", \"last_done_s\": %.6f, \"next_req_id\": %u, ",
+		     ", \"late\": %" PRIu64 ", \"last_done_s\": %.6f, \"next_req_id\": %u, "
+		     "\"multigets\": %" PRIu64 ", \"request_keys\": %" PRIu64 ", ",
 		id, mode, rate, duration, t0, issued, sent_pkts, completed, timeouts, n_retries,
 		outstanding, overrun, dup, unknown, forged, bad_total, send_err, late,
-		(double)(last_done - t0) * 1e-9, next_id);
+		(double)(last_done - t0) * 1e-9, next_id, multigets, request_keys);
 	json_latency(out, "latency_ns", &h);
 	fputs(", ", out);
 	json_latency(out, "rtt_ns", &hr);
@@ -899,6 +1034,7 @@ int main(int argc, char **argv)
 		ops->client_fini(hst);
 	free(hst);
 	nk_workload_free(wl);
+	nk_alias_free(&mget_alias);
 	nk_dgram_close(io);
 	return 0;
 }

@@ -15,8 +15,11 @@
  *      sequence number); SIGTERM/SIGINT writes them once more, prints them
  *      as a JSON line and exits 0.
  *
- * --mode echo turns it into a plain UDP echo (the benchmark's baseline),
- * --mode sink only counts datagrams. No allocation inside the loop.
+ * --mode coord runs the protocol's coordinator instead (host.h
+ * coord_handle: a CPU node of the rack between clients and servers, node
+ * servers + clients + id of the rack plan, --coords of them), --mode echo
+ * turns it into a plain UDP echo (the benchmark's baseline), --mode sink
+ * only counts datagrams. No allocation inside the loop.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -148,7 +151,24 @@ static int st_put(void *impl, const struct nk_msg *req, uint64_t ver, uint32_t v
 	return 0;
 }
 
-static const struct nk_store_ops store_ops = {.get = st_get, .put = st_put};
+static uint8_t canon[CANON_MAX]; /* preloaded values: zeros (value id 0) */
+
+/* the value's bytes: its pool slot, or the canonical zeros */
+static const uint8_t *st_value(void *impl, const struct nk_msg *req, uint32_t *value_len)
+{
+	struct store *s = impl;
+	const struct ent *e = s->last;
+	if (!e || e->key_len != req->key_len || memcmp(e->key, req->key, req->key_len))
+		e = lookup(s, req->key, req->key_len, req->keyhash, 0);
+	if (!e)
+		return NULL;
+	*value_len = e->value_len;
+	if (e->slot >= 0 && e->value_len <= s->max_value)
+		return s->pool + (size_t)e->slot * s->max_value;
+	return e->value_len <= CANON_MAX ? canon : NULL;
+}
+
+static const struct nk_store_ops store_ops = {.get = st_get, .put = st_put, .value = st_value};
 
 /* ---- counters ---------------------------------------------------------------- */
 
@@ -254,7 +274,8 @@ static void usage(FILE *o)
 		"                [--keys N --key-size B --value-size B --vnodes V --ring consistent|equal\n"
 		"                 --wl-seed N --preload home|all|none] [--service-ns NS [--service exp|det]]\n"
 		"                [--port P] [--batch N] [--max-value B] [--value-slots N]\n"
-		"                [--stats-file PATH] [--stats] [--mode kv|echo|sink] [--params STR]\n"
+		"                [--stats-file PATH] [--stats] [--mode kv|coord|echo|sink] [--params STR]\n"
+		"                [--coords C]\n"
 		"                [--ctl PATH] [--tag STR] [--io OPTS]\n"
 		"       (%s)\n", nk_dgram_usage());
 }
@@ -270,7 +291,7 @@ int main(int argc, char **argv)
 	const char *proto = NULL, *stats_file = NULL, *params = NULL, *preload = "home";
 	const char *mode = "kv", *ring = "consistent", *service = "det", *ctl_path = NULL;
 	uint32_t id = 0, n_servers = 1, n_clients = 1, keys = 0, key_size = 64, value_size = 128;
-	uint32_t vnodes = 16, batch = 32, max_value = 1024, value_slots = 65536;
+	uint32_t vnodes = 16, batch = 32, max_value = 1024, value_slots = 65536, n_coords = 0;
 	uint64_t wl_seed = 1, service_ns = 0;
 	int port = -1, stats = 0;
 	const char *io_opts = NULL;
@@ -296,6 +317,7 @@ int main(int argc, char **argv)
 		 * workload argument list serves kvserver and kvclient */
 		{"workload", required_argument, 0, 'W'}, {"alpha", required_argument, 0, 'A'},
 		{"ctl", required_argument, 0, 'c'},      {"io", required_argument, 0, 'I'},
+		{"coords", required_argument, 0, 'C'},
 		{"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
 	};
 	int o;
@@ -321,6 +343,7 @@ int main(int argc, char **argv)
 		case 'f': stats_file = optarg; break;
 		case 'c': ctl_path = optarg; break;
 		case 'I': io_opts = optarg; break;
+		case 'C': n_coords = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'v': stats = 1; break;
 		case 'm': mode = optarg; break;
 		case 'a': params = optarg; break;
@@ -329,9 +352,11 @@ int main(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
-	int m_kv = !strcmp(mode, "kv"), m_echo = !strcmp(mode, "echo"), m_sink = !strcmp(mode, "sink");
+	int m_coord = !strcmp(mode, "coord");
+	int m_kv = !strcmp(mode, "kv") || m_coord, m_echo = !strcmp(mode, "echo");
+	int m_sink = !strcmp(mode, "sink");
 	if (optind != argc || !(m_kv || m_echo || m_sink) || batch == 0 || batch > MAX_BATCH ||
-	    (m_kv && !proto) || key_size == 0 || key_size > NK_MAX_KEY_LEN || n_servers == 0 ||
+	    (m_kv && !proto) || (m_coord && id >= n_coords) || key_size == 0 || key_size > NK_MAX_KEY_LEN || n_servers == 0 ||
 	    max_value == 0 || max_value > CANON_MAX) {
 		usage(stderr);
 		return 2;
@@ -344,10 +369,16 @@ int main(int argc, char **argv)
 			fprintf(stderr, "kvserver: no host logic named '%s'\n", proto);
 			return 2;
 		}
-		hst = calloc(1, ops->server_state_size ? ops->server_state_size : 1);
+		if (m_coord && !ops->coord_handle) {
+			fprintf(stderr, "kvserver: protocol '%s' has no coordinator (allowed: --mode kv)\n",
+				proto);
+			return 2;
+		}
+		size_t size = m_coord ? ops->coord_state_size : ops->server_state_size;
+		hst = calloc(1, size ? size : 1);
 		struct nk_host_cfg hc = {.n_servers = n_servers, .n_clients = n_clients, .id = id,
-					 .seed = wl_seed, .params = params};
-		if (!hst || ops->server_init(hst, &hc)) {
+					 .seed = wl_seed, .params = params, .n_coords = n_coords};
+		if (!hst || (m_coord ? ops->coord_init(hst, &hc) : ops->server_init(hst, &hc))) {
 			fprintf(stderr, "kvserver: host logic '%s' init failed\n", proto);
 			return 2;
 		}
@@ -372,12 +403,11 @@ int main(int argc, char **argv)
 	st.max_value = max_value;
 	st.slots = value_slots;
 	st.pool = calloc((size_t)value_slots ? value_slots : 1, max_value);
-	static uint8_t canon[CANON_MAX]; /* preloaded values: zeros (value id 0) */
 	if (!st.t || !st.pool) {
 		fprintf(stderr, "kvserver: out of memory for %" PRIu64 " entries\n", cap);
 		return 1;
 	}
-	if (m_kv && keys && strcmp(preload, "none")) {
+	if (m_kv && !m_coord && keys && strcmp(preload, "none")) {
 		struct nk_workload_cfg wc = {
 			.kind = NK_WL_UNIFORM, .n_keys = keys, .seed = wl_seed, .key_size = key_size,
 			.n_servers = n_servers, .vnodes = vnodes,
@@ -422,7 +452,9 @@ int main(int argc, char **argv)
 		}
 	}
 
-	struct nk_dgram_cfg iocfg = {.port = (uint16_t)port, .node = id, .opts = io_opts};
+	/* a coordinator is node servers + clients + id of the rack plan */
+	uint32_t node = m_coord ? n_servers + n_clients + id : id;
+	struct nk_dgram_cfg iocfg = {.port = (uint16_t)port, .node = node, .opts = io_opts};
 	struct nk_dgram *io = nk_dgram_open(&iocfg, ioerr, sizeof(ioerr));
 	if (!io) {
 		fprintf(stderr, "kvserver: %s\n", ioerr);
@@ -518,19 +550,24 @@ int main(int argc, char **argv)
 			}
 			int32_t src = nk_ip_node(rx[i].src_ip);
 			st.last = NULL;
-			int no = ops->server_handle(hst, &store, &m, src >= 0 ? (uint16_t)src : 0xFFFF,
-						    outs, NK_HOST_MAX_OUT);
-			if (m.kind == NK_KIND_READ)
+			uint16_t from = src >= 0 ? (uint16_t)src : 0xFFFF;
+			int no = m_coord ? ops->coord_handle(hst, &m, from, outs, NK_HOST_MAX_OUT)
+					 : ops->server_handle(hst, &store, &m, from, outs, NK_HOST_MAX_OUT);
+			int request = m.kind == NK_KIND_READ || m.kind == NK_KIND_WRITE ||
+				      m.kind == NK_KIND_MULTIGET;
+			if (m.kind == NK_KIND_READ || m.kind == NK_KIND_MULTIGET)
 				c.reads++;
 			else if (m.kind == NK_KIND_WRITE)
 				c.writes++;
 			else
 				c.other_ops++;
-			if (no <= 0) {
+			/* a coordinator answers a client's request only once every
+			 * sub-reply is in: nothing to send yet is not ignoring it */
+			if (no <= 0 && !(m_coord && no == 0 && !request)) {
 				c.ignored++;
 				continue;
 			}
-			if (m.kind == NK_KIND_READ || m.kind == NK_KIND_WRITE)
+			if (request)
 				c.served++;
 			/* nt stays below NK_DGRAM_TX_MAX: one flush below sends the burst */
 			for (int k = 0; k < no && nt < NK_DGRAM_TX_MAX; k++) {
@@ -539,7 +576,8 @@ int main(int argc, char **argv)
 					c.not_found++;
 				/* bytes that come from the store (READ-REPLY, a replica
 				 * copy): the host logic leaves value NULL, we fill it */
-				if (om->value_len && (!om->value || om->kind == NK_KIND_READ_REPLY)) {
+				if (!m_coord && om->value_len &&
+				    (!om->value || om->kind == NK_KIND_READ_REPLY)) {
 					const struct ent *le = st.last;
 					if (!le || le->key_len != om->key_len ||
 					    memcmp(le->key, om->key, om->key_len))

@@ -945,9 +945,10 @@ static void usage(FILE *o)
 		"usage: netkv-switch --protocol NAME --servers S --clients M --port IF [--port IF ...]\n"
 		"                    [--ctl PATH] [--seed N] [--params STR] [--batch N]\n"
 		"                    [--fault PORT|all:loss=F,dup=F,reorder=F,reorder_us=F,delay_us=F]\n"
-		"                    [--delay-slots N] [--spin-us US] [--stats] [--tag STR]\n"
+		"                    [--delay-slots N] [--spin-us US] [--stats] [--tag STR] [--coords C]\n"
 		"                    [--loop OUT,IN] [--loop-rate PPS] [--loop-depth N]\n"
-		"Port i is the i-th --port; node n (servers, then clients) is behind port n.\n"
+		"Port i is the i-th --port; node n (servers, then clients, then C coordinator\n"
+		"hosts) is behind port n.\n"
 		"The recirculation port (P+1) queues --loop-depth frames (256) and sends\n"
 		"--loop-rate frames/s (0 = unlimited), through the veth pair OUT->IN if given.\n");
 }
@@ -987,6 +988,7 @@ int main(int argc, char **argv)
 	double loop_rate = 0;
 	char *endp;
 	s.loop_depth = RECIRC_SLOTS;
+	uint32_t n_coords = 0;
 	s.batch = 64;
 	s.delay_slots = 16384;
 	static const struct option opts[] = {
@@ -999,6 +1001,7 @@ int main(int argc, char **argv)
 		{"spin-us", required_argument, 0, 'u'},
 		{"loop", required_argument, 0, 'L'},     {"loop-rate", required_argument, 0, 'R'},
 		{"loop-depth", required_argument, 0, 'D'},
+		{"coords", required_argument, 0, 'C'},
 		{"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
 	};
 	int o;
@@ -1014,6 +1017,7 @@ int main(int argc, char **argv)
 			break;
 		case 'S': s.n_servers = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'M': s.n_clients = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'C': n_coords = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'c': ctl_path = optarg; break;
 		case 's': seed = strtoull(optarg, NULL, 0); break;
 		case 'P': params = optarg; break;
@@ -1054,7 +1058,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "netkv-switch: no pipeline named '%s'\n", proto);
 		return 2;
 	}
-	uint32_t n_nodes = s.n_servers + s.n_clients;
+	uint32_t n_nodes = s.n_servers + s.n_clients + (n_coords <= MAX_NODES ? n_coords : MAX_NODES + 1);
 	if (!n_nodes)
 		n_nodes = s.n_ports;
 	if (n_nodes > MAX_NODES || s.batch == 0 || s.batch > 1024 || s.delay_slots == 0) {

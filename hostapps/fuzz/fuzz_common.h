@@ -95,7 +95,19 @@ static int fs_put(void *impl, const struct nk_msg *req, uint64_t ver, uint32_t v
 	return 0;
 }
 
-static const struct nk_store_ops fs_ops = {fs_get, fs_put};
+/* value bytes (kvserver's store has them): a pattern of the value's length */
+static const uint8_t *fs_value(void *impl, const struct nk_msg *req, uint32_t *vlen)
+{
+	static uint8_t bytes[65536];
+	uint64_t ver;
+	if (fs_get(impl, req, &ver, vlen) || *vlen > sizeof bytes)
+		return NULL;
+	for (uint32_t j = 0; j < *vlen; j++)
+		bytes[j] = (uint8_t)(j * 7);
+	return bytes;
+}
+
+static const struct nk_store_ops fs_ops = {.get = fs_get, .put = fs_put, .value = fs_value};
 
 struct rack {
 	const struct nk_pipeline_ops *pipe;

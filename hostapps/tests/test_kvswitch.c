@@ -74,7 +74,7 @@ static int ts_put(void *impl, const struct nk_msg *m, uint64_t ver, uint32_t vle
 	return 0;
 }
 
-static const struct nk_store_ops ts_ops = { ts_get, ts_put };
+static const struct nk_store_ops ts_ops = {.get = ts_get, .put = ts_put};
 
 /* ---- rig ------------------------------------------------------------------ */
 

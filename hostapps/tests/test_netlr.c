@@ -373,7 +373,7 @@ static int ts_put(void *impl, const struct nk_msg *m, uint64_t ver, uint32_t vle
 	return 0;
 }
 
-static const struct nk_store_ops ts_ops = { ts_get, ts_put };
+static const struct nk_store_ops ts_ops = {.get = ts_get, .put = ts_put};
 
 static void test_replica(void)
 {
@@ -382,7 +382,7 @@ static void test_replica(void)
 	void *sv = calloc(1, H->server_state_size);
 	EXPECT_EQ(H->server_init(sv, &cfg), 0);
 	struct tstore t = { 1, 1, 16 };
-	struct nk_store store = { &ts_ops, &t };
+	struct nk_store store = {.ops = &ts_ops, .impl = &t};
 	struct nk_host_out out[NK_HOST_MAX_OUT];
 	struct nk_msg w = mk(NK_NETLR_OP_WRITE, OID, ID, 5);
 	w.ver = 7;

@@ -27,7 +27,8 @@
 static int ts_get(void *impl, const struct nk_msg *m, uint64_t *ver, uint32_t *vlen)
 {
 	uint32_t big = *(const uint32_t *)impl;
-	if (m->key[0] == 'Z')
+	/* the store's keyhash is djb2 of the key bytes (kvserver's too) */
+	if (m->key[0] == 'Z' || m->keyhash != nk_djb2(m->key, m->key_len))
 		return 1;  /* 'Z...' keys are missing */
 	*ver = 1;
 	*vlen = big ? big : 100u + m->key[0];
@@ -40,7 +41,49 @@ static int ts_put(void *impl, const struct nk_msg *m, uint64_t ver, uint32_t vle
 	return 0;
 }
 
-static const struct nk_store_ops ts_ops = {ts_get, ts_put};
+static const struct nk_store_ops ts_ops = {.get = ts_get, .put = ts_put};
+
+/* the same store with value bytes (as kvserver's): byte j of key k's value
+ * is k[0] + j */
+static const uint8_t *ts_value(void *impl, const struct nk_msg *m, uint32_t *vlen)
+{
+	static uint8_t bytes[65536];
+	uint64_t ver;
+	if (ts_get(impl, m, &ver, vlen))
+		return NULL;
+	for (uint32_t j = 0; j < *vlen; j++)
+		bytes[j] = (uint8_t)(m->key[0] + j);
+	return bytes;
+}
+
+static const struct nk_store_ops ts_bytes_ops = {.get = ts_get, .put = ts_put,
+						 .value = ts_value};
+
+/* every pair of an encoded-and-decoded MGET_REPLY carries its key's bytes;
+ * the pairs it holds */
+static unsigned check_pairs(const struct nk_msg *rep, uint32_t big)
+{
+	uint8_t wire[65536];
+	struct nk_msg back;
+	int n = nk_wire_encode(rep, wire, sizeof wire);
+	EXPECT(n > 0);
+	EXPECT_EQ(nk_wire_decode(NK_PROTO_NETMC, wire, (size_t)(n > 0 ? n : 0), &back), 0);
+	size_t off = 0;
+	const uint8_t *key, *value;
+	uint16_t vlen;
+	unsigned pairs = 0;
+	while (nk_wire_netmc_next_pair(&back, &off, &key, &value, &vlen) == 1) {
+		pairs++;
+		EXPECT_EQ(vlen, key[0] == 'Z' ? 0u : big ? big : 100u + key[0]);
+		for (uint32_t j = 0; j < vlen; j++)
+			if (value[j] != (uint8_t)(key[0] + j)) {
+				EXPECT_EQ(value[j], (uint8_t)(key[0] + j));
+				break;
+			}
+	}
+	EXPECT_EQ(pairs, back.nkeys);
+	return pairs;
+}
 
 struct rig {
 	const struct nk_pipeline_ops *P;
@@ -320,16 +363,23 @@ static void test_chunks_above_w(void)
 
 /* ---- server and aggregation ----------------------------------------------- */
 
+/* an MGET as a server gets it: keys A, D, B, Z (Z missing), the group
+ * [startidx, startidx + nkeys) */
+static struct nk_msg server_mget(uint32_t req, unsigned nkeys, unsigned startidx)
+{
+	static const uint8_t items[4 * KL] = "A\0\0\0D\0\0\0B\0\0\0Z\0\0\0";
+	return (struct nk_msg){.proto = NK_PROTO_NETMC, .op = NK_NETMC_OP_MGET,
+			       .kind = NK_KIND_MULTIGET, .req_id = req, .nkeys = (uint8_t)nkeys,
+			       .startidx = (uint8_t)startidx, .key_slot_len = KL, .key_slots = 4,
+			       .items = items, .items_len = sizeof items};
+}
+
 static void test_server_reply_and_mtu_split(void)
 {
 	current = "server: NUMKEY pairs from STARTIDX";
 	struct rig r;
 	rig_init(&r, "");
-	uint8_t items[4 * KL] = "A\0\0\0D\0\0\0B\0\0\0Z\0\0\0";
-	struct nk_msg in = {.proto = NK_PROTO_NETMC, .op = NK_NETMC_OP_MGET,
-			    .kind = NK_KIND_MULTIGET, .req_id = 77, .nkeys = 2, .startidx = 2,
-			    .key_slot_len = KL, .key_slots = 4, .items = items,
-			    .items_len = sizeof items};
+	struct nk_msg in = server_mget(77, 2, 2);
 	struct nk_host_out out[NK_HOST_MAX_OUT];
 	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &in, CL, out, NK_HOST_MAX_OUT), 1);
 	struct nk_msg *rep = &out[0].msg;
@@ -360,6 +410,32 @@ static void test_server_reply_and_mtu_split(void)
 	in.startidx = 3;
 	in.nkeys = 2;
 	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &in, CL, out, NK_HOST_MAX_OUT), 0);
+	rig_free(&r);
+}
+
+static void test_server_value_bytes(void)
+{
+	current = "server with value bytes: each pair its key's bytes, split at the MTU";
+	struct rig r;
+	rig_init(&r, "");
+	r.ns.ops = &ts_bytes_ops;
+	struct nk_msg in = server_mget(78, 4, 0);
+	struct nk_host_out out[NK_HOST_MAX_OUT];
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &in, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT(out[0].msg.items != NULL);
+	EXPECT_EQ(check_pairs(&out[0].msg, 0), 4);
+	r.big = 1000;
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &in, CL, out, NK_HOST_MAX_OUT), 3);
+	unsigned pairs = 0;
+	for (int i = 0; i < 3; i++)
+		pairs += check_pairs(&out[i].msg, 1000);
+	EXPECT_EQ(pairs, 4);
+	current = "server: a GET finds its key by the bytes (the wire has no keyhash)";
+	struct nk_msg get = {.proto = NK_PROTO_NETMC, .op = NK_NETMC_OP_GET, .kind = NK_KIND_READ,
+			     .key_len = KL, .key_slot_len = KL, .key_slots = 1, .key = "B"};
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &get, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	EXPECT_EQ(out[0].msg.value_len, 1000);
 	rig_free(&r);
 }
 
@@ -464,11 +540,12 @@ static void test_end_to_end(void)
 	run_end_to_end("scheme=climc;split=0", 4);
 }
 
-static void test_coordimc_round_trip(void)
+static void coordimc_round_trip(int bytes)
 {
-	current = "CoordiMC: one packet to the coordinator, one reply back";
 	struct rig r;
 	rig_init(&r, "split=0");  /* the client is set up below, with its coordinator */
+	if (bytes)
+		r.ns.ops = &ts_bytes_ops;
 	const struct nk_host_ops *H = r.H;
 	void *co = calloc(1, H->coord_state_size);
 	struct nk_host_cfg hc = {.n_servers = NS, .n_clients = NC, .n_coords = 1};
@@ -491,13 +568,27 @@ static void test_coordimc_round_trip(void)
 		EXPECT_EQ(sub[i].dst, sub[i].msg.srv[0]);
 		int k = H->server_handle(r.srv, &r.ns, &sub[i].msg, NS + NC, rep, NK_HOST_MAX_OUT);
 		EXPECT_EQ(k, 1);
-		int n = H->coord_handle(co, &rep[0].msg, sub[i].dst, fin, NK_HOST_MAX_REQ_OUT);
+		/* over the wire, as a real coordinator gets it (the pairs' bytes
+		 * must survive the wire's buffer, reused below) */
+		uint8_t wire[4096];
+		struct nk_msg got = rep[0].msg;
+		if (bytes) {
+			int len = nk_wire_encode(&rep[0].msg, wire, sizeof wire);
+			EXPECT_EQ(nk_wire_decode(NK_PROTO_NETMC, wire, (size_t)(len > 0 ? len : 0), &got),
+				  0);
+		}
+		int n = H->coord_handle(co, &got, sub[i].dst, fin, NK_HOST_MAX_REQ_OUT);
+		if (bytes)
+			memset(wire, 0xEE, sizeof wire);
 		EXPECT_EQ(n, i + 1 == g ? 1 : 0);  /* answered once every key is in */
 		for (int j = 0; j < n; j++) {
 			answers++;
 			EXPECT_EQ(fin[j].dst, CL);
 			EXPECT_EQ(fin[j].msg.nkeys, 7);
 			EXPECT_EQ(fin[j].msg.req_id, req[0].msg.req_id);
+			EXPECT(bytes ? fin[j].msg.items != NULL : fin[j].msg.items == NULL);
+			if (bytes)
+				EXPECT_EQ(check_pairs(&fin[j].msg, 0), 7);
 			done += H->client_reply(r.cli, &fin[j].msg) == NK_REPLY_DONE;
 		}
 	}
@@ -519,6 +610,14 @@ static void test_coordimc_round_trip(void)
 	H->coord_fini(co);
 	free(co);
 	rig_free(&r);
+}
+
+static void test_coordimc_round_trip(void)
+{
+	current = "CoordiMC: one packet to the coordinator, one reply back";
+	coordimc_round_trip(0);
+	current = "CoordiMC: the servers' value bytes reach the client through the coordinator";
+	coordimc_round_trip(1);
 }
 
 static void test_bad_params_refused(void)
@@ -546,6 +645,7 @@ int main(void)
 	test_climc_sub_requests();
 	test_chunks_above_w();
 	test_server_reply_and_mtu_split();
+	test_server_value_bytes();
 	test_aggregation_all_or_nothing();
 	test_end_to_end();
 	test_coordimc_round_trip();

@@ -104,7 +104,7 @@ static int ts_put_logged(void *impl, const struct nk_msg *req, uint64_t ver, uin
 	return ts_put(impl, req, ver, vlen);
 }
 
-static const struct nk_store_ops ts_ops = { ts_get, ts_put_logged };
+static const struct nk_store_ops ts_ops = {.get = ts_get, .put = ts_put_logged};
 
 static void ts_preload(struct tstore *t, const char *key, uint64_t ver, uint32_t vlen)
 {

@@ -58,8 +58,13 @@ class SwitchBackend(ABC):
         run here: called before a run writes anything, and when prepared."""
 
     @property
+    def n_coords(self) -> int:
+        """Coordinator hosts in the rack (the protocol's), nodes after the clients."""
+        return self.cfg.protocol.coordinators()[0]
+
+    @property
     def n_nodes(self) -> int:
-        return self.cfg.topology.servers + self.cfg.topology.clients
+        return self.cfg.topology.servers + self.cfg.topology.clients + self.n_coords
 
     def special_ports(self) -> tuple[int, int]:
         """(CPU port, recirculation port) as the switch's pipeline numbers them."""

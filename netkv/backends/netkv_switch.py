@@ -46,6 +46,8 @@ class NetkvSwitchBackend(SwitchBackend):
         cmd = [str(program_path("netkv-switch")), "--protocol", self.plugin.name,
                "--servers", str(topo.servers), "--clients", str(topo.clients),
                "--ctl", str(folder / CTL_NAME), "--tag", tag, *self.args()]
+        if self.n_coords:
+            cmd += ["--coords", str(self.n_coords)]
         for iface in ifaces:
             cmd += ["--port", iface]
         if loop is not None:

@@ -13,7 +13,9 @@ The same ``netkv.protocols.base.ControlPlane`` the simulator gives
   (``CONTROLLER_IP``: outside the plan, so replies to it come back to the CPU
   port) to node ``dst``, injected into the pipeline as from the CPU port;
 - ``server_ctl``: a kvserver's control socket (Rack.server_ctl);
-- ``now_s``: wall time since the plane was made.
+- ``now_s``: wall time since the plane was made;
+- ``port_of(node)``: the rack plan's port (node n on port n),
+  ``recirc_port``: the switch back-end's.
 """
 
 from __future__ import annotations
@@ -166,10 +168,11 @@ class MininetControlPlane(ControlPlane):
     def now_s(self) -> float:
         return time.monotonic() - self._t0
 
-    # the simulator's numbering: node S+M is the controller, behind the CPU port
+    # the simulator's numbering: servers, clients, coordinator hosts, then the
+    # controller (node S+M+C, behind the CPU port); node n < S+M+C on port n
     @property
     def controller_node(self) -> int:
-        return self.rack.spec.servers + self.rack.spec.clients
+        return self.rack.spec.backend.n_nodes
 
     def port_of(self, node: int) -> int:
         if not 0 <= node <= self.controller_node:

@@ -1,15 +1,18 @@
 """One rack in Mininet: the topology, the switch node, the running network.
 
-  RackTopo          N servers and M clients on one switch; node n (servers
-                    first) gets 10.0.0.(n+1) and MAC 02:00:00:00:HH:LL, and
-                    is linked to switch port n - netkv's rack plan (io.h)
+  RackTopo          N servers, M clients and C coordinator hosts (the
+                    protocol's, usually none) on one switch; node n (servers,
+                    clients, coordinators) gets 10.0.0.(n+1) and MAC
+                    02:00:00:00:HH:LL, and is linked to switch port n -
+                    netkv's rack plan (io.h)
   SwitchNode        a Mininet ``Switch`` that runs the rack's switch back-end
                     (netkv.backends: netkv-switch, BMv2, ...) on its ports,
                     node n on port n, and its recirculation port on a veth
                     pair whose two ends are the switch's (``<tag>lpo`` out,
                     ``<tag>lpi`` back in) if the back-end has one
-  Rack              the running network: built, switch and kvservers
-                    started, every pid recorded for ``netkv clean``; runs
+  Rack              the running network: built, switch, kvservers (and the
+                    coordinators: kvserver --mode coord) started, every pid
+                    recorded for ``netkv clean``; runs
                     kvclients for a load point and collects their results
 """
 
@@ -81,6 +84,8 @@ class RackSpec:
     server_args: tuple[str, ...] = ()      # extra kvserver arguments (workload, service)
     # per-server extra kvserver arguments (e.g. its own --service-ns), if any
     per_server_args: tuple[tuple[str, ...], ...] = ()
+    coordinators: int = 0                  # coordinator hosts, nodes after the clients
+    coordinator_args: tuple[str, ...] = ()  # their extra kvserver arguments
 
 
 def switch_ports(node: Any) -> list[Any]:
@@ -176,7 +181,9 @@ class Rack:
         self.spec, self.state = spec, state
         self.servers: list[Any] = []
         self.clients: list[Any] = []
+        self.coordinators: list[Any] = []
         self.server_procs: list[subprocess.Popen[str]] = []
+        self.coord_procs: list[subprocess.Popen[str]] = []
         self.net: Any = None
         tag = spec.tag
 
@@ -184,6 +191,7 @@ class Rack:
         sw = topo.addSwitch(f"{tag}sw")
         names = [f"{tag}s{i}" for i in range(spec.servers)]
         names += [f"{tag}c{j}" for j in range(spec.clients)]
+        names += [f"{tag}k{i}" for i in range(spec.coordinators)]
         for node, name in enumerate(names):
             topo.addHost(name, ip=f"{node_ip(node)}/8", mac=node_mac(node))
             topo.addLink(name, sw)  # switch port `node`
@@ -205,7 +213,9 @@ class Rack:
             self.net.staticArp()
             self.net.start()
             self.servers = [self.net.get(n) for n in names[: spec.servers]]
-            self.clients = [self.net.get(n) for n in names[spec.servers:]]
+            first_coord = spec.servers + spec.clients
+            self.clients = [self.net.get(n) for n in names[spec.servers:first_coord]]
+            self.coordinators = [self.net.get(n) for n in names[first_coord:]]
             self._start_servers(str(program_path("kvserver")))
         except BaseException:
             self.stop()
@@ -216,28 +226,43 @@ class Rack:
         return self.net.switches[0]
 
     def _start_servers(self, program: str) -> None:
-        for i, host in enumerate(self.servers):
-            stats = self.spec.folder / f"server{i}.json"
-            args = [program, "--protocol", self.spec.protocol, "--id", str(i),
-                    "--servers", str(self.spec.servers), "--clients", str(self.spec.clients),
-                    "--stats-file", str(stats), "--ctl", str(self.spec.folder / f"server{i}.sock"),
-                    "--tag", self.spec.tag, *self.spec.server_args]
+        """kvserver on every server host, and kvserver --mode coord (the
+        protocol's coord_handle) on every coordinator host."""
+        common = ["--protocol", self.spec.protocol, "--servers", str(self.spec.servers),
+                  "--clients", str(self.spec.clients), "--tag", self.spec.tag]
+        for i in range(len(self.servers)):
+            args = [*common, "--id", str(i), "--ctl", str(self.spec.folder / f"server{i}.sock"),
+                    *self.spec.server_args]
             if self.spec.per_server_args:
                 args += list(self.spec.per_server_args[i])
-            log = open(self.spec.folder / f"server{i}.log", "w")  # noqa: SIM115
-            p = host.popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
-            log.close()
-            self.state.add_pid(p.pid)
-            self.server_procs.append(p)
-        # ready when every server has written its first stats file (it does
-        # so once its SIGUSR1 handler is installed)
+            self.server_procs.append(self._launch(self.servers[i], program, f"server{i}", args))
+        for i in range(len(self.coordinators)):
+            args = [*common, "--mode", "coord", "--id", str(i),
+                    "--coords", str(self.spec.coordinators), *self.spec.coordinator_args]
+            self.coord_procs.append(self._launch(self.coordinators[i], program, f"coord{i}", args))
+        # ready when every one has written its first stats file (it does so
+        # once its SIGUSR1 handler is installed)
         deadline = time.monotonic() + 30.0
-        for i in range(len(self.server_procs)):
-            while not (self.spec.folder / f"server{i}.json").exists():
+        names = [f"server{i}" for i in range(len(self.server_procs))]
+        names += [f"coord{i}" for i in range(len(self.coord_procs))]
+        for name in names:
+            while not (self.spec.folder / f"{name}.json").exists():
                 self.check_alive()
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"kvserver {i} did not start")
+                    raise RuntimeError(f"kvserver {name} did not start")
                 time.sleep(0.01)
+
+    def _launch(self, host: Any, program: str, name: str,
+                args: list[str]) -> subprocess.Popen[str]:
+        """``program args`` on ``host``, its stats in ``name``.json and its
+        stderr in ``name``.log, its pid recorded."""
+        stats = self.spec.folder / f"{name}.json"
+        log = open(self.spec.folder / f"{name}.log", "w")  # noqa: SIM115
+        p = host.popen([program, *args, "--stats-file", str(stats)], stdout=subprocess.PIPE,
+                       stderr=log, text=True)
+        log.close()
+        self.state.add_pid(p.pid)
+        return p
 
     def server_ctl(self, server: int, line: str) -> str:
         """One command to kvserver ``server``'s protocol logic (Pegasus'
@@ -255,6 +280,10 @@ class Rack:
             if p.poll() is not None:
                 log = (self.spec.folder / f"server{i}.log").read_text()[-500:]
                 raise RuntimeError(f"kvserver {i} exited with {p.returncode}: {log.strip()}")
+        for i, p in enumerate(self.coord_procs):
+            if p.poll() is not None:
+                log = (self.spec.folder / f"coord{i}.log").read_text()[-500:]
+                raise RuntimeError(f"coordinator {i} exited with {p.returncode}: {log.strip()}")
         sw = self.switch
         if sw.proc is None or sw.proc.poll() is not None:
             try:
@@ -357,18 +386,21 @@ class Rack:
 
     def stop(self) -> dict[str, Any]:
         """Stop servers, switch and network; return the final counters."""
-        final: dict[str, Any] = {"servers": []}
-        for p in self.server_procs:
+        final: dict[str, Any] = {"servers": [], "coordinators": []}
+        for p in self.server_procs + self.coord_procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
-        for p in self.server_procs:
-            try:
-                out, _ = p.communicate(timeout=5)
-                last = out.strip().splitlines()[-1] if out and out.strip() else "{}"
-                final["servers"].append(json.loads(last))
-            except (subprocess.TimeoutExpired, json.JSONDecodeError, ValueError):
-                p.kill()
+        for key, procs in (("servers", self.server_procs), ("coordinators", self.coord_procs)):
+            for p in procs:
+                try:
+                    out, _ = p.communicate(timeout=5)
+                    last = out.strip().splitlines()[-1] if out and out.strip() else "{}"
+                    final[key].append(json.loads(last))
+                except (subprocess.TimeoutExpired, json.JSONDecodeError, ValueError):
+                    p.kill()
+                    p.wait()
         self.server_procs = []
+        self.coord_procs = []
         if self.net is not None:
             try:
                 nodes = self.net.hosts + self.net.switches

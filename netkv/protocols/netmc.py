@@ -19,8 +19,8 @@ The controller installs, through the ControlPlane only, the AddrTable
 per server, ``{its port, the recirculation port}`` (``mc_mcast_group``).
 The data plane keeps no state, so there is nothing to do per epoch.
 
-Not yet: W = 32 (the wire's KEYIDX is 16
-bits), the P4 program, Mininet (kvserver's store has no multi-key values).
+Runs on the simulator and on Mininet (the coordinator a host of the rack).
+Not yet: W = 32 (the wire's KEYIDX is 16 bits), the P4 program, the testbed.
 """
 
 from __future__ import annotations
@@ -74,8 +74,9 @@ def pipeline_params(cfg: "RunConfig") -> str:
     split = 1 if p.scheme == "netmc" else 0
     params = f"scheme={p.scheme};split={split};w={p.w};mtu={p.mtu}"
     if p.scheme == "coordimc":
-        # the coordinator answers clients: its port (the simulator's: its
-        # node id, after servers and clients) is trusted to send replies
+        # the coordinator answers clients: its port (node S + M, after the
+        # servers and clients, on the port of the same number on every
+        # target) is trusted to send replies
         params += f";trusted_ports={cfg.topology.servers + cfg.topology.clients}"
     return params
 
@@ -102,6 +103,12 @@ class NetmcController(Controller):
         del t_s  # stateless data plane: nothing to maintain
 
 
+def rack_controller_factory(cfg: "RunConfig"):  # type: ignore[no-untyped-def]
+    """Real racks (target=mininet): the same controller over the rack's plane."""
+    del cfg
+    return NetmcController
+
+
 def sim_controller_factory(cfg: "RunConfig"):  # type: ignore[no-untyped-def]
     from netkv.sim.control import SimControlPlane, SimEpochs
 
@@ -116,12 +123,13 @@ def sim_controller_factory(cfg: "RunConfig"):  # type: ignore[no-untyped-def]
 PLUGIN = ProtocolPlugin(
     name="netmc",
     summary="NetMC: multigets split in the switch (and its CliMC and CoordiMC baselines)",
-    targets=("sim",),
+    targets=("sim", "mininet"),
     config=NetmcProtocol,
     wire=Proto.NETMC,
     udp_port=NETMC_PORT_BASE,
     pipeline_params=pipeline_params,
     sim_controller=sim_controller_factory,
+    rack_controller=rack_controller_factory,
     dead_knobs=dead_knobs,
     refusals=REFUSALS,
 )

@@ -102,9 +102,13 @@ def check_config(cfg: RunConfig, target: str = "mininet") -> None:
     if cfg.workload.kind == "trace" or not isinstance(cfg.workload.value_size, int):
         raise TargetUnavailable(f"target={target}: kvclient supports zipf/uniform/ycsb workloads "
                                 "with one fixed value_size for now")
-    if cfg.workload.multiget.enabled:
-        raise TargetUnavailable(f"workload.multiget.mean = {cfg.workload.multiget.mean:g}: "
-                                f"target={target} runs single-key requests only for now (1)")
+    if cfg.workload.multiget.enabled and cfg.topology.retries:
+        raise TargetUnavailable(f"topology.retries = {cfg.topology.retries} with multigets: "
+                                f"target={target}'s kvclient does not resend a multiget "
+                                "(allowed: 0)")
+    if cfg.workload.multiget.enabled and cfg.record_history:
+        raise TargetUnavailable(f"record_history with multigets: target={target} records "
+                                "single-key histories only (allowed: false)")
 
 
 class MininetTarget(Target):
@@ -163,6 +167,8 @@ class MininetTarget(Target):
             tag=self.state.tag, folder=self.state.folder, backend=self.backend,
             server_args=(*self.workload_args(), "--preload", self.preload_mode(), *pargs),
             per_server_args=per_server,
+            coordinators=self.backend.n_coords,
+            coordinator_args=(*self.workload_args(), *pargs),
         )
         try:
             self.rack = self.new_rack(spec)
@@ -256,6 +262,21 @@ class MininetTarget(Target):
                 "--ring", "equal" if ring == "equal_ranges" else "consistent",
                 "--wl-seed", str(self.cfg.seed)]
 
+    def multiget_args(self) -> list[str]:
+        """kvclient's multiget sizes (the simulator's law, netkv.config.multiget)
+        and the rack's coordinator hosts, when there are any."""
+        out: list[str] = []
+        mget = self.cfg.workload.multiget
+        if mget.enabled:
+            from netkv.config.multiget import size_weights
+
+            assert mget.exponent is not None
+            weights = size_weights(mget.max_keys, mget.exponent)
+            out += ["--mget-weights", ",".join(f"{w:.12g}" for w in weights)]
+        if self.backend.n_coords:
+            out += ["--coords", str(self.backend.n_coords)]
+        return out
+
     # --- Target ---------------------------------------------------------------------
 
     def capacity_hint_rps(self) -> float:
@@ -286,6 +307,7 @@ class MininetTarget(Target):
                   "--timeout-us", repr(topo.timeout_us or 0.0), "--retries", str(topo.retries or 0)]
         if self.params:
             common += ["--params", self.params]
+        common += self.multiget_args()
         hist_dir = history_dir or (str(self.state.folder) if cfg.record_history else None)
         args_for = []
         history: list[Path] = []
@@ -370,6 +392,8 @@ class MininetTarget(Target):
             forged_replies=sum(r.get("forged_replies", 0) for r in results),
             hostile_sent=hostile_sent,
             noise=point_noise,
+            client_packets=sum(int(r.get("sent_packets", 0)) for r in results),
+            request_keys=sum(int(r.get("request_keys", 0)) for r in results),
         )
 
     def _start_capture(self) -> RackCapture | None:

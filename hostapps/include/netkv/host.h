@@ -46,6 +46,12 @@ struct nk_store_ops {
 	int (*get)(void *impl, const struct nk_msg *req, uint64_t *ver, uint32_t *value_len);
 	/* store (ver, value_len) under req's key; 0 on success */
 	int (*put)(void *impl, const struct nk_msg *req, uint64_t ver, uint32_t value_len);
+	/* Optional (NULL: the store keeps lengths only, as the simulator's):
+	 * the bytes of req's key's value (value_len of them, as get gives),
+	 * valid until the next store call; NULL if not found. Host logic that
+	 * answers a key other than the request's own (a multiget's pairs)
+	 * copies them from here. */
+	const uint8_t *(*value)(void *impl, const struct nk_msg *req, uint32_t *value_len);
 };
 
 struct nk_store {
@@ -116,6 +122,13 @@ struct nk_host_ops {
 	void (*client_fini)(void *st);
 	uint16_t (*client_request)(void *st, const struct nk_req_spec *spec, struct nk_msg *out);
 	int (*client_reply)(void *st, const struct nk_msg *reply);
+	/* Optional (NULL: reply->req_id): the embedder's request id a reply
+	 * answers, for wire formats whose ID says more (NetMC's packet index). */
+	uint32_t (*reply_req_id)(const struct nk_msg *reply);
+	/* 1 if the wire format carries no client id: a reply is this client's
+	 * when it reached the client's address from a trusted source with one of
+	 * its request ids (kvclient skips the client-id check). */
+	uint8_t no_client_id;
 	/* Optional (NULL: the protocol has no multi-key requests): turn a
 	 * NK_KIND_MULTIGET spec into the packets the client sends, in sending
 	 * order, each with the node it is addressed to (out[i].dst). Returns how

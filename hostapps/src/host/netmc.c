@@ -25,9 +25,10 @@
  *
  * Server: GET and PUT on the store; MGET reads NUMKEY keys from STARTIDX of
  * the packet's key list and answers MGET_REPLY with those pairs, split at
- * the MTU (each packet its own STARTIDX and NUMKEY). Values are lengths
- * only here (items NULL: the codec writes a lengths-only pair list): the
- * store interface gives a value's length, not its bytes.
+ * the MTU (each packet its own STARTIDX and NUMKEY). The pairs carry the
+ * store's value bytes when it has them (nk_store_ops.value: kvserver), and
+ * lengths only otherwise (items NULL: the simulator, whose codec writes a
+ * lengths-only pair list).
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -44,10 +45,22 @@
 enum mc_scheme { MC_NETMC = 0, MC_CLIMC = 1, MC_COORDIMC = 2 };
 
 #define MC_COORD_SLOTS (1u << 14)
+/* reply pair bytes built per request (a server's MGET, the coordinator's
+ * answer): 32 keys of 64 B with 1 KiB values take 35 KiB */
+#define MC_PAIRBUF (256u << 10)
+/* the coordinator's ring of sub-reply pair bytes, kept until the answer */
+#define MC_ARENA (8u << 20)
+
+/* pair bytes of the reply packets being built, one contiguous run per packet */
+struct mc_pairs {
+	uint8_t *buf;
+	uint32_t used;
+};
 
 struct mc_server {
 	uint32_t id;
 	uint32_t pair_budget;   /* item bytes per reply packet */
+	struct mc_pairs pairs;
 };
 
 struct mc_agg {
@@ -72,7 +85,10 @@ struct mc_pending {
 	uint32_t client_req;    /* the client's wire ID */
 	uint16_t client;        /* its node */
 	uint8_t live, total, op, keylen;
-	uint16_t vlen[NK_MAX_REQ_KEYS];
+	uint8_t bytes;          /* the sub-replies carried value bytes (in the arena) */
+	uint16_t vlen[NK_NETMC_MAX_KEYS];
+	uint32_t off[NK_NETMC_MAX_KEYS];  /* pair i in the arena: base + off[i] */
+	uint64_t base;          /* the arena position when the request came in */
 	uint64_t send_ns;
 	uint32_t keyhash;
 };
@@ -83,6 +99,9 @@ struct mc_coord {
 	uint32_t next_id;
 	uint32_t pair_budget;
 	struct mc_pending *pend;
+	uint8_t *arena;         /* MC_ARENA bytes, written at apos % MC_ARENA */
+	uint64_t apos;
+	struct mc_pairs pairs;
 };
 
 static int mc_scheme_of(const char *params, uint32_t *out)
@@ -115,12 +134,38 @@ static int mc_server_init(void *st, const struct nk_host_cfg *cfg)
 	s->id = cfg->id;
 	s->pair_budget = (uint32_t)mtu - MC_UDP_IP_HDRS - NK_NETMC_HDR_LEN -
 			 NK_NETMC_PAYLOAD_HDR_LEN;
-	return 0;
+	s->pairs.buf = malloc(MC_PAIRBUF);
+	return s->pairs.buf ? 0 : -1;
 }
 
-static void mc_fini(void *st)
+static void mc_server_fini(void *st)
 {
-	(void)st;
+	struct mc_server *s = st;
+	free(s->pairs.buf);
+	s->pairs.buf = NULL;
+}
+
+/* Append one pair (key, vlen, value; value NULL = zeros) to reply r, whose
+ * pairs are the last run of pb: the packet's items point at its run. 0, or
+ * -1 when the buffer is full. */
+static int mc_pair_bytes(struct mc_pairs *pb, struct nk_msg *r, const uint8_t *key,
+			 unsigned keylen, const uint8_t *value, uint32_t vlen)
+{
+	uint32_t pair = keylen + 2 + vlen;
+	if (pb->used + pair > MC_PAIRBUF)
+		return -1;
+	uint8_t *p = pb->buf + pb->used;
+	if (r->key_slots == 1)
+		r->items = p;  /* the packet's first pair opens its run */
+	memcpy(p, key, keylen);
+	p[keylen] = (uint8_t)(vlen >> 8);
+	p[keylen + 1] = (uint8_t)vlen;
+	if (value)
+		memcpy(p + keylen + 2, value, vlen);
+	else
+		memset(p + keylen + 2, 0, vlen);
+	pb->used += pair;
+	return 0;
 }
 
 static void mc_reply_header(struct nk_msg *r, const struct nk_msg *in, uint8_t op, uint8_t kind,
@@ -184,7 +229,8 @@ static int mc_server_mget(struct mc_server *s, struct nk_store *store, const str
 	struct nk_msg tmpl;
 	mc_reply_header(&tmpl, in, NK_NETMC_OP_MGET_REPLY, NK_KIND_MULTIGET_REPLY, s->id);
 	tmpl.oid = in->oid;
-	int k = 0;
+	int k = 0, bytes = store->ops->value != NULL;
+	s->pairs.used = 0;
 	for (unsigned i = first; i < first + n; i++) {
 		memcpy(probe.key, in->items + (size_t)i * keylen, keylen);
 		probe.keyhash = nk_djb2(probe.key, keylen);
@@ -193,12 +239,23 @@ static int mc_server_mget(struct mc_server *s, struct nk_store *store, const str
 		int found = store->ops->get(store->impl, &probe, &ver, &vlen) == 0;
 		if (!found || vlen > UINT16_MAX - 2 - keylen)
 			vlen = 0;
+		const uint8_t *value = NULL;
+		if (bytes && vlen) {
+			uint32_t have = 0;
+			value = store->ops->value(store->impl, &probe, &have);
+			if (have != vlen)
+				value = NULL;  /* zeros rather than a short read */
+		}
+		if (bytes && s->pairs.used + keylen + 2 + vlen > MC_PAIRBUF)
+			break;  /* the client times the request out */
 		struct nk_msg *r = mc_pair_add(out, &k, max_out, &tmpl, NK_DST_SRC, i,
 					       keylen + 2 + vlen, vlen, s->pair_budget);
 		if (!r)
 			break;
 		if (!found)
 			r->result = NK_RESULT_NOT_FOUND;
+		if (bytes)
+			(void)mc_pair_bytes(&s->pairs, r, probe.key, keylen, value, vlen);
 	}
 	return k;
 }
@@ -212,6 +269,11 @@ static int mc_server_handle(void *st, struct nk_store *store, const struct nk_ms
 		return 0;
 	if (in->op == NK_NETMC_OP_MGET)
 		return mc_server_mget(s, store, in, out, max_out);
+	/* the wire carries no keyhash: the store's is djb2 of the key bytes, as
+	 * for a multiget's keys (a decoded GET/PUT has 0) */
+	struct nk_msg req = *in;
+	req.keyhash = nk_djb2(in->key, in->key_len);
+	in = &req;
 	uint64_t ver = 0;
 	uint32_t vlen = 0;
 	int found = store->ops->get(store->impl, in, &ver, &vlen) == 0;
@@ -280,6 +342,9 @@ static uint16_t mc_client_request(void *st, const struct nk_req_spec *sp, struct
 	m->value_len = w ? sp->value_len : 0;
 	m->frag_cnt = 1;
 	m->nkeys = 1;
+	/* SRV[0]: the key's server, a hint as the multigets' (our choice; the
+	 * wire has no server id), read by CoordiMC's coordinator */
+	m->srv[0] = (uint8_t)m->server_id;
 	return c->scheme == MC_COORDIMC ? c->coord : sp->home;  /* writes go through it too */
 }
 
@@ -365,6 +430,12 @@ static int mc_client_multiget(void *st, const struct nk_req_spec *sp, struct nk_
 	return k;
 }
 
+/* the request a reply answers: the wire ID without its packet index */
+static uint32_t mc_reply_req_id(const struct nk_msg *r)
+{
+	return r->kind == NK_KIND_MULTIGET_REPLY ? r->req_id >> MC_ID_SHIFT : r->req_id;
+}
+
 static int mc_client_reply(void *st, const struct nk_msg *r)
 {
 	struct mc_client *c = st;
@@ -392,9 +463,11 @@ static int mc_client_reply(void *st, const struct nk_msg *r)
  * placement ring; its CPU is charged per key all the same) becomes one
  * sub-request per group under the coordinator's own id; the sub-replies are
  * aggregated with the same bitmap and answered to the client as its own
- * MGET_REPLY, split at the MTU. A PUT is forwarded to its server
- * (server_id) and the reply back. Values are lengths only: a sub-reply's
- * value bytes are spread evenly over its pairs. */
+ * MGET_REPLY, split at the MTU. A PUT is forwarded to its server (the
+ * client's hint in SRV[0]) and the reply back. Sub-replies with pair bytes (real hosts)
+ * are kept in a ring arena until the answer, which carries them; the
+ * simulator's lengths-only sub-replies spread their value bytes evenly over
+ * their pairs. */
 
 static int mc_coord_init(void *st, const struct nk_host_cfg *cfg)
 {
@@ -403,17 +476,46 @@ static int mc_coord_init(void *st, const struct nk_host_cfg *cfg)
 	if (mc_server_init(&tmp, cfg))
 		return -1;
 	c->pair_budget = tmp.pair_budget;
+	c->pairs = tmp.pairs;
 	c->n_servers = cfg->n_servers;
 	c->w = NK_NETMC_KEYIDX_BITS;
 	c->pend = calloc(MC_COORD_SLOTS, sizeof(*c->pend));
-	return c->pend ? 0 : -1;
+	c->arena = malloc(MC_ARENA);
+	return c->pend && c->arena ? 0 : -1;
 }
 
 static void mc_coord_fini(void *st)
 {
 	struct mc_coord *c = st;
 	free(c->pend);
+	free(c->arena);
+	free(c->pairs.buf);
 	c->pend = NULL;
+	c->arena = NULL;
+	c->pairs.buf = NULL;
+}
+
+/* Keep a sub-reply's pairs (keys lo..lo+n-1) in the arena; 0, or -1 if the
+ * pair list is malformed. A pair never straddles the arena's end. */
+static int mc_coord_keep(struct mc_coord *c, struct mc_pending *p, const struct nk_msg *in,
+			 unsigned lo, unsigned n)
+{
+	size_t off = 0;
+	const uint8_t *key, *value;
+	uint16_t vlen;
+	for (unsigned i = 0; i < n; i++) {
+		if (nk_wire_netmc_next_pair(in, &off, &key, &value, &vlen) != 1)
+			return -1;
+		uint32_t len = (uint32_t)p->keylen + 2 + vlen;
+		if (c->apos % MC_ARENA + len > MC_ARENA)
+			c->apos += MC_ARENA - c->apos % MC_ARENA;
+		memcpy(c->arena + c->apos % MC_ARENA, key, (size_t)p->keylen + 2 + vlen);
+		p->off[lo + i] = (uint32_t)(c->apos - p->base);
+		p->vlen[lo + i] = vlen;
+		c->apos += len;
+	}
+	p->bytes = 1;
+	return 0;
 }
 
 static struct mc_pending *mc_coord_open(struct mc_coord *c, const struct nk_msg *in, uint16_t src)
@@ -429,6 +531,7 @@ static struct mc_pending *mc_coord_open(struct mc_coord *c, const struct nk_msg 
 	p->keylen = in->key_slot_len;
 	p->send_ns = in->send_ns;
 	p->keyhash = in->keyhash;
+	p->base = c->apos;
 	return p;
 }
 
@@ -447,11 +550,24 @@ static int mc_coord_answer(struct mc_coord *c, struct mc_pending *p, struct nk_h
 	tmpl.key_slot_len = p->keylen;
 	tmpl.frag_cnt = 1;
 	int k = 0;
-	for (unsigned i = 0; i < p->total; i++)
-		if (!mc_pair_add(out, &k, max_out, &tmpl, p->client, i,
-				 (uint32_t)p->keylen + 2 + p->vlen[i], p->vlen[i], c->pair_budget))
-			break;
 	p->live = 0;
+	if (p->bytes && c->apos - p->base > MC_ARENA)
+		return 0;  /* the ring overwrote its pairs: the client times it out */
+	c->pairs.used = 0;
+	for (unsigned i = 0; i < p->total; i++) {
+		uint32_t len = (uint32_t)p->keylen + 2 + p->vlen[i];
+		if (p->bytes && c->pairs.used + len > MC_PAIRBUF)
+			break;
+		struct nk_msg *r = mc_pair_add(out, &k, max_out, &tmpl, p->client, i, len,
+					       p->vlen[i], c->pair_budget);
+		if (!r)
+			break;
+		if (p->bytes) {
+			const uint8_t *pair = c->arena + (p->base + p->off[i]) % MC_ARENA;
+			(void)mc_pair_bytes(&c->pairs, r, pair, p->keylen, pair + p->keylen + 2,
+					    p->vlen[i]);
+		}
+	}
 	return k;
 }
 
@@ -491,12 +607,12 @@ static int mc_coord_handle(void *st, const struct nk_msg *in, uint16_t src,
 		return k;
 	}
 	if (in->op == NK_NETMC_OP_PUT || in->op == NK_NETMC_OP_GET) {
-		if (in->server_id >= c->n_servers)
-			return 0;
+		if (in->srv[0] >= c->n_servers)
+			return 0;  /* the client's hint names no server */
 		struct mc_pending *p = mc_coord_open(c, in, src);
 		out[0].msg = *in;
 		out[0].msg.req_id = p->id << MC_ID_SHIFT;
-		out[0].dst = in->server_id;
+		out[0].dst = in->srv[0];
 		return 1;
 	}
 	/* a server's reply */
@@ -517,9 +633,14 @@ static int mc_coord_handle(void *st, const struct nk_msg *in, uint16_t src,
 	if (!n || lo + n > p->total)
 		return 0;
 	uint64_t bits = ((1ull << n) - 1) << lo;
-	if (!(p->got & bits)) {  /* spread the reply's value bytes over its pairs */
-		for (unsigned i = 0; i < n; i++)
-			p->vlen[lo + i] = (uint16_t)(in->value_len / n);
+	if (!(p->got & bits)) {
+		if (in->items) {
+			if (in->key_slot_len != p->keylen || mc_coord_keep(c, p, in, lo, n))
+				return 0;
+		} else {  /* lengths only: spread the value bytes over its pairs */
+			for (unsigned i = 0; i < n; i++)
+				p->vlen[lo + i] = (uint16_t)(in->value_len / n);
+		}
 	}
 	p->got |= bits;
 	return p->got == p->need ? mc_coord_answer(c, p, out, max_out) : 0;
@@ -532,12 +653,14 @@ const struct nk_host_ops nk_host_netmc = {
 	.server_state_size = sizeof(struct mc_server),
 	.client_state_size = sizeof(struct mc_client),
 	.server_init = mc_server_init,
-	.server_fini = mc_fini,
+	.server_fini = mc_server_fini,
 	.server_handle = mc_server_handle,
 	.client_init = mc_client_init,
 	.client_fini = mc_client_fini,
 	.client_request = mc_client_request,
 	.client_reply = mc_client_reply,
+	.reply_req_id = mc_reply_req_id,
+	.no_client_id = 1,
 	.client_multiget = mc_client_multiget,
 	.coord_state_size = sizeof(struct mc_coord),
 	.coord_init = mc_coord_init,
