@@ -143,7 +143,7 @@ def test_slo_search_on_multigets(tmp_path: Path) -> None:
     (["workload.multiget.max_keys=65"], "max_keys"),
     (["workload.multiget.mean=4", "slo.reference=hash"], "slo.reference = 'hash' has no multiget"),
     (["workload.multiget.mean=4", "workload.multiget.exponent=3"], "exponent = 3 gives mean"),
-    (["protocol.w=32"], "protocol.w"),
+    (["protocol.w=24"], "protocol.w"),
     (["servers=33"], "servers = 33"),
 ])
 def test_bad_multiget_configs_are_one_line(overrides: list[str], words: str,

@@ -148,8 +148,8 @@ def test_pegasus_layout_by_hand() -> None:
 def test_netmc_worked_example_by_hand() -> None:
     # netmc.md §3: keys A,D (server 1), B (2), C (3); KEYIDX 0x7000
     srv = bytes([1, 2, 3]) + bytes(29)
-    hdr = struct.pack(">BIBBHBB", 4, 100, 0, 4, 0x7000, 0, 0) + srv
-    assert len(hdr) == 11 + 32
+    hdr = struct.pack(">BIBBIBB", 4, 100, 0, 4, 0x7000, 0, 0) + srv
+    assert len(hdr) == 13 + 32
     keys = b"A\0\0\0D\0\0\0B\0\0\0C\0\0\0"
     data = hdr + struct.pack(">BBBBQ", 4, 4, 0, 0, 1_700_000_000_123_456_789) + keys
     m = decode("netmc", data)
@@ -237,11 +237,11 @@ def random_msg(rng: random.Random, proto: Proto, op: int) -> Msg:
         m.value = rng.randbytes(16) if op in (codec.NetlrOp.WRITE, codec.NetlrOp.R_REPLY) else b""
     else:
         m.req_id, m.oid, m.clo, m.result, m.send_ns = r32(), r8(), r8(), r8(), r64()
-        m.keyidx, m.srv = r16(), [r8() for _ in range(32)]
+        m.keyidx, m.srv = r32(), [r8() for _ in range(32)]
         m.key_slot_len = rng.randrange(1, 65)
         m.nkeys, m.startidx = r8(), r8()
         if op in (NetmcOp.MGET, NetmcOp.MGET_REPLY):
-            m.key_slots = rng.randrange(1, 17)
+            m.key_slots = rng.randrange(1, 33)
             if op == NetmcOp.MGET:
                 m.nkeys = rng.randrange(m.key_slots + 1)
                 m.startidx = rng.randrange(m.key_slots - m.nkeys + 1)
@@ -449,8 +449,8 @@ def test_c_encode_errors_agree(clib: Any) -> None:
             items=bytes(7)),
         Msg(proto=Proto.NETMC, op=NetmcOp.MGET_REPLY, key_slot_len=4, key_slots=1, nkeys=1,
             items=bytes(4) + b"\x00\x05abc"),
-        Msg(proto=Proto.NETMC, op=NetmcOp.MGET, key_slot_len=4, key_slots=17, nkeys=17,
-            items=bytes(68)),
+        Msg(proto=Proto.NETMC, op=NetmcOp.MGET, key_slot_len=4, key_slots=33, nkeys=33,
+            items=bytes(132)),
         Msg(proto=Proto.PEGASUS, op=PegasusOp.READ, key=bytes(65)),
     ]
     for m in bad:

@@ -618,7 +618,7 @@ static int netmc_decode(const uint8_t *b, size_t len, struct nk_msg *m)
 			m->value = m->value_len ? items + keylen + 2 : NULL;
 		}
 	} else {
-		if (!netmc_multi_fields_ok(op, nslots, b[6], b[9]))
+		if (!netmc_multi_fields_ok(op, nslots, b[6], b[11]))
 			return NK_WIRE_EFIELD;
 		if (shape == NETMC_KEYS)
 			rc = check_total(rest, (size_t)nslots * keylen);
@@ -636,10 +636,10 @@ static int netmc_decode(const uint8_t *b, size_t len, struct nk_msg *m)
 	m->req_id = nk_get32(b + 1);
 	m->oid = b[5];
 	m->nkeys = b[6];
-	m->keyidx = nk_get16(b + 7);
-	m->startidx = b[9];
-	m->clo = b[10];
-	memcpy(m->srv, b + 11, NK_NETMC_N);
+	m->keyidx = nk_get32(b + 7);
+	m->startidx = b[11];
+	m->clo = b[12];
+	memcpy(m->srv, b + 13, NK_NETMC_N);
 	m->key_slot_len = keylen;
 	m->key_slots = nslots;
 	m->result = pre[2];
@@ -653,8 +653,6 @@ static int netmc_size(const struct nk_msg *m)
 		return NK_WIRE_EOP;
 	if (m->key_slot_len < 1 || m->key_slot_len > NK_MAX_KEY_LEN)
 		return NK_WIRE_EKEYLEN;
-	if (m->keyidx > UINT16_MAX)
-		return NK_WIRE_EFIELD;
 	size_t total = NK_NETMC_HDR_LEN + NK_NETMC_PAYLOAD_HDR_LEN;
 	switch (netmc_items_of(m->op)) {
 	case NETMC_ONE_KEY:
@@ -700,10 +698,10 @@ static void netmc_encode(const struct nk_msg *m, uint8_t *b)
 	nk_put32(b + 1, m->req_id);
 	b[5] = m->oid;
 	b[6] = m->nkeys;
-	nk_put16(b + 7, (uint16_t)m->keyidx);
-	b[9] = m->startidx;
-	b[10] = m->clo;
-	memcpy(b + 11, m->srv, NK_NETMC_N);
+	nk_put32(b + 7, m->keyidx);
+	b[11] = m->startidx;
+	b[12] = m->clo;
+	memcpy(b + 13, m->srv, NK_NETMC_N);
 	pre[0] = m->key_slot_len;
 	pre[1] = (shape == NETMC_KEYS || shape == NETMC_PAIRS) ? m->key_slots : 1;
 	pre[2] = m->result;

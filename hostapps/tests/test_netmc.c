@@ -359,6 +359,31 @@ static void test_chunks_above_w(void)
 		EXPECT_EQ(back.key_slots, out[i].msg.key_slots);
 	}
 	rig_free(&r);
+
+	current = "20 keys, W = 32: one wire multiget, split by the switch in 4 passes";
+	rig_init(&r, "w=32");
+	spec_of(&sp, "abcdefghijklmnopqrst", homes, buf, 10);
+	EXPECT_EQ(r.H->client_multiget(r.cli, &sp, out, NK_HOST_MAX_REQ_OUT), 1);
+	struct nk_msg m = out[0].msg;
+	EXPECT_EQ(m.nkeys, 20);
+	/* five keys per server, sorted: groups end at keys 4, 9, 14, 19 */
+	EXPECT_EQ(m.keyidx, 1u << 27 | 1u << 22 | 1u << 17 | 1u << 12);
+	uint8_t wire[2048];
+	struct nk_msg back;
+	int n = nk_wire_encode(&m, wire, sizeof wire);
+	EXPECT_EQ(n, NK_NETMC_HDR_LEN + NK_NETMC_PAYLOAD_HDR_LEN + 20 * KL);
+	EXPECT_EQ(nk_wire_decode(NK_PROTO_NETMC, wire, (size_t)(n > 0 ? n : 0), &back), 0);
+	EXPECT_EQ(back.keyidx, m.keyidx);
+	struct nk_actions act;
+	for (unsigned g = 0; g < 4; g++) {
+		pass(&r, &m, g > 0, &act);
+		EXPECT_EQ(m.server_id, g);
+		EXPECT_EQ(m.startidx, 5 * g);
+		EXPECT_EQ(m.nkeys, 5);
+		EXPECT_EQ(act.fwd, g < 3 ? NK_FWD_MCAST : NK_FWD_PORT);
+	}
+	EXPECT_EQ(m.keyidx, 0);
+	rig_free(&r);
 }
 
 /* ---- server and aggregation ----------------------------------------------- */
@@ -622,16 +647,22 @@ static void test_coordimc_round_trip(void)
 
 static void test_bad_params_refused(void)
 {
-	current = "params: W other than 16, an unknown scheme";
+	current = "params: W other than 16 or 32, an unknown scheme";
 	const struct nk_host_ops *H = nk_host_find("netmc");
 	const struct nk_pipeline_ops *P = nk_pipeline_find("netmc");
 	void *c = calloc(1, H->client_state_size), *sw = calloc(1, P->state_size);
-	struct nk_host_cfg hc = {.n_servers = NS, .params = "w=32"};
+	struct nk_host_cfg hc = {.n_servers = NS, .params = "w=24"};
 	EXPECT(H->client_init(c, &hc) != 0);
 	hc.params = "scheme=other";
 	EXPECT(H->client_init(c, &hc) != 0);
 	struct nk_pipeline_cfg cfg = {.n_servers = NS, .params = "split=2"};
 	EXPECT(P->init(sw, &cfg) != 0);
+	cfg.params = "w=24";
+	EXPECT(P->init(sw, &cfg) != 0);
+	void *co = calloc(1, H->coord_state_size);
+	hc.params = "w=24";
+	EXPECT(H->coord_init(co, &hc) != 0);
+	free(co);
 	free(c);
 	free(sw);
 }

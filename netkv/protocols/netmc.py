@@ -20,7 +20,7 @@ per server, ``{its port, the recirculation port}`` (``mc_mcast_group``).
 The data plane keeps no state, so there is nothing to do per epoch.
 
 Runs on the simulator and on Mininet (the coordinator a host of the rack).
-Not yet: W = 32 (the wire's KEYIDX is 16 bits), the P4 program, the testbed.
+W = 16 or 32 keys per packet (``w``). Not yet: the P4 program, the testbed.
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ class NetmcProtocol(ProtocolBase):
     scheme: Literal["netmc", "climc", "coordimc"] = "netmc"
     # CoordiMC: the coordinator host's cores (one, as every simulated client host)
     coord_cores: int = Field(1, ge=1, le=64)
-    # W: KEYIDX bits, keys per wire multiget (the wire format's 16; larger
-    # multigets are chunked by the client)
-    w: Literal[16] = MC_KEYIDX_W
+    # W: KEYIDX bits, keys per wire multiget (the thesis' 16, or 32; larger
+    # multigets are chunked by the client); the wire's KEYIDX is 32 bits
+    w: Literal[16, 32] = MC_KEYIDX_W
     mtu: int = Field(MC_MTU, ge=256, le=9000)  # replies are split at it
     epoch_ms: Pos = 1000.0  # the controller only installs tables at start
     virtual_nodes: int = Field(16, ge=1, le=MAX_VNODES)

@@ -138,8 +138,8 @@ NETLR_VALUE_LEN = 16
 NETLR_OID_LEN = 4
 
 NETMC_N = 32
-NETMC_KEYIDX_BITS = 16
-NETMC_HDR_LEN = 11 + NETMC_N
+NETMC_KEYIDX_BITS = 32   # KEYIDX on the wire (W = 16 or 32 is the rack's)
+NETMC_HDR_LEN = 13 + NETMC_N
 NETMC_PAYLOAD_HDR_LEN = 12
 NETMC_MAX_KEYS = NETMC_KEYIDX_BITS
 
@@ -475,7 +475,7 @@ def _netlr_encode(m: Msg) -> bytes:
 
 # ---- NetMC -----------------------------------------------------------------------------------
 
-_MC_HDR = struct.Struct(f">BIBBHBB{NETMC_N}s")  # 11 + N B
+_MC_HDR = struct.Struct(f">BIBBIBB{NETMC_N}s")  # 13 + N B
 _MC_PAY = struct.Struct(">BBBBQ")  # 12 B
 _MC_ONE_KEY = (NetmcOp.GET, NetmcOp.PUT_REPLY)
 _MC_ONE_PAIR = (NetmcOp.PUT, NetmcOp.GET_REPLY)
@@ -559,8 +559,8 @@ def _netmc_decode(b: bytes) -> Msg:
 def _netmc_encode(m: Msg) -> bytes:
     if not 1 <= m.key_slot_len <= MAX_KEY_LEN:
         raise _err(WireErrorCode.EKEYLEN, f"key_slot_len {m.key_slot_len}")
-    if m.keyidx > 0xFFFF:
-        raise _err(WireErrorCode.EFIELD, "keyidx does not fit 16 bits")
+    if not 0 <= m.keyidx <= 0xFFFFFFFF:
+        raise _err(WireErrorCode.EFIELD, "keyidx does not fit 32 bits")
     srv = bytes(m.srv[:NETMC_N]).ljust(NETMC_N, b"\0")
     multi = m.op in (NetmcOp.MGET, NetmcOp.MGET_REPLY)
     if multi:

@@ -168,7 +168,7 @@ FORMATS: dict[Proto, Format] = {
         _f("id", "u32", "req_id", label="ID"),
         _f("oid", "u8", label="OID"),
         _f("numkey", "u8", "nkeys", label="NUMKEY"),
-        _f("keyidx", "u16", base="hex", label="KEYIDX"),
+        _f("keyidx", "u32", base="hex", label="KEYIDX"),
         _f("startidx", "u8", label="STARTIDX"),
         _f("clo", "u8", label="CLO"),
         _f("srv", "bytes", length=codec.NETMC_N, label="SRV"),

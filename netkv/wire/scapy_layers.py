@@ -215,7 +215,7 @@ class NetlrHdr(Packet):
 
 
 class NetmcHdr(Packet):
-    """NetMC fixed part: 11 B + SRV[N] (N = 32)."""
+    """NetMC fixed part: 13 B + SRV[N] (N = 32)."""
 
     name = "NetMC"
     fields_desc = [
@@ -223,7 +223,7 @@ class NetmcHdr(Packet):
         IntField("id", 0),
         ByteField("oid", 0),
         ByteField("numkey", 0),
-        XShortField("keyidx", 0),
+        XIntField("keyidx", 0),
         ByteField("startidx", 0),
         ByteField("clo", 0),
         FieldListField("srv", [0] * NETMC_N, ByteField("", 0), count_from=lambda p: NETMC_N),

@@ -146,16 +146,16 @@ header netlr_t {
     bit<128> value;     /* WRITE and R_REPLY; zero otherwise */
 }
 
-/* ---- NetMC (11 B + N B, N = 32) --------------------------------------------------- */
+/* ---- NetMC (13 B + N B, N = 32) --------------------------------------------------- */
 #define NETMC_N 32              /* SRV entries = max servers per rack */
-#define NETMC_KEYIDX_BITS 16    /* W */
+#define NETMC_KEYIDX_BITS 32    /* KEYIDX on the wire; W = 16 or 32 keys (MC_KEYIDX_W) */
 
 header netmc_t {
     bit<8>  op;
     bit<32> id;
     bit<8>  oid;        /* current key group; indexes srv */
     bit<8>  numkey;
-    bit<16> keyidx;     /* group-boundary bitmap, MSB-aligned */
+    bit<32> keyidx;     /* group-boundary bitmap, MSB-aligned within W bits */
     bit<8>  startidx;
     bit<8>  clo;        /* 1 = recirculated continuation */
 }
@@ -164,6 +164,16 @@ header netmc_t {
  * `netmc_srv_t[NETMC_N] netmc_srv;` in the program's headers struct. */
 header netmc_srv_t {
     bit<8> id;
+}
+
+/* the payload preamble (our choice, docs/wire.md): the switch reads NSLOTS
+ * only, to keep a group inside the packet's key list */
+header netmc_pre_t {
+    bit<8>  keylen;
+    bit<8>  nslots;
+    bit<8>  result;
+    bit<8>  rsvd;
+    bit<64> send_ns;
 }
 
 #endif /* NETKV_HEADERS_P4 */

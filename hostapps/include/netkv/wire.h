@@ -95,15 +95,17 @@ enum nk_wire_error {
 #define NK_NETLR_OID_LEN 4
 
 /* ---- NetMC (netmc.md §2) ---------------------------------------------------
- * fixed 11 + N B: op u8 | id u32 | oid u8 | numkey u8 | keyidx u16
- * | startidx u8 | clo u8 | srv[N]; then a 12 B payload preamble (our choice,
+ * fixed 13 + N B: op u8 | id u32 | oid u8 | numkey u8 | keyidx u32
+ * | startidx u8 | clo u8 | srv[N] (KEYIDX is the thesis' 16 bits widened to
+ * 32, our choice: W = 16 or 32 is the rack's, its bits the low W, MSB-aligned
+ * within W); then a 12 B payload preamble (our choice,
  * not parsed by the switch): keylen u8 | nslots u8 | result u8 | rsvd u8
  * | send_ns u64; then nslots items: bare keys key[keylen] (GET, PUT_REPLY,
  * MGET) or pairs key[keylen] | vlen u16 | value[vlen] (PUT, GET_REPLY,
  * MGET_REPLY). */
 #define NK_NETMC_N 32                /* SRV entries: servers per rack */
-#define NK_NETMC_KEYIDX_BITS 16      /* W: KEYIDX width, keys per request */
-#define NK_NETMC_HDR_LEN (11 + NK_NETMC_N)
+#define NK_NETMC_KEYIDX_BITS 32      /* KEYIDX on the wire: W <= 32 keys per request */
+#define NK_NETMC_HDR_LEN (13 + NK_NETMC_N)
 #define NK_NETMC_PAYLOAD_HDR_LEN 12
 #define NK_NETMC_MAX_KEYS NK_NETMC_KEYIDX_BITS
 

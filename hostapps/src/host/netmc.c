@@ -304,7 +304,7 @@ static int mc_client_init(void *st, const struct nk_host_cfg *cfg)
 	struct mc_client *c = st;
 	uint64_t w;
 	if (mc_scheme_of(cfg->params, &c->scheme) || nkp_u64(cfg->params, "w", MC_KEYIDX_W, &w) ||
-	    w != NK_NETMC_KEYIDX_BITS || cfg->n_servers > NK_NETMC_N)
+	    (w != 16 && w != 32) || cfg->n_servers > NK_NETMC_N)
 		return -1;
 	if (c->scheme == MC_COORDIMC && !cfg->n_coords)
 		return -1;
@@ -475,10 +475,15 @@ static int mc_coord_init(void *st, const struct nk_host_cfg *cfg)
 	struct mc_server tmp;
 	if (mc_server_init(&tmp, cfg))
 		return -1;
+	uint64_t w;
+	if (nkp_u64(cfg->params, "w", MC_KEYIDX_W, &w) || (w != 16 && w != 32)) {
+		free(tmp.pairs.buf);
+		return -1;
+	}
 	c->pair_budget = tmp.pair_budget;
 	c->pairs = tmp.pairs;
 	c->n_servers = cfg->n_servers;
-	c->w = NK_NETMC_KEYIDX_BITS;
+	c->w = (uint32_t)w;
 	c->pend = calloc(MC_COORD_SLOTS, sizeof(*c->pend));
 	c->arena = malloc(MC_ARENA);
 	return c->pend && c->arena ? 0 : -1;
@@ -579,7 +584,7 @@ static int mc_coord_handle(void *st, const struct nk_msg *in, uint16_t src,
 		return 0;
 	if (in->op == NK_NETMC_OP_MGET) {
 		unsigned n = in->key_slots, kl = in->key_slot_len;
-		if (!in->items || !kl || !n || n > NK_NETMC_MAX_KEYS ||
+		if (!in->items || !kl || !n || n > c->w ||
 		    in->items_len < (size_t)n * kl)
 			return 0;
 		uint8_t srv_of[NK_NETMC_MAX_KEYS];

@@ -60,7 +60,7 @@ static int mc_init(void *st, const struct nk_pipeline_cfg *cfg)
 		return NK_PIPE_ERANGE;
 	if (nkp_trust(cfg->params, cfg->n_servers, &s->trust) ||
 	    nkp_u64(cfg->params, "split", 1, &split) || split > 1 ||
-	    nkp_u64(cfg->params, "w", MC_KEYIDX_W, &w) || w != NK_NETMC_KEYIDX_BITS)
+	    nkp_u64(cfg->params, "w", MC_KEYIDX_W, &w) || (w != 16 && w != 32))
 		return NK_PIPE_EINVAL;
 	s->split = (uint32_t)split;
 	s->w = (uint32_t)w;
