@@ -57,6 +57,7 @@ PROGRAMS = {
     "pegasus": (PIPE / "pegasus.c", P4SRC / "pegasus" / "pegasus.p4", DOCS / "pegasus.md"),
     "netcache": (PIPE / "netcache.c", P4SRC / "netcache" / "netcache.p4", DOCS / "netcache.md"),
     "kvswitch": (PIPE / "kvswitch.c", P4SRC / "kvswitch" / "kvswitch.p4", DOCS / "kvswitch.md"),
+    "netmc": (PIPE / "netmc.c", P4SRC / "netmc" / "netmc.p4", None),
 }
 
 
@@ -89,6 +90,8 @@ def c_names(path: Path) -> tuple[set[str], set[str]]:
     """(registers, tables) a C pipeline answers to by name."""
     text = _strip_c_comments(path.read_text())
     regs = set(re.findall(r'add_reg\(\s*\w+\s*,\s*"(\w+)"', text))
+    # a register table filled in place: (struct nk_reg_desc){"name", ...}
+    regs |= set(re.findall(r'\(struct\s+nk_reg_desc\)\s*\{\s*"(\w+)"', text))
     for fn in ("_reg_read", "_reg_write"):
         regs |= set(re.findall(r'strcmp\(\s*name\s*,\s*"(\w+)"\s*\)', _c_function(text, fn)))
     tables: set[str] = set()
@@ -287,6 +290,9 @@ VARIANTS = [
     ("kvswitch", {}),
     ("kvswitch", {"KVS_HOT_KEYS": 8, "KVS_HP_STAGES": 2, "KVS_STRICT": 0}),
     ("kvswitch", {"KVS_HP_STAGES": 8, "KVS_HP_WIDTH": 3}),
+    ("netmc", {}),
+    ("netmc", {"MC_W": 32}),
+    ("netmc", {"MC_SPLIT": 0, "NETKV_TRUSTED_PORT": 6}),
 ]
 
 
@@ -311,7 +317,8 @@ def test_p4_preprocesses(proto: str, defines: dict[str, int], tmp_path: Path) ->
                       r"PEG_WRR_SLOTS|PEG_MAX_NODES|ST_COUNT|MOD32|LL_\w+|FO_STEP|SEL_\w+|"
                       r"NETCACHE_VALUE_SLICES|HASH_MAX_PORTS|NC_CACHE_ITEMS|NC_MAX_VALUE|NC_HOT_THRESHOLD|"
                       r"NC_CM_WIDTH|NC_BF_BITS|NC_WORDS|NC_CM_ROWS?|NC_STORE_SLICE|NC_LOAD_SLICE|"
-                      r"NC_BF_HASH|NS_COUNT|KVS_\w+|KS_HP_STAGE|HASHPIPE|KS_COUNT)\b", out)
+                      r"NC_BF_HASH|NS_COUNT|KVS_\w+|KS_HP_STAGE|HASHPIPE|KS_COUNT|MC_W|MC_SPLIT|"
+                      r"MC_WMASK|MC_KG|MC_SRV_ACTION|MC_STAT_COUNT|MC_KEYIDX_W|NETMC_N)\b", out)
     assert not left, f"unexpanded macros: {sorted(set(left))}"
     for a, b in ("{}", "()", "<>"):
         if a == "<":
@@ -372,6 +379,11 @@ def test_pegasus_defines_and_initial_registers_mirror_c_init() -> None:
     # the RC_REQ write path (write_mcast=0) reaches the program too
     assert program_defines("pegasus", {"write_mcast": 0})["PEG_WRITE_MCAST"] == 0
     assert program_defines("hash") == {}
+    assert program_defines("netmc") == {"MC_W": 16, "MC_SPLIT": 1}
+    assert program_defines("netmc", {"w": 32, "split": 0, "trusted_ports": "6"}) == {
+        "MC_W": 32, "MC_SPLIT": 0, "NETKV_TRUSTED_PORT": 6}
+    with pytest.raises(ValueError, match="w 16 or 32"):
+        program_defines("netmc", {"w": 24})
     assert program_defines("netcache", {"cache_items": 100})["NC_CACHE_ITEMS"] == 100
     with pytest.raises(ValueError, match="multiple of 16"):
         program_defines("netcache", {"max_value_bytes": 100})

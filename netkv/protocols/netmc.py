@@ -20,7 +20,8 @@ per server, ``{its port, the recirculation port}`` (``mc_mcast_group``).
 The data plane keeps no state, so there is nothing to do per epoch.
 
 Runs on the simulator and on Mininet (the coordinator a host of the rack).
-W = 16 or 32 keys per packet (``w``). Not yet: the P4 program, the testbed.
+W = 16 or 32 keys per packet (``w``). The P4 program (p4src/netmc/netmc.p4)
+is checked statically here (no p4c/BMv2). Not yet: the testbed.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from pydantic import Field
 from netkv.config.base import MAX_VNODES, Pos, ProtocolBase, Ring
 from netkv.constants import MC_KEYIDX_W, MC_MTU, McStat, mc_mcast_group
 from netkv.protocols.base import ControlPlane, Controller
-from netkv.protocols.plugin import ProtocolPlugin
+from netkv.protocols.plugin import P4Program, Params, ProtocolPlugin, param_int, param_str
 from netkv.wire.codec import NETMC_HDR_LEN, NETMC_N, NETMC_PAYLOAD_HDR_LEN, NETMC_PORT_BASE, Proto
 
 
@@ -79,6 +80,23 @@ def pipeline_params(cfg: "RunConfig") -> str:
         # target) is trusted to send replies
         params += f";trusted_ports={cfg.topology.servers + cfg.topology.clients}"
     return params
+
+
+def p4_defines(params: Params) -> dict[str, int]:
+    """p4src/netmc/netmc.p4's compile-time constants from the pipeline's
+    params: W, whether it splits, the coordinator's trusted port (one)."""
+    w, split = param_int(params, "w", MC_KEYIDX_W), param_int(params, "split", 1)
+    if w not in (16, 32) or split not in (0, 1):
+        raise ValueError(f"netmc w {w}, split {split}: the P4 program takes w 16 or 32, "
+                         "split 0 or 1")
+    out = {"MC_W": w, "MC_SPLIT": split}
+    trusted = [p for p in param_str(params, "trusted_ports", "").split(",") if p]
+    if len(trusted) > 1:
+        raise ValueError(f"netmc trusted_ports {','.join(trusted)}: the P4 program trusts "
+                         "one port (NETKV_TRUSTED_PORT)")
+    if trusted:
+        out["NETKV_TRUSTED_PORT"] = int(trusted[0])
+    return out
 
 
 def dead_knobs(cfg: "RunConfig") -> set[str]:
@@ -130,6 +148,7 @@ PLUGIN = ProtocolPlugin(
     pipeline_params=pipeline_params,
     sim_controller=sim_controller_factory,
     rack_controller=rack_controller_factory,
+    p4=P4Program("netmc/netmc.p4", defines=p4_defines),
     dead_knobs=dead_knobs,
     refusals=REFUSALS,
 )

@@ -126,6 +126,15 @@ const bit<8> NETMC_OP_PUT_REPLY = 3;
 const bit<8> NETMC_OP_MGET = 4;
 const bit<8> NETMC_OP_MGET_REPLY = 5;
 
+/* cells of NetMC's stats register */
+const bit<8> MC_STAT_MGETS = 0;
+const bit<8> MC_STAT_PASSES = 1;
+const bit<8> MC_STAT_CLONES = 2;
+const bit<8> MC_STAT_FORWARDED = 3;
+const bit<8> MC_STAT_MALFORMED = 4;
+const bit<8> MC_STAT_NO_ROUTE = 5;
+const bit<8> MC_STAT_HOST_SERVER_OP = 6;
+
 /* the multicast group of a write to start, start+1, ..., start+r-1 (mod n), 2 <= r <= n: 1..1023, never 0 (no multicast on v1model) */
 #define PEG_MCAST_GROUP(start, r) ((start) * 32 + (r) - 1)
 

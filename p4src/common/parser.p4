@@ -9,6 +9,8 @@
  *   #define NETKV_PARSE_NETCACHE   UDP 5050 (dst or src) -> netcache_t + value slices
  *   #define NETKV_PARSE_KVSWITCH   UDP 8888 (dst or src) -> kvswitch_t (the value stays
  *                                  payload: the switch never parses it)
+ *   #define NETKV_PARSE_NETMC      UDP 1000-1015 (dst or src, port & 0xFFF0) ->
+ *                                  netmc_t + SRV[N] + netmc_pre_t
  *
  * What the parser does mirrors netkv-switch (hostapps/apps/netkv-switch.c):
  *   - a packet-out (ingress port CPU_PORT) first loses its packet_out header;
@@ -32,6 +34,7 @@ parser NetkvParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
         meta.is_proto = 0;
         meta.from_cpu = 0;
         meta.nc_slices = 0;
+        meta.mc_srv_left = 0;
         transition select(sm.ingress_port) {
             CPU_PORT: parse_packet_out;
             default: parse_ethernet;
@@ -82,6 +85,12 @@ parser NetkvParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
             (_, KVSWITCH_PORT): parse_kvswitch;
             default: accept;
         }
+#elif defined(NETKV_PARSE_NETMC)
+        transition select(hdr.udp.dst_port, hdr.udp.src_port) {
+            (NETMC_PORT_BASE &&& NETMC_PORT_MASK, _): parse_netmc;
+            (_, NETMC_PORT_BASE &&& NETMC_PORT_MASK): parse_netmc;
+            default: accept;
+        }
 #else
         transition accept;
 #endif
@@ -100,6 +109,30 @@ parser NetkvParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
     state parse_kvswitch {
         meta.is_proto = 1;
         pkt.extract(hdr.kvswitch);
+        transition accept;
+    }
+#endif
+
+#if defined(NETKV_PARSE_NETMC)
+    state parse_netmc {
+        meta.is_proto = 1;
+        pkt.extract(hdr.netmc);
+        meta.mc_srv_left = NETMC_N;
+        transition parse_netmc_srv;
+    }
+
+    /* SRV[0..N-1]: a fixed depth, whatever the key count (digest §3) */
+    state parse_netmc_srv {
+        pkt.extract(hdr.netmc_srv.next);
+        meta.mc_srv_left = meta.mc_srv_left - 1;
+        transition select(meta.mc_srv_left) {
+            0: parse_netmc_pre;
+            default: parse_netmc_srv;
+        }
+    }
+
+    state parse_netmc_pre {
+        pkt.extract(hdr.netmc_pre);
         transition accept;
     }
 #endif
@@ -166,7 +199,7 @@ control NetkvComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
               hdr.pegasus, hdr.pegasus_pre, hdr.netcache,
               hdr.nc_value[0], hdr.nc_value[1], hdr.nc_value[2], hdr.nc_value[3],
               hdr.nc_value[4], hdr.nc_value[5], hdr.nc_value[6], hdr.nc_value[7],
-              hdr.kvswitch },
+              hdr.kvswitch, hdr.netmc, hdr.netmc_srv, hdr.netmc_pre },
             hdr.udp.checksum, HashAlgorithm.csum16);
     }
 }
@@ -182,6 +215,9 @@ control NetkvDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.netcache);
         pkt.emit(hdr.nc_value);
         pkt.emit(hdr.kvswitch);
+        pkt.emit(hdr.netmc);
+        pkt.emit(hdr.netmc_srv);
+        pkt.emit(hdr.netmc_pre);
     }
 }
 

@@ -57,6 +57,9 @@ struct headers_t {
     netcache_t       netcache;
     netcache_value_t[NETCACHE_VALUE_SLICES] nc_value;
     kvswitch_t       kvswitch;
+    netmc_t          netmc;
+    netmc_srv_t[NETMC_N] netmc_srv;
+    netmc_pre_t      netmc_pre;
 }
 
 /* ---- forwarding decision (nk_actions.fwd) ------------------------------------------ */
@@ -93,6 +96,7 @@ struct metadata_t {
     bit<1>  node_hit;       /* node_fwd matched */
     bit<9>  out_port;       /* FWD_PORT / node_fwd result */
     bit<8>  nc_slices;      /* NetCache value slices still to extract */
+    bit<8>  mc_srv_left;    /* NetMC SRV entries still to extract */
     bit<2>  origin;         /* ORIGIN_* (pipeline.h enum nk_origin): the trust boundary */
     bit<1>  count_load;     /* KVSwitch: count this request (each copy) in Loadcount at egress */
     /* copied into clones for the packet-in header */
