@@ -139,3 +139,48 @@ def test_resize_bounds_are_checked() -> None:
     with pytest.raises(Exception, match="min_size"):
         load(["protocol=starcache", "protocol.resize=true", "protocol.min_size=300",
               "protocol.max_size=200"])
+
+
+def test_top_k_reports_replace_the_cache_after_a_popularity_swap() -> None:
+    """protocol.replace: every report the servers' count-min sketches name
+    their hottest keys; at 25 ms the 64 hottest and 64 coldest keys swap
+    popularity, every cached key goes cold, and the reports bring the new
+    hottest in (the old coldest). Without replacement the cache keeps its
+    now-cold keys and the switch serves far less."""
+    from netkv.sim.analysis import key_bytes_np
+
+    swap = ["workload.dynamics.kind=swap", "workload.dynamics.count=64",
+            "workload.dynamics.period_s=0.025", "duration=0.05", "protocol.epoch_ms=10",
+            "protocol.report_ms=10"]   # run() calls the controller every 10 ms
+    cfg = load(["protocol=starcache", *SMALL, *swap, "protocol.replace=true"])
+    factory = sc.sim_controller_factory(cfg)
+    with SimTarget(cfg) as t, SimEngine(cfg, t.workload, 4e5, 1, sc.pipeline_params(cfg)) as eng:
+        st = eng.run(factory(eng), epoch_s=0.01)
+        ctl = factory.last  # type: ignore[attr-defined]
+        cached = [it.ck.key for it in ctl.active()]
+    static, _, _ = run(swap, 4e5)
+    assert ctl.stats.reports == 5 and ctl.stats.replaced >= 32
+    assert st.completed == st.issued
+    with SimTarget(cfg) as t:
+        info = t.workload.rank_info()
+        coldest = {bytes(k) for k in key_bytes_np(info["key"][-64:], t.workload.key_size)}
+    assert sum(k in coldest for k in cached) >= 28, len(cached)   # the new hottest
+    assert st.switch_replies > 1.5 * static.switch_replies, (st.switch_replies,
+                                                              static.switch_replies)
+    # what a report reads: "ok n=N <hex key>:<count> ..."
+    assert sc.parse_topk("ok n=2 6b2d3830:80 6b2d3739:79") == [(b"k-80", 80), (b"k-79", 79)]
+    assert sc.parse_topk("err unknown command") == []
+
+
+def test_point_metrics_give_the_overflow_ratio_and_cache_sizes() -> None:
+    cfg = load(["protocol=starcache", *SMALL, "protocol.resize=true",
+                "topology.recirc_gbps=0.5", "protocol.min_size=4", "protocol.epoch_ms=2"])
+    plugin = lookup("starcache")
+    with SimTarget(cfg, controller_factory=plugin.sim_controller(cfg),
+                   params=plugin.pipeline_params(cfg)) as t:
+        res = t.run_point(4e5, seed=1)
+    m = res.controller_metrics
+    assert 0.01 < m["overflow_ratio"] < 0.5, m          # a slow loop overflows
+    assert m["cache_size_min"] < m["cache_size_max"] == 32
+    assert len(m["cache_size_epochs"]) == len(m["overflow_ratio_epochs"]) > 10
+    assert m["cached_keys"] == m["cache_size_epochs"][-1] or m["cached_keys"] < 32

@@ -9,7 +9,8 @@
  * handle restored; multicast to {client, loop}), an idle cache packet loops
  * on, overflow, write invalidation with the pending-write counter (strict)
  * and the 1-bit flag (faithful, the stale read of digest 8.3), DRAINING,
- * eviction, forged server messages, the client's correction request.
+ * eviction, forged server messages, the client's correction request, the
+ * server's count-min sketch and top-k report.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -468,6 +469,50 @@ static void test_forged_and_correction(void)
 	rig_free(&r);
 }
 
+/* the server's count-min sketch and top-k report (digest §4) */
+static void test_topk_report(void)
+{
+	current = "topk_report";
+	struct rig r;
+	rig_init(&r, "keys=2;slots=4");
+	char out[4096];
+	char *argv[] = { "topk" };
+	/* key "k-<i>" read i times (i = 1..80): more keys than candidates */
+	for (uint32_t i = 1; i <= 80; i++) {
+		char key[8];
+		snprintf(key, sizeof key, "k-%02u", i);
+		for (uint32_t n = 0; n < i; n++) {
+			struct nk_msg m = req(&r, 0, key, 1000 * i + n);
+			serve(&r, &m);
+		}
+	}
+	struct nk_msg w = req(&r, 1, "k-80", 9);   /* writes are not reads */
+	serve(&r, &w);
+	int n = r.H->server_ctl(r.srv, &r.ns, 1, argv, out, sizeof out);
+	EXPECT_EQ(n, (int)strlen(out));
+	EXPECT_EQ(strncmp(out, "ok n=64 ", 8), 0);
+	/* hottest first, exact for the hottest (no collisions among 80 keys
+	 * in 5 x 8192 counters), and the 64 hottest are there */
+	EXPECT_EQ(strncmp(out + 8, "6b2d3830:80 6b2d3739:79 ", 24), 0);
+	EXPECT(strstr(out, " 6b2d3137:17") != NULL);
+	EXPECT(strstr(out, " 6b2d3136:") == NULL);
+	/* zeroed after the report */
+	n = r.H->server_ctl(r.srv, &r.ns, 1, argv, out, sizeof out);
+	EXPECT_EQ(strcmp(out, "ok n=0"), 0);
+	/* a reply too small for every candidate keeps the hottest */
+	struct nk_msg m = req(&r, 0, "k-01", 1);
+	serve(&r, &m);
+	m = req(&r, 0, "k-02", 2);
+	serve(&r, &m);
+	serve(&r, &m);
+	n = r.H->server_ctl(r.srv, &r.ns, 1, argv, out, 20);
+	EXPECT_EQ(strcmp(out, "ok n=1 6b2d3032:2"), 0);
+	char *bad[] = { "topk", "x" };
+	r.H->server_ctl(r.srv, &r.ns, 2, bad, out, sizeof out);
+	EXPECT_EQ(strncmp(out, "err", 3), 0);
+	rig_free(&r);
+}
+
 int main(void)
 {
 	test_config_limits();
@@ -478,6 +523,7 @@ int main(void)
 	test_write_faithful_stale_read();
 	test_draining_and_eviction();
 	test_forged_and_correction();
+	test_topk_report();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }

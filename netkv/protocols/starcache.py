@@ -29,15 +29,21 @@ and the ControlPlane only:
   ``min_size`` and ``max_size``; the switch's per-key counters are zeroed
   after each reading, as the paper's reports are.
 
-Not yet: top-k replacement from the servers' count-min sketches (the
-candidates are the workload's ranks, known to the controller), multi-packet
-items.
+- with ``replace``, top-k replacement (digest section 4): every
+  ``report_ms`` each server reports its hottest keys from a count-min sketch
+  of the reads it served (``topk``, host logic) and zeroes it; while the
+  hottest reported uncached key beats the cached key read least since the
+  last report (the switch's ``pop``), the latter drains out and the former
+  comes in. Resizing then grows by the hottest reported uncached key.
+
+Not yet: multi-packet items.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -53,6 +59,7 @@ from netkv.constants import (
 )
 from netkv.protocols.base import ControlPlane, Controller
 from netkv.protocols.plugin import ProtocolPlugin
+from netkv.wire import djb2
 from netkv.wire.codec import STARCACHE_PORT, Msg, Proto, Result, StarcacheOp, starcache_hkey
 
 MAX_FETCHES = 4  # fetches of one key before it is given up
@@ -74,6 +81,10 @@ class StarCacheProtocol(ProtocolBase):
     theta: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0005
     min_size: int = Field(32, ge=0)
     max_size: int = Field(256, ge=1)
+    # top-k replacement from the servers' count-min sketches every report_ms
+    # (the paper's T = 1 s); off = the cache keeps the keys it started with
+    replace: bool = False
+    report_ms: Pos = 1000.0
     virtual_nodes: int = Field(16, ge=1, le=MAX_VNODES)
     ring: Ring = "consistent"
 
@@ -131,22 +142,30 @@ class StarCacheStats:
     evictions: int = 0
     grown: int = 0          # by the overflow ratio
     shrunk: int = 0
+    reports: int = 0        # top-k rounds (replace)
+    replaced: int = 0       # cached keys swapped for hotter reported ones
 
 
 class StarCacheController(Controller):
     def __init__(self, plane: ControlPlane, proto: StarCacheProtocol, hot: list[CacheKey],
-                 client_nodes: range) -> None:
+                 client_nodes: range, servers: int = 0) -> None:
         super().__init__(plane)
         self.proto = proto
         self.hot = hot
         self.client_nodes = client_nodes
+        self.servers = servers
+        self.pop_acc: dict[bytes, int] = {}   # reads of each cached key since the last report
+        self.last_report_s = 0.0
         self.items: dict[bytes, Item] = {}
         self.by_req: dict[int, Item] = {}
         self.free_idx = list(range(proto.keys - 1, -1, -1))
         self.next_req = 1
         self.stats = StarCacheStats()
         self.last_hits = self.last_overflow = 0
+        self.reported: list[CacheKey] = []   # the last report's uncached keys, hottest first
         self.sizes: list[tuple[float, int, float]] = []  # (t, cached keys, overflow ratio)
+        self.point_base = (0, 0)   # hits, overflow when the point began
+        self.point_sizes = 0
 
     def start(self) -> None:
         plane, sw = self.plane, self.plane.switch
@@ -187,8 +206,14 @@ class StarCacheController(Controller):
         self._drain_cpu()
         self._drained()
         self._watchdog()
+        if not (self.proto.resize or self.proto.replace):
+            return
+        pops = self._read_pops()
+        if self.proto.replace and t_s - self.last_report_s >= self.proto.report_ms / 1e3 - 1e-9:
+            self.last_report_s = t_s
+            self._report()
         if self.proto.resize:
-            self._resize(t_s)
+            self._resize(t_s, pops)
 
     def active(self) -> list[Item]:
         """Cached keys not being evicted."""
@@ -196,26 +221,56 @@ class StarCacheController(Controller):
         return [it for it in self.items.values()
                 if sw.reg_read("state", it.idx) != SC_STATE_DRAINING]
 
-    def _resize(self, t_s: float) -> None:
+    def _read_pops(self) -> dict[bytes, int]:
+        """Reads of each cached key (not draining) this epoch, from ``pop``,
+        zeroed after each reading (the paper's counters are reset after each
+        report); also summed since the last top-k report."""
+        sw = self.plane.switch
+        active = self.active()
+        pops = {it.ck.key: sw.reg_read("pop", it.idx) for it in active}
+        for it in active:
+            sw.reg_write("pop", it.idx, 0)
+            self.pop_acc[it.ck.key] = self.pop_acc.get(it.ck.key, 0) + pops[it.ck.key]
+        return pops
+
+    def _report(self) -> None:
+        """Top-k replacement: the servers' reports against the cached keys'
+        reads since the last report."""
+        reported: list[tuple[int, bytes, int]] = []   # (count, key, home)
+        for server in range(self.servers):
+            reported += [(n, key, server)
+                         for key, n in parse_topk(self.plane.server_ctl(server, "topk"))]
+        pops, self.pop_acc = self.pop_acc, {}
+        self.stats.reports += 1
+        uncached = sorted((r for r in reported if r[1] not in self.items), reverse=True)
+        self.reported = [CacheKey(key, djb2(key), home) for _, key, home in uncached]
+        victims = sorted(self.active(), key=lambda it: pops.get(it.ck.key, 0))
+        for (count, key, home), victim in zip(uncached, victims):
+            if count <= pops.get(victim.ck.key, 0) or not self.free_idx:
+                break
+            self.evict(victim.ck.key)
+            self.insert(CacheKey(key, djb2(key), home))
+            self.stats.replaced += 1
+
+    def _resize(self, t_s: float, pops: dict[bytes, int]) -> None:
         sw = self.plane.switch
         hits, overflow = sw.reg_read("hits", 0), sw.reg_read("overflow", 0)
         d_hits, d_over = hits - self.last_hits, overflow - self.last_overflow
         self.last_hits, self.last_overflow = hits, overflow
         active = self.active()
-        pops = {it.ck.key: sw.reg_read("pop", it.idx) for it in active}
-        for it in active:
-            sw.reg_write("pop", it.idx, 0)   # zeroed after each reading
         ratio = d_over / d_hits if d_hits else 0.0
         self.sizes.append((t_s, len(active), ratio))
         if not d_hits:
             return
         if ratio > self.proto.theta:
             if len(active) > self.proto.min_size:
-                victim = min(active, key=lambda it: pops[it.ck.key])
+                # a key that came in this epoch has no count yet: not a victim
+                victim = min(active, key=lambda it: pops.get(it.ck.key, float("inf")))
                 self.evict(victim.ck.key)
                 self.stats.shrunk += 1
         elif len(active) < self.proto.max_size and self.free_idx:
-            nxt = next((ck for ck in self.hot if ck.key not in self.items), None)
+            pool = self.reported if self.proto.replace else self.hot
+            nxt = next((ck for ck in pool if ck.key not in self.items), None)
             if nxt is not None:
                 self.insert(nxt)
                 self.stats.grown += 1
@@ -276,12 +331,48 @@ class StarCacheController(Controller):
                 self.stats.refetches += 1
                 self._fetch(item)
 
+    def point_metrics(self) -> dict[str, Any]:
+        """The point's overflow ratio (reads of cached keys sent to a server
+        for lack of a queue slot / reads of cached keys, since the last
+        point), the keys cached at its end, and with ``resize`` the least and
+        most keys cached at an epoch (docs/starcache.md "Dataset")."""
+        sw = self.plane.switch
+        hits, overflow = sw.reg_read("hits", 0), sw.reg_read("overflow", 0)
+        d_hits, d_over = hits - self.point_base[0], overflow - self.point_base[1]
+        self.point_base = (hits, overflow)
+        start, self.point_sizes = self.point_sizes, len(self.sizes)
+        sizes = [n for _, n, _ in self.sizes[start:]]
+        return {"overflow_ratio": d_over / d_hits if d_hits else 0.0,
+                "cached_keys": len(self.active()),
+                "cache_size_min": min(sizes) if sizes else math.nan,
+                "cache_size_max": max(sizes) if sizes else math.nan,
+                "replaced_keys": self.stats.replaced,
+                # per resizing epoch since the last point: keys cached, overflow ratio
+                "cache_size_epochs": sizes,
+                "overflow_ratio_epochs": [r for _, _, r in self.sizes[start:]]}
+
     def switch_stats(self) -> dict[str, int]:
         sw = self.plane.switch
         out = {s.name.lower(): sw.reg_read("stats", int(s)) for s in ScStat}
         out["hits"] = sw.reg_read("hits", 0)
         out["overflow"] = sw.reg_read("overflow", 0)
         return out
+
+
+def parse_topk(reply: str) -> list[tuple[bytes, int]]:
+    """A server's ``topk`` reply ("ok n=N <hex key>:<count> ...") as (key,
+    count) pairs; a reply that is not "ok" reports nothing."""
+    words = reply.split()
+    if not words or words[0] != "ok":
+        return []
+    out = []
+    for word in words[2:]:
+        hexkey, _, count = word.partition(":")
+        try:
+            out.append((bytes.fromhex(hexkey), int(count)))
+        except ValueError:
+            continue
+    return out
 
 
 # --- on the simulator ---------------------------------------------------------------------
@@ -319,7 +410,8 @@ def sim_controller_factory(cfg: RunConfig):  # type: ignore[no-untyped-def]
             memo[:] = [(wl, hottest(wl, engine.ffi, engine.lib, candidates(proto)))]
         top = engine.cfg.topology
         controller = StarCacheController(plane, proto, memo[0][1],
-                                         range(top.servers, top.servers + top.clients))
+                                         range(top.servers, top.servers + top.clients),
+                                         top.servers)
         controller.start()
         factory.last = controller  # type: ignore[attr-defined]
         return SimEpochs(controller)
@@ -341,7 +433,7 @@ def rack_controller_factory(cfg: RunConfig):  # type: ignore[no-untyped-def]
         with Workload.from_config(cfg) as wl:
             hot = hottest(wl, wl.ffi, wl.lib, candidates(proto))
         return StarCacheController(plane, proto, hot,
-                                   range(top.servers, top.servers + top.clients))
+                                   range(top.servers, top.servers + top.clients), top.servers)
 
     return factory
 

@@ -10,22 +10,119 @@
  * not stored). A W_REQ whose HKEY is not its key's hash puts nothing into
  * the loop (the W_REP says RETRY and carries no value): a client cannot put
  * one key's value into another key's cache packet.
+ * Popularity: every read served is counted in a count-min sketch; "topk"
+ * (server_ctl) reports the hottest keys and starts again (digest §4).
  * Client: R_REQ/W_REQ with HKEY = MurmurHash3_x64_128(key); it remembers
  * the key of each outstanding SEQ, and when a read reply carries another key
  * (an HKEY collision, or a cache slot reused by another key) it asks again
  * with a correction request (CRN_REQ), which the switch passes to the
  * server.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "netkv/host.h"
+#include "netkv/rng.h"
 #include "netkv/wire.h"
 
 #define SC_PENDING 4096      /* outstanding SEQs a client remembers (ring) */
 
+/* ---- popularity: count-min sketch and top-k (digest §4) ------------------------ *
+ * Every read that reaches the server (R_REQ, CRN_REQ) is counted in a
+ * count-min sketch of SC_CMS_ROWS rows (the paper's 5 hash functions) and,
+ * when its estimate beats the least of them, kept among the SC_TOPK
+ * candidates; "topk" reports the candidates and zeroes both, as the paper's
+ * servers do after each report. */
+#define SC_CMS_ROWS 5
+#define SC_CMS_WIDTH 8192        /* counters per row (a power of two) */
+#define SC_TOPK 64               /* candidates a server reports */
+
+struct sc_cand {
+	uint32_t count;              /* the sketch's estimate when last seen */
+	uint32_t keyhash;
+	uint8_t key_len;
+	uint8_t key[NK_MAX_KEY_LEN];
+};
+
 struct sc_server {
 	uint32_t id;
+	uint32_t cms[SC_CMS_ROWS][SC_CMS_WIDTH];
+	struct sc_cand cand[SC_TOPK];
+	uint32_t n_cand;
 };
+
+static uint32_t cms_add(struct sc_server *s, uint32_t keyhash)
+{
+	uint32_t est = UINT32_MAX;
+	for (uint32_t r = 0; r < SC_CMS_ROWS; r++) {
+		uint32_t *c = &s->cms[r][nk_mix64(keyhash + r * 0x9E3779B97F4A7C15ull) &
+					  (SC_CMS_WIDTH - 1)];
+		if (*c < UINT32_MAX)
+			(*c)++;
+		if (*c < est)
+			est = *c;
+	}
+	return est;
+}
+
+static void count_read(struct sc_server *s, const struct nk_msg *in)
+{
+	uint32_t est = cms_add(s, in->keyhash);
+	uint32_t low = 0;
+	for (uint32_t i = 0; i < s->n_cand; i++) {
+		struct sc_cand *c = &s->cand[i];
+		if (c->keyhash == in->keyhash && c->key_len == in->key_len &&
+		    !memcmp(c->key, in->key, in->key_len)) {
+			c->count = est;
+			return;
+		}
+		if (c->count < s->cand[low].count)
+			low = i;
+	}
+	if (s->n_cand < SC_TOPK)
+		low = s->n_cand++;
+	else if (est <= s->cand[low].count)
+		return;
+	struct sc_cand *c = &s->cand[low];
+	c->count = est;
+	c->keyhash = in->keyhash;
+	c->key_len = in->key_len;
+	memcpy(c->key, in->key, in->key_len);
+}
+
+static int cand_cmp(const void *a, const void *b)
+{
+	uint32_t x = ((const struct sc_cand *)a)->count, y = ((const struct sc_cand *)b)->count;
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static size_t cand_len(const struct sc_cand *c)
+{
+	return 1 + 2u * c->key_len + 1 + (size_t)snprintf(NULL, 0, "%u", c->count);
+}
+
+/* "topk": "ok n=<N> <hex key>:<count> ..." hottest first, as many as fit in
+ * cap; then the sketch and the candidates start again from zero. */
+static int report_topk(struct sc_server *s, char *out, size_t cap)
+{
+	qsort(s->cand, s->n_cand, sizeof(s->cand[0]), cand_cmp);
+	uint32_t k = 0;
+	size_t len = (size_t)snprintf(NULL, 0, "ok n=%u", s->n_cand);
+	while (k < s->n_cand && len + cand_len(&s->cand[k]) < cap)
+		len += cand_len(&s->cand[k++]);
+	size_t n = (size_t)snprintf(out, cap, "ok n=%u", k);
+	for (uint32_t i = 0; i < k; i++) {
+		const struct sc_cand *c = &s->cand[i];
+		out[n++] = ' ';
+		for (uint32_t b = 0; b < c->key_len; b++)
+			n += (size_t)snprintf(out + n, cap - n, "%02x", c->key[b]);
+		n += (size_t)snprintf(out + n, cap - n, ":%u", c->count);
+	}
+	memset(s->cms, 0, sizeof(s->cms));
+	s->n_cand = 0;
+	return (int)n;
+}
 
 struct sc_pending {
 	uint32_t req_id;
@@ -40,6 +137,7 @@ struct sc_client {
 static int sc_server_init(void *st, const struct nk_host_cfg *cfg)
 {
 	struct sc_server *s = st;
+	memset(s, 0, sizeof(*s));
 	s->id = cfg->id;
 	return 0;
 }
@@ -88,6 +186,8 @@ static int sc_server_handle(void *st, struct nk_store *store, const struct nk_ms
 	int found = store->ops->get(store->impl, in, &ver, &vlen) == 0;
 	struct nk_msg *r = &out[0].msg;
 	out[0].dst = NK_DST_SRC;
+	if (in->op == NK_STARCACHE_OP_R_REQ || in->op == NK_STARCACHE_OP_CRN_REQ)
+		count_read(s, in);
 	switch (in->op) {
 	case NK_STARCACHE_OP_R_REQ:
 	case NK_STARCACHE_OP_CRN_REQ:
@@ -123,6 +223,18 @@ static int sc_server_handle(void *st, struct nk_store *store, const struct nk_ms
 	default:
 		return 0;
 	}
+}
+
+static int sc_server_ctl(void *st, struct nk_store *store, int argc, char **argv, char *out,
+			 size_t cap)
+{
+	(void)store;
+	if (!cap)
+		return 0;
+	if (argc == 1 && !strcmp(argv[0], "topk"))
+		return report_topk(st, out, cap);
+	int n = snprintf(out, cap, "err unknown command (allowed: topk)");
+	return n < 0 ? 0 : (size_t)n >= cap ? (int)cap - 1 : n;
 }
 
 static int sc_client_init(void *st, const struct nk_host_cfg *cfg)
@@ -192,6 +304,7 @@ const struct nk_host_ops nk_host_starcache = {
 	.server_init = sc_server_init,
 	.server_fini = sc_fini,
 	.server_handle = sc_server_handle,
+	.server_ctl = sc_server_ctl,
 	.client_init = sc_client_init,
 	.client_fini = sc_fini,
 	.client_request = sc_client_request,
