@@ -16,6 +16,7 @@ import polars as pl
 import pytest
 
 from netkv.config.compose import ConfigError, load
+from netkv.protocols import implemented_on
 from netkv.testbed import netns
 from netkv.testbed.inventory import Inventory
 
@@ -86,7 +87,7 @@ def test_cli_refuses_a_testbed_without_inventory(capsys: pytest.CaptureFixture[s
     assert not out.exists()
 
 
-@pytest.mark.parametrize("protocol", ["hash", "pegasus"])
+@pytest.mark.parametrize("protocol", implemented_on("testbed"))
 def test_a_run_over_ssh_writes_the_tables_and_leaves_nothing(rack: Inventory, protocol: str,
                                                             tmp_path: Path) -> None:
     from netkv.cli import main

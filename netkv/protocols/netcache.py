@@ -492,7 +492,7 @@ class NetCacheP4(P4Semantics):
 PLUGIN = ProtocolPlugin(
     name="netcache",
     summary="NetCache switch cache (baseline)",
-    targets=("sim", "mininet"),
+    targets=("sim", "mininet", "testbed"),
     config=NetCacheProtocol,
     wire=Proto.NETCACHE,
     udp_port=NETCACHE_PORT,
