@@ -4,7 +4,7 @@ The same scenario as tests/test_hostile_sim.py on real packets: the last
 client runs ``kvclient --mode hostile`` (the protocol's client_hostile, the C
 function the simulator's hostile clients call) beside honest kvclients
 recording histories, through netkv-switch to real kvservers. For hash,
-Pegasus and NetCache:
+Pegasus, NetCache and KVSwitch:
 
 - every acknowledged write survives: after the point, every key an honest
   client wrote is read back from an honest client's namespace through the
@@ -12,8 +12,9 @@ Pegasus and NetCache:
   one somebody wrote (an honest write or a hostile one), not the preloaded
   value, and not an acknowledged write that finished before another
   acknowledged write of the key began (values are unique per write);
-- Pegasus' honest history, the hostile writes in it as writes of unknown
-  outcome, is linearizable by both checkers;
+- the honest history of Pegasus and of KVSwitch (strict mode), the hostile
+  writes in it as writes of unknown outcome, is linearizable by both
+  checkers;
 - the switch's refusal counters are non-zero, and the point counts the
   hostile messages sent.
 
@@ -23,6 +24,7 @@ failing on doctored read-backs.
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -42,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BASE = ["target=mininet", "servers=2", "clients=3", "topology.hostile_clients=1", "keys=200",
         "alpha=1.2", "write_ratio=0.3", "record_history=true", "duration=0.5",
         "topology.hostile_rps=2000", "topology.drain_ms=500"]
-EXTRA = {"hash": [], "pegasus": ["protocol.replicated_keys=4"], "netcache": []}
+EXTRA = {"hash": [], "pegasus": ["protocol.replicated_keys=4"], "netcache": [], "kvswitch": []}
 
 # Runs in an honest client's namespace: python - <json {port, proto, op, reads}>;
 # reads: [[key id, key hex, keyhash, home node, dst ip]]. Prints one JSON
@@ -82,9 +84,11 @@ def _read_back(target: Any, cfg: Any, keys: list[int], tmp_path: Path) -> dict[i
     from netkv.protocols import lookup
     from netkv.sim import native
     from netkv.sim.engine import Workload
-    from netkv.wire.codec import NetcacheOp, PegasusOp, Proto
+    from netkv.protocols import PROTOCOLS
+    from netkv.wire.codec import KINDS, Kind
 
     plugin = lookup(cfg.protocol.name)
+    wire_key = getattr(importlib.import_module(PROTOCOLS[plugin.name]), "wire_key", None)
     ffi, lib = native.load()
     with Workload.from_config(cfg) as wl:
         info = {int(r["key"]): r for r in wl.rank_info()}
@@ -94,13 +98,11 @@ def _read_back(target: Any, cfg: Any, keys: list[int], tmp_path: Path) -> dict[i
         lib.nk_key_bytes(key, cfg.workload.key_size, kb)
         home = int(info[key]["home"])
         kbytes = bytes(ffi.buffer(kb, cfg.workload.key_size))
-        if plugin.wire == Proto.NETCACHE:  # NetCache carries a key's first 16 bytes
-            from netkv.protocols.netcache import wire_key
-
+        if wire_key is not None:  # e.g. NetCache carries a key's first 16 bytes
             kbytes = wire_key(kbytes)
         reads.append([key, kbytes.hex(),
                       int(info[key]["keyhash"]), home, node_ip(home)])
-    read = NetcacheOp.READ if plugin.wire == Proto.NETCACHE else PegasusOp.READ
+    read = next(op for op, kind in KINDS[plugin.wire].items() if kind == Kind.READ)
     spec = {"port": plugin.udp_port, "proto": int(plugin.wire), "op": int(read),
             "client": 0, "reads": reads}
     script = tmp_path / "reader.py"
@@ -167,7 +169,7 @@ def _run(proto: str, tmp_path: Path) -> dict[str, Any]:
 
 
 @skip
-@pytest.mark.parametrize("proto", ["hash", "pegasus", "netcache"])
+@pytest.mark.parametrize("proto", ["hash", "pegasus", "netcache", "kvswitch"])
 def test_hostile_client_loses_no_acknowledged_write(proto: str, tmp_path: Path) -> None:
     run = _run(proto, tmp_path)
     res, rows = run["res"], run["rows"]
@@ -182,7 +184,7 @@ def test_hostile_client_loses_no_acknowledged_write(proto: str, tmp_path: Path) 
     assert hostile and all(r["op"] == "w" and r["status"] == "timeout" for r in hostile)
     assert len(run["back"]) > 20, run["back"]
     assert _lost_writes(rows, run["back"]) == []
-    if proto == "pegasus":
+    if proto in ("pegasus", "kvswitch"):  # KVSwitch: strict mode, its default
         from netkv.lincheck import PorcupineUnavailable, check_file, check_file_porcupine
 
         assert check_file(run["history"], timeout=120).ok is True

@@ -121,6 +121,7 @@ uint32_t nk_sim_cpu_port(const struct nk_sim *sim);
 uint32_t nk_sim_recirc_port(const struct nk_sim *sim);
 size_t nk_sim_abi_sizeof(const char *name);
 int nk_host_has_hostile(const char *name);
+int nk_host_checks_client_id(const char *name);
 
 struct nk_sim_op {
     uint64_t invoke_ns; uint64_t done_ns; uint64_t ver; uint32_t client; uint32_t key;

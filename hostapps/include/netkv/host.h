@@ -178,6 +178,9 @@ const struct nk_host_ops *nk_host_find(const char *name);
 /* 1 if `name`'s host logic has hostile traffic (client_hostile), else 0:
  * lets a config layer refuse topology.hostile_clients before a run. */
 int nk_host_has_hostile(const char *name);
+/* 1 if kvclient matches `name`'s replies by their CLIENT_ID (the host
+ * logic does not set no_client_id), else 0: tests hold it to the wire. */
+int nk_host_checks_client_id(const char *name);
 
 /* The static-hashing baseline's hosts (host/hash.c). */
 extern const struct nk_host_ops nk_host_hash;

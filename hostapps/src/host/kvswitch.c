@@ -591,6 +591,7 @@ const struct nk_host_ops nk_host_kvswitch = {
 	.name = "kvswitch",
 	.proto = NK_PROTO_KVSWITCH,
 	.udp_port = NK_KVSWITCH_PORT,
+	.no_client_id = 1,   /* the header has no CLIENT_ID: decoded as 0 */
 	.server_state_size = sizeof(struct ks_server),
 	.client_state_size = 1,
 	.server_init = ks_server_init,

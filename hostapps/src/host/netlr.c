@@ -219,6 +219,7 @@ const struct nk_host_ops nk_host_netlr = {
 	.name = "netlr",
 	.proto = NK_PROTO_NETLR,
 	.udp_port = NK_NETLR_PORT,
+	.no_client_id = 1,   /* the header has no CLIENT_ID: decoded as 0 */
 	.server_state_size = sizeof(struct nl_server),
 	.client_state_size = sizeof(struct nl_client),
 	.server_init = nl_server_init,

@@ -22,6 +22,12 @@ static const struct nk_host_ops *const hosts[] = {
 	&nk_host_netlr,
 };
 
+int nk_host_checks_client_id(const char *name)
+{
+	const struct nk_host_ops *h = nk_host_find(name);
+	return h && !h->no_client_id;
+}
+
 int nk_host_has_hostile(const char *name)
 {
 	const struct nk_host_ops *h = nk_host_find(name);

@@ -299,6 +299,7 @@ const struct nk_host_ops nk_host_starcache = {
 	.name = "starcache",
 	.proto = NK_PROTO_STARCACHE,
 	.udp_port = NK_STARCACHE_PORT,
+	.no_client_id = 1,   /* the header has no CLIENT_ID: decoded as 0 */
 	.server_state_size = sizeof(struct sc_server),
 	.client_state_size = sizeof(struct sc_client),
 	.server_init = sc_server_init,
