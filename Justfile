@@ -16,8 +16,9 @@ default:
 system-deps:
     #!/usr/bin/env bash
     set -euo pipefail
-    # chromium: tests/test_report.py renders `netkv report` pages headless
-    pkgs="cmake gcc make pkg-config ethtool iproute2 mininet tcpdump openssh-client openssh-server tshark libdpdk-dev chromium"
+    # chromium: tests/test_report.py renders `netkv report` pages headless;
+    # clang and its runtime (libFuzzer): just fuzz
+    pkgs="cmake gcc make clang libclang-rt-14-dev pkg-config ethtool iproute2 mininet tcpdump openssh-client openssh-server tshark libdpdk-dev chromium"
     missing=$(dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' $pkgs 2>/dev/null | awk '$1!="ii"{print $2}' || true)
     for p in $pkgs; do dpkg-query -W "$p" >/dev/null 2>&1 || missing="$missing $p"; done
     if [ -n "${missing// /}" ]; then

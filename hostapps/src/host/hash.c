@@ -42,6 +42,9 @@ static int plain_server_handle(void *st, struct nk_store *store, const struct nk
 	struct nk_msg *r = &out[0].msg;
 	out[0].dst = NK_DST_SRC;
 	*r = *in;
+	/* the request's bytes are not the reply's: a READ's value (if any) is not
+	 * the stored one, and its length is the store's; the embedder fills them */
+	r->value = NULL;
 	r->server_id = (uint8_t)s->id;
 	r->bitmap = s->id < 32 ? 1u << s->id : 0;
 	switch (in->op) {
