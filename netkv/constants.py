@@ -172,6 +172,7 @@ class McStat(IntEnum):
     MALFORMED = 4
     NO_ROUTE = 5
     HOST_SERVER_OP = 6
+    FORGED = 7
 
 
 class ScStat(IntEnum):

@@ -4,7 +4,8 @@ The same scenario as tests/test_hostile_sim.py on real packets: the last
 client runs ``kvclient --mode hostile`` (the protocol's client_hostile, the C
 function the simulator's hostile clients call) beside honest kvclients
 recording histories, through netkv-switch to real kvservers. For hash,
-Pegasus, NetCache and KVSwitch:
+Pegasus, NetCache, KVSwitch and NetMC (and CoordiMC; their multigets in a
+second point, as kvclient records single-key histories only):
 
 - every acknowledged write survives: after the point, every key an honest
   client wrote is read back from an honest client's namespace through the
@@ -34,8 +35,10 @@ import pytest
 
 try:
     from test_mininet_hash import REASON
+    from test_mininet_netmc import mget_equals_gets
 except ImportError:
     from tests.test_mininet_hash import REASON
+    from tests.test_mininet_netmc import mget_equals_gets
 
 pytestmark = pytest.mark.mininet
 skip = pytest.mark.skipif(REASON is not None, reason=REASON or "")
@@ -44,7 +47,11 @@ ROOT = Path(__file__).resolve().parent.parent
 BASE = ["target=mininet", "servers=2", "clients=3", "topology.hostile_clients=1", "keys=200",
         "alpha=1.2", "write_ratio=0.3", "record_history=true", "duration=0.5",
         "topology.hostile_rps=2000", "topology.drain_ms=500"]
-EXTRA = {"hash": [], "pegasus": ["protocol.replicated_keys=4"], "netcache": [], "kvswitch": []}
+# NetMC: multigets (mean 4 keys on [1, 16]) beside the single-key writes, 8 B
+# keys (4 B keys all hash to one server, docs/netmc.md)
+EXTRA = {"hash": [], "pegasus": ["protocol.replicated_keys=4"], "netcache": [], "kvswitch": [],
+         "netmc": ["workload.multiget.mean=4", "workload.multiget.max_keys=16",
+                   "workload.key_size=8", "slo.reference=netmc"]}
 
 # Runs in an honest client's namespace: python - <json {port, proto, op, reads}>;
 # reads: [[key id, key hex, keyhash, home node, dst ip]]. Prints one JSON
@@ -61,8 +68,9 @@ s.settimeout(0.2)
 out = {}
 for i, (key, khex, keyhash, home, dst) in enumerate(spec["reads"]):
     rid = 0x7000_0000 + i
+    kb = bytes.fromhex(khex)
     m = Msg(proto=proto, op=spec["op"], server_id=home, client_id=spec["client"], req_id=rid,
-            keyhash=keyhash, key=bytes.fromhex(khex))
+            keyhash=keyhash, key=kb, key_slot_len=len(kb))
     got = None
     for _ in range(5):
         s.sendto(encode(m), (dst, spec["port"]))
@@ -151,21 +159,35 @@ def _rows(paths: list[Path]) -> list[dict[str, Any]]:
 
 
 def _run(proto: str, tmp_path: Path) -> dict[str, Any]:
+    return _run_proto(proto, EXTRA[proto], tmp_path)
+
+
+def _run_proto(proto: str, extra: list[str], tmp_path: Path) -> dict[str, Any]:
     from netkv.config.compose import load
     from netkv.runner import make_target
 
-    cfg = load([f"protocol={proto}", *BASE, *EXTRA[proto]])
+    cfg = load([f"protocol={proto}", *BASE, *extra])
     with make_target(cfg) as target:
         res = target.run_point(1500.0, seed=5)
-        rows = _rows(target.histories)
+        rows = _rows(target.histories) if cfg.record_history else []
         honest = cfg.topology.clients - cfg.topology.hostile_clients
         written = sorted({r["key"] for r in rows
                           if r["client"] < honest and r["op"] == "w" and r["status"] == "ok"})
         back = _read_back(target, cfg, written, tmp_path)
         history = tmp_path / "history.jsonl"
-        target.write_history(history)
+        if cfg.record_history:
+            target.write_history(history)
+        refused = {why: target.driver.reg_read(reg, idx)
+                   for why, (reg, idx) in target.plugin.refusals.items()}
+        # multigets: a multiget of the hottest keys equals single GETs of
+        # them (through NetMC's split or the coordinator), after the point
+        mget = None
+        if cfg.workload.multiget.enabled:
+            via = (cfg.topology.servers + cfg.topology.clients
+                   if target.rack.coordinators else None)
+            mget = mget_equals_gets(target, via)
     return {"cfg": cfg, "res": res, "rows": rows, "back": back, "history": history,
-            "honest": honest}
+            "honest": honest, "refused": refused, "mget": mget}
 
 
 @skip
@@ -192,6 +214,38 @@ def test_hostile_client_loses_no_acknowledged_write(proto: str, tmp_path: Path) 
             assert check_file_porcupine(run["history"], timeout=120).ok is True
         except PorcupineUnavailable as exc:
             pytest.skip(f"Porcupine: {exc}")
+
+
+@skip
+@pytest.mark.parametrize("scheme", ["netmc", "coordimc"])
+def test_netmc_multigets_stand_beside_a_hostile_client(scheme: str, tmp_path: Path) -> None:
+    """NetMC (the switch splits) and CoordiMC (the coordinator a rack host),
+    beside ``kvclient --mode hostile`` sending NetMC's client_hostile
+    (forged OID/STARTIDX/CLO/KEYIDX/SRV, spoofed replies to honest clients,
+    the coordinator and servers, replays, oversized messages). Two points,
+    as kvclient records single-key histories only: with single-key reads
+    and histories, every acknowledged PUT reads back; with multigets (mean 4
+    keys), every honest multiget completes and, after the point, a multiget
+    of the hottest keys equals single GETs of them byte for byte. The switch
+    counts its refusals by reason in both."""
+    keyed = _run_proto("netmc", [f"protocol.scheme={scheme}", "workload.key_size=8"], tmp_path)
+    mget = _run_proto("netmc", [*EXTRA["netmc"], f"protocol.scheme={scheme}",
+                                "record_history=false"], tmp_path)
+    for name, run in (("single keys", keyed), ("multigets", mget)):
+        res, refused = run["res"], run["refused"]
+        print(f"NetMC {scheme} on Mininet, {name}: {res.issued} honest requests, completion "
+              f"{res.completion:.4f}, {res.hostile_sent} hostile messages, switch refused "
+              f"{refused}, point {res.refused}, {len(run['back'])} keys read back")
+        assert res.hostile_sent > 300, res
+        assert res.completion >= 0.99, res
+        assert refused["host_server_op"] > 0
+        if scheme == "netmc":
+            assert refused["forged_fields"] > 0 and refused["malformed"] > 0
+    assert len(keyed["back"]) > 20 and _lost_writes(keyed["rows"], keyed["back"]) == []
+    hostile = [r for r in keyed["rows"] if r["client"] >= keyed["honest"]]
+    assert hostile and all(r["op"] == "w" and r["status"] == "timeout" for r in hostile)
+    assert mget["mget"] is not None   # mget_equals_gets asserted every pair
+    print(f"{mget['mget']} of 16 probed values written")
 
 
 def test_the_read_back_check_fails_on_lost_writes() -> None:

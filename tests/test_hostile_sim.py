@@ -3,7 +3,8 @@
 One of the clients sends its protocol's adversarial traffic (host.h
 client_hostile: forged versions and flags, server-only ops, replays, spoofed
 replies, oversized values) beside honest clients recording histories. For
-hash, Pegasus, NetCache and KVSwitch:
+hash, Pegasus, NetCache, KVSwitch and NetMC (with its baselines, beside
+multigets; a multiget of the hottest keys after the run equals single GETs):
 
 - every acknowledged write survives: after the run, every key an honest
   client wrote is read back through the switch and the servers (controller
@@ -33,18 +34,26 @@ from netkv.sim import native
 from netkv.sim.engine import SimEngine, Workload
 from netkv.sim.history import write_history
 from netkv.protocols.kvswitch import wire_key
-from netkv.wire.codec import KINDS, KvswitchOp, NetcacheOp, PegasusOp, Proto
+from netkv.wire.codec import KINDS, KvswitchOp, NetcacheOp, NetmcOp, PegasusOp, Proto
 
 BASE = ["servers=4", "clients=4", "topology.hostile_clients=1", "keys=200", "alpha=1.2",
         "write_ratio=0.3", "record_history=true", "duration=0.05",
         "topology.hostile_rps=50000"]
 # KVSwitch learns hot keys from the traffic (cold mode, short periods): the
 # hostile client's messages meet installs, evictions and hot writes
+# NetMC: multigets (mean 4 keys on [1, 16]) beside the single-key writes; 8 B
+# keys (4 B keys all live on one server, docs/netmc.md); values of three sizes,
+# so that a pair answered for the wrong key shows in its length
+MGET = ["workload.multiget.mean=4", "workload.key_size=8", "slo.reference=netmc",
+        "workload.value_size=[{size: 32, weight: 1}, {size: 128, weight: 1},"
+        " {size: 700, weight: 1}]"]
 EXTRA = {"hash": [], "pegasus": ["protocol.replicated_keys=4"], "netcache": [],
          "kvswitch": ["protocol.mode=cold", "protocol.hot_keys=16", "protocol.period_ms=2",
-                      "protocol.min_period_queries=100", "protocol.epsilon=0.01"]}
+                      "protocol.min_period_queries=100", "protocol.epsilon=0.01"],
+         "netmc": MGET}
 PROTO = {"hash": (Proto.PLAIN, PegasusOp.READ), "pegasus": (Proto.PEGASUS, PegasusOp.READ),
-         "netcache": (Proto.NETCACHE, NetcacheOp.READ), "kvswitch": (Proto.KVSWITCH, KvswitchOp.GET)}
+         "netcache": (Proto.NETCACHE, NetcacheOp.READ),
+         "kvswitch": (Proto.KVSWITCH, KvswitchOp.GET), "netmc": (Proto.NETMC, NetmcOp.GET)}
 OK = 1  # nk_sim_outcome
 
 
@@ -61,8 +70,9 @@ def _run(proto: str, overrides: list[str], params_extra: str = "") -> dict[str, 
         refused = {why: eng.reg_read(reg, idx) for why, (reg, idx) in plugin.refusals.items()}
         back = _read_back(eng, cfg, wl, hist, PROTO[proto])
         value_len = {int(r["key"]): int(r["value_len"]) for r in wl.rank_info()}
+        mget = _mget_vs_gets(eng, cfg, wl) if proto == "netmc" else None
     return {"cfg": cfg, "stats": st, "hist": hist, "owners": owners, "refused": refused,
-            "back": back, "value_len": value_len}
+            "back": back, "value_len": value_len, "mget": mget}
 
 
 def _read_back(eng: SimEngine, cfg, wl: Workload, hist: np.ndarray,
@@ -108,6 +118,87 @@ def _read_back(eng: SimEngine, cfg, wl: Workload, hist: np.ndarray,
                 out[key] = (int(msg.ver), int(msg.value_len))
     assert set(out) == set(keys), f"no read-back reply for {sorted(set(keys) - set(out))[:5]}"
     return out
+
+
+def _mget_vs_gets(eng: SimEngine, cfg, wl: Workload) -> list[tuple[int, int, int, int]]:
+    """After the run, on the quiescent store: a multiget of the 16 hottest
+    keys as the scheme's client sends it (NetMC: one packet with KEYIDX and
+    SRV, split by the switch; CliMC: one per server group; CoordiMC: one to
+    the coordinator), from the controller, and single GETs of the same keys.
+    The simulator's pairs carry lengths only: per reply packet, (first key,
+    keys, value bytes from the multiget, the same keys' bytes from the GETs)."""
+    ffi = eng.ffi
+    hot = sorted(list(wl.rank_info())[:16], key=lambda r: int(r["home"]))  # by server
+    kl, scheme = cfg.workload.key_size, cfg.protocol.scheme
+    keys = []
+    for r in hot:
+        kb = ffi.new("uint8_t[64]")
+        eng.lib.nk_key_bytes(int(r["key"]), kl, kb)
+        keys.append(bytes(ffi.buffer(kb, kl)))
+    homes = [int(r["home"]) for r in hot]
+    groups = [i for i in range(len(hot)) if i == 0 or homes[i] != homes[i - 1]]
+    if scheme == "climc":
+        parts = [(lo, (groups + [len(hot)])[g + 1]) for g, lo in enumerate(groups)]
+    else:
+        parts = [(0, len(hot))]
+    keep = []  # the key lists, alive until the replies are in
+    while eng.cpu_recv(4096):
+        pass
+    for lo, hi in parts:
+        items = ffi.new("uint8_t[]", b"".join(keys[lo:hi]))
+        keep.append(items)
+        m = eng.new_msg()
+        m.proto, m.op = int(Proto.NETMC), int(NetmcOp.MGET)
+        m.kind = KINDS[Proto.NETMC][NetmcOp.MGET]
+        m.req_id = 0x3000 << 6 | lo      # the wire ID: request << 6 | first key
+        m.nkeys = m.key_slots = hi - lo
+        m.key_slot_len = kl
+        m.items, m.items_len = items, (hi - lo) * kl
+        m.frag_cnt = 1
+        g = 0
+        for i in range(lo, hi):
+            if i + 1 == hi or homes[i + 1] != homes[i]:
+                m.keyidx |= 1 << (cfg.protocol.w - 1 - (i - lo))
+                m.srv[g] = homes[i]
+                g += 1
+        coord = cfg.topology.servers + cfg.topology.clients
+        eng.cpu_send(m, coord if scheme == "coordimc" else homes[lo])
+    for i, (home, k) in enumerate(zip(homes, keys, strict=True)):
+        g = eng.new_msg()
+        g.proto, g.op = int(Proto.NETMC), int(NetmcOp.GET)
+        g.kind = KINDS[Proto.NETMC][NetmcOp.GET]
+        g.key_len = g.key_slot_len = kl
+        ffi.memmove(g.key, k, kl)
+        g.key_slots = g.nkeys = g.frag_cnt = 1
+        g.req_id = 0x3100 + i
+        eng.cpu_send(g, home)
+    eng.extend(0.01)
+    eng.run_until(eng.end_s)
+    got = eng.cpu_recv(1 << 16)
+    single = {int(msg.req_id) - 0x3100: int(msg.value_len) for _src, msg in got
+              if msg.op == NetmcOp.GET_REPLY}
+    assert sorted(single) == list(range(len(keys))), "a GET went unanswered"
+    out = []
+    for _src, msg in got:
+        if msg.op == NetmcOp.MGET_REPLY and msg.req_id >> 6 == 0x3000:
+            lo, n = int(msg.req_id & 63) + int(msg.startidx), int(msg.nkeys)
+            want = sum(single.get(i, -1) for i in range(lo, lo + n))
+            out.append((lo, n, int(msg.value_len), want))
+    del keep
+    return sorted(out)
+
+
+def _mget_wrong(replies: list[tuple[int, int, int, int]], nkeys: int) -> list[str]:
+    """What is wrong with a multiget's replies: a key answered twice or not
+    at all, or value bytes that differ from the single GETs'."""
+    wrong, seen = [], [0] * nkeys
+    for lo, n, got, want in replies:
+        for i in range(lo, min(lo + n, nkeys)):
+            seen[i] += 1
+        if got != want:
+            wrong.append(f"keys {lo}..{lo + n - 1}: {got} B, single GETs {want} B")
+    wrong += [f"key {i} answered {c} times" for i, c in enumerate(seen) if c != 1]
+    return wrong
 
 
 HOSTILE_VALUE_LEN = 8000  # the hostile clients' oversized (but legitimate) writes
@@ -158,13 +249,55 @@ def _honest_ok(run: dict[str, Any]) -> None:
     assert len(hostile) > 0 and (hostile["write"] == 1).all() and (hostile["outcome"] != OK).all()
 
 
-@pytest.mark.parametrize("proto", ["hash", "pegasus", "netcache", "kvswitch"])
+@pytest.mark.parametrize("proto", ["hash", "pegasus", "netcache", "kvswitch", "netmc"])
 def test_hostile_client_loses_no_acknowledged_write(proto: str) -> None:
     run = _run(proto, [])
     _honest_ok(run)
     assert len(run["back"]) > 50
     assert _lost_writes(run) == []
     assert sum(run["refused"].values()) > 0, run["refused"]
+
+
+@pytest.mark.parametrize("scheme", ["netmc", "climc", "coordimc"])
+def test_netmc_multigets_stand_beside_a_hostile_client(scheme: str) -> None:
+    """NetMC and its baselines: the hostile client's forged OID, STARTIDX,
+    CLO, KEYIDX, SRV and NUMKEY, spoofed replies (to honest clients, the
+    coordinator and servers), replays and oversized messages leave every
+    honest multiget complete, every acknowledged PUT readable, and a
+    multiget of the hottest keys (rewritten during the run) equal to single
+    GETs of them; the switch counts its refusals by reason."""
+    run = _run("netmc", [f"protocol.scheme={scheme}"])
+    _honest_ok(run)
+    st, refused = run["stats"], run["refused"]
+    print(f"NetMC {scheme}: {st.issued} honest requests, {st.completed} completed, "
+          f"{st.hostile_sent} hostile messages, refused {refused}, "
+          f"{len(run['back'])} keys read back, multiget replies {run['mget']}")
+    assert _lost_writes(run) == []
+    if scheme == "coordimc":
+        # the simulated coordinator gets lengths-only sub-replies and spreads
+        # each one's bytes evenly over its pairs (docs/netmc.md): per packet
+        # the lengths move, the total may lose < 1 B per key to rounding
+        replies = run["mget"]
+        assert _mget_wrong([(lo, n, w, w) for lo, n, _g, w in replies], 16) == []
+        total, want = sum(r[2] for r in replies), sum(r[3] for r in replies)
+        assert want - 16 < total <= want, (total, want)
+    else:
+        assert run["mget"] and _mget_wrong(run["mget"], 16) == []
+    assert refused["host_server_op"] > 0
+    if scheme == "netmc":   # the baselines' switch only forwards (split=0)
+        assert refused["forged_fields"] > 0 and refused["malformed"] > 0
+    else:
+        assert refused["forged_fields"] == refused["malformed"] == 0
+
+
+def test_the_multiget_check_fails_on_wrong_replies() -> None:
+    """The multiget check on wrong data: a missing key, a key answered
+    twice, and value bytes other than the single GETs' are each reported."""
+    good = [(0, 3, 768, 768), (3, 1, 8000, 8000)]
+    assert _mget_wrong(good, 4) == []
+    assert any("key 3 answered 0" in w for w in _mget_wrong(good[:1], 4))
+    assert any("answered 2" in w for w in _mget_wrong([*good, (2, 2, 8256, 8256)], 4))
+    assert any("single GETs 768" in w for w in _mget_wrong([(0, 3, 512, 768), good[1]], 4))
 
 
 def test_pegasus_honest_histories_linearizable_beside_a_hostile_client(tmp_path: Path) -> None:

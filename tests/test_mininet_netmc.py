@@ -153,7 +153,7 @@ def run(overrides: list[str], rate: float, check_values: bool) -> dict[str, Any]
         out["tag"] = target.state.tag
         res = target.run_point(rate, seed=5)
         out["res"] = res
-        out["stats"] = [target.driver.reg_read("stats", i) for i in range(7)]
+        out["stats"] = [target.driver.reg_read("stats", i) for i in range(8)]
         out["coords"] = len(target.rack.coordinators)
         if check_values:
             via = cfg.topology.servers + cfg.topology.clients if out["coords"] else None
@@ -179,7 +179,7 @@ def test_netmc_splits_in_the_switch_one_packet_per_multiget() -> None:
     assert abs(mgets - reads) < 0.05 * res.issued, (mgets, reads)   # the writes are PUTs
     # every group past the first was cloned and recirculated
     assert passes == mgets + clones and clones > mgets
-    assert stats[4] == stats[5] == stats[6] == 0                    # malformed, no route, forged
+    assert stats[4] == stats[5] == stats[6] == stats[7] == 0   # malformed, no route, replies, forged
     assert res.request_keys > 6 * res.issued                        # mean 8.6 keys per read
     assert out["written"] >= PROBE_KEYS // 2
     links, procs = _leftovers(out["tag"])

@@ -242,49 +242,59 @@ static void test_one_group_and_full_width(void)
 	rig_free(&r);
 }
 
+/* one pass of m from a client's port (or recirculated): dropped, and the
+ * stats cell counts `count` */
+static void dropped_as(struct rig *r, struct nk_msg *m, int recirculated, unsigned cell,
+		       uint64_t count)
+{
+	struct nk_actions act;
+	pass(r, m, recirculated, &act);
+	EXPECT_EQ(act.fwd, NK_FWD_DROP);
+	EXPECT_EQ(stat(r, cell), count);
+}
+
 static void test_malformed_dropped(void)
 {
 	struct rig r;
 	rig_init(&r, "");
-	struct nk_actions act;
 	current = "client packet with CLO = 1";
 	struct nk_msg m = {.proto = NK_PROTO_NETMC, .op = NK_NETMC_OP_MGET,
 			   .kind = NK_KIND_MULTIGET, .nkeys = 2, .keyidx = 0xC000, .clo = 1,
 			   .key_slots = 2, .srv = {1, 2}};
-	pass(&r, &m, 0, &act);
-	EXPECT_EQ(act.fwd, NK_FWD_DROP);
-	EXPECT_EQ(stat(&r, MC_STAT_MALFORMED), 1);
-	current = "KEYIDX 0";
+	dropped_as(&r, &m, 0, MC_STAT_FORGED, 1);
+	current = "client packet with OID or STARTIDX set (the switch's fields)";
 	m.clo = 0;
+	m.oid = 1;
+	dropped_as(&r, &m, 0, MC_STAT_FORGED, 2);
+	m.oid = 0;
+	m.startidx = 1;
+	m.nkeys = 1;
+	m.keyidx = 0x8000;
+	dropped_as(&r, &m, 0, MC_STAT_FORGED, 3);
+	EXPECT_EQ(stat(&r, MC_STAT_MGETS), 0);
+	current = "KEYIDX 0";
+	m.startidx = 0;
+	m.nkeys = 2;
 	m.keyidx = 0;
-	pass(&r, &m, 0, &act);
-	EXPECT_EQ(act.fwd, NK_FWD_DROP);
-	EXPECT_EQ(stat(&r, MC_STAT_MALFORMED), 2);
+	dropped_as(&r, &m, 0, MC_STAT_MALFORMED, 1);
 	current = "OID past SRV";
 	m.keyidx = 0x8000;
 	m.clo = 1;
 	m.oid = NK_NETMC_N - 1;
-	pass(&r, &m, 1, &act);
-	EXPECT_EQ(act.fwd, NK_FWD_DROP);
-	EXPECT_EQ(stat(&r, MC_STAT_MALFORMED), 3);
+	dropped_as(&r, &m, 1, MC_STAT_MALFORMED, 2);
 	current = "a group past the packet's key list";
 	m = (struct nk_msg){.proto = NK_PROTO_NETMC, .op = NK_NETMC_OP_MGET, .nkeys = 2,
 			    .keyidx = 0x2000, .key_slots = 2, .srv = {1}};  /* group of 3 keys */
-	pass(&r, &m, 0, &act);
-	EXPECT_EQ(act.fwd, NK_FWD_DROP);
-	EXPECT_EQ(stat(&r, MC_STAT_MALFORMED), 4);
+	dropped_as(&r, &m, 0, MC_STAT_MALFORMED, 3);
+	EXPECT_EQ(stat(&r, MC_STAT_FORGED), 3);
 	current = "server with no AddrTable entry";
 	m = (struct nk_msg){.proto = NK_PROTO_NETMC, .op = NK_NETMC_OP_MGET, .nkeys = 1,
 			    .keyidx = 0x8000, .key_slots = 1, .srv = {9}};
-	pass(&r, &m, 0, &act);
-	EXPECT_EQ(act.fwd, NK_FWD_DROP);
-	EXPECT_EQ(stat(&r, MC_STAT_NO_ROUTE), 1);
+	dropped_as(&r, &m, 0, MC_STAT_NO_ROUTE, 1);
 	current = "a reply from a client's port";
 	m = (struct nk_msg){.proto = NK_PROTO_NETMC, .op = NK_NETMC_OP_MGET_REPLY,
 			    .kind = NK_KIND_MULTIGET_REPLY, .nkeys = 1, .key_slots = 1};
-	pass(&r, &m, 0, &act);
-	EXPECT_EQ(act.fwd, NK_FWD_DROP);
-	EXPECT_EQ(stat(&r, MC_STAT_HOST_SERVER_OP), 1);
+	dropped_as(&r, &m, 0, MC_STAT_HOST_SERVER_OP, 1);
 	rig_free(&r);
 }
 
@@ -602,6 +612,8 @@ static void coordimc_round_trip(int bytes)
 			EXPECT_EQ(nk_wire_decode(NK_PROTO_NETMC, wire, (size_t)(len > 0 ? len : 0), &got),
 				  0);
 		}
+		if (i + 1 == g)  /* the last sub-reply, from a client's node: not a server's */
+			EXPECT_EQ(H->coord_handle(co, &got, CL, fin, NK_HOST_MAX_REQ_OUT), 0);
 		int n = H->coord_handle(co, &got, sub[i].dst, fin, NK_HOST_MAX_REQ_OUT);
 		if (bytes)
 			memset(wire, 0xEE, sizeof wire);
@@ -645,6 +657,70 @@ static void test_coordimc_round_trip(void)
 	coordimc_round_trip(1);
 }
 
+/* A hostile client's messages (client_hostile, docs/security.md), each kind
+ * from a client's port: the switch refuses the switch-owned fields and the
+ * server-only ops by reason, neutralises NUMKEY, forwards the rest (its own
+ * traffic); the codec refuses NUMKEY past the list and the oversized MGET
+ * truncated to a datagram. */
+static void test_hostile_messages(void)
+{
+	struct rig r;
+	rig_init(&r, "");
+	uint8_t key[8] = "k0000001";
+	struct nk_req_spec sp = {.kind = NK_KIND_WRITE, .key_len = 8, .home = 2, .req_id = 77,
+				 .keyhash = nk_djb2(key, 8), .value_len = 100, .key = key};
+	static const unsigned want[10] = {
+		MC_STAT_FORGED, MC_STAT_FORGED, MC_STAT_FORGED, MC_STAT_MALFORMED, MC_STAT_NO_ROUTE,
+		MC_STAT_PASSES, MC_STAT_HOST_SERVER_OP, MC_STAT_HOST_SERVER_OP, MC_STAT_FORWARDED,
+		MC_STAT_FORWARDED};
+	unsigned seen[10] = {0};
+	for (uint64_t i = 0; i < 400; i++) {
+		uint64_t draw = i * 0x9E3779B97F4A7C15ull;
+		draw = draw - draw % 10 + i % 10;
+		unsigned kind = (unsigned)(draw % 10);
+		struct nk_msg m;
+		uint16_t dst = r.H->client_hostile(r.cli, draw, &sp, 0, NS, &m);
+		current = "hostile: a well-formed message to a node of the rack";
+		EXPECT_EQ(m.proto, NK_PROTO_NETMC);
+		EXPECT(dst < NS + NC);
+		EXPECT_EQ(m.kind, (uint8_t)nk_wire_kind(NK_PROTO_NETMC, m.op));
+		static uint8_t wire[16384];
+		int len = nk_wire_encode(&m, wire, sizeof wire);
+		if (kind == 5) {
+			current = "hostile: NUMKEY past the key list: the codec refuses it";
+			EXPECT(len < 0);
+			struct nk_host_out out[NK_HOST_MAX_OUT];
+			EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &m, CL, out, NK_HOST_MAX_OUT), 0);
+		} else {
+			EXPECT(len > 0);
+		}
+		if (kind == 9 && m.op == NK_NETMC_OP_MGET) {
+			current = "hostile: an oversized MGET, truncated to a datagram, decodes as truncated";
+			struct nk_msg back;
+			EXPECT(len > 1472);
+			EXPECT(nk_wire_decode(NK_PROTO_NETMC, wire, 1472, &back) < 0);
+		}
+		current = "hostile: the switch refuses or neutralises each kind, by reason";
+		uint64_t before[MC_STAT_COUNT];
+		for (unsigned c = 0; c < MC_STAT_COUNT; c++)
+			before[c] = stat(&r, c);
+		struct nk_actions act;
+		struct nk_pkt_meta meta = {.ingress_port = PORTS[CL], .src = CL, .dst = dst};
+		r.P->process(r.sw, &m, &meta, &act);
+		/* the oversized MGET is a valid one in-process: split as any */
+		unsigned cell = kind == 9 && m.op == NK_NETMC_OP_MGET ? MC_STAT_PASSES : want[kind];
+		EXPECT_EQ(stat(&r, cell), before[cell] + 1);
+		int refused = cell != MC_STAT_PASSES && cell != MC_STAT_FORWARDED;
+		EXPECT_EQ(act.fwd == NK_FWD_DROP, refused);
+		if (kind == 5)  /* NUMKEY: the switch's, overwritten by the pass */
+			EXPECT(m.startidx + m.nkeys <= m.key_slots);
+		seen[kind]++;
+	}
+	for (unsigned k = 0; k < 10; k++)
+		EXPECT(seen[k] == 40);
+	rig_free(&r);
+}
+
 static void test_bad_params_refused(void)
 {
 	current = "params: W other than 16 or 32, an unknown scheme";
@@ -680,6 +756,7 @@ int main(void)
 	test_aggregation_all_or_nothing();
 	test_end_to_end();
 	test_coordimc_round_trip();
+	test_hostile_messages();
 	test_bad_params_refused();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;

@@ -38,9 +38,11 @@ from netkv.wire.codec import NETMC_HDR_LEN, NETMC_N, NETMC_PAYLOAD_HDR_LEN, NETM
 
 
 #: what the switch refuses at the trust boundary (docs/security.md): forged
-#: replies from a client's port, and malformed multigets (CLO set by a
-#: client, KEYIDX 0, a group past the key list)
+#: replies from a client's port, multigets with the switch's fields (OID,
+#: STARTIDX, CLO) set by a client, and malformed multigets (KEYIDX 0, a
+#: group past the key list, OID past SRV)
 REFUSALS = {"host_server_op": ("stats", int(McStat.HOST_SERVER_OP)),
+            "forged_fields": ("stats", int(McStat.FORGED)),
             "malformed": ("stats", int(McStat.MALFORMED))}
 
 

@@ -134,6 +134,7 @@ const bit<8> MC_STAT_FORWARDED = 3;
 const bit<8> MC_STAT_MALFORMED = 4;
 const bit<8> MC_STAT_NO_ROUTE = 5;
 const bit<8> MC_STAT_HOST_SERVER_OP = 6;
+const bit<8> MC_STAT_FORGED = 7;
 
 /* the multicast group of a write to start, start+1, ..., start+r-1 (mod n), 2 <= r <= n: 1..1023, never 0 (no multicast on v1model) */
 #define PEG_MCAST_GROUP(start, r) ((start) * 32 + (r) - 1)

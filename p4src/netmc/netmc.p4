@@ -12,8 +12,9 @@
  *   KEYIDX != 0: CLO = 1, multicast to mgid = {server port (rid 0),
  *                recirculation port (rid 1)}; the egress recirculates rid 1
  *   else:        unicast to the server's port
- * A client's packet with CLO = 1, KEYIDX 0, OID past SRV or a group past
- * NSLOTS is malformed: counted and dropped. GET, PUT and replies are
+ * OID, STARTIDX and CLO are the switch's: a client's packet with any of them
+ * set is forged (FORGED); KEYIDX 0, OID past SRV or a group past NSLOTS is
+ * malformed (MALFORMED): both counted and dropped. GET, PUT and replies are
  * forwarded by destination; a reply from a client's port is dropped.
  *
  * Named state (same names as netmc.c):
@@ -51,7 +52,7 @@
 #if MC_W != 16 && MC_W != 32
 #error "MC_W: 16 or 32"
 #endif
-#define MC_STAT_COUNT 7
+#define MC_STAT_COUNT 8
 /* KEYIDX's W bits */
 #if MC_W == 32
 #define MC_WMASK 32w0xFFFFFFFF
@@ -212,15 +213,15 @@ control NetmcIngress(inout headers_t hdr, inout metadata_t meta,
             }
         }
         if (meta.is_proto == 1 && !dropped && hdr.netmc.op == NETMC_OP_MGET && MC_SPLIT == 1) {
-            if (hdr.netmc.clo == 1) {
-                if (meta.origin == ORIGIN_CLIENT) {
-                    stat_inc(MC_STAT_MALFORMED);
-                    meta.fwd = FWD_DROP;
-                    dropped = true;
-                } else {
-                    hdr.netmc.oid = hdr.netmc.oid + 1;
-                    hdr.netmc.startidx = hdr.netmc.startidx + hdr.netmc.numkey;
-                }
+            if (meta.origin == ORIGIN_CLIENT &&
+                (hdr.netmc.clo != 0 || hdr.netmc.oid != 0 || hdr.netmc.startidx != 0)) {
+                /* OID, STARTIDX and CLO are the switch's (docs/security.md) */
+                stat_inc(MC_STAT_FORGED);
+                meta.fwd = FWD_DROP;
+                dropped = true;
+            } else if (hdr.netmc.clo != 0) {
+                hdr.netmc.oid = hdr.netmc.oid + 1;
+                hdr.netmc.startidx = hdr.netmc.startidx + hdr.netmc.numkey;
             } else {
                 stat_inc(MC_STAT_MGETS);
             }

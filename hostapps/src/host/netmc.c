@@ -76,6 +76,9 @@ struct mc_client {
 	uint32_t scheme;
 	uint16_t coord;         /* CoordiMC: the coordinator's node */
 	struct mc_agg *agg;
+	/* a hostile client's key list or forged pair list (client_hostile):
+	 * its messages point here, valid as long as the client */
+	uint8_t hbuf[NK_NETMC_MAX_KEYS * NK_MAX_KEY_LEN];
 };
 
 /* a request the coordinator is serving for a client */
@@ -284,10 +287,13 @@ static int mc_server_handle(void *st, struct nk_store *store, const struct nk_ms
 		mc_reply_header(r, in, NK_NETMC_OP_GET_REPLY, NK_KIND_READ_REPLY, s->id);
 		r->result = found ? NK_RESULT_OK : NK_RESULT_NOT_FOUND;
 		r->value_len = found && vlen <= UINT16_MAX ? vlen : 0;
+		r->ver = found ? ver : 0;
 		break;
 	case NK_NETMC_OP_PUT:
-		store->ops->put(store->impl, in, nk_ver_after(found, ver), in->value_len);
+		ver = nk_ver_after(found, ver);
+		store->ops->put(store->impl, in, ver, in->value_len);
 		mc_reply_header(r, in, NK_NETMC_OP_PUT_REPLY, NK_KIND_WRITE_REPLY, s->id);
+		r->ver = ver;
 		break;
 	default:
 		return 0;
@@ -457,6 +463,149 @@ static int mc_client_reply(void *st, const struct nk_msg *r)
 	return NK_REPLY_DONE;
 }
 
+/* ---- a hostile client ------------------------------------------------------ *
+ * One message of a hostile client (host.h client_hostile, docs/security.md),
+ * built from sp (a workload key of the hostile client), one kind per draw:
+ *
+ *   0  MGET with a forged OID          the switch's: dropped, FORGED
+ *   1  MGET with a forged STARTIDX     (NUMKEY shortened to fit the list)
+ *   2  MGET with CLO = 1               a "continuation" from a client
+ *   3  MGET whose KEYIDX has a group past the key list, or is 0: MALFORMED
+ *   4  MGET whose SRV names a server the rack lacks: NO_ROUTE
+ *   5  MGET with NUMKEY past the key list (the switch overwrites NUMKEY;
+ *      the codec and the server refuse it: only the simulator moves it)
+ *   6  a spoofed MGET_REPLY to an honest client, its recent wire ID, a pair
+ *      of a forged value: HOST_SERVER_OP
+ *   7  a spoofed GET_REPLY or PUT_REPLY to an honest client, or an
+ *      MGET_REPLY to the coordinator (CoordiMC) or a server: HOST_SERVER_OP
+ *   8  a replay: a PUT under an honest client's recent request id
+ *   9  oversized: a PUT of 8000 B, or an MGET of 32 slots of 64 B (past a
+ *      datagram: kvclient sends it truncated, the decoders refuse it)
+ *
+ * MGETs go where the scheme sends them (the first group's server, CoordiMC's
+ * coordinator); their keys are the hostile client's key repeated. */
+#define MC_HOSTILE_VALUE 8000
+
+/* an MGET of n copies of sp's key (one group, sp's home), as the scheme
+ * sends it */
+static uint16_t mc_hostile_mget(struct mc_client *c, const struct nk_req_spec *sp, unsigned n,
+				unsigned kl, struct nk_msg *m)
+{
+	if (kl > NK_MAX_KEY_LEN)
+		kl = NK_MAX_KEY_LEN;
+	for (unsigned i = 0; i < n; i++) {
+		memset(c->hbuf + (size_t)i * kl, 0, kl);
+		memcpy(c->hbuf + (size_t)i * kl, sp->key, sp->key_len < kl ? sp->key_len : kl);
+	}
+	uint8_t srv_of[NK_NETMC_MAX_KEYS];
+	memset(srv_of, (uint8_t)(sp->home < c->n_servers ? sp->home : 0), sizeof srv_of);
+	struct nk_host_out o;
+	/* the hints cover at most W keys; an oversized list has more slots */
+	mc_mget(&o, (sp->req_id & MC_ID_MASK) << MC_ID_SHIFT, c->hbuf, kl, srv_of,
+		n < c->w ? n : c->w, c->w, sp->send_ns);
+	*m = o.msg;
+	m->client_id = sp->client_id;
+	m->key_slots = (uint8_t)n;
+	m->items_len = (uint16_t)(n * kl);
+	return c->scheme == MC_COORDIMC ? c->coord : o.dst;
+}
+
+static uint16_t mc_client_hostile(void *st, uint64_t draw, const struct nk_req_spec *sp,
+				  uint16_t victim, uint32_t n_servers, struct nk_msg *m)
+{
+	struct mc_client *c = st;
+	unsigned kl = sp->key_len ? sp->key_len : 1, n = 2 + (unsigned)(draw >> 8) % 6;
+	uint64_t sub = draw >> 16;
+	uint32_t victim_id = (sp->req_id & MC_ID_MASK) << MC_ID_SHIFT;
+	uint16_t to_victim = (uint16_t)(n_servers + victim), dst;
+	switch (draw % 10) {
+	case 0:
+		dst = mc_hostile_mget(c, sp, n, kl, m);
+		m->oid = (uint8_t)(1 + sub % (NK_NETMC_N - 1));
+		return dst;
+	case 1:
+		dst = mc_hostile_mget(c, sp, n, kl, m);
+		m->startidx = (uint8_t)(1 + sub % (n - 1));
+		m->nkeys = (uint8_t)(n - m->startidx);
+		return dst;
+	case 2:
+		dst = mc_hostile_mget(c, sp, n, kl, m);
+		m->clo = 1;
+		return dst;
+	case 3:
+		dst = mc_hostile_mget(c, sp, n, kl, m);
+		/* the first group ends past the list (n + 1 keys), or no group */
+		m->keyidx = sub & 1 ? 0 : 1u << (c->w - 1 - n);
+		return dst;
+	case 4:
+		dst = mc_hostile_mget(c, sp, n, kl, m);
+		m->srv[0] = (uint8_t)(n_servers < NK_NETMC_N
+					      ? n_servers + sub % (NK_NETMC_N - n_servers)
+					      : NK_NETMC_N - 1);
+		return dst;
+	case 5:
+		dst = mc_hostile_mget(c, sp, n, kl, m);
+		m->nkeys = (uint8_t)(n + 1 + sub % 200);
+		return dst;
+	case 6:
+	case 7: {
+		int mget = draw % 10 == 6 || sub % 3 == 2;
+		if (!mget) {  /* a GET_REPLY or PUT_REPLY for the victim's request */
+			struct nk_req_spec w = *sp;
+			w.kind = sub & 1 ? NK_KIND_WRITE : NK_KIND_READ;
+			(void)mc_client_request(c, &w, m);
+			m->op = sub & 1 ? NK_NETMC_OP_PUT_REPLY : NK_NETMC_OP_GET_REPLY;
+			m->value_len = sub & 1 ? 0 : 8;
+			m->server_id = (uint8_t)sp->home;
+			m->ver = UINT64_MAX;
+			m->kind = (uint8_t)nk_wire_kind(NK_PROTO_NETMC, m->op);
+			return to_victim;
+		}
+		/* one pair: the hostile client's key with a forged 8 B value */
+		memset(c->hbuf, 0, kl + 2 + 8);
+		memcpy(c->hbuf, sp->key, sp->key_len < kl ? sp->key_len : kl);
+		c->hbuf[kl + 1] = 8;
+		memset(c->hbuf + kl + 2, 0xEE, 8);
+		memset(m, 0, sizeof(*m));
+		m->proto = NK_PROTO_NETMC;
+		m->op = NK_NETMC_OP_MGET_REPLY;
+		m->kind = NK_KIND_MULTIGET_REPLY;
+		m->req_id = victim_id;
+		m->server_id = (uint8_t)sp->home;
+		m->send_ns = sp->send_ns;
+		m->nkeys = m->key_slots = 1;
+		m->key_slot_len = (uint8_t)kl;
+		m->items = c->hbuf;
+		m->items_len = (uint16_t)(kl + 2 + 8);
+		m->value_len = 8;
+		m->frag_cnt = 1;
+		if (draw % 10 == 6)
+			return to_victim;
+		/* into the coordinator's aggregation (its own ids are small), or
+		 * a server */
+		m->req_id = (uint32_t)(sub % 64) << MC_ID_SHIFT;
+		return c->scheme == MC_COORDIMC ? c->coord : (uint16_t)sp->home;
+	}
+	case 8: {
+		struct nk_req_spec w = *sp;
+		w.kind = NK_KIND_WRITE;
+		dst = mc_client_request(c, &w, m);
+		m->req_id = sp->req_id;  /* an honest client's recent id */
+		m->client_id = victim;
+		return dst;
+	}
+	default:
+		if (sub & 1) {
+			struct nk_req_spec w = *sp;
+			w.kind = NK_KIND_WRITE;
+			dst = mc_client_request(c, &w, m);
+			m->value_len = MC_HOSTILE_VALUE;
+			return dst;
+		}
+		return mc_hostile_mget(c, sp, NK_NETMC_MAX_KEYS, NK_MAX_KEY_LEN, m);
+	}
+}
+
 /* ---- the CoordiMC coordinator ---------------------------------------------- *
  * A client's MGET (with the client's hints: the simulated coordinator reads
  * the groups from KEYIDX and SRV instead of hashing, as the host logic has no
@@ -620,7 +769,10 @@ static int mc_coord_handle(void *st, const struct nk_msg *in, uint16_t src,
 		out[0].dst = in->srv[0];
 		return 1;
 	}
-	/* a server's reply */
+	/* a server's reply (only a server's: the switch drops replies from
+	 * client ports, and a reply from any other node is not one) */
+	if (src >= c->n_servers)
+		return 0;
 	uint32_t id = in->req_id >> MC_ID_SHIFT;
 	struct mc_pending *p = &c->pend[id & (MC_COORD_SLOTS - 1)];
 	if (!p->live || p->id != id)
@@ -671,4 +823,5 @@ const struct nk_host_ops nk_host_netmc = {
 	.coord_init = mc_coord_init,
 	.coord_fini = mc_coord_fini,
 	.coord_handle = mc_coord_handle,
+	.client_hostile = mc_client_hostile,
 };

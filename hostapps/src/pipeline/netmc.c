@@ -16,8 +16,10 @@
  *
  * A multiget of g groups costs g passes and g - 1 recirculations; every
  * sub-request carries the whole key list (the server reads NUMKEY keys from
- * STARTIDX). A client's packet with CLO = 1, KEYIDX = 0 or OID >= the SRV
- * entries is malformed: counted and dropped. Everything else (GET, PUT,
+ * STARTIDX). OID, STARTIDX and CLO are the switch's: a client's packet with
+ * any of them non-zero is forged (FORGED); KEYIDX = 0, a group past the key
+ * list or OID >= the SRV entries is malformed (MALFORMED): both counted and
+ * dropped. Everything else (GET, PUT,
  * replies) is forwarded by destination; a reply from a client's port is
  * dropped (docs/security.md).
  *
@@ -109,11 +111,13 @@ static void mc_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 		mc_forward(s, meta, act);
 		return;
 	}
+	if (origin == NK_ORIGIN_CLIENT && (m->clo || m->oid || m->startidx)) {
+		/* OID, STARTIDX and CLO are the switch's (docs/security.md): a
+		 * client's multiget starts at group 0, key 0, never recirculated */
+		s->stats[MC_STAT_FORGED]++;
+		return;
+	}
 	if (m->clo) {
-		if (origin == NK_ORIGIN_CLIENT) {
-			s->stats[MC_STAT_MALFORMED]++;
-			return;
-		}
 		m->oid++;
 		m->startidx = (uint8_t)(m->startidx + m->nkeys);
 	} else {

@@ -876,7 +876,9 @@ static void start_service(struct nk_sim *s, uint32_t sid, uint32_t pi)
 	p = &s->pk[pi];
 	p->out_head = head;
 	p->inc = sv->inc;
-	uint32_t work = p->m.nkeys ? p->m.nkeys : 1;
+	/* a message the host logic refused (a NUMKEY past its key list) costs
+	 * the base: it read none of the keys it claims */
+	uint32_t work = n > 0 && p->m.nkeys ? p->m.nkeys : 1;
 	heap_push(s, s->now + service_ps(s, sv, bytes, work), EV_DONE, pi);
 }
 
