@@ -155,9 +155,9 @@ def test_bad_multiget_configs_are_one_line(overrides: list[str], words: str,
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
-def test_plugin_runs_on_the_simulator_and_mininet() -> None:
+def test_plugin_runs_on_every_target() -> None:
     plug = lookup("netmc")
-    assert plug.targets == ("sim", "mininet")   # not the testbed yet (no coordinator hosts)
+    assert plug.targets == ("sim", "mininet", "testbed")
     assert plug.config.supports_multiget
     assert not lookup("hash").config.supports_multiget
 

@@ -1,6 +1,7 @@
 """target=testbed on a rack of network namespaces reached only over SSH
-(netkv.testbed.netns): end to end for hash and Pegasus, the same tables as
-the other targets, nothing left running; and the failure cases, each one
+(netkv.testbed.netns): end to end for every protocol implemented there
+(NetMC's CoordiMC with its coordinator a host of the rack), the same tables
+as the other targets, nothing left running; and the failure cases, each one
 line. Needs root, iproute2, openssh-server (sshd) and openssh-client."""
 
 from __future__ import annotations
@@ -119,6 +120,37 @@ def test_a_run_over_ssh_writes_the_tables_and_leaves_nothing(rack: Inventory, pr
         assert info["online_cores"] == os.cpu_count() and info["cpu_model"], name
         assert info["stack"] == "kernel" and info["nic"], name
     assert not leftovers(rack)
+
+
+def test_coordimc_runs_with_its_coordinator_a_host_of_the_rack(rack: Inventory,
+                                                                tmp_path: Path) -> None:
+    """NetMC's CoordiMC baseline with multigets: the coordinator (kvserver
+    --mode coord) on the inventory's coordinator host, node S + M behind the
+    switch port after the clients'; every multiget completes through it, the
+    client sends it one packet per request, and nothing is left behind."""
+    from netkv.cli import main
+
+    out = tmp_path / "tb"
+    assert main(["run", *SMALL, "protocol=netmc", "protocol.scheme=coordimc",
+                 "workload.multiget.mean=4", "workload.key_size=8", "slo.reference=netmc",
+                 f"out={out}"]) == 0
+    points = pl.read_parquet(out / "points.parquet").filter(pl.col("phase") != "reference")
+    assert (points["completion"] > 0.99).all()
+    assert (points["client_packets"] == points["issued"]).all()   # all to the coordinator
+    assert (points["request_keys"].sum() > 2 * points["issued"].sum())   # multigets
+    hosts = json.loads((out / "provenance.json").read_text())["hosts"]
+    coord = rack.with_role("coordinator")[0].name
+    assert coord in hosts and hosts[coord]["roles"] == ["coordinator"]
+    assert not leftovers(rack)
+
+
+def test_a_rack_without_the_coordinator_a_protocol_needs_is_one_line() -> None:
+    coord = next(i for i, h in enumerate(load(SMALL).inventory.hosts) if "coordinator" in h.roles)
+    with pytest.raises(ConfigError, match="has 0 coordinator hosts; the protocol needs 1") as e:
+        load([*SMALL, "protocol=netmc", "protocol.scheme=coordimc",
+              f"inventory.hosts.{coord}.roles=[client]"])
+    assert "\n" not in str(e.value)
+    load([*SMALL, "protocol=netmc", "protocol.scheme=coordimc"])   # the rack has one
 
 
 def test_unreachable_host_is_one_line_and_leaves_nothing(rack: Inventory) -> None:

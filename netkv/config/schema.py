@@ -399,7 +399,8 @@ class RunConfig(Strict):
     @model_validator(mode="after")
     def _testbed_has_a_rack(self) -> "RunConfig":
         if self.target.name == "testbed":
-            self.inventory.check_rack(self.topology.servers, self.topology.clients)
+            self.inventory.check_rack(self.topology.servers, self.topology.clients,
+                                      self.protocol.coordinators()[0])
         return self
 
     @field_validator("out")

@@ -143,7 +143,7 @@ def sim_controller_factory(cfg: "RunConfig"):  # type: ignore[no-untyped-def]
 PLUGIN = ProtocolPlugin(
     name="netmc",
     summary="NetMC: multigets split in the switch (and its CliMC and CoordiMC baselines)",
-    targets=("sim", "mininet"),
+    targets=("sim", "mininet", "testbed"),
     config=NetmcProtocol,
     wire=Proto.NETMC,
     udp_port=NETMC_PORT_BASE,

@@ -63,7 +63,8 @@ class TestbedTarget(MininetTarget):
                                     f"(inventory {self.cfg.inventory.name!r})")
         inv = self.cfg.inventory
         used = (inv.with_role("server")[: self.cfg.topology.servers]
-                + inv.with_role("client")[: self.cfg.topology.clients])
+                + inv.with_role("client")[: self.cfg.topology.clients]
+                + inv.with_role("coordinator")[: self.cfg.protocol.coordinators()[0]])
         for prog in stacks.programs(inv, used):
             try:
                 program_path(prog)

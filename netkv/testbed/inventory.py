@@ -1,10 +1,13 @@
 """The testbed's hosts: ``conf/inventory/<name>.yaml``, a Hydra config group.
 
 A host has an SSH address, a user and a key, its roles (``server``,
-``client``, ``switch``; ``coordinator`` = where netkv itself runs, informative),
-its data NIC and, for the switch, its data ports in node order (port i =
-node i: servers first, then clients, netkv's rack plan), the cores to use and
-its host stack. Servers and clients are taken in inventory order. Host keys
+``client``, ``switch``, ``coordinator``: a CPU host of the rack that a
+protocol's clients send requests to, CoordiMC's, docs/netmc.md), its data
+NIC and, for the switch, its data ports in inventory order (port i is wired
+to the i-th server, then the clients, then the coordinators; a run's nodes
+are numbered servers, clients, coordinators, netkv's rack plan), the cores
+to use and its host stack. Servers, clients and coordinators are taken in
+inventory order. Host keys
 are pinned: ``known_hosts`` is the one file ssh trusts (no host key is ever
 accepted unseen).
 
@@ -121,9 +124,10 @@ class Inventory(Strict):
     def build_of(self, host: Host) -> Build:
         return host.build or self.build
 
-    def check_rack(self, servers: int, clients: int) -> None:
+    def check_rack(self, servers: int, clients: int, coordinators: int = 0) -> None:
         """Raise ValueError (one line) unless this inventory holds a rack of
-        ``servers`` servers and ``clients`` clients that netkv can run."""
+        ``servers`` servers, ``clients`` clients and ``coordinators``
+        coordinator hosts that netkv can run."""
         where = f"inventory {self.name!r}"
         if not self.hosts:
             raise ValueError(f"target=testbed needs an inventory with hosts ({where} has none; "
@@ -142,3 +146,14 @@ class Inventory(Strict):
             raise ValueError(f"{where}: switch {switches[0].name!r} lists "
                              f"{len(switches[0].ports)} ports; the rack needs "
                              f"{servers + clients} (servers, then clients)")
+        if not coordinators:
+            return
+        have_k = len(self.with_role("coordinator"))
+        if have_k < coordinators:
+            raise ValueError(f"{where} has {have_k} coordinator hosts; the protocol needs "
+                             f"{coordinators} (a host with role coordinator)")
+        wired = have_s + have_c + coordinators
+        if len(switches[0].ports) < wired:
+            raise ValueError(f"{where}: switch {switches[0].name!r} lists "
+                             f"{len(switches[0].ports)} ports; the rack needs {wired} (every "
+                             "server, then every client, then the coordinators)")

@@ -6,8 +6,9 @@ host, each running its own sshd on its management address, with a generated
 host key (pinned in the inventory's ``known_hosts``) and the generated client
 key (the inventory's ``key``) authorised. The management network is a bridge
 in the root namespace (the first address of the hosts' /24); the data
-network wires the switch host's port i (``ports[i]``) to the i-th server or
-client (servers first, then clients, in inventory order) on its ``nic``.
+network wires the switch host's port i (``ports[i]``) to the i-th server,
+client or coordinator host (servers first, then clients, then coordinators,
+in inventory order) on its ``nic``.
 Data addresses are the testbed target's to set per run (the rack plan).
 ``down`` removes everything ``up`` made; ``up`` on a built rack rebuilds it.
 """
@@ -56,8 +57,8 @@ def ns_name(host: Host, prefix: str = PREFIX) -> str:
 
 
 def data_hosts(inv: Inventory) -> list[Host]:
-    """Switch port order: servers, then clients."""
-    return inv.with_role("server") + inv.with_role("client")
+    """Switch port order: servers, then clients, then coordinators."""
+    return inv.with_role("server") + inv.with_role("client") + inv.with_role("coordinator")
 
 
 def sshd_config(inv: Inventory, host: Host, folder: Path) -> str:

@@ -14,7 +14,8 @@ target is the Mininet target with another rack:
    host's NIC gets only its MAC and no address (its program answers, not
    the kernel), or nothing when DPDK owns it (a PCI address);
 4. the switch back-end's program starts on the switch host on the ports
-   wired to the hosts used, the kvservers on the servers, each under a
+   wired to the hosts used, the kvservers on the servers (and ``kvserver
+   --mode coord`` on the coordinator hosts a protocol asks for), each under a
    lifeline (``ssh.lifeline``) and on the host's stack
    (``netkv.testbed.stacks``), their control sockets forwarded here;
 5. a load point's kvclients start over SSH and are sent one start instant
@@ -58,8 +59,9 @@ def build_id(paths: Sequence[Path]) -> str:
 
 
 class SshRack:
-    """The inventory's switch, first ``spec.servers`` servers and first
-    ``spec.clients`` clients, running one rack."""
+    """The inventory's switch, first ``spec.servers`` servers, first
+    ``spec.clients`` clients and first ``spec.coordinators`` coordinator
+    hosts, running one rack."""
 
     def __init__(self, spec: "RackSpec", inventory: Inventory, local_folder: Path,
                  control_dir: Path) -> None:
@@ -72,12 +74,15 @@ class SshRack:
         clients = inventory.with_role("client")
         self.servers: list[Host] = servers[: spec.servers]
         self.clients: list[Host] = clients[: spec.clients]
+        self.coordinators: list[Host] = inventory.with_role("coordinator")[: spec.coordinators]
         self.switch_host = inventory.with_role("switch")[0]
         # the switch's port to each host used (port i of the inventory is
-        # wired to the i-th server, then the clients)
+        # wired to the i-th server, then the clients, then the coordinators)
         ports = self.switch_host.ports
-        self.switch_ports = ports[: spec.servers] + ports[len(servers): len(servers) + spec.clients]
-        self.nodes: list[Host] = self.servers + self.clients
+        first_k = len(servers) + len(clients)
+        self.switch_ports = (ports[: spec.servers] + ports[len(servers): len(servers) + spec.clients]
+                             + ports[first_k: first_k + spec.coordinators])
+        self.nodes: list[Host] = self.servers + self.clients + self.coordinators
         self.node_of = {h.name: n for n, h in enumerate(self.nodes)}
         used = {h.name: h for h in [self.switch_host, *self.nodes]}
         self.hosts = used
@@ -319,6 +324,17 @@ class SshRack:
             remote = f"{self.remote_run[host.name]}/server{i}.sock"
             self._wait_socket(host, remote, f"kvserver {i}")
             self._forward(host, [(self.folder / f"server{i}.sock", remote)], f"kvserver {i}")
+        for i, host in enumerate(self.coordinators):  # nodes after the clients
+            rrun = self.remote_run[host.name]
+            self._lifeline(f"coord{i}", host, [
+                str(self.local["kvserver"]), "--protocol", self.spec.protocol, "--mode", "coord",
+                "--id", str(i), "--coords", str(self.spec.coordinators),
+                "--servers", str(self.spec.servers), "--clients", str(self.spec.clients),
+                "--ctl", f"{rrun}/coord{i}.sock", "--tag", self.spec.tag,
+                *self.spec.coordinator_args])
+        for i, host in enumerate(self.coordinators):
+            self._wait_socket(host, f"{self.remote_run[host.name]}/coord{i}.sock",
+                              f"coordinator {i}")
         for i in range(len(self.servers)):  # each answers through its forward
             deadline = time.monotonic() + 10
             while True:
@@ -436,7 +452,7 @@ class SshRack:
         """Stop everything started; the final counters (as the Mininet rack's).
         Each step runs whatever the one before raised: the remote clean-up
         always happens."""
-        final: dict[str, Any] = {"servers": []}
+        final: dict[str, Any] = {"servers": [], "coordinators": []}
         try:
             self._stop_lifelines(final)
         finally:
@@ -471,6 +487,8 @@ class SshRack:
                 report = {}
             if label.startswith("server"):
                 final["servers"].append(report)
+            elif label.startswith("coord"):
+                final["coordinators"].append(report)
             elif label == "switch":
                 final["switch"] = next(iter(report.values()), {}) if len(report) == 1 else report
         self.lifelines = {}
