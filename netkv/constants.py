@@ -189,6 +189,9 @@ class ScStat(IntEnum):
     STALE_UPDATES = 9
     NO_ROUTE = 10
     HOST_SERVER_OP = 11
+    FORGED_FIELDS = 12
+    WRONG_HOME = 13
+    SUPERSEDED = 14
 
 
 def peg_mcast_group(start: int, r: int) -> int:

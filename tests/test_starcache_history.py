@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from netkv.config.compose import load
-from netkv.lincheck.session import check_read_your_writes
+from netkv.lincheck.session import check_read_your_writes, check_read_your_writes_by_value
 from netkv.native import NativeBuildMissing, library_path
 
 try:
@@ -89,3 +89,26 @@ def test_the_check_on_hand_made_histories() -> None:
     invoke[2] = 10                              # a read at the ack's instant: not bound
     ok[0] = True
     assert check_read_your_writes(client, write, key, invoke, done, ok, ver).ok
+
+
+def test_the_value_check_on_hand_made_histories() -> None:
+    """By value ids (Mininet: the wire carries no versions): client 0 wrote
+    0xB (acked at 40, invoked at 30) after client 1's 0xA (acked at 20)."""
+    client = np.array([1, 0, 0, 2, 0])
+    write = np.array([True, True, False, True, False])
+    key = np.array([1, 1, 1, 1, 2])
+    invoke = np.array([10, 30, 50, 15, 60])
+    done = np.array([20, 40, 55, -1, 65])
+    ok = np.array([True, True, True, False, True])
+    value = np.array([0xA, 0xB, 0xB, 0xC, 0], np.uint64)
+    res = check_read_your_writes_by_value(client, write, key, invoke, done, ok, value)
+    assert res.ok and res.reads_checked == 1     # key 2: client 0 never wrote it
+    value[2] = 0xC                                # a write of unknown outcome: may land
+    assert check_read_your_writes_by_value(client, write, key, invoke, done, ok, value).ok
+    for v, why in ((0xA, "before it began"), (0, "preloaded"), (0xD, "nobody wrote")):
+        value[2] = v
+        res = check_read_your_writes_by_value(client, write, key, invoke, done, ok, value)
+        assert len(res.violations) == 1 and why in str(res.violations[0]), (v, res.violations)
+    value[2] = 0xA
+    done[0] = 35                                  # 0xA was concurrent with 0xB: may follow it
+    assert check_read_your_writes_by_value(client, write, key, invoke, done, ok, value).ok

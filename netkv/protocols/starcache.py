@@ -19,7 +19,9 @@ and the ControlPlane only:
   again), and the lost-cache-packet watchdog (digest 8.6): a cached key
   whose queue stayed full (``qlen == S``) over a whole epoch, or that is
   INVALID with no write in flight and no fetch outstanding, is fetched
-  again.
+  again; when the full queue's head did not move either, no packet of the
+  key is looping, and its count of packets in the loop (``inloop``, which a
+  lost packet leaves too high) is zeroed first.
 
 - with ``resize``, dynamic cache sizing (digest section 4): each epoch the
   overflow ratio (reads of cached keys sent to a server for lack of a queue
@@ -63,6 +65,10 @@ from netkv.wire import djb2
 from netkv.wire.codec import STARCACHE_PORT, Msg, Proto, Result, StarcacheOp, starcache_hkey
 
 MAX_FETCHES = 4  # fetches of one key before it is given up
+# where the switch counts what it refuses at the trust boundary (docs/security.md)
+REFUSALS = {"host_server_op": ("stats", int(ScStat.HOST_SERVER_OP)),
+            "forged_fields": ("stats", int(ScStat.FORGED_FIELDS)),
+            "wrong_home": ("stats", int(ScStat.WRONG_HOME))}
 
 
 class StarCacheProtocol(ProtocolBase):
@@ -129,6 +135,7 @@ class Item:
     fetches: int = 0
     looping: bool = False   # an F_REP came back OK: its cache packet is in the loop
     full_epochs: int = 0
+    front: int = -1         # the queue's head at the last epoch
 
 
 @dataclass
@@ -176,7 +183,8 @@ class StarCacheController(Controller):
 
     def insert(self, ck: CacheKey) -> None:
         idx = self.free_idx.pop()
-        self.plane.switch.table_add("lookup", hkey_words(ck.key), [idx])  # INVALID
+        # INVALID until fetched; writes to the key go to its home (docs/security.md)
+        self.plane.switch.table_add("lookup", hkey_words(ck.key), [idx, ck.home])
         item = Item(ck, idx)
         self.items[ck.key] = item
         self.stats.inserts += 1
@@ -323,13 +331,25 @@ class StarCacheController(Controller):
                 continue
             state = sw.reg_read("state", item.idx)
             full = sw.reg_read("qlen", item.idx) >= self.proto.slots
+            front, item.front = item.front, sw.reg_read("front", item.idx)
             item.full_epochs = item.full_epochs + 1 if full else 0
             stuck = (state == SC_STATE_INVALID and item.looping
                      and sw.reg_read("pending_writes", item.idx) == 0)
             if item.full_epochs >= 2 or stuck:
+                if item.full_epochs >= 2 and front == item.front:
+                    self._nothing_looping(item)
                 item.full_epochs = 0
                 self.stats.refetches += 1
                 self._fetch(item)
+
+    def _nothing_looping(self, item: Item) -> None:
+        """A full queue whose head has not moved for an epoch: no packet of
+        the key is looping (each pass serves the head), whatever ``inloop``
+        says (a packet lost in the loop leaves it too high): zeroed, so that
+        the refetched packet is not taken for an older one."""
+        sw = self.plane.switch
+        sw.reg_write("inloop", item.idx, 0)
+        sw.reg_write("stale", item.idx, 0)
 
     def point_metrics(self) -> dict[str, Any]:
         """The point's overflow ratio (reads of cached keys sent to a server
@@ -448,6 +468,7 @@ PLUGIN = ProtocolPlugin(
     pipeline_params=pipeline_params,
     sim_controller=sim_controller_factory,
     rack_controller=rack_controller_factory,
+    refusals=REFUSALS,
 )
 
 
