@@ -288,6 +288,25 @@ REGISTERS: dict[str, dict[str, tuple[int, str]]] = {
         'stats': (64, '11'),
         'n_servers': (8, '1'),
     },
+    'starcache': {
+        'state': (8, 'KEYS'),
+        'pending_writes': (16, 'KEYS'),
+        'pop': (32, 'KEYS'),
+        'qlen': (16, 'KEYS'),
+        'front': (16, 'KEYS'),
+        'rear': (16, 'KEYS'),
+        'ack': (8, 'KEYS'),
+        'inloop': (16, 'KEYS'),
+        'stale': (16, 'KEYS'),
+        'req_ip': (32, 'KEYS * SLOTS'),
+        'req_seq': (32, 'KEYS * SLOTS'),
+        'req_ts': (32, 'KEYS * SLOTS'),
+        'req_cookie': (64, 'KEYS * SLOTS'),
+        'hits': (64, '1'),
+        'overflow': (64, '1'),
+        'stats': (64, '15'),
+        'n_servers': (8, '1'),
+    },
 }
 
 #: name -> keys [(field, bits)], action, args [(name, bits)], default action
@@ -302,6 +321,10 @@ TABLES: dict[str, dict[str, dict[str, object]]] = {
     'netcache': {
         'node_fwd': {'keys': [('node', 16)], 'action': 'set_port', 'args': [('port', 9)], 'default': 'node_miss'},
         'cache': {'keys': [('k0', 64), ('k1', 64)], 'action': 'cache_hit', 'args': [('idx', 32)], 'default': 'cache_miss'},
+    },
+    'starcache': {
+        'node_fwd': {'keys': [('node', 16)], 'action': 'set_port', 'args': [('port', 9)], 'default': 'node_miss'},
+        'lookup': {'keys': [('k0', 64), ('k1', 64)], 'action': 'set_idx', 'args': [('idx', 16), ('home', 8)], 'default': 'lookup_miss'},
     },
     'kvswitch': {
         'node_fwd': {'keys': [('node', 16)], 'action': 'set_port', 'args': [('port', 9)], 'default': 'node_miss'},

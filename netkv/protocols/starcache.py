@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, model_validator
@@ -60,7 +61,15 @@ from netkv.constants import (
     sc_mcast_group,
 )
 from netkv.protocols.base import ControlPlane, Controller
-from netkv.protocols.plugin import ProtocolPlugin
+from netkv.protocols.plugin import (
+    P4Program,
+    P4Semantics,
+    Params,
+    ProtocolPlugin,
+    RegisterCells,
+    param_int,
+    servers_register,
+)
 from netkv.wire import djb2
 from netkv.wire.codec import STARCACHE_PORT, Msg, Proto, Result, StarcacheOp, starcache_hkey
 
@@ -458,6 +467,55 @@ def rack_controller_factory(cfg: RunConfig):  # type: ignore[no-untyped-def]
     return factory
 
 
+# --- on BMv2 (p4src/starcache/starcache.p4) ----------------------------------------------
+
+
+def p4_defines(params: Params) -> dict[str, int]:
+    """starcache.c's params as the P4 program's compile-time constants."""
+    keys = param_int(params, "keys", SC_DEFAULT_KEYS)
+    slots = param_int(params, "slots", SC_DEFAULT_SLOTS)
+    faithful = param_int(params, "faithful", 0)
+    if keys < 1 or slots < 1 or keys * slots > SC_MAX_SLOTS_TOTAL or faithful not in (0, 1):
+        raise ValueError(f"starcache keys {keys} x slots {slots} must be in 1..{SC_MAX_SLOTS_TOTAL}, "
+                         f"faithful {faithful} 0 or 1")
+    return {"SC_KEYS": keys, "SC_SLOTS": slots, "SC_FAITHFUL": faithful}
+
+
+def p4_initial_registers(n_servers: int, params: Params) -> list[tuple[str, int, int]]:
+    """What starcache.c's init leaves non-zero: n_servers, and ``ack`` 1 for
+    every key (no visit yet)."""
+    keys = p4_defines(params)["SC_KEYS"]
+    return [*servers_register(n_servers, params), *(("ack", i, 1) for i in range(keys))]
+
+
+#: what a ``lookup`` insert resets in starcache.c (reset_key): the key starts
+#: INVALID with an empty queue and nothing in the loop
+KEY_RESET = (("state", SC_STATE_INVALID), ("pending_writes", 0), ("pop", 0), ("qlen", 0),
+             ("front", 0), ("rear", 0), ("ack", 1), ("inloop", 0), ("stale", 0))
+
+
+class StarCacheP4(P4Semantics):
+    """What starcache.c does inside ``table_add``/``table_del`` that a P4
+    table cannot: an inserted key's registers are reset, a deleted key's
+    cache packet drops itself (INVALID)."""
+
+    def __init__(self) -> None:
+        self.idx: dict[tuple[int, ...], int] = {}
+
+    def before_table_add(self, regs: RegisterCells, table: str, key: Sequence[int],
+                         args: Sequence[int]) -> None:
+        if table != "lookup":
+            return
+        idx = int(args[0])
+        self.idx[tuple(int(k) for k in key)] = idx
+        regs.write([(name, idx, value) for name, value in KEY_RESET])
+
+    def after_table_delete(self, regs: RegisterCells, table: str, key: Sequence[int]) -> None:
+        idx = self.idx.pop(tuple(int(k) for k in key), None) if table == "lookup" else None
+        if idx is not None:
+            regs.write([("state", idx, SC_STATE_INVALID)])
+
+
 PLUGIN = ProtocolPlugin(
     name="starcache",
     summary="StarCache: variable-length items cached in packets looping through the switch",
@@ -468,6 +526,9 @@ PLUGIN = ProtocolPlugin(
     pipeline_params=pipeline_params,
     sim_controller=sim_controller_factory,
     rack_controller=rack_controller_factory,
+    p4=P4Program("starcache/starcache.p4", defines=p4_defines,
+                 initial_registers=p4_initial_registers, semantics=StarCacheP4,
+                 needs_loop=True),
     refusals=REFUSALS,
 )
 

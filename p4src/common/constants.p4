@@ -135,6 +135,23 @@ const bit<8> MC_STAT_MALFORMED = 4;
 const bit<8> MC_STAT_NO_ROUTE = 5;
 const bit<8> MC_STAT_HOST_SERVER_OP = 6;
 
+/* cells of StarCache's stats register */
+const bit<8> SC_STAT_PARKED = 0;
+const bit<8> SC_STAT_SERVED = 1;
+const bit<8> SC_STAT_LOOPS = 2;
+const bit<8> SC_STAT_LOOP_DROPS = 3;
+const bit<8> SC_STAT_INVALID_READS = 4;
+const bit<8> SC_STAT_DRAINING_READS = 5;
+const bit<8> SC_STAT_INVALIDATIONS = 6;
+const bit<8> SC_STAT_REVALIDATIONS = 7;
+const bit<8> SC_STAT_FETCHES = 8;
+const bit<8> SC_STAT_STALE_UPDATES = 9;
+const bit<8> SC_STAT_NO_ROUTE = 10;
+const bit<8> SC_STAT_HOST_SERVER_OP = 11;
+const bit<8> SC_STAT_FORGED_FIELDS = 12;
+const bit<8> SC_STAT_WRONG_HOME = 13;
+const bit<8> SC_STAT_SUPERSEDED = 14;
+
 /* the multicast group of a write to start, start+1, ..., start+r-1 (mod n), 2 <= r <= n: 1..1023, never 0 (no multicast on v1model) */
 #define PEG_MCAST_GROUP(start, r) ((start) * 32 + (r) - 1)
 
