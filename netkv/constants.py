@@ -65,6 +65,7 @@ SC_STATE_DRAINING = 2  # state: being evicted: reads go to the server, cache pac
 SC_DEFAULT_KEYS = 4096  # cached keys (CacheIdx values) the request table is sized for
 SC_DEFAULT_SLOTS = 16  # S: parked requests per key
 SC_MAX_SLOTS_TOTAL = 65536  # keys x S request-table slots (the prototype's 64K)
+SC_DEFAULT_STUCK_US = 20000  # a counted write with no reply for this long is lost (longer than any write's round trip)
 
 # ---- NetMC pipeline and hosts (docs/netmc.md)
 MC_KEYIDX_W = 16  # W: KEYIDX bits, keys per wire multiget (the thesis' 16; more are chunked by the client)
@@ -192,6 +193,7 @@ class ScStat(IntEnum):
     FORGED_FIELDS = 12
     WRONG_HOME = 13
     SUPERSEDED = 14
+    STUCK_WRITES = 15
 
 
 def peg_mcast_group(start: int, r: int) -> int:
@@ -298,13 +300,14 @@ REGISTERS: dict[str, dict[str, tuple[int, str]]] = {
         'ack': (8, 'KEYS'),
         'inloop': (16, 'KEYS'),
         'stale': (16, 'KEYS'),
+        'write_ts': (32, 'KEYS'),
         'req_ip': (32, 'KEYS * SLOTS'),
         'req_seq': (32, 'KEYS * SLOTS'),
         'req_ts': (32, 'KEYS * SLOTS'),
         'req_cookie': (64, 'KEYS * SLOTS'),
         'hits': (64, '1'),
         'overflow': (64, '1'),
-        'stats': (64, '15'),
+        'stats': (64, '16'),
         'n_servers': (8, '1'),
     },
 }

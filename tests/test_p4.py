@@ -297,7 +297,7 @@ VARIANTS = [
     ("netmc", {"MC_W": 32}),
     ("netmc", {"MC_SPLIT": 0, "NETKV_TRUSTED_PORT": 6}),
     ("starcache", {}),
-    ("starcache", {"SC_KEYS": 256, "SC_SLOTS": 256, "SC_FAITHFUL": 1}),
+    ("starcache", {"SC_KEYS": 256, "SC_SLOTS": 256, "SC_FAITHFUL": 1, "SC_STUCK_US": 5}),
     ("starcache", {"SC_KEYS": 4, "SC_SLOTS": 3, "SC_LOOP_OUT": 30, "SC_LOOP_IN": 31}),
 ]
 
@@ -325,7 +325,7 @@ def test_p4_preprocesses(proto: str, defines: dict[str, int], tmp_path: Path) ->
                       r"NC_CM_WIDTH|NC_BF_BITS|NC_WORDS|NC_CM_ROWS?|NC_STORE_SLICE|NC_LOAD_SLICE|"
                       r"NC_BF_HASH|NS_COUNT|KVS_\w+|KS_HP_STAGE|HASHPIPE|KS_COUNT|MC_W|MC_SPLIT|"
                       r"MC_WMASK|MC_KG|MC_SRV_ACTION|MC_STAT_COUNT|MC_KEYIDX_W|NETMC_N|SC_KEYS|"
-                      r"SC_SLOTS|SC_FAITHFUL|SC_LOOP_OUT|SC_LOOP_IN|SC_STAT_COUNT|SC_FORWARD|"
+                      r"SC_SLOTS|SC_FAITHFUL|SC_STUCK_US|SC_DEFAULT_STUCK_US|SC_LOOP_OUT|SC_LOOP_IN|SC_STAT_COUNT|SC_FORWARD|"
                       r"SC_NODE_AND_LOOP|SC_LEAVE_LOOP|SC_MCAST_GROUP)\b", out)
     assert not left, f"unexpanded macros: {sorted(set(left))}"
     for a, b in ("{}", "()", "<>"):

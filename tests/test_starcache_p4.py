@@ -56,7 +56,7 @@ class Recorder:
 
 def _dirty(p: Pipeline, idx: int) -> None:
     for name in ("state", "pending_writes", "pop", "qlen", "front", "rear", "ack", "inloop",
-                 "stale"):
+                 "stale", "write_ts"):
         p.reg_write(name, idx, SC_STATE_DRAINING if name == "state" else 2)
 
 
@@ -89,10 +89,11 @@ def test_lookup_insert_and_delete_do_what_starcache_c_does() -> None:
 
 
 def test_defines_follow_the_params() -> None:
-    assert p4_defines({}) == {"SC_KEYS": 4096, "SC_SLOTS": 16, "SC_FAITHFUL": 0}
-    assert p4_defines({"keys": "256", "slots": "256", "faithful": "1"}) == {
-        "SC_KEYS": 256, "SC_SLOTS": 256, "SC_FAITHFUL": 1}
-    for bad in ({"keys": "4097"}, {"slots": "0"}, {"faithful": "2"}):
+    assert p4_defines({}) == {"SC_KEYS": 4096, "SC_SLOTS": 16, "SC_FAITHFUL": 0,
+                              "SC_STUCK_US": 20000}
+    assert p4_defines({"keys": "256", "slots": "256", "faithful": "1", "stuck_us": "5"}) == {
+        "SC_KEYS": 256, "SC_SLOTS": 256, "SC_FAITHFUL": 1, "SC_STUCK_US": 5}
+    for bad in ({"keys": "4097"}, {"slots": "0"}, {"faithful": "2"}, {"stuck_us": "0"}):
         with pytest.raises(ValueError, match="starcache"):
             p4_defines(bad)
 

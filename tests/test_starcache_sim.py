@@ -105,7 +105,8 @@ def test_request_table_limit_is_validated(capsys: pytest.CaptureFixture[str]) ->
 def test_pipeline_params_follow_the_config() -> None:
     cfg = load(["protocol=starcache", "protocol.keys=256", "protocol.slots=256",
                 "protocol.faithful=true"])
-    assert lookup("starcache").pipeline_params(cfg) == "keys=256;slots=256;faithful=1"
+    assert lookup("starcache").pipeline_params(cfg) == \
+        "keys=256;slots=256;faithful=1;stuck_us=20000"
     assert [s.name for s in ScStat][:2] == ["PARKED", "SERVED"]
 
 

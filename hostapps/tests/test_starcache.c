@@ -106,12 +106,14 @@ struct out {
 	struct nk_pkt_meta meta;
 };
 
+static uint64_t now_ns;   /* the switch clock sw_in gives the pipeline */
+
 static struct out sw_in(struct rig *r, struct nk_msg *m, uint16_t src, uint16_t dst,
 			int recirc, uint64_t cookie)
 {
 	struct out o;
 	memset(&o, 0, sizeof o);
-	o.meta = (struct nk_pkt_meta){ .src = src, .dst = dst, .cookie = cookie,
+	o.meta = (struct nk_pkt_meta){ .now_ns = now_ns, .src = src, .dst = dst, .cookie = cookie,
 				       .recirculated = (uint8_t)recirc,
 				       .from_cpu = src == CTL && !recirc };
 	o.meta.ingress_port = recirc ? RECIRC : src == CTL ? CPU : (uint16_t)(10 + src);
@@ -541,6 +543,41 @@ static void test_trust(void)
 	rig_free(&r);
 }
 
+/* a counted write whose W_REQ or W_REP was lost: once no write has reached
+ * the key for stuck_us, a read restarts the count (digest 8.3) */
+static void test_stuck_writes(void)
+{
+	current = "stuck_writes";
+	struct rig r;
+	rig_init(&r, "keys=2;slots=4;stuck_us=500");
+	seed(&r, "k-hot", 64);
+	EXPECT_EQ(cache_add(&r, "k-hot", 0), 0);
+	struct out o;
+	fetch(&r, "k-hot", &o);
+	now_ns = 1000000;
+	struct nk_msg w = req(&r, 1, "k-hot", 1);
+	sw_in(&r, &w, CL, 1, 0, 0);          /* counted; its reply is lost */
+	EXPECT_EQ(rd(&r, "pending_writes", 0), 1);
+	EXPECT_EQ(rd(&r, "write_ts", 0), 1000);
+	now_ns += 500000;                     /* 500 us: not yet */
+	struct nk_msg m = req(&r, 0, "k-hot", 2);
+	EXPECT_EQ(sw_in(&r, &m, CL, 1, 0, 0).act.port, 11);
+	EXPECT_EQ(rd(&r, "pending_writes", 0), 1);
+	now_ns += 1000;
+	m = req(&r, 0, "k-hot", 3);
+	EXPECT_EQ(sw_in(&r, &m, CL, 1, 0, 0).act.port, 11);   /* still to the server */
+	EXPECT_EQ(rd(&r, "pending_writes", 0), 0);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_STUCK_WRITES), 1);
+	EXPECT_EQ(rd(&r, "state", 0), SC_STATE_INVALID);
+	/* the refetch revalidates it */
+	fetch(&r, "k-hot", &o);
+	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(rd(&r, "state", 0), SC_STATE_VALID);
+	now_ns = 0;
+	rig_free(&r);
+	EXPECT_EQ(rig_try(&r, "stuck_us=0"), NK_PIPE_ERANGE);
+}
+
 /* every message a hostile client sends is one the switch refuses, rewrites
  * or passes as an ordinary request (host.h client_hostile) */
 static void test_hostile_messages(void)
@@ -628,6 +665,7 @@ int main(void)
 	test_draining_and_eviction();
 	test_forged_and_correction();
 	test_trust();
+	test_stuck_writes();
 	test_hostile_messages();
 	test_topk_report();
 	printf("%d passed, %d failed\n", passed, failed);

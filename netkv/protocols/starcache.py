@@ -54,6 +54,7 @@ from netkv.config.base import MAX_VNODES, Pos, ProtocolBase, Ring
 from netkv.constants import (
     SC_DEFAULT_KEYS,
     SC_DEFAULT_SLOTS,
+    SC_DEFAULT_STUCK_US,
     SC_MAX_SLOTS_TOTAL,
     SC_STATE_DRAINING,
     SC_STATE_INVALID,
@@ -89,6 +90,9 @@ class StarCacheProtocol(ProtocolBase):
     keys: int = Field(SC_DEFAULT_KEYS, ge=1)   # request-table keys (CacheIdx values)
     slots: int = Field(SC_DEFAULT_SLOTS, ge=1)  # S: parked reads per key
     faithful: bool = False                  # the paper's 1-bit invalidation flag
+    # a key's counted writes are taken as lost when no write has reached it
+    # for this long (longer than any write's round trip on the target)
+    stuck_ms: Annotated[float, Field(gt=0.0, le=2_000_000.0)] = SC_DEFAULT_STUCK_US / 1000
     epoch_ms: Pos = 100.0                   # controller epoch (watchdog, fetch retries)
     # dynamic cache sizing by the overflow ratio (the paper's dynamic run:
     # theta 0.05%, minimum 32); off = the static cache of the evaluation
@@ -120,7 +124,8 @@ class StarCacheProtocol(ProtocolBase):
 def pipeline_params(cfg: RunConfig) -> str:
     proto = cfg.protocol
     assert isinstance(proto, StarCacheProtocol)
-    return f"keys={proto.keys};slots={proto.slots};faithful={int(proto.faithful)}"
+    return (f"keys={proto.keys};slots={proto.slots};faithful={int(proto.faithful)};"
+            f"stuck_us={max(1, round(proto.stuck_ms * 1000))}")
 
 
 def hkey_words(key: bytes) -> list[int]:
@@ -475,10 +480,12 @@ def p4_defines(params: Params) -> dict[str, int]:
     keys = param_int(params, "keys", SC_DEFAULT_KEYS)
     slots = param_int(params, "slots", SC_DEFAULT_SLOTS)
     faithful = param_int(params, "faithful", 0)
-    if keys < 1 or slots < 1 or keys * slots > SC_MAX_SLOTS_TOTAL or faithful not in (0, 1):
+    stuck = param_int(params, "stuck_us", SC_DEFAULT_STUCK_US)
+    if keys < 1 or slots < 1 or keys * slots > SC_MAX_SLOTS_TOTAL or faithful not in (0, 1) \
+            or not 1 <= stuck <= 0x7FFFFFFF:
         raise ValueError(f"starcache keys {keys} x slots {slots} must be in 1..{SC_MAX_SLOTS_TOTAL}, "
-                         f"faithful {faithful} 0 or 1")
-    return {"SC_KEYS": keys, "SC_SLOTS": slots, "SC_FAITHFUL": faithful}
+                         f"faithful {faithful} 0 or 1, stuck_us {stuck} in 1..2^31-1")
+    return {"SC_KEYS": keys, "SC_SLOTS": slots, "SC_FAITHFUL": faithful, "SC_STUCK_US": stuck}
 
 
 def p4_initial_registers(n_servers: int, params: Params) -> list[tuple[str, int, int]]:
@@ -491,7 +498,7 @@ def p4_initial_registers(n_servers: int, params: Params) -> list[tuple[str, int,
 #: what a ``lookup`` insert resets in starcache.c (reset_key): the key starts
 #: INVALID with an empty queue and nothing in the loop
 KEY_RESET = (("state", SC_STATE_INVALID), ("pending_writes", 0), ("pop", 0), ("qlen", 0),
-             ("front", 0), ("rear", 0), ("ack", 1), ("inloop", 0), ("stale", 0))
+             ("front", 0), ("rear", 0), ("ack", 1), ("inloop", 0), ("stale", 0), ("write_ts", 0))
 
 
 class StarCacheP4(P4Semantics):

@@ -60,6 +60,7 @@ const bit<8> SC_STATE_DRAINING = 2; /* state: being evicted: reads go to the ser
 #define SC_DEFAULT_KEYS 4096 /* cached keys (CacheIdx values) the request table is sized for */
 #define SC_DEFAULT_SLOTS 16 /* S: parked requests per key */
 #define SC_MAX_SLOTS_TOTAL 65536 /* keys x S request-table slots (the prototype's 64K) */
+#define SC_DEFAULT_STUCK_US 20000 /* a counted write with no reply for this long is lost (longer than any write's round trip) */
 
 /* ---- NetMC pipeline and hosts (docs/netmc.md) */
 #define MC_KEYIDX_W 16 /* W: KEYIDX bits, keys per wire multiget (the thesis' 16; more are chunked by the client) */
@@ -151,6 +152,7 @@ const bit<8> SC_STAT_HOST_SERVER_OP = 11;
 const bit<8> SC_STAT_FORGED_FIELDS = 12;
 const bit<8> SC_STAT_WRONG_HOME = 13;
 const bit<8> SC_STAT_SUPERSEDED = 14;
+const bit<8> SC_STAT_STUCK_WRITES = 15;
 
 /* the multicast group of a write to start, start+1, ..., start+r-1 (mod n), 2 <= r <= n: 1..1023, never 0 (no multicast on v1model) */
 #define PEG_MCAST_GROUP(start, r) ((start) * 32 + (r) - 1)

@@ -26,7 +26,9 @@
  *   from a client port, not R_REQ/W_REQ/CRN_REQ  dropped, stats[HOST_SERVER_OP]
  *   from a client port: CACHED, and FLAG/FRAG of a W_REQ   zeroed; counted
  *                                  stats[FORGED_FIELDS] when non-zero
- *   R_REQ, cached key              pop++, hits++; not VALID: to the server;
+ *   R_REQ, cached key              pop++, hits++; INVALID with writes counted
+ *                                  but none for SC_STUCK_US: pending_writes = 0
+ *                                  (stats[STUCK_WRITES]); not VALID: to the server;
  *                                  queue full: overflow++, to the server; else
  *                                  parked at rear (client node, SEQ, LAT, UDP
  *                                  source port) and consumed
@@ -49,7 +51,7 @@
  * Named state (identical names in starcache.c):
  *   table     lookup[k0, k1] -> set_idx(idx, home)      (HKEY's two 64-bit words)
  *             node_fwd[node] -> set_port(port)
- *   registers state pending_writes pop qlen front rear ack inloop stale
+ *   registers state pending_writes pop qlen front rear ack inloop stale write_ts
  *             req_ip req_seq req_ts req_cookie hits overflow stats n_servers
  *
  * What P4 cannot do that starcache.c does inside a control call, and the
@@ -68,6 +70,8 @@
  * The C params are compile-time here (defaults = starcache.c's):
  *   -DSC_KEYS=4096 (param keys) -DSC_SLOTS=16 (slots; SC_KEYS * SC_SLOTS <=
  *   65536) -DSC_FAITHFUL=0 (faithful: the paper's 1-bit flag)
+ *   -DSC_STUCK_US=20000 (stuck_us: a key's counted writes are taken as lost
+ *   when no write has reached it for this long; BMv2's timestamps are in us)
  *   -DSC_LOOP_OUT=510 -DSC_LOOP_IN=511 (the loopback veth pair's ports)
  *
  * Compile: p4c-bm2-ss --arch v1model --p4runtime-files starcache.p4info.txtpb \
@@ -92,6 +96,9 @@
 #ifndef SC_FAITHFUL
 #define SC_FAITHFUL 0
 #endif
+#ifndef SC_STUCK_US
+#define SC_STUCK_US SC_DEFAULT_STUCK_US
+#endif
 #ifndef SC_LOOP_OUT
 #define SC_LOOP_OUT 510
 #endif
@@ -105,7 +112,7 @@
 #error "SC_FAITHFUL (faithful) must be 0 or 1"
 #endif
 
-#define SC_STAT_COUNT 15            /* cells of `stats`: SC_STAT_* (constants.p4) */
+#define SC_STAT_COUNT 16            /* cells of `stats`: SC_STAT_* (constants.p4) */
 const bit<8> SC_SERVER_NONE = 0xFF; /* PARID of a reply no server sent (NK_SERVER_NONE) */
 
 control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
@@ -119,6 +126,7 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
     @name(".ack")            register<bit<8>>(SC_KEYS) ack;
     @name(".inloop")         register<bit<16>>(SC_KEYS) inloop;
     @name(".stale")          register<bit<16>>(SC_KEYS) stale;
+    @name(".write_ts")       register<bit<32>>(SC_KEYS) write_ts;   /* us, wraps */
     @name(".req_ip")         register<bit<32>>(SC_KEYS * SC_SLOTS) req_ip;
     @name(".req_seq")        register<bit<32>>(SC_KEYS * SC_SLOTS) req_seq;
     @name(".req_ts")         register<bit<32>>(SC_KEYS * SC_SLOTS) req_ts;
@@ -340,6 +348,16 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                         bit<16> q;
                         state_reg.read(s8, idx);
                         qlen.read(q, idx);
+                        bit<16> pw;
+                        bit<32> wts;
+                        pending_writes.read(pw, idx);
+                        write_ts.read(wts, idx);
+                        if (s8 == SC_STATE_INVALID && pw != 0 &&
+                            (bit<32>)sm.ingress_global_timestamp - wts > SC_STUCK_US) {
+                            /* the counted writes with no reply were lost */
+                            pending_writes.write(idx, 0);
+                            stat(SC_STAT_STUCK_WRITES);
+                        }
                         if (s8 == SC_STATE_DRAINING) {
                             stat(SC_STAT_DRAINING_READS);
                         } else if (s8 != SC_STATE_VALID) {
@@ -389,6 +407,7 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                                 if (SC_FAITHFUL == 0 && pw != 0xFFFF) {
                                     pending_writes.write(idx, pw + 1);
                                 }
+                                write_ts.write(idx, (bit<32>)sm.ingress_global_timestamp);
                                 hdr.starcache.flag = 1;
                                 stat(SC_STAT_INVALIDATIONS);
                             }

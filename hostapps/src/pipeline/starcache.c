@@ -55,10 +55,11 @@
 /* SC_STATE_*, SC_STAT_*, SC_MAX_SLOTS_TOTAL, nk_sc_mcast_group():
  * netkv/constants.h (spec/constants.toml) */
 #define SC_MAX_NODES 4096
-#define SC_NREGS 20
+#define SC_NREGS 21
 
 struct starcache_state {
 	uint32_t keys, slots, faithful;
+	uint32_t stuck_us;         /* a counted write older than this is lost */
 	struct nk_trust trust;
 	uint16_t *node_port;
 	uint16_t cpu_port, recirc_port;
@@ -73,6 +74,7 @@ struct starcache_state {
 	uint8_t *ack;
 	uint16_t *home;            /* the key's home server (set_idx's action data) */
 	uint16_t *inloop, *stale;  /* the key's cache packets in the loop; the oldest to drop */
+	uint32_t *write_ts;        /* when the key's last counted write passed (us, wraps) */
 	/* request table, keys x slots: ReqIdx = CacheIdx * S + i */
 	uint32_t *req_ip;          /* client node id */
 	uint32_t *req_seq;         /* SEQ */
@@ -99,6 +101,7 @@ static void sc_fini(void *st)
 	free(s->home);
 	free(s->inloop);
 	free(s->stale);
+	free(s->write_ts);
 	free(s->req_ip);
 	free(s->req_seq);
 	free(s->req_ts);
@@ -120,24 +123,27 @@ static void reset_key(struct starcache_state *s, uint32_t idx)
 	s->qlen[idx] = s->front[idx] = s->rear[idx] = 0;
 	s->ack[idx] = 1;
 	s->inloop[idx] = s->stale[idx] = 0;
+	s->write_ts[idx] = 0;
 }
 
 static int sc_init(void *st, const struct nk_pipeline_cfg *cfg)
 {
 	struct starcache_state *s = st;
 	memset(s, 0, sizeof(*s));
-	uint64_t keys, slots, faithful;
+	uint64_t keys, slots, faithful, stuck_us;
 	if (nkp_u64(cfg->params, "keys", SC_DEFAULT_KEYS, &keys) ||
 	    nkp_u64(cfg->params, "slots", SC_DEFAULT_SLOTS, &slots) ||
 	    nkp_u64(cfg->params, "faithful", 0, &faithful) ||
+	    nkp_u64(cfg->params, "stuck_us", SC_DEFAULT_STUCK_US, &stuck_us) ||
 	    nkp_trust(cfg->params, cfg->n_servers, &s->trust))
 		return NK_PIPE_EINVAL;
 	if (keys < 1 || slots < 1 || slots > 0xFFFF || keys * slots > SC_MAX_SLOTS_TOTAL ||
-	    faithful > 1 || cfg->n_nodes > SC_MAX_NODES)
+	    faithful > 1 || stuck_us < 1 || stuck_us > 0x7FFFFFFF || cfg->n_nodes > SC_MAX_NODES)
 		return NK_PIPE_ERANGE;
 	s->keys = (uint32_t)keys;
 	s->slots = (uint32_t)slots;
 	s->faithful = (uint32_t)faithful;
+	s->stuck_us = (uint32_t)stuck_us;
 	s->n_servers = cfg->n_servers;
 	s->n_clients = cfg->n_clients;
 	s->cpu_port = cfg->cpu_port;
@@ -154,12 +160,13 @@ static int sc_init(void *st, const struct nk_pipeline_cfg *cfg)
 	s->home = calloc(k, sizeof(uint16_t));
 	s->inloop = calloc(k, sizeof(uint16_t));
 	s->stale = calloc(k, sizeof(uint16_t));
+	s->write_ts = calloc(k, sizeof(uint32_t));
 	s->req_ip = calloc(r, sizeof(uint32_t));
 	s->req_seq = calloc(r, sizeof(uint32_t));
 	s->req_ts = calloc(r, sizeof(uint32_t));
 	s->req_cookie = calloc(r, sizeof(uint64_t));
 	if (nk_k128_init(&s->tab, s->keys) || !s->node_port || !s->state || !s->pending_writes || !s->pop || !s->qlen ||
-	    !s->front || !s->rear || !s->ack || !s->home || !s->inloop || !s->stale || !s->req_ip || !s->req_seq || !s->req_ts ||
+	    !s->front || !s->rear || !s->ack || !s->home || !s->inloop || !s->stale || !s->write_ts || !s->req_ip || !s->req_seq || !s->req_ts ||
 	    !s->req_cookie) {
 		sc_fini(s);
 		return NK_PIPE_EFULL;
@@ -181,6 +188,7 @@ static int sc_init(void *st, const struct nk_pipeline_cfg *cfg)
 	add_reg(s, "ack", s->ack, k, 1, 8);
 	add_reg(s, "inloop", s->inloop, k, 2, 16);
 	add_reg(s, "stale", s->stale, k, 2, 16);
+	add_reg(s, "write_ts", s->write_ts, k, 4, 32);
 	add_reg(s, "req_ip", s->req_ip, r, 4, 32);
 	add_reg(s, "req_seq", s->req_seq, r, 4, 32);
 	add_reg(s, "req_ts", s->req_ts, r, 4, 32);
@@ -316,6 +324,16 @@ static void read_request(struct starcache_state *s, uint32_t idx, const struct n
 	if (s->pop[idx] < UINT32_MAX)
 		s->pop[idx]++;
 	s->hits++;
+	if (s->state[idx] == SC_STATE_INVALID && s->pending_writes[idx] &&
+	    (uint32_t)(meta->now_ns / 1000) - s->write_ts[idx] > s->stuck_us) {
+		/* no write has reached the key for longer than any write's round
+		 * trip: the counted ones whose reply never came were lost (a W_REQ
+		 * dropped after the switch, or its W_REP), and would keep the key
+		 * INVALID forever; with none in flight the count can restart
+		 * (the watchdog then refetches the key) */
+		s->pending_writes[idx] = 0;
+		s->stats[SC_STAT_STUCK_WRITES]++;
+	}
 	if (s->state[idx] != SC_STATE_VALID) {
 		/* a write in flight (INVALID) or an eviction (DRAINING) */
 		s->stats[s->state[idx] == SC_STATE_DRAINING ? SC_STAT_DRAINING_READS
@@ -497,6 +515,7 @@ static void sc_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 			s->state[hit] = SC_STATE_INVALID;
 			if (!s->faithful && s->pending_writes[hit] < UINT16_MAX)
 				s->pending_writes[hit]++;
+			s->write_ts[hit] = (uint32_t)(meta->now_ns / 1000);
 			m->frag_cnt = 1;
 			s->stats[SC_STAT_INVALIDATIONS]++;
 		}
