@@ -65,6 +65,7 @@ SC_STATE_DRAINING = 2  # state: being evicted: reads go to the server, cache pac
 SC_DEFAULT_KEYS = 4096  # cached keys (CacheIdx values) the request table is sized for
 SC_DEFAULT_SLOTS = 16  # S: parked requests per key
 SC_MAX_SLOTS_TOTAL = 65536  # keys x S request-table slots (the prototype's 64K)
+SC_DEFAULT_STUCK_US = 20000  # a counted write with no reply for this long is lost (longer than any write's round trip)
 
 # ---- NetMC pipeline and hosts (docs/netmc.md)
 MC_KEYIDX_W = 16  # W: KEYIDX bits, keys per wire multiget (the thesis' 16; more are chunked by the client)
@@ -190,6 +191,10 @@ class ScStat(IntEnum):
     STALE_UPDATES = 9
     NO_ROUTE = 10
     HOST_SERVER_OP = 11
+    FORGED_FIELDS = 12
+    WRONG_HOME = 13
+    SUPERSEDED = 14
+    STUCK_WRITES = 15
 
 
 def peg_mcast_group(start: int, r: int) -> int:
@@ -286,6 +291,26 @@ REGISTERS: dict[str, dict[str, tuple[int, str]]] = {
         'stats': (64, '11'),
         'n_servers': (8, '1'),
     },
+    'starcache': {
+        'state': (8, 'KEYS'),
+        'pending_writes': (16, 'KEYS'),
+        'pop': (32, 'KEYS'),
+        'qlen': (16, 'KEYS'),
+        'front': (16, 'KEYS'),
+        'rear': (16, 'KEYS'),
+        'ack': (8, 'KEYS'),
+        'inloop': (16, 'KEYS'),
+        'stale': (16, 'KEYS'),
+        'write_ts': (32, 'KEYS'),
+        'req_ip': (32, 'KEYS * SLOTS'),
+        'req_seq': (32, 'KEYS * SLOTS'),
+        'req_ts': (32, 'KEYS * SLOTS'),
+        'req_cookie': (64, 'KEYS * SLOTS'),
+        'hits': (64, '1'),
+        'overflow': (64, '1'),
+        'stats': (64, '16'),
+        'n_servers': (8, '1'),
+    },
 }
 
 #: name -> keys [(field, bits)], action, args [(name, bits)], default action
@@ -300,6 +325,10 @@ TABLES: dict[str, dict[str, dict[str, object]]] = {
     'netcache': {
         'node_fwd': {'keys': [('node', 16)], 'action': 'set_port', 'args': [('port', 9)], 'default': 'node_miss'},
         'cache': {'keys': [('k0', 64), ('k1', 64)], 'action': 'cache_hit', 'args': [('idx', 32)], 'default': 'cache_miss'},
+    },
+    'starcache': {
+        'node_fwd': {'keys': [('node', 16)], 'action': 'set_port', 'args': [('port', 9)], 'default': 'node_miss'},
+        'lookup': {'keys': [('k0', 64), ('k1', 64)], 'action': 'set_idx', 'args': [('idx', 16), ('home', 8)], 'default': 'lookup_miss'},
     },
     'kvswitch': {
         'node_fwd': {'keys': [('node', 16)], 'action': 'set_port', 'args': [('port', 9)], 'default': 'node_miss'},

@@ -39,10 +39,11 @@ except ImportError:
 
 # knobs the probes use, and the symbols of the spec's cell expressions
 KNOBS = {"hash": "", "pegasus": "max_rkeys=8", "netcache": "cache_items=16;max_value_bytes=64;cm_width=32;bf_bits=128",
-         "kvswitch": "hot_keys=9;hashpipe_stages=2"}
+         "kvswitch": "hot_keys=9;hashpipe_stages=2", "starcache": "keys=5;slots=3"}
 SYMBOLS = {"hash": {}, "pegasus": {"K": 8},
            "netcache": {"ITEMS": 16, "WORDS": 8, "CM_WIDTH": 32, "BF_BITS": 128},
-           "kvswitch": {"HOT_KEYS": 9, "HP_STAGES": 2, "HP_WIDTH": 5}}
+           "kvswitch": {"HOT_KEYS": 9, "HP_STAGES": 2, "HP_WIDTH": 5},
+           "starcache": {"KEYS": 5, "SLOTS": 3}}
 
 
 def _cells(expr: str, symbols: dict[str, int]) -> int:
@@ -183,7 +184,8 @@ def test_p4_declarations_equal_the_spec(proto: str) -> None:
     defines = _p4_defaults(text)
     p4_symbols = {"K": "PEG_MAX_RKEYS", "ITEMS": "NC_CACHE_ITEMS", "WORDS": "NC_WORDS",
                   "CM_WIDTH": "NC_CM_WIDTH", "BF_BITS": "NC_BF_BITS", "HOT_KEYS": "KVS_HOT_KEYS",
-                  "HP_STAGES": "KVS_HP_STAGES", "HP_WIDTH": "KVS_HP_WIDTH"}
+                  "HP_STAGES": "KVS_HP_STAGES", "HP_WIDTH": "KVS_HP_WIDTH",
+                  "KEYS": "SC_KEYS", "SLOTS": "SC_SLOTS"}
     want = {}
     for n, (bits, cells) in K.REGISTERS[proto].items():
         for sym, macro in p4_symbols.items():

@@ -3,7 +3,7 @@
 One of the clients sends its protocol's adversarial traffic (host.h
 client_hostile: forged versions and flags, server-only ops, replays, spoofed
 replies, oversized values) beside honest clients recording histories. For
-hash, Pegasus, NetCache, KVSwitch and NetMC (with its baselines, beside
+hash, Pegasus, NetCache, KVSwitch, StarCache and NetMC (with its baselines, beside
 multigets; a multiget of the hottest keys after the run equals single GETs):
 
 - every acknowledged write survives: after the run, every key an honest
@@ -11,7 +11,9 @@ multigets; a multiget of the hottest keys after the run equals single GETs):
   packet-out), and what comes back is at least as new as every acknowledged
   write of that key, and not a value some acknowledged write superseded;
 - Pegasus' and KVSwitch's honest histories are linearizable by both checkers
-  (WGL, Porcupine);
+  (WGL, Porcupine); StarCache's (not claimed linearizable) keep the session
+  property of netkv.lincheck.session: no honest client reads a value older
+  than its own last acknowledged write;
 - the switch's refusal counters are non-zero, and in the dataset.
 
 The read-back check reports doctored read-backs (the value of an overwritten
@@ -34,7 +36,7 @@ from netkv.sim import native
 from netkv.sim.engine import SimEngine, Workload
 from netkv.sim.history import write_history
 from netkv.protocols.kvswitch import wire_key
-from netkv.wire.codec import KINDS, KvswitchOp, NetcacheOp, NetmcOp, PegasusOp, Proto
+from netkv.wire.codec import KINDS, KvswitchOp, NetcacheOp, NetmcOp, PegasusOp, Proto, StarcacheOp
 
 BASE = ["servers=4", "clients=4", "topology.hostile_clients=1", "keys=200", "alpha=1.2",
         "write_ratio=0.3", "record_history=true", "duration=0.05",
@@ -50,10 +52,16 @@ MGET = ["workload.multiget.mean=4", "workload.key_size=8", "slo.reference=netmc"
 EXTRA = {"hash": [], "pegasus": ["protocol.replicated_keys=4"], "netcache": [],
          "kvswitch": ["protocol.mode=cold", "protocol.hot_keys=16", "protocol.period_ms=2",
                       "protocol.min_period_queries=100", "protocol.epsilon=0.01"],
+         # epochs within the run: the watchdog refetches keys a forged write left INVALID
+         "starcache": ["protocol.cache_size=16", "protocol.epoch_ms=5"],
          "netmc": MGET}
 PROTO = {"hash": (Proto.PLAIN, PegasusOp.READ), "pegasus": (Proto.PEGASUS, PegasusOp.READ),
          "netcache": (Proto.NETCACHE, NetcacheOp.READ),
-         "kvswitch": (Proto.KVSWITCH, KvswitchOp.GET), "netmc": (Proto.NETMC, NetmcOp.GET)}
+         "kvswitch": (Proto.KVSWITCH, KvswitchOp.GET), "netmc": (Proto.NETMC, NetmcOp.GET),
+         # the loop's cache packets end with the run (SimEngine.extend): StarCache
+         # reads its servers back (CRN_REQ skips the cache); what the loop
+         # served during the run is held by the session check below
+         "starcache": (Proto.STARCACHE, StarcacheOp.CRN_REQ)}
 OK = 1  # nk_sim_outcome
 
 
@@ -249,7 +257,7 @@ def _honest_ok(run: dict[str, Any]) -> None:
     assert len(hostile) > 0 and (hostile["write"] == 1).all() and (hostile["outcome"] != OK).all()
 
 
-@pytest.mark.parametrize("proto", ["hash", "pegasus", "netcache", "kvswitch", "netmc"])
+@pytest.mark.parametrize("proto", ["hash", "pegasus", "netcache", "kvswitch", "starcache", "netmc"])
 def test_hostile_client_loses_no_acknowledged_write(proto: str) -> None:
     run = _run(proto, [])
     _honest_ok(run)
@@ -327,6 +335,33 @@ def test_kvswitch_honest_histories_linearizable_beside_a_hostile_client(tmp_path
         assert check_file_porcupine(path, timeout=120).ok is True
     except PorcupineUnavailable as exc:
         pytest.skip(f"Porcupine: {exc}")
+
+
+@pytest.mark.parametrize("faults", [[], ["target.faults.loss=0.01", "target.faults.reorder=0.01",
+                                          "target.faults.reorder_us=50"]],
+                         ids=["clean", "loss-reorder"])
+def test_starcache_honest_sessions_hold_beside_a_hostile_client(faults: list[str]) -> None:
+    """StarCache is not claimed linearizable; what it keeps (strict mode) is
+    the session property of netkv.lincheck.session: no honest client reads a
+    value older than its own last acknowledged write, also with the hostile
+    client's forged FLAG/CACHED, forged replies and cache packets, writes
+    sent to another server than the key's home, and forged HKEYs - while the
+    loop serves."""
+    from netkv.lincheck.session import check_read_your_writes
+
+    run = _run("starcache", faults)
+    st, hist = run["stats"], run["hist"]
+    assert min(run["refused"].values()) > 0, run["refused"]
+    assert st.switch_replies > 500, st           # the cache packets served throughout
+    honest = run["cfg"].topology.clients - run["cfg"].topology.hostile_clients
+    h = hist[hist["client"] < honest]
+    res = check_read_your_writes(h["client"], h["write"] == 1, h["key"], h["invoke_ns"],
+                                 h["done_ns"], h["outcome"] == OK, h["ver"])
+    assert res.ok, [str(v) for v in res.violations[:5]]
+    assert res.reads_checked > 1000, res.reads_checked
+    if not faults:
+        _honest_ok(run)
+        assert _lost_writes(run) == []
 
 
 def test_the_read_back_check_fails_on_lost_writes() -> None:

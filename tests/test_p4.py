@@ -58,6 +58,8 @@ PROGRAMS = {
     "netcache": (PIPE / "netcache.c", P4SRC / "netcache" / "netcache.p4", DOCS / "netcache.md"),
     "kvswitch": (PIPE / "kvswitch.c", P4SRC / "kvswitch" / "kvswitch.p4", DOCS / "kvswitch.md"),
     "netmc": (PIPE / "netmc.c", P4SRC / "netmc" / "netmc.p4", None),
+    "starcache": (PIPE / "starcache.c", P4SRC / "starcache" / "starcache.p4",
+                  DOCS / "starcache.md"),
 }
 
 
@@ -181,6 +183,7 @@ DOC_SYMBOLS = {
     "netcache": {"items": "NC_CACHE_ITEMS", "⌈max/8⌉": "(NC_MAX_VALUE/8)",
                  "cm_width": "NC_CM_WIDTH", "bf_bits": "NC_BF_BITS"},
     "kvswitch": {"K": "KVS_HOT_KEYS", "d": "KVS_HP_STAGES", "w": "KVS_HP_WIDTH", "M": "KVS_M"},
+    "starcache": {"S": "SC_SLOTS", "keys": "SC_KEYS"},   # in this order: keys·S
 }
 
 
@@ -293,6 +296,9 @@ VARIANTS = [
     ("netmc", {}),
     ("netmc", {"MC_W": 32}),
     ("netmc", {"MC_SPLIT": 0, "NETKV_TRUSTED_PORT": 6}),
+    ("starcache", {}),
+    ("starcache", {"SC_KEYS": 256, "SC_SLOTS": 256, "SC_FAITHFUL": 1, "SC_STUCK_US": 5}),
+    ("starcache", {"SC_KEYS": 4, "SC_SLOTS": 3, "SC_LOOP_OUT": 30, "SC_LOOP_IN": 31}),
 ]
 
 
@@ -318,7 +324,9 @@ def test_p4_preprocesses(proto: str, defines: dict[str, int], tmp_path: Path) ->
                       r"NETCACHE_VALUE_SLICES|HASH_MAX_PORTS|NC_CACHE_ITEMS|NC_MAX_VALUE|NC_HOT_THRESHOLD|"
                       r"NC_CM_WIDTH|NC_BF_BITS|NC_WORDS|NC_CM_ROWS?|NC_STORE_SLICE|NC_LOAD_SLICE|"
                       r"NC_BF_HASH|NS_COUNT|KVS_\w+|KS_HP_STAGE|HASHPIPE|KS_COUNT|MC_W|MC_SPLIT|"
-                      r"MC_WMASK|MC_KG|MC_SRV_ACTION|MC_STAT_COUNT|MC_KEYIDX_W|NETMC_N)\b", out)
+                      r"MC_WMASK|MC_KG|MC_SRV_ACTION|MC_STAT_COUNT|MC_KEYIDX_W|NETMC_N|SC_KEYS|"
+                      r"SC_SLOTS|SC_FAITHFUL|SC_STUCK_US|SC_DEFAULT_STUCK_US|SC_LOOP_OUT|SC_LOOP_IN|SC_STAT_COUNT|SC_FORWARD|"
+                      r"SC_NODE_AND_LOOP|SC_LEAVE_LOOP|SC_MCAST_GROUP)\b", out)
     assert not left, f"unexpanded macros: {sorted(set(left))}"
     for a, b in ("{}", "()", "<>"):
         if a == "<":

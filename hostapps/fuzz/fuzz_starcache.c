@@ -12,7 +12,7 @@
  * loop} groups need no set-up here (the harness only checks ports) */
 static void fuzz_setup(struct rack *r, const struct nk_msg *m)
 {
-	uint64_t idx = m->hkey[1] % 8;
-	if (r->pipe->table_add(r->pstate, "lookup", m->hkey, 2, &idx, 1) == 0)
-		(void)r->pipe->reg_write(r->pstate, "state", (uint32_t)idx, SC_STATE_VALID);
+	uint64_t a[2] = { m->hkey[1] % 8, m->hkey[0] % FUZZ_SERVERS };   /* idx, home */
+	if (r->pipe->table_add(r->pstate, "lookup", m->hkey, 2, a, 2) == 0)
+		(void)r->pipe->reg_write(r->pstate, "state", (uint32_t)a[0], SC_STATE_VALID);
 }

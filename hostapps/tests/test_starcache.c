@@ -106,12 +106,14 @@ struct out {
 	struct nk_pkt_meta meta;
 };
 
+static uint64_t now_ns;   /* the switch clock sw_in gives the pipeline */
+
 static struct out sw_in(struct rig *r, struct nk_msg *m, uint16_t src, uint16_t dst,
 			int recirc, uint64_t cookie)
 {
 	struct out o;
 	memset(&o, 0, sizeof o);
-	o.meta = (struct nk_pkt_meta){ .src = src, .dst = dst, .cookie = cookie,
+	o.meta = (struct nk_pkt_meta){ .now_ns = now_ns, .src = src, .dst = dst, .cookie = cookie,
 				       .recirculated = (uint8_t)recirc,
 				       .from_cpu = src == CTL && !recirc };
 	o.meta.ingress_port = recirc ? RECIRC : src == CTL ? CPU : (uint16_t)(10 + src);
@@ -139,9 +141,9 @@ static uint64_t rd(struct rig *r, const char *name, uint32_t idx)
 
 static int cache_add(struct rig *r, const char *key, uint32_t idx)
 {
-	uint64_t h[2], a = idx;
+	uint64_t h[2], a[2] = { idx, 1 };   /* home: server 1, as req() says */
 	nk_starcache_hkey((const uint8_t *)key, strlen(key), h);
-	return r->P->table_add(r->sw, "lookup", h, 2, &a, 1);
+	return r->P->table_add(r->sw, "lookup", h, 2, a, 2);
 }
 
 /* the controller's fetch: F_REQ through the switch to the server, the
@@ -451,7 +453,9 @@ static void test_forged_and_correction(void)
 	struct nk_msg rep = serve(&r, &w);
 	EXPECT_EQ(rep.result, NK_RESULT_RETRY);
 	EXPECT_EQ(rep.value_len, 0);
+	rep.result = NK_RESULT_OK;   /* StarCache's wire has no result field */
 	EXPECT_EQ(sw_in(&r, &rep, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "state", 0), SC_STATE_INVALID);
 	EXPECT_EQ(rd(&r, "pending_writes", 0), 0);
 	/* a read reply with another key: the client corrects (CRN_REQ) */
 	struct nk_msg a = req(&r, 0, "k-a", 80);
@@ -466,6 +470,143 @@ static void test_forged_and_correction(void)
 	EXPECT_EQ(ca.op, NK_STARCACHE_OP_R_REP);
 	EXPECT_EQ(r.H->client_reply(r.cli, &ca), NK_REPLY_DONE);
 	(void)a;
+	rig_free(&r);
+}
+
+/* the trust boundary (docs/security.md): the switch's fields in a client's
+ * request are overwritten and counted, a write to a cached key goes to the
+ * key's home, a client's fetch request is dropped */
+static void test_trust(void)
+{
+	current = "trust";
+	struct rig r;
+	rig_init(&r, "keys=2;slots=4");
+	seed(&r, "k-hot", 64);
+	EXPECT_EQ(cache_add(&r, "k-hot", 0), 0);
+	uint64_t h[2], a[2] = { 1, NS };   /* home must be a server */
+	nk_starcache_hkey((const uint8_t *)"k-x", 3, h);
+	EXPECT_EQ(r.P->table_add(r.sw, "lookup", h, 2, a, 2), NK_PIPE_ERANGE);
+	EXPECT_EQ(r.P->table_add(r.sw, "lookup", h, 2, a, 1), NK_PIPE_EINVAL);
+	struct out o;
+	fetch(&r, "k-hot", &o);
+	EXPECT_EQ(rd(&r, "state", 0), SC_STATE_VALID);
+	/* honest requests: nothing counted */
+	struct nk_msg m = req(&r, 0, "k-hot", 1);
+	sw_in(&r, &m, CL, 1, 0, 0);
+	m = req(&r, 1, "k-cold", 2);
+	sw_in(&r, &m, CL, 1, 0, 0);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_FORGED_FIELDS), 0);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_WRONG_HOME), 0);
+	/* an uncached write claiming FLAG ("cached: attach the value"), FRAG, CACHED */
+	m = req(&r, 1, "k-cold", 3);
+	m.frag_cnt = 9;
+	m.frag_idx = 3;
+	m.flags = 1;
+	o = sw_in(&r, &m, CL, 1, 0, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(m.frag_cnt, 0);
+	EXPECT_EQ(m.frag_idx, 0);
+	EXPECT_EQ(m.flags, 0);
+	EXPECT_EQ(serve(&r, &m).value_len, 0);   /* the server attaches nothing */
+	/* a read with CACHED set */
+	m = req(&r, 0, "k-cold", 4);
+	m.flags = 1;
+	sw_in(&r, &m, CL, 1, 0, 0);
+	EXPECT_EQ(m.flags, 0);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_FORGED_FIELDS), 2);
+	/* a write of the cached key sent to server 0: the switch sends it to
+	 * its home (server 1), whose reply alone revalidates the key */
+	m = req(&r, 1, "k-hot", 5);
+	o = sw_in(&r, &m, CL, 0, 0, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(o.act.port, 11);
+	EXPECT_EQ(o.meta.dst, 1);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_WRONG_HOME), 1);
+	EXPECT_EQ(rd(&r, "pending_writes", 0), 1);
+	struct nk_msg rep = serve(&r, &m);
+	o = sw_in(&r, &rep, 1, CL, 0, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);   /* revalidated: client and loop */
+	EXPECT_EQ(rd(&r, "state", 0), SC_STATE_VALID);
+	/* an uncached write to another server stays that client's business */
+	m = req(&r, 1, "k-cold", 6);
+	EXPECT_EQ(sw_in(&r, &m, CL, 0, 0, 0).act.port, 10);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_WRONG_HOME), 1);
+	/* a client's fetch request and forged write reply: dropped */
+	m = req(&r, 0, "k-hot", 7);
+	m.op = NK_STARCACHE_OP_F_REQ;
+	EXPECT_EQ(sw_in(&r, &m, CL, 1, 0, 0).act.fwd, NK_FWD_DROP);
+	m = req(&r, 1, "k-hot", 8);
+	m.op = NK_STARCACHE_OP_W_REP;
+	m.frag_cnt = 1;
+	EXPECT_EQ(sw_in(&r, &m, CL, CL + 1, 0, 0).act.fwd, NK_FWD_DROP);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_HOST_SERVER_OP), 2);
+	rig_free(&r);
+}
+
+/* a counted write whose W_REQ or W_REP was lost: once no write has reached
+ * the key for stuck_us, a read restarts the count (digest 8.3) */
+static void test_stuck_writes(void)
+{
+	current = "stuck_writes";
+	struct rig r;
+	rig_init(&r, "keys=2;slots=4;stuck_us=500");
+	seed(&r, "k-hot", 64);
+	EXPECT_EQ(cache_add(&r, "k-hot", 0), 0);
+	struct out o;
+	fetch(&r, "k-hot", &o);
+	now_ns = 1000000;
+	struct nk_msg w = req(&r, 1, "k-hot", 1);
+	sw_in(&r, &w, CL, 1, 0, 0);          /* counted; its reply is lost */
+	EXPECT_EQ(rd(&r, "pending_writes", 0), 1);
+	EXPECT_EQ(rd(&r, "write_ts", 0), 1000);
+	now_ns += 500000;                     /* 500 us: not yet */
+	struct nk_msg m = req(&r, 0, "k-hot", 2);
+	EXPECT_EQ(sw_in(&r, &m, CL, 1, 0, 0).act.port, 11);
+	EXPECT_EQ(rd(&r, "pending_writes", 0), 1);
+	now_ns += 1000;
+	m = req(&r, 0, "k-hot", 3);
+	EXPECT_EQ(sw_in(&r, &m, CL, 1, 0, 0).act.port, 11);   /* still to the server */
+	EXPECT_EQ(rd(&r, "pending_writes", 0), 0);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_STUCK_WRITES), 1);
+	EXPECT_EQ(rd(&r, "state", 0), SC_STATE_INVALID);
+	/* the refetch revalidates it */
+	fetch(&r, "k-hot", &o);
+	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(rd(&r, "state", 0), SC_STATE_VALID);
+	now_ns = 0;
+	rig_free(&r);
+	EXPECT_EQ(rig_try(&r, "stuck_us=0"), NK_PIPE_ERANGE);
+}
+
+/* every message a hostile client sends is one the switch refuses, rewrites
+ * or passes as an ordinary request (host.h client_hostile) */
+static void test_hostile_messages(void)
+{
+	current = "hostile_messages";
+	struct rig r;
+	rig_init(&r, "keys=2;slots=4");
+	struct nk_req_spec sp = { .kind = NK_KIND_WRITE, .key_len = 5, .home = 1, .req_id = 9,
+				  .value_len = 64, .key = (const uint8_t *)"k-hot" };
+	int seen[10] = { 0 };
+	for (uint64_t d = 0; d < 40; d++) {
+		struct nk_msg m;
+		uint64_t kind = d % 10, draw = kind + 10 * (d * 2654435761ull);
+		uint16_t dst = r.H->client_hostile(r.cli, draw, &sp, 1, NS, &m);
+		seen[kind]++;
+		EXPECT_EQ(m.proto, NK_PROTO_STARCACHE);
+		EXPECT_EQ(m.kind, nk_wire_kind(NK_PROTO_STARCACHE, m.op));
+		EXPECT(dst < NS + NC);
+		uint8_t buf[16384];
+		uint8_t val[8000] = { 0 };
+		if (m.value_len && !m.value)
+			m.value = val;
+		int n = nk_wire_encode(&m, buf, sizeof buf);
+		if (n <= 0)
+			fprintf(stderr, "kind %u op %u vlen %u: %d\n", (unsigned)kind, m.op, m.value_len, n);
+		EXPECT(n > 0);
+	}
+	for (int k = 0; k < 10; k++)
+		EXPECT_EQ(seen[k], 4);
 	rig_free(&r);
 }
 
@@ -523,6 +664,9 @@ int main(void)
 	test_write_faithful_stale_read();
 	test_draining_and_eviction();
 	test_forged_and_correction();
+	test_trust();
+	test_stuck_writes();
+	test_hostile_messages();
 	test_topk_report();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;

@@ -62,6 +62,10 @@ class Bmv2Backend(SwitchBackend):
         if plugin.p4 is None:
             raise TargetUnavailable(f"target.switch = 'bmv2': protocol = '{plugin.name}' has "
                                     "no P4 program")
+        if plugin.p4.needs_loop and not cls.loop_port:
+            raise TargetUnavailable(f"target.switch = 'bmv2': protocol = '{plugin.name}' needs "
+                                    "a loop port, which the BMv2 back-end does not build yet: "
+                                    "use target.switch=netkv")
         if has_faults(cfg):
             raise TargetUnavailable("target.faults (loss, duplicate, reorder, delay_us) are "
                                     "injected by netkv-switch: use target.switch=netkv")

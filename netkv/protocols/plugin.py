@@ -105,6 +105,9 @@ class P4Program:
     #: register cells the C pipeline's init sets to non-zero: (name, index, value)
     initial_registers: Callable[[int, Params], list[tuple[str, int, int]]] = servers_register
     semantics: Callable[[], P4Semantics] = P4Semantics
+    #: the program's recirculation port is a loopback veth pair on the switch
+    #: (StarCache's loop): a back-end without one cannot run it
+    needs_loop: bool = False
 
 
 ControllerFactory = Callable[..., Any]

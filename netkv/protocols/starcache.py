@@ -19,7 +19,9 @@ and the ControlPlane only:
   again), and the lost-cache-packet watchdog (digest 8.6): a cached key
   whose queue stayed full (``qlen == S``) over a whole epoch, or that is
   INVALID with no write in flight and no fetch outstanding, is fetched
-  again.
+  again; when the full queue's head did not move either, no packet of the
+  key is looping, and its count of packets in the loop (``inloop``, which a
+  lost packet leaves too high) is zeroed first.
 
 - with ``resize``, dynamic cache sizing (digest section 4): each epoch the
   overflow ratio (reads of cached keys sent to a server for lack of a queue
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, model_validator
@@ -51,6 +54,7 @@ from netkv.config.base import MAX_VNODES, Pos, ProtocolBase, Ring
 from netkv.constants import (
     SC_DEFAULT_KEYS,
     SC_DEFAULT_SLOTS,
+    SC_DEFAULT_STUCK_US,
     SC_MAX_SLOTS_TOTAL,
     SC_STATE_DRAINING,
     SC_STATE_INVALID,
@@ -58,11 +62,23 @@ from netkv.constants import (
     sc_mcast_group,
 )
 from netkv.protocols.base import ControlPlane, Controller
-from netkv.protocols.plugin import ProtocolPlugin
+from netkv.protocols.plugin import (
+    P4Program,
+    P4Semantics,
+    Params,
+    ProtocolPlugin,
+    RegisterCells,
+    param_int,
+    servers_register,
+)
 from netkv.wire import djb2
 from netkv.wire.codec import STARCACHE_PORT, Msg, Proto, Result, StarcacheOp, starcache_hkey
 
 MAX_FETCHES = 4  # fetches of one key before it is given up
+# where the switch counts what it refuses at the trust boundary (docs/security.md)
+REFUSALS = {"host_server_op": ("stats", int(ScStat.HOST_SERVER_OP)),
+            "forged_fields": ("stats", int(ScStat.FORGED_FIELDS)),
+            "wrong_home": ("stats", int(ScStat.WRONG_HOME))}
 
 
 class StarCacheProtocol(ProtocolBase):
@@ -74,6 +90,9 @@ class StarCacheProtocol(ProtocolBase):
     keys: int = Field(SC_DEFAULT_KEYS, ge=1)   # request-table keys (CacheIdx values)
     slots: int = Field(SC_DEFAULT_SLOTS, ge=1)  # S: parked reads per key
     faithful: bool = False                  # the paper's 1-bit invalidation flag
+    # a key's counted writes are taken as lost when no write has reached it
+    # for this long (longer than any write's round trip on the target)
+    stuck_ms: Annotated[float, Field(gt=0.0, le=2_000_000.0)] = SC_DEFAULT_STUCK_US / 1000
     epoch_ms: Pos = 100.0                   # controller epoch (watchdog, fetch retries)
     # dynamic cache sizing by the overflow ratio (the paper's dynamic run:
     # theta 0.05%, minimum 32); off = the static cache of the evaluation
@@ -105,7 +124,8 @@ class StarCacheProtocol(ProtocolBase):
 def pipeline_params(cfg: RunConfig) -> str:
     proto = cfg.protocol
     assert isinstance(proto, StarCacheProtocol)
-    return f"keys={proto.keys};slots={proto.slots};faithful={int(proto.faithful)}"
+    return (f"keys={proto.keys};slots={proto.slots};faithful={int(proto.faithful)};"
+            f"stuck_us={max(1, round(proto.stuck_ms * 1000))}")
 
 
 def hkey_words(key: bytes) -> list[int]:
@@ -129,6 +149,7 @@ class Item:
     fetches: int = 0
     looping: bool = False   # an F_REP came back OK: its cache packet is in the loop
     full_epochs: int = 0
+    front: int = -1         # the queue's head at the last epoch
 
 
 @dataclass
@@ -176,7 +197,8 @@ class StarCacheController(Controller):
 
     def insert(self, ck: CacheKey) -> None:
         idx = self.free_idx.pop()
-        self.plane.switch.table_add("lookup", hkey_words(ck.key), [idx])  # INVALID
+        # INVALID until fetched; writes to the key go to its home (docs/security.md)
+        self.plane.switch.table_add("lookup", hkey_words(ck.key), [idx, ck.home])
         item = Item(ck, idx)
         self.items[ck.key] = item
         self.stats.inserts += 1
@@ -323,13 +345,25 @@ class StarCacheController(Controller):
                 continue
             state = sw.reg_read("state", item.idx)
             full = sw.reg_read("qlen", item.idx) >= self.proto.slots
+            front, item.front = item.front, sw.reg_read("front", item.idx)
             item.full_epochs = item.full_epochs + 1 if full else 0
             stuck = (state == SC_STATE_INVALID and item.looping
                      and sw.reg_read("pending_writes", item.idx) == 0)
             if item.full_epochs >= 2 or stuck:
+                if item.full_epochs >= 2 and front == item.front:
+                    self._nothing_looping(item)
                 item.full_epochs = 0
                 self.stats.refetches += 1
                 self._fetch(item)
+
+    def _nothing_looping(self, item: Item) -> None:
+        """A full queue whose head has not moved for an epoch: no packet of
+        the key is looping (each pass serves the head), whatever ``inloop``
+        says (a packet lost in the loop leaves it too high): zeroed, so that
+        the refetched packet is not taken for an older one."""
+        sw = self.plane.switch
+        sw.reg_write("inloop", item.idx, 0)
+        sw.reg_write("stale", item.idx, 0)
 
     def point_metrics(self) -> dict[str, Any]:
         """The point's overflow ratio (reads of cached keys sent to a server
@@ -438,6 +472,57 @@ def rack_controller_factory(cfg: RunConfig):  # type: ignore[no-untyped-def]
     return factory
 
 
+# --- on BMv2 (p4src/starcache/starcache.p4) ----------------------------------------------
+
+
+def p4_defines(params: Params) -> dict[str, int]:
+    """starcache.c's params as the P4 program's compile-time constants."""
+    keys = param_int(params, "keys", SC_DEFAULT_KEYS)
+    slots = param_int(params, "slots", SC_DEFAULT_SLOTS)
+    faithful = param_int(params, "faithful", 0)
+    stuck = param_int(params, "stuck_us", SC_DEFAULT_STUCK_US)
+    if keys < 1 or slots < 1 or keys * slots > SC_MAX_SLOTS_TOTAL or faithful not in (0, 1) \
+            or not 1 <= stuck <= 0x7FFFFFFF:
+        raise ValueError(f"starcache keys {keys} x slots {slots} must be in 1..{SC_MAX_SLOTS_TOTAL}, "
+                         f"faithful {faithful} 0 or 1, stuck_us {stuck} in 1..2^31-1")
+    return {"SC_KEYS": keys, "SC_SLOTS": slots, "SC_FAITHFUL": faithful, "SC_STUCK_US": stuck}
+
+
+def p4_initial_registers(n_servers: int, params: Params) -> list[tuple[str, int, int]]:
+    """What starcache.c's init leaves non-zero: n_servers, and ``ack`` 1 for
+    every key (no visit yet)."""
+    keys = p4_defines(params)["SC_KEYS"]
+    return [*servers_register(n_servers, params), *(("ack", i, 1) for i in range(keys))]
+
+
+#: what a ``lookup`` insert resets in starcache.c (reset_key): the key starts
+#: INVALID with an empty queue and nothing in the loop
+KEY_RESET = (("state", SC_STATE_INVALID), ("pending_writes", 0), ("pop", 0), ("qlen", 0),
+             ("front", 0), ("rear", 0), ("ack", 1), ("inloop", 0), ("stale", 0), ("write_ts", 0))
+
+
+class StarCacheP4(P4Semantics):
+    """What starcache.c does inside ``table_add``/``table_del`` that a P4
+    table cannot: an inserted key's registers are reset, a deleted key's
+    cache packet drops itself (INVALID)."""
+
+    def __init__(self) -> None:
+        self.idx: dict[tuple[int, ...], int] = {}
+
+    def before_table_add(self, regs: RegisterCells, table: str, key: Sequence[int],
+                         args: Sequence[int]) -> None:
+        if table != "lookup":
+            return
+        idx = int(args[0])
+        self.idx[tuple(int(k) for k in key)] = idx
+        regs.write([(name, idx, value) for name, value in KEY_RESET])
+
+    def after_table_delete(self, regs: RegisterCells, table: str, key: Sequence[int]) -> None:
+        idx = self.idx.pop(tuple(int(k) for k in key), None) if table == "lookup" else None
+        if idx is not None:
+            regs.write([("state", idx, SC_STATE_INVALID)])
+
+
 PLUGIN = ProtocolPlugin(
     name="starcache",
     summary="StarCache: variable-length items cached in packets looping through the switch",
@@ -448,6 +533,10 @@ PLUGIN = ProtocolPlugin(
     pipeline_params=pipeline_params,
     sim_controller=sim_controller_factory,
     rack_controller=rack_controller_factory,
+    p4=P4Program("starcache/starcache.p4", defines=p4_defines,
+                 initial_registers=p4_initial_registers, semantics=StarCacheP4,
+                 needs_loop=True),
+    refusals=REFUSALS,
 )
 
 

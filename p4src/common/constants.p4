@@ -60,6 +60,7 @@ const bit<8> SC_STATE_DRAINING = 2; /* state: being evicted: reads go to the ser
 #define SC_DEFAULT_KEYS 4096 /* cached keys (CacheIdx values) the request table is sized for */
 #define SC_DEFAULT_SLOTS 16 /* S: parked requests per key */
 #define SC_MAX_SLOTS_TOTAL 65536 /* keys x S request-table slots (the prototype's 64K) */
+#define SC_DEFAULT_STUCK_US 20000 /* a counted write with no reply for this long is lost (longer than any write's round trip) */
 
 /* ---- NetMC pipeline and hosts (docs/netmc.md) */
 #define MC_KEYIDX_W 16 /* W: KEYIDX bits, keys per wire multiget (the thesis' 16; more are chunked by the client) */
@@ -135,6 +136,24 @@ const bit<8> MC_STAT_MALFORMED = 4;
 const bit<8> MC_STAT_NO_ROUTE = 5;
 const bit<8> MC_STAT_HOST_SERVER_OP = 6;
 const bit<8> MC_STAT_FORGED = 7;
+
+/* cells of StarCache's stats register */
+const bit<8> SC_STAT_PARKED = 0;
+const bit<8> SC_STAT_SERVED = 1;
+const bit<8> SC_STAT_LOOPS = 2;
+const bit<8> SC_STAT_LOOP_DROPS = 3;
+const bit<8> SC_STAT_INVALID_READS = 4;
+const bit<8> SC_STAT_DRAINING_READS = 5;
+const bit<8> SC_STAT_INVALIDATIONS = 6;
+const bit<8> SC_STAT_REVALIDATIONS = 7;
+const bit<8> SC_STAT_FETCHES = 8;
+const bit<8> SC_STAT_STALE_UPDATES = 9;
+const bit<8> SC_STAT_NO_ROUTE = 10;
+const bit<8> SC_STAT_HOST_SERVER_OP = 11;
+const bit<8> SC_STAT_FORGED_FIELDS = 12;
+const bit<8> SC_STAT_WRONG_HOME = 13;
+const bit<8> SC_STAT_SUPERSEDED = 14;
+const bit<8> SC_STAT_STUCK_WRITES = 15;
 
 /* the multicast group of a write to start, start+1, ..., start+r-1 (mod n), 2 <= r <= n: 1..1023, never 0 (no multicast on v1model) */
 #define PEG_MCAST_GROUP(start, r) ((start) * 32 + (r) - 1)

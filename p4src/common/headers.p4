@@ -133,6 +133,15 @@ header starcache_t {
     bit<8>   parid;
 }
 
+/* the payload preamble (our choice, docs/wire.md): the switch reads VLEN (a
+ * reply without value bytes never loops) and checks the rest as the codec */
+header starcache_pre_t {
+    bit<16>  klen;
+    bit<16>  vlen;
+    bit<8>   frag;      /* 0-based fragment index, < max(FLAG, 1) */
+    bit<8>   rsvd;      /* must be 0 */
+}
+
 /* ---- NetLR (36 B) ------------------------------------------------------------------ */
 
 header netlr_t {

@@ -9,6 +9,8 @@
  *   #define NETKV_PARSE_NETCACHE   UDP 5050 (dst or src) -> netcache_t + value slices
  *   #define NETKV_PARSE_KVSWITCH   UDP 8888 (dst or src) -> kvswitch_t (the value stays
  *                                  payload: the switch never parses it)
+ *   #define NETKV_PARSE_STARCACHE  UDP 5008 (dst or src) -> starcache_t + starcache_pre_t
+ *                                  (key and value stay payload)
  *   #define NETKV_PARSE_NETMC      UDP 1000-1015 (dst or src, port & 0xFFF0) ->
  *                                  netmc_t + SRV[N] + netmc_pre_t
  *
@@ -85,6 +87,12 @@ parser NetkvParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
             (_, KVSWITCH_PORT): parse_kvswitch;
             default: accept;
         }
+#elif defined(NETKV_PARSE_STARCACHE)
+        transition select(hdr.udp.dst_port, hdr.udp.src_port) {
+            (STARCACHE_PORT, _): parse_starcache;
+            (_, STARCACHE_PORT): parse_starcache;
+            default: accept;
+        }
 #elif defined(NETKV_PARSE_NETMC)
         transition select(hdr.udp.dst_port, hdr.udp.src_port) {
             (NETMC_PORT_BASE &&& NETMC_PORT_MASK, _): parse_netmc;
@@ -109,6 +117,15 @@ parser NetkvParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
     state parse_kvswitch {
         meta.is_proto = 1;
         pkt.extract(hdr.kvswitch);
+        transition accept;
+    }
+#endif
+
+#if defined(NETKV_PARSE_STARCACHE)
+    state parse_starcache {
+        meta.is_proto = 1;
+        pkt.extract(hdr.starcache);
+        pkt.extract(hdr.starcache_pre);
         transition accept;
     }
 #endif
@@ -215,6 +232,8 @@ control NetkvDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.netcache);
         pkt.emit(hdr.nc_value);
         pkt.emit(hdr.kvswitch);
+        pkt.emit(hdr.starcache);
+        pkt.emit(hdr.starcache_pre);
         pkt.emit(hdr.netmc);
         pkt.emit(hdr.netmc_srv);
         pkt.emit(hdr.netmc_pre);

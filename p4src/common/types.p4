@@ -57,6 +57,8 @@ struct headers_t {
     netcache_t       netcache;
     netcache_value_t[NETCACHE_VALUE_SLICES] nc_value;
     kvswitch_t       kvswitch;
+    starcache_t      starcache;
+    starcache_pre_t  starcache_pre;
     netmc_t          netmc;
     netmc_srv_t[NETMC_N] netmc_srv;
     netmc_pre_t      netmc_pre;

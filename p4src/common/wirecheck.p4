@@ -107,4 +107,33 @@ control KvswitchWireCheck(in headers_t hdr, out bool ok) {
 }
 #endif
 
+#if defined(NETKV_PARSE_STARCACHE)
+const bit<16> STARCACHE_HDR_BYTES = 28;     /* NK_STARCACHE_HDR_LEN */
+const bit<16> STARCACHE_PRE_BYTES = 6;      /* NK_STARCACHE_PAYLOAD_HDR_LEN */
+const bit<16> STARCACHE_MAX_KEY_LEN = 64;   /* NK_MAX_KEY_LEN */
+
+/* StarCache (all checks of the codec, starcache_decode): a known op, KLEN
+ * <= 64, RSVD zero, FRAG < max(FLAG, 1), UDP payload length == 28 + 6 +
+ * KLEN + VLEN. */
+control StarcacheWireCheck(in headers_t hdr, out bool ok) {
+    apply {
+        ok = false;
+        if (hdr.starcache.isValid() && hdr.starcache_pre.isValid()) {
+            bit<8> op = hdr.starcache.op;
+            bit<8> flag = hdr.starcache.flag;
+            if (flag == 0) {
+                flag = 1;
+            }
+            ok = op >= STARCACHE_OP_R_REQ && op <= STARCACHE_OP_CRN_REQ &&
+                 hdr.starcache_pre.klen <= STARCACHE_MAX_KEY_LEN &&
+                 hdr.starcache_pre.rsvd == 0 && hdr.starcache_pre.frag < flag &&
+                 (bit<32>)hdr.udp.length == 8 + (bit<32>)STARCACHE_HDR_BYTES +
+                                            (bit<32>)STARCACHE_PRE_BYTES +
+                                            (bit<32>)hdr.starcache_pre.klen +
+                                            (bit<32>)hdr.starcache_pre.vlen;
+        }
+    }
+}
+#endif
+
 #endif /* NETKV_WIRECHECK_P4 */

@@ -62,6 +62,7 @@
 #define SC_DEFAULT_KEYS 4096 /* cached keys (CacheIdx values) the request table is sized for */
 #define SC_DEFAULT_SLOTS 16 /* S: parked requests per key */
 #define SC_MAX_SLOTS_TOTAL 65536 /* keys x S request-table slots (the prototype's 64K) */
+#define SC_DEFAULT_STUCK_US 20000 /* a counted write with no reply for this long is lost (longer than any write's round trip) */
 
 /* ---- NetMC pipeline and hosts (docs/netmc.md) */
 #define MC_KEYIDX_W 16 /* W: KEYIDX bits, keys per wire multiget (the thesis' 16; more are chunked by the client) */
@@ -181,6 +182,10 @@ enum sc_stat {
 	SC_STAT_STALE_UPDATES = 9,
 	SC_STAT_NO_ROUTE = 10,
 	SC_STAT_HOST_SERVER_OP = 11,
+	SC_STAT_FORGED_FIELDS = 12,
+	SC_STAT_WRONG_HOME = 13,
+	SC_STAT_SUPERSEDED = 14,
+	SC_STAT_STUCK_WRITES = 15,
 	SC_STAT_COUNT
 };
 

@@ -12,6 +12,9 @@
  * one key's value into another key's cache packet.
  * Popularity: every read served is counted in a count-min sketch; "topk"
  * (server_ctl) reports the hottest keys and starts again (digest §4).
+ * Hostile client (client_hostile, docs/security.md): forged switch fields,
+ * server- and controller-only ops, writes sent away from the key's home,
+ * forged HKEYs, replays, oversized values.
  * Client: R_REQ/W_REQ with HKEY = MurmurHash3_x64_128(key); it remembers
  * the key of each outstanding SEQ, and when a read reply carries another key
  * (an HKEY collision, or a cache slot reused by another key) it asks again
@@ -295,6 +298,79 @@ static int sc_client_reply(void *st, const struct nk_msg *r)
 	return NK_REPLY_DONE;
 }
 
+/* A hostile client's message (host.h client_hostile, docs/security.md):
+ * requests carrying the switch's fields (FLAG, FRAG, CACHED: the switch
+ * overwrites and counts them), server- and controller-only ops (a forged
+ * R_REP, W_REP or F_REP would enter the loop and answer other clients; an
+ * F_REQ would make a server launch a cache packet), a write of a cached key
+ * sent to another server than its home (the switch sends it home: another
+ * server's W_REP would put a value the home never stored into the loop), a
+ * write whose HKEY is not its key's (the server puts nothing into the loop),
+ * a replayed request id, an oversized value. */
+static uint16_t sc_client_hostile(void *st, uint64_t draw, const struct nk_req_spec *sp,
+				  uint16_t victim, uint32_t n_servers, struct nk_msg *m)
+{
+	struct nk_req_spec w = *sp;
+	w.kind = NK_KIND_WRITE;
+	uint16_t dst = sc_client_request(st, &w, m);
+	uint16_t other = n_servers > 1 ? (uint16_t)((sp->home + 1 + (draw >> 16) % (n_servers - 1)) %
+						    n_servers)
+				       : dst;
+	uint8_t forged = (uint8_t)(1 + (draw >> 8) % 255);
+	switch (draw % 10) {
+	case 0:         /* a write with the switch's FLAG ("cached: attach the value"), FRAG, CACHED */
+		m->frag_cnt = forged;
+		m->frag_idx = (uint8_t)((draw >> 24) % forged);   /* < FLAG: encodable */
+		m->flags = 1;
+		break;
+	case 1:         /* a read claiming to be a cache packet's answer */
+		m->op = NK_STARCACHE_OP_R_REQ;
+		m->value_len = 0;
+		m->flags = 1;
+		m->frag_cnt = forged;
+		break;
+	case 2:         /* a spoofed reply to an honest client, as if served from the loop */
+		m->op = NK_STARCACHE_OP_R_REP;
+		m->flags = 1;
+		m->frag_cnt = 1;
+		m->server_id = NK_SERVER_NONE;
+		dst = (uint16_t)(n_servers + victim);
+		break;
+	case 3:         /* a forged write reply with a value: would revalidate the key
+			 * and put the value into the loop */
+		m->op = NK_STARCACHE_OP_W_REP;
+		m->frag_cnt = 1;
+		m->value_len = 7;   /* a length no honest write has */
+		dst = draw >> 32 & 1 ? (uint16_t)(n_servers + victim) : dst;
+		break;
+	case 4:         /* a forged fetch reply: a cache packet */
+		m->op = NK_STARCACHE_OP_F_REP;
+		m->frag_cnt = 1;
+		m->value_len = 7;
+		break;
+	case 5:         /* a fetch request: the controller's */
+		m->op = NK_STARCACHE_OP_F_REQ;
+		m->value_len = 0;
+		break;
+	case 6:         /* a write sent to another server than the key's home */
+		dst = other;
+		break;
+	case 7:         /* a write of another key under this key's HKEY ('!' is no
+			 * workload key's byte: the keys are hex) */
+		m->key[0] = '!';
+		break;
+	case 8:         /* a replay of a recent request id, as a read */
+		m->op = draw >> 32 & 1 ? NK_STARCACHE_OP_R_REQ : NK_STARCACHE_OP_CRN_REQ;
+		m->value_len = 0;
+		break;
+	default:        /* an oversized value */
+		m->value_len = 8000;
+		break;
+	}
+	m->kind = (uint8_t)nk_wire_kind(NK_PROTO_STARCACHE, m->op);
+	return dst;
+}
+
 const struct nk_host_ops nk_host_starcache = {
 	.name = "starcache",
 	.proto = NK_PROTO_STARCACHE,
@@ -310,4 +386,5 @@ const struct nk_host_ops nk_host_starcache = {
 	.client_fini = sc_fini,
 	.client_request = sc_client_request,
 	.client_reply = sc_client_reply,
+	.client_hostile = sc_client_hostile,
 };

@@ -9,7 +9,8 @@
  *                             pending_writes, pop, qlen/front/rear, ack; the
  *                             request table (keys x S slots): req_ip, req_seq,
  *                             req_ts, req_cookie; hits, overflow, stats
- *   lookup                  - exact-match table HKEY (128 b) -> set_idx(idx)
+ *   lookup                  - exact-match table HKEY (128 b) -> set_idx(idx,
+ *                             home): the key's CacheIdx and home server
  *   process()               - R_REQ hit: park (client, SEQ, LAT) in the key's
  *                             queue, or overflow to the server; W_REQ hit:
  *                             invalidate, FLAG=1; the server's W_REP/F_REP
@@ -24,6 +25,18 @@
  * into the loop while the second is pending (a stale read can follow).
  * Default (strict): `pending_writes` counts writes in flight; only the reply
  * that brings it to 0 revalidates and puts a cache packet into the loop.
+ * The older cache packets of the key may still be in the loop then (a write
+ * whose round trip is shorter than a loop period: every write on Mininet):
+ * `inloop` counts the key's packets in the loop and a revalidation marks all
+ * but the new one `stale`; the loop is FIFO, so the next `stale` passes of
+ * the key are the old packets, and they drop themselves (superseded).
+ *
+ * Trust (docs/security.md): from a client port only R_REQ, W_REQ and CRN_REQ
+ * pass (host_server_op); the switch's fields in a request (FLAG, FRAG of a
+ * W_REQ, CACHED) are overwritten and counted (forged_fields); a write to a
+ * cached key goes to the key's home, wherever the client sent it
+ * (wrong_home): another server's W_REP would put a value the home never
+ * stored into the loop.
  *
  * Clients are addressed by node (req_ip holds the client's node id, which
  * the switch maps to its IP) and the embedder's request handle
@@ -42,10 +55,11 @@
 /* SC_STATE_*, SC_STAT_*, SC_MAX_SLOTS_TOTAL, nk_sc_mcast_group():
  * netkv/constants.h (spec/constants.toml) */
 #define SC_MAX_NODES 4096
-#define SC_NREGS 18
+#define SC_NREGS 21
 
 struct starcache_state {
 	uint32_t keys, slots, faithful;
+	uint32_t stuck_us;         /* a counted write older than this is lost */
 	struct nk_trust trust;
 	uint16_t *node_port;
 	uint16_t cpu_port, recirc_port;
@@ -58,6 +72,9 @@ struct starcache_state {
 	uint32_t *pop;
 	uint16_t *qlen, *front, *rear;
 	uint8_t *ack;
+	uint16_t *home;            /* the key's home server (set_idx's action data) */
+	uint16_t *inloop, *stale;  /* the key's cache packets in the loop; the oldest to drop */
+	uint32_t *write_ts;        /* when the key's last counted write passed (us, wraps) */
 	/* request table, keys x slots: ReqIdx = CacheIdx * S + i */
 	uint32_t *req_ip;          /* client node id */
 	uint32_t *req_seq;         /* SEQ */
@@ -81,6 +98,10 @@ static void sc_fini(void *st)
 	free(s->front);
 	free(s->rear);
 	free(s->ack);
+	free(s->home);
+	free(s->inloop);
+	free(s->stale);
+	free(s->write_ts);
 	free(s->req_ip);
 	free(s->req_seq);
 	free(s->req_ts);
@@ -101,24 +122,28 @@ static void reset_key(struct starcache_state *s, uint32_t idx)
 	s->pop[idx] = 0;
 	s->qlen[idx] = s->front[idx] = s->rear[idx] = 0;
 	s->ack[idx] = 1;
+	s->inloop[idx] = s->stale[idx] = 0;
+	s->write_ts[idx] = 0;
 }
 
 static int sc_init(void *st, const struct nk_pipeline_cfg *cfg)
 {
 	struct starcache_state *s = st;
 	memset(s, 0, sizeof(*s));
-	uint64_t keys, slots, faithful;
+	uint64_t keys, slots, faithful, stuck_us;
 	if (nkp_u64(cfg->params, "keys", SC_DEFAULT_KEYS, &keys) ||
 	    nkp_u64(cfg->params, "slots", SC_DEFAULT_SLOTS, &slots) ||
 	    nkp_u64(cfg->params, "faithful", 0, &faithful) ||
+	    nkp_u64(cfg->params, "stuck_us", SC_DEFAULT_STUCK_US, &stuck_us) ||
 	    nkp_trust(cfg->params, cfg->n_servers, &s->trust))
 		return NK_PIPE_EINVAL;
 	if (keys < 1 || slots < 1 || slots > 0xFFFF || keys * slots > SC_MAX_SLOTS_TOTAL ||
-	    faithful > 1 || cfg->n_nodes > SC_MAX_NODES)
+	    faithful > 1 || stuck_us < 1 || stuck_us > 0x7FFFFFFF || cfg->n_nodes > SC_MAX_NODES)
 		return NK_PIPE_ERANGE;
 	s->keys = (uint32_t)keys;
 	s->slots = (uint32_t)slots;
 	s->faithful = (uint32_t)faithful;
+	s->stuck_us = (uint32_t)stuck_us;
 	s->n_servers = cfg->n_servers;
 	s->n_clients = cfg->n_clients;
 	s->cpu_port = cfg->cpu_port;
@@ -132,12 +157,16 @@ static int sc_init(void *st, const struct nk_pipeline_cfg *cfg)
 	s->front = calloc(k, sizeof(uint16_t));
 	s->rear = calloc(k, sizeof(uint16_t));
 	s->ack = calloc(k, 1);
+	s->home = calloc(k, sizeof(uint16_t));
+	s->inloop = calloc(k, sizeof(uint16_t));
+	s->stale = calloc(k, sizeof(uint16_t));
+	s->write_ts = calloc(k, sizeof(uint32_t));
 	s->req_ip = calloc(r, sizeof(uint32_t));
 	s->req_seq = calloc(r, sizeof(uint32_t));
 	s->req_ts = calloc(r, sizeof(uint32_t));
 	s->req_cookie = calloc(r, sizeof(uint64_t));
 	if (nk_k128_init(&s->tab, s->keys) || !s->node_port || !s->state || !s->pending_writes || !s->pop || !s->qlen ||
-	    !s->front || !s->rear || !s->ack || !s->req_ip || !s->req_seq || !s->req_ts ||
+	    !s->front || !s->rear || !s->ack || !s->home || !s->inloop || !s->stale || !s->write_ts || !s->req_ip || !s->req_seq || !s->req_ts ||
 	    !s->req_cookie) {
 		sc_fini(s);
 		return NK_PIPE_EFULL;
@@ -157,6 +186,9 @@ static int sc_init(void *st, const struct nk_pipeline_cfg *cfg)
 	add_reg(s, "front", s->front, k, 2, 16);
 	add_reg(s, "rear", s->rear, k, 2, 16);
 	add_reg(s, "ack", s->ack, k, 1, 8);
+	add_reg(s, "inloop", s->inloop, k, 2, 16);
+	add_reg(s, "stale", s->stale, k, 2, 16);
+	add_reg(s, "write_ts", s->write_ts, k, 4, 32);
 	add_reg(s, "req_ip", s->req_ip, r, 4, 32);
 	add_reg(s, "req_seq", s->req_seq, r, 4, 32);
 	add_reg(s, "req_ts", s->req_ts, r, 4, 32);
@@ -210,9 +242,9 @@ static int sc_table_add(void *st, const char *table, const uint64_t *key, unsign
 		return node_fwd_op(s, key, nkey, args, nargs, 1);
 	if (strcmp(table, "lookup"))
 		return NK_PIPE_ENOENT;
-	if (nkey != 2 || nargs != 1)
+	if (nkey != 2 || nargs != 2)
 		return NK_PIPE_EINVAL;
-	if (args[0] >= s->keys)
+	if (args[0] >= s->keys || args[1] >= s->n_servers)
 		return NK_PIPE_ERANGE;
 	int fresh;
 	int rc = nk_k128_put(&s->tab, key[0], key[1], (uint32_t)args[0], &fresh);
@@ -221,6 +253,7 @@ static int sc_table_add(void *st, const char *table, const uint64_t *key, unsign
 	/* a new entry starts INVALID with an empty queue: reads go to the
 	 * server until the controller's fetch brings the cache packet */
 	reset_key(s, (uint32_t)args[0]);
+	s->home[args[0]] = (uint16_t)args[1];
 	return 0;
 }
 
@@ -275,6 +308,15 @@ static void drop(struct starcache_state *s, enum sc_stat why, struct nk_actions 
 	act->fwd = NK_FWD_DROP;
 }
 
+/* A cache packet of key idx drops itself. */
+static void leave_loop(struct starcache_state *s, uint32_t idx, enum sc_stat why,
+		       struct nk_actions *act)
+{
+	if (s->inloop[idx])
+		s->inloop[idx]--;
+	drop(s, why, act);
+}
+
 /* R_REQ to a cached key: park it, or send it to the server. */
 static void read_request(struct starcache_state *s, uint32_t idx, const struct nk_msg *m,
 			 struct nk_pkt_meta *meta, struct nk_actions *act)
@@ -282,6 +324,16 @@ static void read_request(struct starcache_state *s, uint32_t idx, const struct n
 	if (s->pop[idx] < UINT32_MAX)
 		s->pop[idx]++;
 	s->hits++;
+	if (s->state[idx] == SC_STATE_INVALID && s->pending_writes[idx] &&
+	    (uint32_t)(meta->now_ns / 1000) - s->write_ts[idx] > s->stuck_us) {
+		/* no write has reached the key for longer than any write's round
+		 * trip: the counted ones whose reply never came were lost (a W_REQ
+		 * dropped after the switch, or its W_REP), and would keep the key
+		 * INVALID forever; with none in flight the count can restart
+		 * (the watchdog then refetches the key) */
+		s->pending_writes[idx] = 0;
+		s->stats[SC_STAT_STUCK_WRITES]++;
+	}
 	if (s->state[idx] != SC_STATE_VALID) {
 		/* a write in flight (INVALID) or an eviction (DRAINING) */
 		s->stats[s->state[idx] == SC_STATE_DRAINING ? SC_STAT_DRAINING_READS
@@ -315,13 +367,23 @@ static void cache_packet(struct starcache_state *s, int64_t hit, struct nk_msg *
 	m->op = NK_STARCACHE_OP_R_REP;     /* first loop after a W_REP/F_REP */
 	m->kind = NK_KIND_READ_REPLY;
 	uint32_t idx = (uint32_t)hit;
-	if (hit < 0 || s->state[idx] == SC_STATE_INVALID) {
-		drop(s, SC_STAT_LOOP_DROPS, act);   /* evicted, or a write in flight */
+	if (hit < 0) {
+		drop(s, SC_STAT_LOOP_DROPS, act);   /* evicted */
+		return;
+	}
+	if (s->stale[idx]) {
+		/* an older packet of the key than the newest write's (FIFO loop) */
+		s->stale[idx]--;
+		leave_loop(s, idx, SC_STAT_SUPERSEDED, act);
+		return;
+	}
+	if (s->state[idx] == SC_STATE_INVALID) {
+		leave_loop(s, idx, SC_STAT_LOOP_DROPS, act);   /* a write in flight */
 		return;
 	}
 	if (!s->qlen[idx]) {
 		if (s->state[idx] == SC_STATE_DRAINING) {
-			drop(s, SC_STAT_LOOP_DROPS, act);  /* drained: leave the loop */
+			leave_loop(s, idx, SC_STAT_LOOP_DROPS, act);  /* drained */
 			return;
 		}
 		act->fwd = NK_FWD_RECIRC;
@@ -367,7 +429,10 @@ static void server_update(struct starcache_state *s, int64_t hit, struct nk_msg 
 	/* FLAG >= 1: the reply of a write this switch counted */
 	if (write && m->frag_cnt && !s->faithful && s->pending_writes[idx])
 		s->pending_writes[idx]--;
-	int ok = m->frag_cnt && m->result == NK_RESULT_OK &&
+	/* the wire carries no result: a reply without value bytes (the
+	 * server's answer to a W_REQ whose HKEY is not its key's, or an empty
+	 * item) puts nothing into the loop */
+	int ok = m->frag_cnt && m->value_len && m->result == NK_RESULT_OK &&
 		 (s->faithful || (!s->pending_writes[idx] && s->state[idx] != SC_STATE_VALID) ||
 		  (!write && !s->pending_writes[idx]));
 	if (!ok) {
@@ -383,6 +448,13 @@ static void server_update(struct starcache_state *s, int64_t hit, struct nk_msg 
 	}
 	s->state[idx] = SC_STATE_VALID;
 	s->ack[idx] = 1;
+	if (!s->faithful) {
+		/* the key's packets in the loop now are older: they go (the
+		 * paper's 1-bit mode keeps them, digest 8.3) */
+		s->stale[idx] = s->inloop[idx];
+		if (s->inloop[idx] < UINT16_MAX)
+			s->inloop[idx]++;
+	}
 	s->stats[write ? SC_STAT_REVALIDATIONS : SC_STAT_FETCHES]++;
 	to_node_and_loop(s, meta, act);
 }
@@ -403,8 +475,16 @@ static void sc_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 		drop(s, SC_STAT_HOST_SERVER_OP, act);
 		return;
 	}
-	if (from == NK_ORIGIN_CLIENT)
-		m->flags = 0;   /* CACHED is the switch's to set */
+	if (from == NK_ORIGIN_CLIENT) {
+		/* CACHED is the switch's to set; FLAG and FRAG of a write too
+		 * (FLAG >= 1 would make the server attach the value to its
+		 * reply: a cache packet for a key the switch never invalidated) */
+		int forged = m->flags != 0 || (m->op == NK_STARCACHE_OP_W_REQ &&
+					       (m->frag_cnt != 0 || m->frag_idx != 0));
+		m->flags = 0;
+		if (forged)
+			s->stats[SC_STAT_FORGED_FIELDS]++;
+	}
 	const struct nk_k128_ent *e = nk_k128_find(&s->tab, m->hkey[0], m->hkey[1]);
 	int64_t hit = e ? (int64_t)e->val : -1;
 	if (meta->recirculated) {
@@ -426,10 +506,16 @@ static void sc_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 		/* FLAG tells the server whether to attach the new value */
 		m->frag_cnt = 0;
 		m->frag_idx = 0;
+		if (hit >= 0 && meta->dst != s->home[hit]) {
+			/* only the home's reply may revalidate the key */
+			meta->dst = s->home[hit];
+			s->stats[SC_STAT_WRONG_HOME]++;
+		}
 		if (hit >= 0 && s->state[hit] != SC_STATE_DRAINING) {
 			s->state[hit] = SC_STATE_INVALID;
 			if (!s->faithful && s->pending_writes[hit] < UINT16_MAX)
 				s->pending_writes[hit]++;
+			s->write_ts[hit] = (uint32_t)(meta->now_ns / 1000);
 			m->frag_cnt = 1;
 			s->stats[SC_STAT_INVALIDATIONS]++;
 		}
