@@ -423,7 +423,7 @@ static void test_replica(void)
 	EXPECT_EQ(H->server_handle(sv, &store, &a, CL, out, NK_HOST_MAX_OUT), 0);
 	char text[128], *argv[1] = { "stats" };
 	EXPECT_EQ(H->server_ctl(sv, &store, 1, argv, text, sizeof text), 0);
-	EXPECT(!strcmp(text, "ok stale=1 nacks=1"));
+	EXPECT(!strcmp(text, "ok stale=1 nacks=1 refused=0"));
 	H->server_fini(sv);
 	free(sv);
 }
@@ -442,6 +442,10 @@ static void test_client(void)
 	EXPECT_EQ(m.op, NK_NETLR_OP_WRITE);
 	EXPECT_EQ(m.keyhash, 0xabcdef);
 	EXPECT_EQ(nk_get32(m.key), nk_crc32(key, 16));
+	/* kvserver preloads the key under the same object id */
+	uint8_t wk[NK_MAX_KEY_LEN];
+	EXPECT_EQ(H->wire_key(key, 16, wk), NK_NETLR_OID_LEN);
+	EXPECT(!memcmp(wk, m.key, NK_NETLR_OID_LEN));
 	EXPECT_EQ(m.value_len, NK_NETLR_VALUE_LEN);
 	uint8_t buf[64];
 	EXPECT_EQ(nk_wire_encode(&m, buf, sizeof buf), NK_NETLR_LEN);
@@ -495,8 +499,9 @@ static void test_chain(void)
 			EXPECT_EQ(out[0].dst, i + 1);
 		} else {
 			EXPECT_EQ(out[0].msg.op, NK_NETLR_OP_W_REPLY);
-			EXPECT_EQ(out[0].dst, NS + w.client_id);   /* the client's node */
+			EXPECT_EQ(out[0].dst, CL);      /* the client's node, carried by the head */
 			EXPECT_EQ(out[0].msg.ver, 6);
+			EXPECT_EQ(out[0].msg.epoch, 0);
 		}
 		w = out[0].msg;
 		src = (uint16_t)i;
@@ -504,7 +509,23 @@ static void test_chain(void)
 	/* a stale copy from the predecessor is discarded */
 	w = mk(NK_NETLR_OP_WRITE, OID, ID, 5);
 	w.ver = 3;
+	w.epoch = CL;
 	EXPECT_EQ(H->server_handle(sv[2], &store[2], &w, 1, out, NK_HOST_MAX_OUT), 0);
+	/* a write that skips the head, or comes from another than the
+	 * predecessor, or names no client, is refused and not applied */
+	w.ver = 50;
+	EXPECT_EQ(H->server_handle(sv[2], &store[2], &w, CL, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(H->server_handle(sv[2], &store[2], &w, 0, out, NK_HOST_MAX_OUT), 0);
+	w.epoch = 1;
+	EXPECT_EQ(H->server_handle(sv[2], &store[2], &w, 1, out, NK_HOST_MAX_OUT), 0);
+	w = mk(NK_NETLR_OP_WRITE, OID, ID, 6);
+	EXPECT_EQ(H->server_handle(sv[0], &store[0], &w, 1, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(t[2].ver, 6);
+	EXPECT_EQ(t[0].ver, 6);
+	char text[96], cmd[] = "stats";
+	char *argv[] = { cmd };
+	EXPECT_EQ(H->server_ctl(sv[2], &store[2], 1, argv, text, sizeof text), 0);
+	EXPECT(!strcmp(text, "ok stale=1 nacks=0 refused=3"));
 	for (uint32_t i = 0; i < NS; i++) {
 		H->server_fini(sv[i]);
 		free(sv[i]);

@@ -41,6 +41,8 @@ from netkv.wire.codec import NETLR_LEN, NETLR_PORT, Proto
 GROUP = 1          # the replica group's multicast group (artifact: rid 1)
 MAX_REPLICAS = 8   # LiveMask / AckMask are 8 bits (artifact MAX_NUM_REPLICA)
 MAX_SLOTS = 1 << 20
+#: what the switch refuses at the trust boundary (pipeline/netlr.c stats[i])
+REFUSALS = {"host_server_op": ("stats", 10)}
 
 
 class NetLRProtocol(ProtocolBase):
@@ -123,14 +125,17 @@ class NetLRController(Controller):
 
     def _install(self) -> None:
         sw = self.plane.switch
+        # in this order, so that the round-robin never meets an empty entry
+        # while the switch forwards: the live entries, their count, then the
+        # entries past it removed
         for i, r in enumerate(self.live):
             sw.table_add("get_dst_rep_table", [i], [r])
+        sw.reg_write("num_replica", 0, len(self.live))
         for i in range(len(self.live), MAX_REPLICAS):
             try:
                 sw.table_delete("get_dst_rep_table", [i])
             except DriverError:
                 pass   # no entry there
-        sw.reg_write("num_replica", 0, len(self.live))
         sw.reg_write("LiveMask", 0, self.live_mask)
         if self.live:
             sw.reg_write("PIN", 0, self.live[0])
@@ -227,16 +232,34 @@ def sim_controller_factory(cfg: "RunConfig"):  # type: ignore[no-untyped-def]
     return factory
 
 
+# --- on real racks (target=mininet) -------------------------------------------------------
+
+
+def rack_controller_factory(cfg: "RunConfig"):  # type: ignore[no-untyped-def]
+    """Real racks: ``factory(plane) -> NetLRController`` over the rack's
+    control plane (the target calls ``start()``); ``port_up`` is the rack's
+    port status (netkv.mininet.control)."""
+    proto = cfg.protocol
+    assert isinstance(proto, NetLRProtocol)
+
+    def factory(plane: ControlPlane) -> NetLRController:
+        return NetLRController(plane, proto)
+
+    return factory
+
+
 PLUGIN = ProtocolPlugin(
     name="netlr",
     summary="NetLR in-switch leaderless replication: writes serialized and acked in the switch (PVLDB 2022)",
-    targets=("sim",),
+    targets=("sim", "mininet"),
     config=NetLRProtocol,
     wire=Proto.NETLR,
     udp_port=NETLR_PORT,
     preload="all",
     pipeline_params=pipeline_params,
     sim_controller=sim_controller_factory,
+    rack_controller=rack_controller_factory,
+    refusals=REFUSALS,
 )
 
 
