@@ -4,7 +4,7 @@ The same scenario as tests/test_hostile_sim.py on real packets: the last
 client runs ``kvclient --mode hostile`` (the protocol's client_hostile, the C
 function the simulator's hostile clients call) beside honest kvclients
 recording histories, through netkv-switch to real kvservers. For hash,
-Pegasus, NetCache and KVSwitch:
+Pegasus, NetCache, KVSwitch and NetLR:
 
 - every acknowledged write survives: after the point, every key an honest
   client wrote is read back from an honest client's namespace through the
@@ -12,7 +12,7 @@ Pegasus, NetCache and KVSwitch:
   one somebody wrote (an honest write or a hostile one), not the preloaded
   value, and not an acknowledged write that finished before another
   acknowledged write of the key began (values are unique per write);
-- the honest history of Pegasus and of KVSwitch (strict mode), the hostile
+- the honest history of Pegasus, KVSwitch and NetLR (strict mode), the hostile
   writes in it as writes of unknown outcome, is linearizable by both
   checkers;
 - the switch's refusal counters are non-zero, and the point counts the
@@ -44,7 +44,11 @@ ROOT = Path(__file__).resolve().parent.parent
 BASE = ["target=mininet", "servers=2", "clients=3", "topology.hostile_clients=1", "keys=200",
         "alpha=1.2", "write_ratio=0.3", "record_history=true", "duration=0.5",
         "topology.hostile_rps=2000", "topology.drain_ms=500"]
-EXTRA = {"hash": [], "pegasus": ["protocol.replicated_keys=4"], "netcache": [], "kvswitch": []}
+EXTRA = {"hash": [], "pegasus": ["protocol.replicated_keys=4"], "netcache": [], "kvswitch": [],
+         # strict mode, superseded writes answered (flagged), no retries (a
+         # resent NetLR write is a second write: docs/netlr.md)
+         "netlr": ["protocol.ack_superseded=true", "topology.timeout_us=100000",
+                   "topology.retries=0"]}
 
 # Runs in an honest client's namespace: python - <json {port, proto, op, reads}>;
 # reads: [[key id, key hex, keyhash, home node, dst ip]]. Prints one JSON
@@ -169,7 +173,7 @@ def _run(proto: str, tmp_path: Path) -> dict[str, Any]:
 
 
 @skip
-@pytest.mark.parametrize("proto", ["hash", "pegasus", "netcache", "kvswitch"])
+@pytest.mark.parametrize("proto", ["hash", "pegasus", "netcache", "kvswitch", "netlr"])
 def test_hostile_client_loses_no_acknowledged_write(proto: str, tmp_path: Path) -> None:
     run = _run(proto, tmp_path)
     res, rows = run["res"], run["rows"]
@@ -184,7 +188,7 @@ def test_hostile_client_loses_no_acknowledged_write(proto: str, tmp_path: Path) 
     assert hostile and all(r["op"] == "w" and r["status"] == "timeout" for r in hostile)
     assert len(run["back"]) > 20, run["back"]
     assert _lost_writes(rows, run["back"]) == []
-    if proto in ("pegasus", "kvswitch"):  # KVSwitch: strict mode, its default
+    if proto in ("pegasus", "kvswitch", "netlr"):  # KVSwitch, NetLR: strict mode, the default
         from netkv.lincheck import PorcupineUnavailable, check_file, check_file_porcupine
 
         assert check_file(run["history"], timeout=120).ok is True

@@ -313,14 +313,53 @@ static void test_hostile(void)
 	EXPECT_EQ(reg(st, "stats", 9), 2);            /* NL_BAD_OID */
 	/* an ack of oid 0 for an empty slot is not "dirty" */
 	EXPECT_EQ(ack(st, 0, 0, 5, 0, NULL), 0);
-	/* a stamp from a client is cleared */
+	/* a stamp from a client is cleared (write_seq's forged seqs counted too) */
+	EXPECT_EQ(reg(st, "stats", 12), 2);           /* NL_FORGED_FIELDS */
 	struct nk_msg m = mk(NK_NETLR_OP_READ, OID, ID, 1);
 	m.ver = 77;
 	m.flags = NK_NETLR_FLAG_STAMPED;
 	sw(st, &m, CL, 0, NULL);
 	EXPECT_EQ(m.ver, 0);
 	EXPECT_EQ(m.flags, 0);
+	EXPECT_EQ(reg(st, "stats", 12), 3);
+	/* a write at a forged seq and epoch gets the switch's */
+	m = mk(NK_NETLR_OP_WRITE, OID + 1, ID + 1, 3);
+	m.ver = 0xFFFFFFFFu;
+	m.epoch = 0xFFFF;
+	m.flags = NK_NETLR_FLAG_SUPERSEDED;
+	EXPECT_EQ(sw(st, &m, CL, 0, NULL).fwd, NK_FWD_MCAST);
+	EXPECT_EQ(m.ver, s + 1);
+	EXPECT_EQ(m.epoch, 0);
+	EXPECT_EQ(m.flags, 0);
+	EXPECT_EQ(reg(st, "stats", 12), 4);
+	/* an honest request (nothing set) is not counted */
+	m = mk(NK_NETLR_OP_READ, OID, ID, 4);
+	sw(st, &m, CL, 0, NULL);
+	EXPECT_EQ(reg(st, "stats", 12), 4);
 	sw_free(st);
+	/* the hostile client's messages: every kind, each well formed */
+	void *c = calloc(1, H->client_state_size);
+	struct nk_host_cfg hc = { .n_servers = NS, .n_clients = 2 };
+	EXPECT_EQ(H->client_init(c, &hc), 0);
+	const uint8_t key[] = "user000000000042";
+	struct nk_req_spec sp = { .kind = NK_KIND_WRITE, .key_len = 16, .home = 1, .req_id = 9,
+				  .keyhash = 0x1234, .key = key };
+	uint8_t buf[64], seen[8] = { 0 };
+	for (uint64_t d = 0; d < 64; d++) {
+		uint16_t dst = H->client_hostile(c, d * 0x1001, &sp, 0, NS, &m);
+		uint8_t val[NK_NETLR_VALUE_LEN] = { 0 };
+		if (m.value_len)
+			m.value = val;
+		EXPECT_EQ(nk_wire_encode(&m, buf, sizeof buf), NK_NETLR_LEN);
+		EXPECT(dst <= NS);
+		seen[(d * 0x1001) % 8] = 1;
+		if ((d * 0x1001) % 8 == 3 || (d * 0x1001) % 8 == 4)
+			EXPECT_EQ(dst, NS);                       /* the victim's node */
+	}
+	for (int k = 0; k < 8; k++)
+		EXPECT(seen[k]);
+	H->client_fini(c);
+	free(c);
 	struct nk_pipeline_cfg cfg = { .n_servers = NS, .n_clients = NC, .params = "mode=nope" };
 	void *bad = calloc(1, P->state_size);
 	EXPECT_EQ(P->init(bad, &cfg), NK_PIPE_EINVAL);

@@ -27,6 +27,7 @@ wire format: the switch only forwards, the chain is static.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -36,13 +37,14 @@ from netkv.config.base import MAX_VNODES, Pos, ProtocolBase, Ring
 from netkv.drivers.base import DriverError
 from netkv.protocols.base import ControlPlane, Controller
 from netkv.protocols.plugin import ProtocolPlugin
-from netkv.wire.codec import NETLR_LEN, NETLR_PORT, Proto
+from netkv.wire.codec import NETLR_LEN, NETLR_OID_LEN, NETLR_PORT, Proto
 
 GROUP = 1          # the replica group's multicast group (artifact: rid 1)
 MAX_REPLICAS = 8   # LiveMask / AckMask are 8 bits (artifact MAX_NUM_REPLICA)
 MAX_SLOTS = 1 << 20
 #: what the switch refuses at the trust boundary (pipeline/netlr.c stats[i])
-REFUSALS = {"host_server_op": ("stats", 10)}
+REFUSALS = {"host_server_op": ("stats", 10), "forged_fields": ("stats", 12),
+            "bad_oid": ("stats", 9)}
 
 
 class NetLRProtocol(ProtocolBase):
@@ -212,6 +214,12 @@ class NetLRController(Controller):
                 mine = [r for r in self.live if acked & (1 << r)]
                 sw.reg_write("CRep", i, mine[0] if mine else (self.live[0] if self.live else 0))
                 self.stats.crep_moved += 1
+
+
+def wire_key(key: bytes) -> bytes:
+    """The 4 B object id the client sends for a workload key
+    (hostapps/src/host/netlr.c nl_wire_key: CRC32, 0 becoming 1)."""
+    return (zlib.crc32(key) or 1).to_bytes(NETLR_OID_LEN, "big")
 
 
 # --- on the simulator ---------------------------------------------------------------------

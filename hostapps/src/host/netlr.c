@@ -240,6 +240,61 @@ static int nl_client_reply(void *st, const struct nk_msg *r)
 	return NK_REPLY_IGNORE;
 }
 
+/* A hostile client's message (host.h client_hostile, docs/security.md):
+ * an ordinary write of a workload key, turned into one of the kinds below.
+ * NetLR's messages are a fixed 36 B: a longer one is byte-level damage
+ * (tests/test_badpackets.py), not a message this function can build. */
+static uint16_t nl_client_hostile(void *st, uint64_t draw, const struct nk_req_spec *sp,
+				  uint16_t victim, uint32_t n_servers, struct nk_msg *m)
+{
+	static const uint32_t forged_seq[] = { 0xFFFFFFFFu, 0xFFFFFFFEu, 1u << 31, 3 };
+	struct nk_req_spec w = *sp;
+	w.kind = NK_KIND_WRITE;
+	uint16_t dst = nl_client_request(st, &w, m);
+	uint32_t seq = forged_seq[(draw >> 8) % 4];
+	switch (draw % 8) {
+	case 0:         /* a write at a forged seq, flags and epoch: applied over
+			 * newer writes, or making every later write stale */
+		m->ver = seq;
+		m->flags = NK_NETLR_FLAG_STAMPED | NK_NETLR_FLAG_SUPERSEDED;
+		m->epoch = 0xFFFF;
+		break;
+	case 1:         /* a read with a forged stamp: replicas would NACK it */
+		m->op = NK_NETLR_OP_READ;
+		m->value_len = 0;
+		m->ver = draw >> 16 & 1 ? seq : 0;
+		m->flags = NK_NETLR_FLAG_STAMPED;
+		break;
+	case 2:         /* a forged ack: would commit a write no replica applied,
+			 * or move CRep to a replica that lacks the write */
+		m->op = NK_NETLR_OP_W_REPLY;
+		m->value_len = 0;
+		m->ver = seq;
+		break;
+	case 3:         /* a spoofed reply to an honest client, with its own
+			 * request ids (all clients count from the same start) */
+		m->op = draw >> 16 & 1 ? NK_NETLR_OP_R_REPLY : NK_NETLR_OP_W_REPLY;
+		m->value_len = m->op == NK_NETLR_OP_R_REPLY ? NK_NETLR_VALUE_LEN : 0;
+		m->ver = seq;
+		dst = (uint16_t)(n_servers + victim);
+		break;
+	case 4:         /* a forged NACK: the honest client would retry */
+		m->op = NK_NETLR_OP_NACK;
+		m->value_len = 0;
+		dst = (uint16_t)(n_servers + victim);
+		break;
+	case 5:         /* the reserved oid 0 (the switch's empty slot) */
+		nk_put32(m->key, 0);
+		break;
+	default:        /* a write addressed to a replica (CR: past the head) */
+		if (n_servers)
+			dst = (uint16_t)((draw >> 12) % n_servers);
+		break;
+	}
+	m->kind = (uint8_t)nk_wire_kind(NK_PROTO_NETLR, m->op);
+	return dst;
+}
+
 const struct nk_host_ops nk_host_netlr = {
 	.name = "netlr",
 	.proto = NK_PROTO_NETLR,
@@ -255,5 +310,6 @@ const struct nk_host_ops nk_host_netlr = {
 	.client_request = nl_client_request,
 	.client_reply = nl_client_reply,
 	.server_ctl = nl_server_ctl,
+	.client_hostile = nl_client_hostile,
 	.wire_key = nl_wire_key,
 };
