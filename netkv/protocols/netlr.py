@@ -104,6 +104,7 @@ class NetLRStats:
     failures: list[tuple[int, float]] = field(default_factory=list)    # (replica, detected at)
     recoveries: list[tuple[int, float, int]] = field(default_factory=list)  # (replica, live at, keys)
     swept_clean: int = 0
+    sweep_raced: int = 0      # slots a write reached while the sweep cleared them
     crep_moved: int = 0
 
 
@@ -206,8 +207,16 @@ class NetLRController(Controller):
                 continue
             acked = sw.reg_read("AckMask", i)
             if live and acked & live == live:
+                issued = sw.reg_read("MaxSeq", i)
                 sw.reg_write("dset", i, 0)
-                self.stats.swept_clean += 1
+                if sw.reg_read("MaxSeq", i) != issued:
+                    # a write reached the slot between the reads and the
+                    # clear (a real switch keeps forwarding): dirty again,
+                    # so that its acks count and its reads go to CRep
+                    sw.reg_write("dset", i, oid)
+                    self.stats.sweep_raced += 1
+                else:
+                    self.stats.swept_clean += 1
                 continue
             crep = sw.reg_read("CRep", i)
             if not live & (1 << crep):
