@@ -36,11 +36,11 @@ from scapy.all import Ether, IP, UDP, Raw, sendp, conf
 from netkv.wire import codec
 from netkv.wire.codec import Msg, Proto, encode
 conf.verb = 0
-mode, count, seed, proto, opcls, readop, port = (sys.argv[1], int(sys.argv[2]),
-                                                 int(sys.argv[3]), sys.argv[4], sys.argv[5],
-                                                 sys.argv[6], int(sys.argv[7]))
+mode, count, seed, proto, opcls, readop, port, keylen = (
+    sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6],
+    int(sys.argv[7]), int(sys.argv[8]))
 rng = random.Random(seed)
-key = b"k" * 16
+key = b"k" * keylen
 def payload():
     return encode(Msg(proto=Proto[proto], op=int(getattr(getattr(codec, opcls), readop)), server_id=0,
                       client_id=2, req_id=rng.randrange(1 << 31), keyhash=12345, key=key,
@@ -62,7 +62,7 @@ def mutate(b):
         return bytes(b)                                                # flipped bytes
     return bytes(rng.randrange(256) for _ in range(rng.randrange(0, 120)))  # random
 if mode == "frames":
-    iface = sys.argv[8]
+    iface = sys.argv[9]
     frames = []
     src = dict(src="02:00:00:00:00:03", dst="02:00:00:00:00:01")
     for i in range(count):
@@ -91,13 +91,15 @@ else:
 '''
 
 
-# protocol -> (wire format, op enum in netkv.wire.codec, its read op, UDP port, has a magic)
-FORMATS = {"hash": ("PLAIN", "PegasusOp", "READ", 5047, True),
-           "pegasus": ("PEGASUS", "PegasusOp", "READ", 5047, True),
-           "netcache": ("NETCACHE", "NetcacheOp", "READ", 5050, False),
-           "kvswitch": ("KVSWITCH", "KvswitchOp", "GET", 8888, False),
-           "starcache": ("STARCACHE", "StarcacheOp", "R_REQ", 5008, False),
-           "netmc": ("NETMC", "NetmcOp", "GET", 1000, False)}
+# protocol -> (wire format, op enum in netkv.wire.codec, its read op, UDP port, has a magic,
+# key length on the wire)
+FORMATS = {"hash": ("PLAIN", "PegasusOp", "READ", 5047, True, 16),
+           "pegasus": ("PEGASUS", "PegasusOp", "READ", 5047, True, 16),
+           "netcache": ("NETCACHE", "NetcacheOp", "READ", 5050, False, 16),
+           "kvswitch": ("KVSWITCH", "KvswitchOp", "GET", 8888, False, 16),
+           "starcache": ("STARCACHE", "StarcacheOp", "R_REQ", 5008, False, 16),
+           "netmc": ("NETMC", "NetmcOp", "GET", 1000, False, 16),
+           "netlr": ("NETLR", "NetlrOp", "READ", 1234, False, 4)}   # a 4 B object id
 
 
 @skip
@@ -106,7 +108,7 @@ def test_bad_frames_and_payloads_are_counted_and_dropped(tmp_path, protocol: str
     from netkv.targets.mininet import MininetTarget
 
     assert protocol in FORMATS, f"add {protocol}'s wire format to FORMATS"
-    fmt, opcls, readop, port, has_magic = FORMATS[protocol]
+    fmt, opcls, readop, port, has_magic, keylen = FORMATS[protocol]
     script = tmp_path / "send_bad.py"
     script.write_text(SENDER)
     cfg = load(["target=mininet", f"protocol={protocol}", "keys=5000", "duration=0.5",
@@ -121,7 +123,7 @@ def test_bad_frames_and_payloads_are_counted_and_dropped(tmp_path, protocol: str
 
         client, server = rack.clients[0], rack.servers[0]
         env = {"PYTHONPATH": str(__import__("pathlib").Path(__file__).resolve().parent.parent)}
-        fmt_args = [fmt, opcls, readop, str(port)]
+        fmt_args = [fmt, opcls, readop, str(port), str(keylen)]
         for host, args in ((client, ["frames", "600", "1", *fmt_args, str(client.defaultIntf())]),
                            (server, ["loopback", "400", "2", *fmt_args])):
             p = host.popen([sys.executable, str(script), *args], env=env)

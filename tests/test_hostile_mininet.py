@@ -4,8 +4,8 @@ The same scenario as tests/test_hostile_sim.py on real packets: the last
 client runs ``kvclient --mode hostile`` (the protocol's client_hostile, the C
 function the simulator's hostile clients call) beside honest kvclients
 recording histories, through netkv-switch to real kvservers. For hash,
-Pegasus, NetCache, KVSwitch, StarCache and NetMC (and CoordiMC; their multigets in a
-second point, as kvclient records single-key histories only):
+Pegasus, NetCache, KVSwitch, StarCache, NetLR and NetMC (and CoordiMC; their multigets
+in a second point, as kvclient records single-key histories only):
 
 - every acknowledged write survives: after the point, every key an honest
   client wrote is read back from an honest client's namespace through the
@@ -13,7 +13,7 @@ second point, as kvclient records single-key histories only):
   one somebody wrote (an honest write or a hostile one), not the preloaded
   value, and not an acknowledged write that finished before another
   acknowledged write of the key began (values are unique per write);
-- the honest history of Pegasus and of KVSwitch (strict mode), the hostile
+- the honest history of Pegasus, KVSwitch and NetLR (strict mode), the hostile
   writes in it as writes of unknown outcome, is linearizable by both
   checkers;
 - StarCache's honest clients (not claimed linearizable) keep the session
@@ -54,6 +54,10 @@ BASE = ["target=mininet", "servers=2", "clients=3", "topology.hostile_clients=1"
 # keys (4 B keys all hash to one server, docs/netmc.md)
 EXTRA = {"hash": [], "pegasus": ["protocol.replicated_keys=4"], "netcache": [], "kvswitch": [],
          "starcache": ["protocol.cache_size=16"],
+         # strict mode, superseded writes answered (flagged), no retries (a
+         # resent NetLR write is a second write: docs/netlr.md)
+         "netlr": ["protocol.ack_superseded=true", "topology.timeout_us=100000",
+                   "topology.retries=0"],
          "netmc": ["workload.multiget.mean=4", "workload.multiget.max_keys=16",
                    "workload.key_size=8", "slo.reference=netmc"]}
 
@@ -198,7 +202,7 @@ def _run_proto(proto: str, extra: list[str], tmp_path: Path) -> dict[str, Any]:
 
 
 @skip
-@pytest.mark.parametrize("proto", ["hash", "pegasus", "netcache", "kvswitch", "starcache"])
+@pytest.mark.parametrize("proto", ["hash", "pegasus", "netcache", "kvswitch", "starcache", "netlr"])
 def test_hostile_client_loses_no_acknowledged_write(proto: str, tmp_path: Path) -> None:
     run = _run(proto, tmp_path)
     res, rows = run["res"], run["rows"]
@@ -228,7 +232,7 @@ def test_hostile_client_loses_no_acknowledged_write(proto: str, tmp_path: Path) 
         print(f"starcache: {res.reads_checked} reads after the client's own write")
         assert res.ok, [str(v) for v in res.violations[:5]]
         assert res.reads_checked > 50, res.reads_checked
-    if proto in ("pegasus", "kvswitch"):  # KVSwitch: strict mode, its default
+    if proto in ("pegasus", "kvswitch", "netlr"):  # KVSwitch, NetLR: strict mode, the default
         from netkv.lincheck import PorcupineUnavailable, check_file, check_file_porcupine
 
         assert check_file(run["history"], timeout=120).ok is True

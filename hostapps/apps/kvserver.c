@@ -427,7 +427,11 @@ int main(int argc, char **argv)
 			if (!all && ri->home != id)
 				continue;
 			nk_key_bytes(ri->key, key_size, key);
-			struct ent *e = lookup(&st, key, (uint8_t)key_size, ri->keyhash, 1);
+			/* under the key the protocol's requests carry (NetLR: an oid) */
+			uint8_t klen = (uint8_t)key_size;
+			if (ops->wire_key)
+				klen = ops->wire_key(key, klen, key);
+			struct ent *e = lookup(&st, key, klen, ri->keyhash, 1);
 			if (!e)
 				break;
 			e->ver = 1;

@@ -313,14 +313,53 @@ static void test_hostile(void)
 	EXPECT_EQ(reg(st, "stats", 9), 2);            /* NL_BAD_OID */
 	/* an ack of oid 0 for an empty slot is not "dirty" */
 	EXPECT_EQ(ack(st, 0, 0, 5, 0, NULL), 0);
-	/* a stamp from a client is cleared */
+	/* a stamp from a client is cleared (write_seq's forged seqs counted too) */
+	EXPECT_EQ(reg(st, "stats", 12), 2);           /* NL_FORGED_FIELDS */
 	struct nk_msg m = mk(NK_NETLR_OP_READ, OID, ID, 1);
 	m.ver = 77;
 	m.flags = NK_NETLR_FLAG_STAMPED;
 	sw(st, &m, CL, 0, NULL);
 	EXPECT_EQ(m.ver, 0);
 	EXPECT_EQ(m.flags, 0);
+	EXPECT_EQ(reg(st, "stats", 12), 3);
+	/* a write at a forged seq and epoch gets the switch's */
+	m = mk(NK_NETLR_OP_WRITE, OID + 1, ID + 1, 3);
+	m.ver = 0xFFFFFFFFu;
+	m.epoch = 0xFFFF;
+	m.flags = NK_NETLR_FLAG_SUPERSEDED;
+	EXPECT_EQ(sw(st, &m, CL, 0, NULL).fwd, NK_FWD_MCAST);
+	EXPECT_EQ(m.ver, s + 1);
+	EXPECT_EQ(m.epoch, 0);
+	EXPECT_EQ(m.flags, 0);
+	EXPECT_EQ(reg(st, "stats", 12), 4);
+	/* an honest request (nothing set) is not counted */
+	m = mk(NK_NETLR_OP_READ, OID, ID, 4);
+	sw(st, &m, CL, 0, NULL);
+	EXPECT_EQ(reg(st, "stats", 12), 4);
 	sw_free(st);
+	/* the hostile client's messages: every kind, each well formed */
+	void *c = calloc(1, H->client_state_size);
+	struct nk_host_cfg hc = { .n_servers = NS, .n_clients = 2 };
+	EXPECT_EQ(H->client_init(c, &hc), 0);
+	const uint8_t key[] = "user000000000042";
+	struct nk_req_spec sp = { .kind = NK_KIND_WRITE, .key_len = 16, .home = 1, .req_id = 9,
+				  .keyhash = 0x1234, .key = key };
+	uint8_t buf[64], seen[8] = { 0 };
+	for (uint64_t d = 0; d < 64; d++) {
+		uint16_t dst = H->client_hostile(c, d * 0x1001, &sp, 0, NS, &m);
+		uint8_t val[NK_NETLR_VALUE_LEN] = { 0 };
+		if (m.value_len)
+			m.value = val;
+		EXPECT_EQ(nk_wire_encode(&m, buf, sizeof buf), NK_NETLR_LEN);
+		EXPECT(dst <= NS);
+		seen[(d * 0x1001) % 8] = 1;
+		if ((d * 0x1001) % 8 == 3 || (d * 0x1001) % 8 == 4)
+			EXPECT_EQ(dst, NS);                       /* the victim's node */
+	}
+	for (int k = 0; k < 8; k++)
+		EXPECT(seen[k]);
+	H->client_fini(c);
+	free(c);
 	struct nk_pipeline_cfg cfg = { .n_servers = NS, .n_clients = NC, .params = "mode=nope" };
 	void *bad = calloc(1, P->state_size);
 	EXPECT_EQ(P->init(bad, &cfg), NK_PIPE_EINVAL);
@@ -423,7 +462,7 @@ static void test_replica(void)
 	EXPECT_EQ(H->server_handle(sv, &store, &a, CL, out, NK_HOST_MAX_OUT), 0);
 	char text[128], *argv[1] = { "stats" };
 	EXPECT_EQ(H->server_ctl(sv, &store, 1, argv, text, sizeof text), 0);
-	EXPECT(!strcmp(text, "ok stale=1 nacks=1"));
+	EXPECT(!strcmp(text, "ok stale=1 nacks=1 refused=0"));
 	H->server_fini(sv);
 	free(sv);
 }
@@ -442,6 +481,10 @@ static void test_client(void)
 	EXPECT_EQ(m.op, NK_NETLR_OP_WRITE);
 	EXPECT_EQ(m.keyhash, 0xabcdef);
 	EXPECT_EQ(nk_get32(m.key), nk_crc32(key, 16));
+	/* kvserver preloads the key under the same object id */
+	uint8_t wk[NK_MAX_KEY_LEN];
+	EXPECT_EQ(H->wire_key(key, 16, wk), NK_NETLR_OID_LEN);
+	EXPECT(!memcmp(wk, m.key, NK_NETLR_OID_LEN));
 	EXPECT_EQ(m.value_len, NK_NETLR_VALUE_LEN);
 	uint8_t buf[64];
 	EXPECT_EQ(nk_wire_encode(&m, buf, sizeof buf), NK_NETLR_LEN);
@@ -495,8 +538,9 @@ static void test_chain(void)
 			EXPECT_EQ(out[0].dst, i + 1);
 		} else {
 			EXPECT_EQ(out[0].msg.op, NK_NETLR_OP_W_REPLY);
-			EXPECT_EQ(out[0].dst, NS + w.client_id);   /* the client's node */
+			EXPECT_EQ(out[0].dst, CL);      /* the client's node, carried by the head */
 			EXPECT_EQ(out[0].msg.ver, 6);
+			EXPECT_EQ(out[0].msg.epoch, 0);
 		}
 		w = out[0].msg;
 		src = (uint16_t)i;
@@ -504,7 +548,23 @@ static void test_chain(void)
 	/* a stale copy from the predecessor is discarded */
 	w = mk(NK_NETLR_OP_WRITE, OID, ID, 5);
 	w.ver = 3;
+	w.epoch = CL;
 	EXPECT_EQ(H->server_handle(sv[2], &store[2], &w, 1, out, NK_HOST_MAX_OUT), 0);
+	/* a write that skips the head, or comes from another than the
+	 * predecessor, or names no client, is refused and not applied */
+	w.ver = 50;
+	EXPECT_EQ(H->server_handle(sv[2], &store[2], &w, CL, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(H->server_handle(sv[2], &store[2], &w, 0, out, NK_HOST_MAX_OUT), 0);
+	w.epoch = 1;
+	EXPECT_EQ(H->server_handle(sv[2], &store[2], &w, 1, out, NK_HOST_MAX_OUT), 0);
+	w = mk(NK_NETLR_OP_WRITE, OID, ID, 6);
+	EXPECT_EQ(H->server_handle(sv[0], &store[0], &w, 1, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(t[2].ver, 6);
+	EXPECT_EQ(t[0].ver, 6);
+	char text[96], cmd[] = "stats";
+	char *argv[] = { cmd };
+	EXPECT_EQ(H->server_ctl(sv[2], &store[2], 1, argv, text, sizeof text), 0);
+	EXPECT(!strcmp(text, "ok stale=1 nacks=0 refused=3"));
 	for (uint32_t i = 0; i < NS; i++) {
 		H->server_fini(sv[i]);
 		free(sv[i]);

@@ -15,7 +15,9 @@ The same ``netkv.protocols.base.ControlPlane`` the simulator gives
 - ``server_ctl``: a kvserver's control socket (Rack.server_ctl);
 - ``now_s``: wall time since the plane was made;
 - ``port_of(node)``: the rack plan's port (node n on port n),
-  ``recirc_port``: the switch back-end's.
+  ``recirc_port``: the switch back-end's;
+- ``port_up(node)``: the switch-side interface's operstate, and for a
+  server its kvserver running (Rack.port_up).
 """
 
 from __future__ import annotations
@@ -184,6 +186,9 @@ class MininetControlPlane(ControlPlane):
     @property
     def recirc_port(self) -> int:
         return self.rack.spec.backend.special_ports()[1]
+
+    def port_up(self, node: int) -> bool:
+        return self.rack.port_up(node)
 
     def flush(self) -> None:
         """Send the register writes still queued (end of an epoch)."""

@@ -183,6 +183,7 @@ class Rack:
         self.clients: list[Any] = []
         self.coordinators: list[Any] = []
         self.server_procs: list[subprocess.Popen[str]] = []
+        self.crashed: set[int] = set()   # servers whose kvserver was killed (crash_server)
         self.coord_procs: list[subprocess.Popen[str]] = []
         self.net: Any = None
         tag = spec.tag
@@ -275,9 +276,35 @@ class Rack:
         finally:
             with_client.close()
 
+    def crash_server(self, server: int) -> None:
+        """A replica crash (target.faults.crashes): kvserver ``server`` is
+        killed (SIGKILL: no last word); its link stays up, as a crashed
+        process's would."""
+        p = self.server_procs[server]
+        self.crashed.add(server)
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+    def port_up(self, node: int) -> bool:
+        """What a switch CPU polling its ports sees of node ``node``: the
+        switch-side interface's operstate, and for a server also a running
+        kvserver behind it (the digest's heartbeat for a process crash with
+        the link still up, read here from the process table)."""
+        ports = switch_ports(self.switch)
+        if not 0 <= node < len(ports):
+            return False
+        try:
+            state = Path(f"/sys/class/net/{ports[node].name}/operstate").read_text().strip()
+        except OSError:
+            return False
+        if state != "up":
+            return False
+        return node >= len(self.server_procs) or self.server_procs[node].poll() is None
+
     def check_alive(self) -> None:
         for i, p in enumerate(self.server_procs):
-            if p.poll() is not None:
+            if p.poll() is not None and i not in self.crashed:
                 log = (self.spec.folder / f"server{i}.log").read_text()[-500:]
                 raise RuntimeError(f"kvserver {i} exited with {p.returncode}: {log.strip()}")
         for i, p in enumerate(self.coord_procs):
@@ -298,11 +325,15 @@ class Rack:
         for i, p in enumerate(self.server_procs):
             f = self.spec.folder / f"server{i}.json"
             before[i] = json.loads(f.read_text())["seq"] if f.exists() else 0
-            p.send_signal(signal.SIGUSR1)
+            if i not in self.crashed:
+                p.send_signal(signal.SIGUSR1)
         out: list[dict[str, Any]] = []
         deadline = time.monotonic() + timeout_s
         for i in range(len(self.server_procs)):
             f = self.spec.folder / f"server{i}.json"
+            if i in self.crashed:   # its counters as last dumped before the crash
+                out.append(json.loads(f.read_text()) if f.exists() else {"served": 0})
+                continue
             while True:
                 try:
                     d = json.loads(f.read_text())

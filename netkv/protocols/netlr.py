@@ -27,6 +27,7 @@ wire format: the switch only forwards, the chain is static.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -36,11 +37,14 @@ from netkv.config.base import MAX_VNODES, Pos, ProtocolBase, Ring
 from netkv.drivers.base import DriverError
 from netkv.protocols.base import ControlPlane, Controller
 from netkv.protocols.plugin import ProtocolPlugin
-from netkv.wire.codec import NETLR_LEN, NETLR_PORT, Proto
+from netkv.wire.codec import NETLR_LEN, NETLR_OID_LEN, NETLR_PORT, Proto
 
 GROUP = 1          # the replica group's multicast group (artifact: rid 1)
 MAX_REPLICAS = 8   # LiveMask / AckMask are 8 bits (artifact MAX_NUM_REPLICA)
 MAX_SLOTS = 1 << 20
+#: what the switch refuses at the trust boundary (pipeline/netlr.c stats[i])
+REFUSALS = {"host_server_op": ("stats", 10), "forged_fields": ("stats", 12),
+            "bad_oid": ("stats", 9)}
 
 
 class NetLRProtocol(ProtocolBase):
@@ -100,6 +104,7 @@ class NetLRStats:
     failures: list[tuple[int, float]] = field(default_factory=list)    # (replica, detected at)
     recoveries: list[tuple[int, float, int]] = field(default_factory=list)  # (replica, live at, keys)
     swept_clean: int = 0
+    sweep_raced: int = 0      # slots a write reached while the sweep cleared them
     crep_moved: int = 0
 
 
@@ -123,14 +128,17 @@ class NetLRController(Controller):
 
     def _install(self) -> None:
         sw = self.plane.switch
+        # in this order, so that the round-robin never meets an empty entry
+        # while the switch forwards: the live entries, their count, then the
+        # entries past it removed
         for i, r in enumerate(self.live):
             sw.table_add("get_dst_rep_table", [i], [r])
+        sw.reg_write("num_replica", 0, len(self.live))
         for i in range(len(self.live), MAX_REPLICAS):
             try:
                 sw.table_delete("get_dst_rep_table", [i])
             except DriverError:
                 pass   # no entry there
-        sw.reg_write("num_replica", 0, len(self.live))
         sw.reg_write("LiveMask", 0, self.live_mask)
         if self.live:
             sw.reg_write("PIN", 0, self.live[0])
@@ -199,14 +207,28 @@ class NetLRController(Controller):
                 continue
             acked = sw.reg_read("AckMask", i)
             if live and acked & live == live:
+                issued = sw.reg_read("MaxSeq", i)
                 sw.reg_write("dset", i, 0)
-                self.stats.swept_clean += 1
+                if sw.reg_read("MaxSeq", i) != issued:
+                    # a write reached the slot between the reads and the
+                    # clear (a real switch keeps forwarding): dirty again,
+                    # so that its acks count and its reads go to CRep
+                    sw.reg_write("dset", i, oid)
+                    self.stats.sweep_raced += 1
+                else:
+                    self.stats.swept_clean += 1
                 continue
             crep = sw.reg_read("CRep", i)
             if not live & (1 << crep):
                 mine = [r for r in self.live if acked & (1 << r)]
                 sw.reg_write("CRep", i, mine[0] if mine else (self.live[0] if self.live else 0))
                 self.stats.crep_moved += 1
+
+
+def wire_key(key: bytes) -> bytes:
+    """The 4 B object id the client sends for a workload key
+    (hostapps/src/host/netlr.c nl_wire_key: CRC32, 0 becoming 1)."""
+    return (zlib.crc32(key) or 1).to_bytes(NETLR_OID_LEN, "big")
 
 
 # --- on the simulator ---------------------------------------------------------------------
@@ -227,16 +249,34 @@ def sim_controller_factory(cfg: "RunConfig"):  # type: ignore[no-untyped-def]
     return factory
 
 
+# --- on real racks (target=mininet) -------------------------------------------------------
+
+
+def rack_controller_factory(cfg: "RunConfig"):  # type: ignore[no-untyped-def]
+    """Real racks: ``factory(plane) -> NetLRController`` over the rack's
+    control plane (the target calls ``start()``); ``port_up`` is the rack's
+    port status (netkv.mininet.control)."""
+    proto = cfg.protocol
+    assert isinstance(proto, NetLRProtocol)
+
+    def factory(plane: ControlPlane) -> NetLRController:
+        return NetLRController(plane, proto)
+
+    return factory
+
+
 PLUGIN = ProtocolPlugin(
     name="netlr",
     summary="NetLR in-switch leaderless replication: writes serialized and acked in the switch (PVLDB 2022)",
-    targets=("sim",),
+    targets=("sim", "mininet"),
     config=NetLRProtocol,
     wire=Proto.NETLR,
     udp_port=NETLR_PORT,
     preload="all",
     pipeline_params=pipeline_params,
     sim_controller=sim_controller_factory,
+    rack_controller=rack_controller_factory,
+    refusals=REFUSALS,
 )
 
 

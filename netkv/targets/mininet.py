@@ -106,6 +106,13 @@ def check_config(cfg: RunConfig, target: str = "mininet") -> None:
         raise TargetUnavailable(f"topology.retries = {cfg.topology.retries} with multigets: "
                                 f"target={target}'s kvclient does not resend a multiget "
                                 "(allowed: 0)")
+    crashes = cfg.target.faults.crashes
+    if crashes and target != "mininet":
+        raise TargetUnavailable(f"target.faults.crashes on target={target}: not applied there "
+                                "yet (allowed: [])")
+    if any(c.restart_s is not None for c in crashes):
+        raise TargetUnavailable(f"target.faults.crashes restart_s on target={target}: a "
+                                "restarted kvserver is not brought back yet (allowed: null)")
     if cfg.workload.multiget.enabled and cfg.record_history:
         raise TargetUnavailable(f"record_history with multigets: target={target} records "
                                 "single-key histories only (allowed: false)")
@@ -156,6 +163,8 @@ class MininetTarget(Target):
         self.last_final: dict[str, Any] = {}
         self.histories: list[Path] = []   # kvclient CSV histories since the rack started
         self.points_run = 0
+        # target.faults.crashes count from the first point's start instant
+        self.crash_clock_ns: int | None = None
         # req_ids go on over the points (servers with at-most-once remember them)
         self.next_req_id = [1] * cfg.topology.clients
         pargs = ("--params", self.params) if self.params else ()
@@ -326,8 +335,11 @@ class MininetTarget(Target):
         failure: list[BaseException] = []
         ctl_thread: threading.Thread | None = None
 
+        crash_timers: list[threading.Timer] = []
+
         def started(start_ns: int) -> None:
             nonlocal ctl_thread
+            crash_timers.extend(self._schedule_crashes(start_ns))
             if self.controller is not None:
                 ctl_thread = threading.Thread(target=self._control_loop,
                                               args=(stop, start_ns, failure), daemon=True)
@@ -341,6 +353,9 @@ class MininetTarget(Target):
                 start_delay_ms=cfg.target.start_delay_ms, on_start=started)
         finally:
             stop.set()
+            for timer in crash_timers:   # not due yet: the next point schedules it again
+                timer.cancel()
+                timer.join()
             if ctl_thread is not None:
                 ctl_thread.join(timeout=10)
             if capture is not None:
@@ -395,6 +410,23 @@ class MininetTarget(Target):
             client_packets=sum(int(r.get("sent_packets", 0)) for r in results),
             request_keys=sum(int(r.get("request_keys", 0)) for r in results),
         )
+
+    def _schedule_crashes(self, start_ns: int) -> list[threading.Timer]:
+        """target.faults.crashes: kill each server's kvserver at its ``at_s``,
+        counted from the first point's start (Rack.crash_server)."""
+        if self.crash_clock_ns is None:
+            self.crash_clock_ns = start_ns
+        timers = []
+        for crash in self.cfg.target.faults.crashes:
+            if crash.server in self.rack.crashed:
+                continue
+            due_ns = self.crash_clock_ns + int(crash.at_s * 1e9)
+            delay = (due_ns - time.clock_gettime_ns(time.CLOCK_MONOTONIC)) / 1e9
+            timer = threading.Timer(max(0.0, delay), self.rack.crash_server, args=(crash.server,))
+            timer.daemon = True
+            timer.start()
+            timers.append(timer)
+        return timers
 
     def _start_capture(self) -> RackCapture | None:
         """capture=true: this point's switch ports and hosts (netkv.mininet.capture)."""

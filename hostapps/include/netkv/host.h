@@ -160,6 +160,12 @@ struct nk_host_ops {
 	 * address. NULL: the protocol has no hostile traffic. */
 	uint16_t (*client_hostile)(void *st, uint64_t draw, const struct nk_req_spec *sp,
 				   uint16_t victim, uint32_t n_servers, struct nk_msg *out);
+	/* Optional (NULL: the workload's key bytes as they are): the key this
+	 * protocol's messages carry for a workload key (NetLR: its 4 B object
+	 * id), so that a server preloads every key under the name requests for
+	 * it will use. Writes at most NK_MAX_KEY_LEN bytes to out (which may
+	 * be key); returns their length. */
+	uint8_t (*wire_key)(const uint8_t *key, uint8_t key_len, uint8_t *out);
 };
 
 /* The version a server gives a write it orders itself (nothing stamped

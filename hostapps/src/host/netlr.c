@@ -49,6 +49,7 @@ struct nl_server {
 	uint32_t id, n_servers, cr;
 	uint64_t stale;            /* writes discarded: older than the stored seq */
 	uint64_t nacks;            /* stamped reads refused */
+	uint64_t refused;          /* CR: writes not from the chain's predecessor */
 };
 
 static int nl_server_init(void *st, const struct nk_host_cfg *cfg)
@@ -89,23 +90,36 @@ static int cr_write(struct nl_server *s, struct nk_store *store, const struct nk
 		    uint16_t src, int found, uint64_t stored, struct nk_host_out *out, int max_out)
 {
 	uint64_t ver = in->ver;
-	if (s->id == 0 && src >= s->n_servers) {
+	uint16_t client;
+	if (s->id == 0 && src >= s->n_servers && src != 0xFFFF) {
 		ver = nk_ver_after(found, stored);
 		if (ver > UINT32_MAX)
 			ver = UINT32_MAX;      /* the wire's seq is 32 bits */
-	} else if (found && ver < stored) {
-		s->stale++;
+		client = src;
+	} else if (s->id > 0 && src == s->id - 1 && in->epoch >= s->n_servers) {
+		/* NetLR's header has no client id: the head puts the client's
+		 * node in the (in CR unused) epoch field of the chain's copies */
+		client = in->epoch;
+		if (found && ver < stored) {
+			s->stale++;
+			return 0;
+		}
+	} else {
+		/* a write that skipped the head (or the chain order) */
+		s->refused++;
 		return 0;
 	}
 	if (max_out < 1 || store->ops->put(store->impl, in, ver, NK_NETLR_VALUE_LEN))
 		return 0;
 	if (s->id + 1 >= s->n_servers) {
 		reply(s, in, &out[0], NK_NETLR_OP_W_REPLY, ver, NK_RESULT_OK);
-		out[0].dst = (uint16_t)(s->n_servers + in->client_id);
+		out[0].msg.epoch = 0;
+		out[0].dst = client;
 		return 1;
 	}
 	out[0].msg = *in;
 	out[0].msg.ver = ver;
+	out[0].msg.epoch = client;
 	out[0].msg.value = NULL;       /* the embedder fills the bytes */
 	out[0].dst = (uint16_t)(s->id + 1);
 	return 1;
@@ -153,8 +167,9 @@ static int nl_server_ctl(void *st, struct nk_store *store, int argc, char **argv
 	struct nl_server *s = st;
 	(void)store;
 	if (argc == 1 && !strcmp(argv[0], "stats")) {
-		snprintf(out, cap, "ok stale=%llu nacks=%llu", (unsigned long long)s->stale,
-			 (unsigned long long)s->nacks);
+		snprintf(out, cap, "ok stale=%llu nacks=%llu refused=%llu",
+			 (unsigned long long)s->stale, (unsigned long long)s->nacks,
+			 (unsigned long long)s->refused);
 		return 0;
 	}
 	snprintf(out, cap, "err unknown command (allowed: stats)");
@@ -179,6 +194,15 @@ static void nl_client_fini(void *st)
 	(void)st;
 }
 
+/* The object id a workload key travels as: its CRC32, 0 (the switch's
+ * empty slot) becoming 1. kvserver preloads keys under it. */
+static uint8_t nl_wire_key(const uint8_t *key, uint8_t key_len, uint8_t *out)
+{
+	uint32_t oid = nk_crc32(key, key_len);
+	nk_put32(out, oid ? oid : 1);
+	return NK_NETLR_OID_LEN;
+}
+
 static uint16_t nl_client_request(void *st, const struct nk_req_spec *sp, struct nk_msg *m)
 {
 	const struct nl_client *c = st;
@@ -192,9 +216,10 @@ static uint16_t nl_client_request(void *st, const struct nk_req_spec *sp, struct
 	m->req_id = sp->req_id;
 	m->keyhash = sp->keyhash;
 	m->send_ns = sp->send_ns;
-	uint32_t oid = sp->key ? nk_crc32(sp->key, sp->key_len) : 0;
-	nk_put32(m->key, oid ? oid : 1);
-	m->key_len = NK_NETLR_OID_LEN;
+	if (sp->key)
+		m->key_len = nl_wire_key(sp->key, (uint8_t)sp->key_len, m->key);
+	else
+		m->key_len = nl_wire_key((const uint8_t *)"", 0, m->key);
 	m->value_len = w ? NK_NETLR_VALUE_LEN : 0;
 	m->frag_cnt = 1;
 	m->nkeys = 1;
@@ -215,6 +240,61 @@ static int nl_client_reply(void *st, const struct nk_msg *r)
 	return NK_REPLY_IGNORE;
 }
 
+/* A hostile client's message (host.h client_hostile, docs/security.md):
+ * an ordinary write of a workload key, turned into one of the kinds below.
+ * NetLR's messages are a fixed 36 B: a longer one is byte-level damage
+ * (tests/test_badpackets.py), not a message this function can build. */
+static uint16_t nl_client_hostile(void *st, uint64_t draw, const struct nk_req_spec *sp,
+				  uint16_t victim, uint32_t n_servers, struct nk_msg *m)
+{
+	static const uint32_t forged_seq[] = { 0xFFFFFFFFu, 0xFFFFFFFEu, 1u << 31, 3 };
+	struct nk_req_spec w = *sp;
+	w.kind = NK_KIND_WRITE;
+	uint16_t dst = nl_client_request(st, &w, m);
+	uint32_t seq = forged_seq[(draw >> 8) % 4];
+	switch (draw % 8) {
+	case 0:         /* a write at a forged seq, flags and epoch: applied over
+			 * newer writes, or making every later write stale */
+		m->ver = seq;
+		m->flags = NK_NETLR_FLAG_STAMPED | NK_NETLR_FLAG_SUPERSEDED;
+		m->epoch = 0xFFFF;
+		break;
+	case 1:         /* a read with a forged stamp: replicas would NACK it */
+		m->op = NK_NETLR_OP_READ;
+		m->value_len = 0;
+		m->ver = draw >> 16 & 1 ? seq : 0;
+		m->flags = NK_NETLR_FLAG_STAMPED;
+		break;
+	case 2:         /* a forged ack: would commit a write no replica applied,
+			 * or move CRep to a replica that lacks the write */
+		m->op = NK_NETLR_OP_W_REPLY;
+		m->value_len = 0;
+		m->ver = seq;
+		break;
+	case 3:         /* a spoofed reply to an honest client, with its own
+			 * request ids (all clients count from the same start) */
+		m->op = draw >> 16 & 1 ? NK_NETLR_OP_R_REPLY : NK_NETLR_OP_W_REPLY;
+		m->value_len = m->op == NK_NETLR_OP_R_REPLY ? NK_NETLR_VALUE_LEN : 0;
+		m->ver = seq;
+		dst = (uint16_t)(n_servers + victim);
+		break;
+	case 4:         /* a forged NACK: the honest client would retry */
+		m->op = NK_NETLR_OP_NACK;
+		m->value_len = 0;
+		dst = (uint16_t)(n_servers + victim);
+		break;
+	case 5:         /* the reserved oid 0 (the switch's empty slot) */
+		nk_put32(m->key, 0);
+		break;
+	default:        /* a write addressed to a replica (CR: past the head) */
+		if (n_servers)
+			dst = (uint16_t)((draw >> 12) % n_servers);
+		break;
+	}
+	m->kind = (uint8_t)nk_wire_kind(NK_PROTO_NETLR, m->op);
+	return dst;
+}
+
 const struct nk_host_ops nk_host_netlr = {
 	.name = "netlr",
 	.proto = NK_PROTO_NETLR,
@@ -230,4 +310,6 @@ const struct nk_host_ops nk_host_netlr = {
 	.client_request = nl_client_request,
 	.client_reply = nl_client_reply,
 	.server_ctl = nl_server_ctl,
+	.client_hostile = nl_client_hostile,
+	.wire_key = nl_wire_key,
 };

@@ -75,6 +75,7 @@ enum netlr_stat {
 	NL_BAD_OID,           /* requests for the reserved oid 0: dropped */
 	NL_HOST_SERVER_OP,    /* replies/NACKs from a client port: dropped */
 	NL_NO_ROUTE,
+	NL_FORGED_FIELDS,     /* client requests carrying seq, flags or epoch: cleared */
 	NL_NSTATS
 };
 
@@ -397,6 +398,17 @@ static void nl_ack(struct netlr_state *s, struct nk_msg *m, uint32_t id, uint32_
 	drop_ack(s, act);
 }
 
+/* seq, flags and epoch are the switch's (docs/security.md): a client's are
+ * cleared, and counted when it set any */
+static void clear_switch_fields(struct netlr_state *s, struct nk_msg *m)
+{
+	if (m->ver || m->flags || m->epoch)
+		s->stats[NL_FORGED_FIELDS]++;
+	m->ver = 0;
+	m->flags = 0;
+	m->epoch = 0;
+}
+
 static void nl_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 		       struct nk_actions *act)
 {
@@ -417,20 +429,16 @@ static void nl_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 	if (meta->from_cpu || s->chain) {
 		/* the controller addresses replicas itself; chain replication's
 		 * hosts address the head, the next replica, the tail */
-		if (from == NK_ORIGIN_CLIENT) {
-			m->ver = 0;
-			m->flags = 0;
-		}
+		if (from == NK_ORIGIN_CLIENT)
+			clear_switch_fields(s, m);
 		forward(s, meta, act);
 		return;
 	}
 	uint32_t id = m->keyhash & (s->slots - 1);
 	uint32_t oid = oid_of(m);
 	if (request) {
-		if (from == NK_ORIGIN_CLIENT) {
-			m->ver = 0;                /* seq and stamps are the switch's */
-			m->flags = 0;
-		}
+		if (from == NK_ORIGIN_CLIENT)
+			clear_switch_fields(s, m);  /* seq and stamps are the switch's */
 		if (!oid) {
 			s->stats[NL_BAD_OID]++;
 			act->fwd = NK_FWD_DROP;
