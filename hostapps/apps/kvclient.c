@@ -184,6 +184,29 @@ static void sleep_until(uint64_t t)
 		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
 }
 
+/* The request req_id for the workload key ri (its bytes into keybuf): a
+ * read, or a write of the key's value size; send_ns its intended send time. */
+static struct nk_req_spec req_spec(const struct nk_rank_info *ri, uint8_t kind, uint32_t key_size,
+				   uint32_t client_id, uint32_t req_id, uint64_t send_ns,
+				   uint8_t *keybuf)
+{
+	nk_key_bytes(ri->key, key_size, keybuf);
+	return (struct nk_req_spec){
+		.kind = kind, .key_len = (uint8_t)key_size,
+		.client_id = (uint16_t)client_id, .home = ri->home,
+		.req_id = req_id, .keyhash = ri->keyhash,
+		.value_len = kind == NK_KIND_WRITE ? ri->value_len : 0,
+		.send_ns = send_ns, .key = keybuf,
+	};
+}
+
+/* A written value's id, unique per rack run: tag (the load point) |
+ * client + 1 | req_id. */
+static uint64_t value_id(uint64_t value_tag, uint32_t client_id, uint32_t req_id)
+{
+	return value_tag << 48 | (uint64_t)((client_id + 1) & 0xFFFF) << 32 | req_id;
+}
+
 /* What a resend of a request needs: the protocol's client logic, the
  * workload's rank table and the host stack. */
 struct resender {
@@ -200,15 +223,8 @@ struct resender {
  * 1 if the datagram was handed to the stack. */
 static int resend(const struct resender *rs, const struct req *q)
 {
-	const struct nk_rank_info *ri = &rs->wl->ranks[q->rank];
-	nk_key_bytes(q->key, rs->key_size, rs->keybuf);
-	struct nk_req_spec sp = {
-		.kind = q->kind, .key_len = (uint8_t)rs->key_size,
-		.client_id = (uint16_t)rs->client_id, .home = ri->home,
-		.req_id = q->req_id, .keyhash = ri->keyhash,
-		.value_len = q->kind == NK_KIND_WRITE ? ri->value_len : 0,
-		.send_ns = q->intended_ns, .key = rs->keybuf,
-	};
+	struct nk_req_spec sp = req_spec(&rs->wl->ranks[q->rank], q->kind, rs->key_size,
+					 rs->client_id, q->req_id, q->intended_ns, rs->keybuf);
 	struct nk_msg rq;
 	uint16_t dst = rs->ops->client_request(rs->hst, &sp, &rq);
 	if (q->kind == NK_KIND_WRITE && rq.value_len >= 8) {
@@ -311,17 +327,11 @@ static void hostile_run(struct hostile *c, struct nk_rng *rng, uint8_t *keybuf, 
 			uint8_t *b = nk_dgram_tx_slot(c->io);
 			if (!b)
 				break;
-			uint32_t rank = nk_workload_sample(c->wl, rng);
-			const struct nk_rank_info *ri = &c->wl->ranks[rank];
-			nk_key_bytes(ri->key, c->key_size, keybuf);
+			const struct nk_rank_info *ri = &c->wl->ranks[nk_workload_sample(c->wl, rng)];
 			uint32_t rid = c->next_id++;
-			uint64_t vid = c->value_tag << 48 | (uint64_t)((c->id + 1) & 0xFFFF) << 32 | rid;
-			struct nk_req_spec sp = {
-				.kind = NK_KIND_WRITE, .key_len = (uint8_t)c->key_size,
-				.client_id = (uint16_t)c->id, .home = ri->home, .req_id = rid,
-				.keyhash = ri->keyhash, .value_len = ri->value_len,
-				.send_ns = next_send, .key = keybuf,
-			};
+			uint64_t vid = value_id(c->value_tag, c->id, rid);
+			struct nk_req_spec sp = req_spec(ri, NK_KIND_WRITE, c->key_size, c->id, rid,
+							 next_send, keybuf);
 			uint16_t victim = (uint16_t)(c->id ? nk_rng_below(rng, c->id) : 0);
 			struct nk_msg m;
 			uint16_t dst = c->ops->client_hostile(c->hst, nk_rng_next(rng), &sp, victim,
@@ -756,19 +766,12 @@ int main(int argc, char **argv)
 				uint32_t rank = nk_workload_sample(wl, &rng);
 				const struct nk_rank_info *ri = &wl->ranks[rank];
 				int w = write_ratio > 0 && nk_rng_double(&rng) < write_ratio;
-				nk_key_bytes(ri->key, key_size, keybuf);
 				q->key = ri->key;
 				q->rank = rank;
 				q->kind = w ? NK_KIND_WRITE : NK_KIND_READ;
-				/* unique per rack run: tag (the load point) | client + 1 | req_id */
-				q->value_id = w ? (value_tag << 48 | (uint64_t)((id + 1) & 0xFFFF) << 32 | rid)
-						: 0;
-				struct nk_req_spec sp = {
-					.kind = q->kind, .key_len = (uint8_t)key_size,
-					.client_id = (uint16_t)id, .home = ri->home,
-					.req_id = rid, .keyhash = ri->keyhash, .value_len = w ? ri->value_len : 0,
-					.send_ns = next_send, .key = keybuf,
-				};
+				q->value_id = w ? value_id(value_tag, id, rid) : 0;
+				struct nk_req_spec sp = req_spec(ri, q->kind, key_size, id, rid, next_send,
+								 keybuf);
 				if (mget_max && !w) {
 					int n = send_multiget(&sp, wl, &rng, &mget_alias, mreq, mkeys, mscratch,
 							      ops, hst, mout, io, b, (uint16_t)port, ri->key);
