@@ -26,55 +26,11 @@
 #include "netkv/wire.h"
 
 #include "expect.h"
+#include "tstore.h"
 
 #define NS 4
 #define NC 1
 #define CL NS          /* the client's node */
-
-/* ---- a tiny store (versions and lengths) -------------------------------- */
-
-struct tstore {
-	int n;
-	struct {
-		uint8_t key[16];
-		uint64_t ver;
-		uint32_t vlen;
-	} e[16];
-};
-
-static int ts_find(struct tstore *t, const struct nk_msg *m)
-{
-	for (int i = 0; i < t->n; i++)
-		if (!memcmp(t->e[i].key, m->key, 16))
-			return i;
-	return -1;
-}
-
-static int ts_get(void *impl, const struct nk_msg *m, uint64_t *ver, uint32_t *vlen)
-{
-	struct tstore *t = impl;
-	int i = ts_find(t, m);
-	if (i < 0)
-		return 1;
-	*ver = t->e[i].ver;
-	*vlen = t->e[i].vlen;
-	return 0;
-}
-
-static int ts_put(void *impl, const struct nk_msg *m, uint64_t ver, uint32_t vlen)
-{
-	struct tstore *t = impl;
-	int i = ts_find(t, m);
-	if (i < 0) {
-		i = t->n++;
-		memcpy(t->e[i].key, m->key, 16);
-	}
-	t->e[i].ver = ver;
-	t->e[i].vlen = vlen;
-	return 0;
-}
-
-static const struct nk_store_ops ts_ops = {.get = ts_get, .put = ts_put};
 
 /* ---- rig ------------------------------------------------------------------ */
 
