@@ -37,9 +37,11 @@ from typing import Any
 import pytest
 
 try:
+    from readback import INITIAL, Write, lost_write
     from test_mininet_hash import REASON
     from test_mininet_netmc import mget_equals_gets
 except ImportError:
+    from tests.readback import INITIAL, Write, lost_write
     from tests.test_mininet_hash import REASON
     from tests.test_mininet_netmc import mget_equals_gets
 
@@ -134,24 +136,22 @@ def _read_back(target: Any, cfg: Any, keys: list[int], tmp_path: Path) -> dict[i
 
 
 def _lost_writes(rows: list[dict[str, Any]], back: dict[int, int | None]) -> list[str]:
-    """Keys whose read-back is not what the acknowledged writes allow."""
+    """Keys whose read-back is not what the acknowledged writes allow
+    (tests/readback.py), from kvclient's rows and the value ids read back."""
     lost = []
     for key, vid in back.items():
         mine = [r for r in rows if r["key"] == key and r["op"] == "w"]
-        acked = [r for r in mine if r["status"] == "ok"]
-        if not acked:
-            continue
-        if vid is None:
-            lost.append(f"key {key}: no read-back reply")
-        elif vid == 0:
-            lost.append(f"key {key}: the preloaded value read after acked writes")
-        else:
+        acked = [r["invoke_ns"] for r in mine if r["status"] == "ok"]
+        read: Write | str | None = None
+        if vid == 0:
+            read = INITIAL
+        elif vid is not None:
             writer = [r for r in mine if r["value"] == vid]
-            latest_start = max(r["invoke_ns"] for r in acked)
-            if not writer:
-                lost.append(f"key {key}: read value {vid:#x}, which nobody wrote")
-            elif writer[0]["status"] == "ok" and writer[0]["complete_ns"] < latest_start:
-                lost.append(f"key {key}: read write {vid:#x}, superseded by a later acked write")
+            read = (Write(f"write {vid:#x}", writer[0]["status"] == "ok",
+                          writer[0]["complete_ns"]) if writer else f"{vid:#x}")
+        why = lost_write(key, max(acked) if acked else None, read)
+        if why:
+            lost.append(why)
     return lost
 
 

@@ -40,6 +40,11 @@ from netkv.protocols.netlr import wire_key as netlr_wire_key
 from netkv.wire.codec import (KINDS, KvswitchOp, NetcacheOp, NetlrOp, NetmcOp, PegasusOp, Proto,
                               StarcacheOp)
 
+try:
+    from readback import INITIAL, Write, lost_write
+except ImportError:
+    from tests.readback import INITIAL, Write, lost_write
+
 BASE = ["servers=4", "clients=4", "topology.hostile_clients=1", "keys=200", "alpha=1.2",
         "write_ratio=0.3", "record_history=true", "duration=0.05",
         "topology.hostile_rps=50000"]
@@ -242,17 +247,13 @@ def _lost_writes(run: dict[str, Any]) -> list[str]:
             lost.append(f"key {key}: read {ver} < acked {int(mine['ver'].max())}")
             continue
         owner = owners.get((int(mine["keyhash"][0]), ver), native.OWNER_INITIAL)
-        # the value read must not be one an acknowledged write replaced in
-        # real time: a write that finished before some acked write began
-        # (values are unique per write; a never-acknowledged write - a
-        # hostile client's - may take effect at any time after it was sent)
-        started = int(mine["invoke_ns"].max())
-        if owner == native.OWNER_INITIAL:
-            lost.append(f"key {key}: initial value read after acked writes")
-            continue
-        rec = hist[owner - 1]
-        if rec["outcome"] == OK and int(rec["done_ns"]) < started:
-            lost.append(f"key {key}: read the value of write {owner}, superseded")
+        read: Write | str = INITIAL
+        if owner != native.OWNER_INITIAL:
+            rec = hist[owner - 1]
+            read = Write(f"write {owner}", rec["outcome"] == OK, int(rec["done_ns"]))
+        why = lost_write(key, int(mine["invoke_ns"].max()), read)
+        if why:
+            lost.append(why)
     return lost
 
 
