@@ -32,29 +32,9 @@
 #define NC 1
 #define CL NS          /* the client's node */
 
+#include "swrig.h"
+
 /* ---- rig ------------------------------------------------------------------ */
-
-static const struct nk_pipeline_ops *P;
-static const struct nk_host_ops *H;
-
-static void *sw_new(const char *params)
-{
-	static uint16_t ports[NS + NC] = { 10, 11, 12, 13, 14 };   /* node i on port 10 + i */
-	struct nk_pipeline_cfg cfg = { .n_servers = NS, .n_clients = NC, .n_nodes = NS + NC,
-				       .node_port = ports, .cpu_port = 99, .params = params };
-	void *st = calloc(1, P->state_size);
-	if (P->init(st, &cfg)) {
-		fprintf(stderr, "init failed: %s\n", params);
-		exit(2);
-	}
-	return st;
-}
-
-static void sw_free(void *st)
-{
-	P->fini(st);
-	free(st);
-}
 
 static struct nk_msg mk(uint8_t op, uint8_t keybyte, uint32_t req_id)
 {
@@ -68,26 +48,6 @@ static struct nk_msg mk(uint8_t op, uint8_t keybyte, uint32_t req_id)
 	m.req_id = req_id;
 	m.frag_cnt = 1;
 	return m;
-}
-
-static struct nk_actions sw(void *st, struct nk_msg *m, uint16_t src, uint16_t dst,
-			    uint16_t *out_dst)
-{
-	struct nk_pkt_meta meta = { .src = src, .dst = dst, .from_cpu = src == NK_NODE_NONE,
-				    .ingress_port = src == NK_NODE_NONE ? 99 : (uint16_t)(10 + src) };
-	struct nk_actions act;
-	memset(&act, 0xAB, sizeof act);
-	P->process(st, m, &meta, &act);
-	if (out_dst)
-		*out_dst = meta.dst;
-	return act;
-}
-
-static uint64_t reg(void *st, const char *name, uint32_t i)
-{
-	uint64_t v = 0xDEAD;
-	EXPECT_EQ(P->reg_read(st, name, i, &v), 0);
-	return v;
 }
 
 /* install key `kb` hot in `slot`: owner first, then replicas (digest §4.5) */

@@ -29,27 +29,7 @@
 #define NC 1
 #define CL NS          /* the client's node */
 
-static const struct nk_pipeline_ops *P;
-static const struct nk_host_ops *H;
-
-static void *sw_new(const char *params)
-{
-	static uint16_t ports[NS + NC] = { 10, 11, 12, 13, 14 };   /* node i on port 10 + i */
-	struct nk_pipeline_cfg cfg = { .n_servers = NS, .n_clients = NC, .n_nodes = NS + NC,
-				       .node_port = ports, .cpu_port = 99, .params = params };
-	void *st = calloc(1, P->state_size);
-	if (P->init(st, &cfg)) {
-		fprintf(stderr, "init failed: %s\n", params);
-		exit(2);
-	}
-	return st;
-}
-
-static void sw_free(void *st)
-{
-	P->fini(st);
-	free(st);
-}
+#include "swrig.h"
 
 static struct nk_msg mk(uint8_t op, uint32_t oid, uint32_t id, uint32_t req_id)
 {
@@ -65,26 +45,6 @@ static struct nk_msg mk(uint8_t op, uint32_t oid, uint32_t id, uint32_t req_id)
 	m.value_len = op == NK_NETLR_OP_WRITE || op == NK_NETLR_OP_R_REPLY ? NK_NETLR_VALUE_LEN : 0;
 	m.frag_cnt = 1;
 	return m;
-}
-
-static struct nk_actions sw(void *st, struct nk_msg *m, uint16_t src, uint16_t dst,
-			    uint16_t *out_dst)
-{
-	struct nk_pkt_meta meta = { .src = src, .dst = dst, .from_cpu = src == NK_NODE_NONE,
-				    .ingress_port = src == NK_NODE_NONE ? 99 : (uint16_t)(10 + src) };
-	struct nk_actions act;
-	memset(&act, 0xAB, sizeof act);
-	P->process(st, m, &meta, &act);
-	if (out_dst)
-		*out_dst = meta.dst;
-	return act;
-}
-
-static uint64_t reg(void *st, const char *name, uint32_t i)
-{
-	uint64_t v = 0xDEAD;
-	EXPECT_EQ(P->reg_read(st, name, i, &v), 0);
-	return v;
 }
 
 /* a client READ of (oid, id): the replica it was routed to */
