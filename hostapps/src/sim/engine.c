@@ -95,8 +95,13 @@ struct sim_store {
 	const struct nk_workload *wl;
 };
 
-struct wqueue {
+/* a FIFO of packets waiting for a worker, linked through pk[].next */
+struct pqueue {
 	uint32_t head, tail, len;
+};
+
+struct wqueue {
+	struct pqueue q;
 	uint32_t busy;
 };
 
@@ -109,7 +114,7 @@ struct server {
 	struct nk_store nkstore;
 	double cap;
 	uint32_t busy;
-	uint32_t q_head, q_tail, q_len;
+	struct pqueue q;    /* one queue for all workers (no by-key dispatch) */
 	uint32_t inc;
 	uint8_t up;
 	uint64_t served;
@@ -882,6 +887,47 @@ static void start_service(struct nk_sim *s, uint32_t sid, uint32_t pi)
 	heap_push(s, s->now + service_ps(s, sv, bytes, work), EV_DONE, pi);
 }
 
+/* Queue packet pi at the tail of q, or drop it if q is at queue_limit. */
+static void pq_push(struct nk_sim *s, struct pqueue *q, uint32_t pi)
+{
+	if (s->cfg.queue_limit && q->len >= s->cfg.queue_limit) {
+		count_drop(s, &s->st.drop_queue);
+		pkt_free(s, pi);
+		return;
+	}
+	s->pk[pi].next = NONE32;
+	if (q->len)
+		s->pk[q->tail].next = pi;
+	else
+		q->head = pi;
+	q->tail = pi;
+	q->len++;
+}
+
+/* The packet at the head of q, taken off it; NONE32 if q is empty. */
+static uint32_t pq_pop(struct nk_sim *s, struct pqueue *q)
+{
+	if (!q->len)
+		return NONE32;
+	uint32_t pi = q->head;
+	q->head = s->pk[pi].next;
+	q->len--;
+	return pi;
+}
+
+/* Drop every packet in q (its server crashed). */
+static void pq_drop_all(struct nk_sim *s, struct pqueue *q)
+{
+	uint32_t pi = q->head;
+	for (uint32_t i = 0; i < q->len; i++) {
+		uint32_t nx = s->pk[pi].next;
+		count_drop(s, &s->st.drop_crash);
+		pkt_free(s, pi);
+		pi = nx;
+	}
+	q->len = 0;
+}
+
 static void server_in(struct nk_sim *s, uint32_t pi)
 {
 	uint32_t sid = s->pk[pi].dst;
@@ -900,36 +946,14 @@ static void server_in(struct nk_sim *s, uint32_t pi)
 			start_service(s, sid, pi);
 			return;
 		}
-		if (s->cfg.queue_limit && q->len >= s->cfg.queue_limit) {
-			count_drop(s, &s->st.drop_queue);
-			pkt_free(s, pi);
-			return;
-		}
-		s->pk[pi].next = NONE32;
-		if (q->len)
-			s->pk[q->tail].next = pi;
-		else
-			q->head = pi;
-		q->tail = pi;
-		q->len++;
+		pq_push(s, &q->q, pi);
 		return;
 	}
 	if (sv->busy < sv->workers) {
 		start_service(s, sid, pi);
 		return;
 	}
-	if (s->cfg.queue_limit && sv->q_len >= s->cfg.queue_limit) {
-		count_drop(s, &s->st.drop_queue);
-		pkt_free(s, pi);
-		return;
-	}
-	s->pk[pi].next = NONE32;
-	if (sv->q_len)
-		s->pk[sv->q_tail].next = pi;
-	else
-		sv->q_head = pi;
-	sv->q_tail = pi;
-	sv->q_len++;
+	pq_push(s, &sv->q, pi);
 }
 
 static void free_chain(struct nk_sim *s, uint32_t i)
@@ -964,22 +988,16 @@ static void server_done(struct nk_sim *s, uint32_t pi)
 	sv->busy--;
 	if (sv->wq) {
 		struct wqueue *q = &sv->wq[worker];
-		if (q->len) {
-			uint32_t qi = q->head;
-			q->head = s->pk[qi].next;
-			q->len--;
+		uint32_t qi = pq_pop(s, &q->q);
+		if (qi != NONE32)
 			start_service(s, sid, qi);
-		} else {
+		else
 			q->busy = 0;
-		}
 		return;
 	}
-	if (sv->q_len) {
-		uint32_t qi = sv->q_head;
-		sv->q_head = s->pk[qi].next;
-		sv->q_len--;
+	uint32_t qi = pq_pop(s, &sv->q);
+	if (qi != NONE32)
 		start_service(s, sid, qi);
-	}
 }
 
 static void server_crash(struct nk_sim *s, uint32_t sid)
@@ -990,25 +1008,10 @@ static void server_crash(struct nk_sim *s, uint32_t sid)
 	sv->up = 0;
 	sv->inc++;
 	sv->busy = 0;
-	uint32_t q = sv->q_head;
-	for (uint32_t i = 0; i < sv->q_len; i++) {
-		uint32_t nx = s->pk[q].next;
-		count_drop(s, &s->st.drop_crash);
-		pkt_free(s, q);
-		q = nx;
-	}
-	sv->q_len = 0;
+	pq_drop_all(s, &sv->q);
 	for (uint32_t w = 0; sv->wq && w < s->cfg.workers; w++) {
-		struct wqueue *wq = &sv->wq[w];
-		q = wq->head;
-		for (uint32_t i = 0; i < wq->len; i++) {
-			uint32_t nx = s->pk[q].next;
-			count_drop(s, &s->st.drop_crash);
-			pkt_free(s, q);
-			q = nx;
-		}
-		wq->len = 0;
-		wq->busy = 0;
+		pq_drop_all(s, &sv->wq[w].q);
+		sv->wq[w].busy = 0;
 	}
 }
 
@@ -1020,7 +1023,7 @@ static void server_restart(struct nk_sim *s, uint32_t sid)
 	store_reset(&sv->store);
 	sv->up = 1;
 	sv->busy = 0;
-	sv->q_len = 0;
+	sv->q.len = 0;
 }
 
 /* ---- history (record_history) ------------------------------------------------------ */
@@ -2225,10 +2228,10 @@ int nk_sim_extend(struct nk_sim *s, double extra_ns)
 	for (uint32_t i = 0; i < s->S; i++) {
 		struct server *sv = &s->srv[i];
 		sv->busy = 0;
-		sv->q_len = 0;
+		sv->q.len = 0;
 		if (sv->wq)
 			for (uint32_t w = 0; w < s->cfg.workers; w++)
-				sv->wq[w].busy = sv->wq[w].len = 0;
+				sv->wq[w].busy = sv->wq[w].q.len = 0;
 	}
 	s->finished = 0;
 	return 0;
