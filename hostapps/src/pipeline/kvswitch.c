@@ -93,6 +93,10 @@ struct kvswitch_state {
 	uint64_t stats[KS_NSTATS];
 	struct nk_reg_desc regs[KS_NREGS];
 	unsigned nregs;
+	/* bit p: some server's node_fwd entry is port p (nk_origin_of's scan
+	 * of every server, done once per node_fwd or n_servers change instead
+	 * of per packet) */
+	uint64_t server_ports[(NK_NODE_NONE + 1) / 64];
 };
 
 static void ks_fini(void *st)
@@ -112,6 +116,25 @@ static void ks_fini(void *st)
 	free(s->hp_k1);
 	free(s->hp_count);
 	memset(s, 0, sizeof(*s));
+}
+
+static void server_ports_update(struct kvswitch_state *s)
+{
+	memset(s->server_ports, 0, sizeof(s->server_ports));
+	for (uint32_t i = 0; i < s->trust.n_servers && i < KS_MAX_NODES; i++)
+		s->server_ports[s->node_port[i] / 64] |= 1ull << (s->node_port[i] % 64);
+}
+
+/* nk_origin_of with the server scan replaced by server_ports */
+static enum nk_origin ks_origin(const struct kvswitch_state *s, const struct nk_pkt_meta *meta)
+{
+	if (meta->from_cpu || meta->recirculated)
+		return NK_ORIGIN_TRUSTED;
+	for (uint32_t i = 0; i < s->trust.n_trusted; i++)
+		if (s->trust.trusted[i] == meta->ingress_port)
+			return NK_ORIGIN_TRUSTED;
+	uint16_t p = meta->ingress_port;
+	return s->server_ports[p / 64] >> (p % 64) & 1 ? NK_ORIGIN_SERVER : NK_ORIGIN_CLIENT;
 }
 
 static void add_reg(struct kvswitch_state *s, const char *name, void *base, uint32_t n,
@@ -165,6 +188,7 @@ static int ks_init(void *st, const struct nk_pipeline_cfg *cfg)
 								      : NK_NODE_NONE;
 	for (size_t i = 0; i < (size_t)s->K * NK_MAX_SERVERS; i++)
 		s->servermap[i] = KS_NO_SERVER;
+	server_ports_update(s);
 	add_reg(s, "RoundRobin", s->rr, s->K, 1, 8);
 	add_reg(s, "Valid", s->valid, s->K, 4, 32);
 	add_reg(s, "Ver", s->ver, s->K, 4, 32);
@@ -194,6 +218,8 @@ static int ks_reg_write(void *st, const char *name, uint32_t idx, uint64_t val)
 	int rc = nk_reg_write_named(s->regs, s->nregs, name, idx, val, &r);
 	if (rc)
 		return rc;
+	if (r->base == &s->trust.n_servers)
+		server_ports_update(s);
 	if (r->base == &s->period_reset && s->period_reset) {
 		/* control action: the per-period statistics start again (digest §4.1) */
 		size_t hp = (size_t)s->d * s->w;
@@ -234,6 +260,7 @@ static int ks_table_add(void *st, const char *table, const uint64_t *key, unsign
 		if (key[0] >= KS_MAX_NODES || args[0] >= NK_NODE_NONE)
 			return NK_PIPE_ERANGE;
 		s->node_port[key[0]] = (uint16_t)args[0];
+		server_ports_update(s);
 		return 0;
 	}
 	if (!strcmp(table, "HotkeyTable")) {
@@ -262,6 +289,7 @@ static int ks_table_del(void *st, const char *table, const uint64_t *key, unsign
 		if (key[0] >= KS_MAX_NODES)
 			return NK_PIPE_ERANGE;
 		s->node_port[key[0]] = NK_NODE_NONE;
+		server_ports_update(s);
 		return 0;
 	}
 	if (!strcmp(table, "HotkeyTable")) {
@@ -421,7 +449,7 @@ static void ks_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 		forward(s, meta, act);
 		return;
 	}
-	enum nk_origin from = nk_origin_of(&s->trust, s->node_port, meta);
+	enum nk_origin from = ks_origin(s, meta);
 	int request = m->op == NK_KVSWITCH_OP_GET || m->op == NK_KVSWITCH_OP_SET ||
 		      m->op == NK_KVSWITCH_OP_DEL;
 	if (from == NK_ORIGIN_CLIENT && !request) {
