@@ -234,13 +234,19 @@ class KVSwitchController(Controller):
         del t_s
         sw = self.plane.switch
         self._send_evictions()
+        loads = np.array(sw.reg_read_range("Loadcount", 0, self.m), dtype=np.float64)
+        total = float(loads.sum())
+        # a period too short to plan on discards its key counts: reading
+        # them (K counters, 3 x K HashPipe cells, a dict of their keys) would
+        # be most of the controller's time, for nothing
+        plan = total >= self.proto.min_period_queries
         cur: dict[bytes, float] = {}
-        if self.hot:
+        if plan and self.hot:
             counts = sw.reg_read_range("HotkeyCount", 0, self.k)
             for key, h in self.hot.items():
                 cur[key] = float(counts[h.slot])
         n = self.k_hp = self.proto.hashpipe_stages * math.ceil(self.k / self.proto.hashpipe_stages)
-        cnt = sw.reg_read_range("HashPipeCount", 0, n)
+        cnt = sw.reg_read_range("HashPipeCount", 0, n) if plan else []
         nz = [i for i, c in enumerate(cnt) if c]
         if nz:
             hi = sw.reg_read_range("HashPipeKeyHi", 0, n)
@@ -248,13 +254,11 @@ class KVSwitchController(Controller):
             for i in nz:
                 key = words_key(hi[i], lo[i])
                 cur[key] = cur.get(key, 0.0) + cnt[i]
-        loads = np.array(sw.reg_read_range("Loadcount", 0, self.m), dtype=np.float64)
         sw.reg_write("period_reset", 0, 1)
         self.period += 1
         self.stats.periods += 1
         self.stats.loads.append([int(x) for x in loads])
-        total = float(loads.sum())
-        if total < self.proto.min_period_queries:
+        if not plan:
             return  # too few queries to predict from (digest §8.13): keep the tables
         a = self.proto.alpha_pred
         pred = {k: a * self.prev.get(k, 0.0) + (1 - a) * cur.get(k, 0.0)
