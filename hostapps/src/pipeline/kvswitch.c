@@ -97,6 +97,7 @@ struct kvswitch_state {
 	 * of every server, done once per node_fwd or n_servers change instead
 	 * of per packet) */
 	uint64_t server_ports[(NK_NODE_NONE + 1) / 64];
+	uint32_t hp_salt[KS_MAX_STAGES];   /* hp_salts() */
 };
 
 static void ks_fini(void *st)
@@ -117,6 +118,8 @@ static void ks_fini(void *st)
 	free(s->hp_count);
 	memset(s, 0, sizeof(*s));
 }
+
+static void hp_salts(struct kvswitch_state *s);
 
 static void server_ports_update(struct kvswitch_state *s)
 {
@@ -189,6 +192,7 @@ static int ks_init(void *st, const struct nk_pipeline_cfg *cfg)
 	for (size_t i = 0; i < (size_t)s->K * NK_MAX_SERVERS; i++)
 		s->servermap[i] = KS_NO_SERVER;
 	server_ports_update(s);
+	hp_salts(s);
 	add_reg(s, "RoundRobin", s->rr, s->K, 1, 8);
 	add_reg(s, "Valid", s->valid, s->K, 4, 32);
 	add_reg(s, "Ver", s->ver, s->K, 4, 32);
@@ -317,24 +321,39 @@ static int ks_table_del(void *st, const char *table, const uint64_t *key, unsign
 
 /* ---- HashPipe (Sivaraman et al., SOSR'17): cold keys becoming hot ----------- */
 
-static uint32_t hp_index(const struct kvswitch_state *s, uint32_t stage, uint64_t k0, uint64_t k1)
+/* CRC32 of (per-stage salt, 16 B key) (digest §3: CRC32, distinct salts) */
+static uint32_t hp_crc(uint32_t stage, uint64_t k0, uint64_t k1)
 {
 	uint8_t b[17];
-	b[0] = (uint8_t)(0xA5 ^ stage);    /* per-stage salt (digest §3: CRC32, distinct salts) */
+	b[0] = (uint8_t)(0xA5 ^ stage);
 	for (int i = 0; i < 8; i++) {
 		b[1 + i] = (uint8_t)(k0 >> (56 - 8 * i));
 		b[9 + i] = (uint8_t)(k1 >> (56 - 8 * i));
 	}
-	return stage * s->w + nk_crc32(b, sizeof b) % s->w;
+	return nk_crc32(b, sizeof b);
+}
+
+/* Stage j's CRC is stage 0's XOR a constant: CRC is affine, so for messages
+ * of one length crc(x) ^ crc(y) depends on x ^ y only, here the salts. One
+ * CRC per carried key instead of one per stage, the same indexes. */
+static void hp_salts(struct kvswitch_state *s)
+{
+	for (uint32_t j = 0; j < KS_MAX_STAGES; j++)
+		s->hp_salt[j] = hp_crc(j, 0, 0) ^ hp_crc(0, 0, 0);
+}
+
+static uint32_t hp_index(const struct kvswitch_state *s, uint32_t stage, uint32_t crc0)
+{
+	return stage * s->w + (crc0 ^ s->hp_salt[stage]) % s->w;
 }
 
 static void hashpipe(struct kvswitch_state *s, uint64_t k0, uint64_t k1)
 {
 	/* stage 1 always inserts; later stages keep the larger count */
 	uint64_t ck0 = k0, ck1 = k1;
-	uint32_t cc = 1;
+	uint32_t cc = 1, crc0 = hp_crc(0, ck0, ck1);
 	for (uint32_t j = 0; j < s->d; j++) {
-		uint32_t i = hp_index(s, j, ck0, ck1);
+		uint32_t i = hp_index(s, j, crc0);
 		if (s->hp_count[i] && s->hp_k0[i] == ck0 && s->hp_k1[i] == ck1) {
 			s->hp_count[i] += cc;
 			return;
@@ -354,6 +373,7 @@ static void hashpipe(struct kvswitch_state *s, uint64_t k0, uint64_t k1)
 			ck0 = t0;
 			ck1 = t1;
 			cc = tc;
+			crc0 = hp_crc(0, ck0, ck1);
 		}
 	}
 	/* whatever is still carried is dropped */
