@@ -112,3 +112,19 @@ def test_bulk_register_reads_equal_cell_reads() -> None:
         with pytest.raises(DriverError):
             sw.reg_read_range("Loadcount", 30, 5)      # past the 32 cells
     tg.close()
+
+
+def test_prediction_ties_do_not_depend_on_dict_order() -> None:
+    """The controller's top-K is the same whatever order its candidates come
+    in (they come from a set of bytes, reordered per process by
+    PYTHONHASHSEED): ties are broken by key. A load-only sort keeps the
+    insertion order of ties and fails this."""
+    from netkv.protocols.kvswitch import top_predicted
+
+    pred = {b"k%02d" % i: float(10 - i // 4) for i in range(12)}   # ties in fours
+    forward, backward = dict(pred), dict(reversed(list(pred.items())))
+    assert top_predicted(forward, 6) == top_predicted(backward, 6)
+    assert [k for k, _ in top_predicted(backward, 6)] == [b"k00", b"k01", b"k02", b"k03",
+                                                          b"k04", b"k05"]
+    old = lambda d, k: sorted(d.items(), key=lambda kv: -kv[1])[:k]  # noqa: E731
+    assert old(forward, 6) != old(backward, 6)   # the rule this replaces

@@ -176,6 +176,13 @@ class KVSwitchStats:
     true_share: list[float] = field(default_factory=list)
 
 
+def top_predicted(pred: dict[bytes, float], k: int) -> list[tuple[bytes, float]]:
+    """The ``k`` keys of highest predicted load, ties broken by key bytes: the
+    dict's order comes from a set of bytes, which PYTHONHASHSEED reorders per
+    process, so a load-only sort made one seed's run differ between processes."""
+    return sorted(pred.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+
+
 class KVSwitchController(Controller):
     def __init__(self, plane: ControlPlane, proto: KVSwitchProtocol,
                  keymap: Callable[[bytes], KeyInfo | None],
@@ -264,7 +271,7 @@ class KVSwitchController(Controller):
         pred = {k: a * self.prev.get(k, 0.0) + (1 - a) * cur.get(k, 0.0)
                 for k in set(cur) | set(self.prev)}
         self.prev = cur
-        top = sorted(pred.items(), key=lambda kv: -kv[1])[:self.k]
+        top = top_predicted(pred, self.k)
         self.last_prediction = [k for k, _ in top]
         self._judge_prediction()
         imb = imbalance(loads)
