@@ -22,11 +22,13 @@ import polars as pl
 
 from netkv.results.atomic import write_text
 from netkv.results.load import find_runs
+from netkv.results.noise import STEAL_WARN
 
 PAGE = "report.html"
 FIGURES = "report-figures"
 VERDICT_COLOR = {"holds": "#1a7f37", "differs": "#9a6700", "FAIL": "#cf222e"}
-NOISE = ("host_busy", "host_load1", "switch_dropped", "switch_malformed", "servers_dropped",
+NOISE = ("host_busy", "host_steal", "host_load1", "switch_dropped", "switch_malformed",
+         "servers_dropped",
          "servers_malformed")
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#1f2328;padding:0 1em}
@@ -155,12 +157,17 @@ def noise_section(points: pl.DataFrame, by: list[str]) -> str:
     warn = []
     for row in summary.iter_rows(named=True):
         busy = row.get("max host_busy")
-        drops = sum(row.get(c) or 0 for c in NOISE[2:] if c in row)
-        warn.append(bool((busy is not None and busy == busy and busy > 0.9) or drops > 0))
+        steal = row.get("max host_steal")
+        drops = sum(row.get(c) or 0 for c in NOISE if not c.startswith("host_") and c in row)
+        warn.append(bool((busy is not None and busy == busy and busy > 0.9)
+                         or (steal is not None and steal == steal and steal > STEAL_WARN)
+                         or drops > 0))
     note = ("<p>host_busy: share of the machine's CPU time not idle during a point; "
-            "host_load1: the 1-minute load average at its end; switch/servers columns: "
-            "what netkv-switch and the kvservers received but dropped or could not parse "
-            "(Mininet and testbed). Highlighted: busy above 90% or any drop.</p>")
+            "host_steal: share the hypervisor took (a virtual machine's vCPUs ready but "
+            "not run); host_load1: the 1-minute load average at its end; switch/servers "
+            "columns: what netkv-switch and the kvservers received but dropped or could not "
+            f"parse (Mininet and testbed). Highlighted: busy above 90%, steal above "
+            f"{100 * STEAL_WARN:.0f}% or any drop.</p>")
     if not any(c.startswith(("switch", "servers")) for c in have):
         note += "<p>No switch or server counters: this target runs no real programs.</p>"
     return note + table(summary.columns, summary.rows(), warn)

@@ -100,6 +100,11 @@ def test_a_simulated_run_with_repeats_writes_every_measurement(tmp_path: Path) -
     assert "5 repeats per load" in text and "94% interval" in text
     lo, hi = best["max_tput_lo_rps"][0], best["max_tput_hi_rps"][0]
     assert lo <= best["achieved_rps"][0] <= hi
+    # the SLO reference is measured five times too, and the bound is 5x the
+    # median of their medians
+    ref = points.filter(pl.col("phase") == "reference")
+    assert ref.height == 5
+    assert best["slo_ns"][0] == pytest.approx(5 * float(ref["p50_ns"].median()))
     # a rerun resumes every repeat: nothing measured again
     marks = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("point.parquet")}
     execute(cfg, tmp_path, [], Console(file=None, quiet=True))
@@ -115,3 +120,14 @@ def test_repeat_is_validated_in_one_line() -> None:
         load(["slo.repeat_tolerance=0"])
 
 
+
+
+def test_a_disagreement_names_hypervisor_steal_above_two_percent() -> None:
+    from netkv.results.noise import steal_fraction, steal_note
+
+    assert steal_fraction((0, 100, 5), (0, 300, 25)) == pytest.approx(0.1)
+    calm, stolen = point(1000.0, mm1_latencies(1000.0)), point(1000.0, mm1_latencies(1000.0))
+    calm.noise["host_steal"], stolen.noise["host_steal"] = 0.01, 0.11
+    assert steal_note([calm, calm]) == ""
+    assert steal_note([calm, stolen]) == "; hypervisor steal up to 11%"
+    assert steal_note([point(1000.0, mm1_latencies(1000.0))]) == ""   # no column: nothing
