@@ -92,3 +92,15 @@ def test_fig14_checks_on_the_measured_values_and_on_wrong_ones() -> None:
     wrong = {"starcache": [0.5] * 3, "nocache": [0.6] * 3, "uniform": [0.4] * 3}
     assert verdicts("fig14", moM_cells(wrong, xs)) == ["differs", "FAIL", "FAIL"]
 
+
+
+def test_fig17_checks_on_the_measured_values_and_on_wrong_ones() -> None:
+    xs = ["1", "2", "3", "4"]
+    assert verdicts("fig17", moM_cells({"starcache": [0.656, 0.597, 0.455, 0.452]}, xs)) == \
+        ["differs", "holds", "differs"]
+    assert verdicts("fig17", moM_cells({"starcache": [0.9, 0.88, 0.87, 0.85]}, xs)) == \
+        ["holds"] * 3
+    # rising with the packets: the drop fails; "slightly" fails (declared:
+    # a declared claim that misses is "differs", never "holds")
+    assert verdicts("fig17", moM_cells({"starcache": [0.5, 0.6, 0.7, 0.9]}, xs))[1:] == \
+        ["FAIL", "differs"]
