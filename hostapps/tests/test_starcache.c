@@ -756,14 +756,21 @@ static void test_multi_packet(void)
 
 	/* a write: the W_REP's 3 fragments replace the 3 in the loop (the
 	 * first revalidates, the others join; the old ones are stale) */
+	static uint8_t wval[3000];
+	for (size_t i = 0; i < sizeof wval; i++)
+		wval[i] = (uint8_t)(i * 7);
 	struct nk_msg w = req(&r, 1, "k-big", 20);
-	w.value_len = 3000;
+	w.value_len = sizeof wval;
+	w.value = wval;
 	sw_in(&r, &w, CL, 1, 0, 0);
 	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
 	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w, CL, out, NK_HOST_MAX_OUT), 3);
 	for (int i = 0; i < 3; i++) {
 		EXPECT_EQ(out[i].msg.op, NK_STARCACHE_OP_W_REP);
 		EXPECT_EQ(out[i].msg.frag_cnt, 3);
+		/* each fragment carries its own slice of the new value */
+		EXPECT(out[i].msg.value == wval + i * 1433);
+		EXPECT_EQ(out[i].msg.value_len, i < 2 ? 1433u : 3000u - 2 * 1433u);
 		EXPECT_EQ(sw_in(&r, &out[i].msg, 1, CL, 0, 0).act.fwd, NK_FWD_MCAST);
 	}
 	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_VALID);
