@@ -78,3 +78,23 @@ def test_the_loop_rate_bounds_how_often_a_key_is_served() -> None:
     assert sw["overflow"] > 0.1 * sw["hits"], sw
     assert sw["served"] < 0.2 * res.issued, sw
     assert counters["loop_tx"] < 200.0 * 8, counters   # ~6 s at 200/s, a burst
+
+
+@skip
+def test_multi_packet_items_loop_as_fragments_through_the_real_port() -> None:
+    """1800 B values with 64 B keys: each cached item is 2 cache packets of
+    at most 1438 B of key + value (docs/starcache.md, "Multi-packet items")
+    looping through the veth pair; a parked read is answered by 2 visits and
+    the real kvclient completes it once it has both fragments. (A larger
+    value is refused on Mininet: a write carrying it must fit one UDP
+    payload, and requests are not fragmented.)"""
+    res, counters, sw, fetched = _run("starcache", "protocol.cache_size=8",
+                                      "workload.value_size=1800")
+    assert fetched == 8
+    assert res.completed == res.issued, (res.issued, res.completed, res.timeouts)
+    print(f"issued {res.issued}, parked {sw['parked']}, served {sw['served']}, "
+          f"overflow {sw['overflow']}")
+    assert sw["parked"] > 0.1 * res.issued, sw
+    # 2 visits per parked read, less those of reads parked when the loop stopped
+    assert 2 * (sw["parked"] - 8 * 16) <= sw["served"] <= 2 * sw["parked"], sw
+    assert counters["recirc_drop"] == 0, counters

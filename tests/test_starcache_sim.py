@@ -242,3 +242,37 @@ def test_a_packet_lost_in_the_loop_is_recovered_by_the_watchdog(heal: bool) -> N
         assert after > 0.5 * before * 2, (before, after)   # 20 ms after vs 10 ms before
     else:
         assert after < 0.1 * before, (before, after)
+
+
+def test_multi_packet_items_loop_as_fragments_and_are_reassembled() -> None:
+    """Every value 5664 B (the paper's Fig. 17 item of 4 packets: 16 B key,
+    1422 B of value per packet): each cached key loops as 4 cache packets
+    (FRAG 0-3), a parked read is answered by 4 visits and completes when the
+    client has all 4. The loop is 4 x longer than with one packet per item,
+    so the same 8 keys serve fewer reads at a slow port."""
+    big = ["workload.key_size=16", "workload.value_size=5664"]
+    st, stats, (ctl, share) = run(big, 2e5, cache=8)
+    assert ctl.stats.fetch_ok == 8
+    assert st.completed == st.issued and st.timeouts == 0
+    # a reply packet per visit: 4 per parked read, less those of the reads
+    # still parked at the end (8 keys x 16 slots)
+    assert st.switch_replies == stats["served"]
+    assert 4 * (stats["parked"] - 8 * 16) <= stats["served"] <= 4 * stats["parked"]
+    assert stats["parked"] > 0.5 * share * st.issued
+    assert st.retries == 0          # no fragment lost: no gap, no correction
+    one, ostats, _ = run(["workload.key_size=16", "workload.value_size=1416",
+                          "topology.recirc_gbps=2"], 2e5, cache=8)
+    four, fstats, _ = run([*big, "topology.recirc_gbps=2"], 2e5, cache=8)
+    assert fstats["overflow"] > 2 * max(ostats["overflow"], 1)
+    assert fstats["served"] / 4 < 0.8 * ostats["served"]   # reads answered by the loop
+
+
+def test_a_lost_fragment_is_recovered_by_the_clients_retry() -> None:
+    """1% of packets lost on the links: a read that misses a fragment sends
+    again after its timeout (or, on a gap among its FLAG visits, asks the
+    server), and every read completes."""
+    st, stats, _ = run(["workload.key_size=16", "workload.value_size=5664",
+                        "target.faults.loss=0.01", "topology.timeout_us=1000",
+                        "topology.retries=5"], 2e5, cache=8)
+    assert st.retries > 0
+    assert st.completed == st.issued, (st.completed, st.issued, st.timeouts)

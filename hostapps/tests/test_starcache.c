@@ -10,7 +10,8 @@
  * on, overflow, write invalidation with the pending-write counter (strict)
  * and the 1-bit flag (faithful, the stale read of digest 8.3), DRAINING,
  * eviction, forged server messages, the client's correction request, the
- * server's count-min sketch and top-k report.
+ * server's count-min sketch and top-k report, multi-packet items
+ * (fragments, FLAG visits, reassembly, a mismatched fragment, a gap).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -654,6 +655,133 @@ static void test_topk_report(void)
 	rig_free(&r);
 }
 
+/* multi-packet items (digest 8.7): the server splits an item that does not
+ * fit one packet into FLAG fragments, each a cache packet of its own; the
+ * head of the queue gets FLAG visits; the client reassembles by FRAG and
+ * asks the server again on a mismatched fragment or a gap */
+static void test_multi_packet(void)
+{
+	current = "multi_packet";
+	struct rig r;
+	rig_init(&r, "keys=4;slots=4");
+	seed(&r, "k-big", 4000);   /* 5 B key: 1433 value bytes per packet -> 3 */
+	EXPECT_EQ(cache_add(&r, "k-big", 1), 0);
+	struct nk_msg f = req(&r, 0, "k-big", 77);
+	f.op = NK_STARCACHE_OP_F_REQ;
+	f.kind = NK_KIND_CONTROL;
+	sw_in(&r, &f, CTL, 1, 0, 0);
+	struct nk_host_out out[NK_HOST_MAX_OUT];
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &f, CTL, out, NK_HOST_MAX_OUT), 3);
+	struct nk_msg cp[3];
+	for (int i = 0; i < 3; i++) {
+		cp[i] = out[i].msg;
+		EXPECT_EQ(cp[i].op, NK_STARCACHE_OP_F_REP);
+		EXPECT_EQ(cp[i].frag_cnt, 3);
+		EXPECT_EQ(cp[i].frag_idx, i);
+		EXPECT_EQ(cp[i].value_len, i < 2 ? 1433u : 4000u - 2 * 1433u);
+		EXPECT_EQ(nk_wire_encoded_len(&cp[i]) > 0, 1);
+	}
+	EXPECT_EQ(nk_wire_encoded_len(&cp[0]), NK_STARCACHE_HDR_LEN +
+						NK_STARCACHE_PAYLOAD_HDR_LEN + SC_ITEM_BYTES);
+	/* fewer outputs than fragments: nothing (a partial item would loop) */
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &f, CTL, out, 2), 0);
+	/* fragment 0 validates the key; 2 before 1 does not join (it would
+	 * break the item's order in the loop): back to the controller, RETRY */
+	struct out o = sw_in(&r, &cp[0], 1, CTL, 0, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_VALID);
+	struct nk_msg early = cp[2];
+	o = sw_in(&r, &early, 1, CTL, 0, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(early.result, NK_RESULT_RETRY);
+	EXPECT_EQ(sw_in(&r, &cp[1], 1, CTL, 0, 0).act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(sw_in(&r, &cp[2], 1, CTL, 0, 0).act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(rd(&r, "inloop", 1), 3);
+
+	/* a read parks; the head stays for FLAG = 3 visits, one per fragment */
+	struct nk_msg a = req(&r, 0, "k-big", 10);
+	EXPECT_EQ(sw_in(&r, &a, CL, 1, 0, 0xA1).act.held, 1);
+	int verdict[3];
+	for (int i = 0; i < 3; i++) {
+		o = sw_in(&r, &cp[i], NS + NC, CTL, 1, 0);
+		EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);
+		EXPECT_EQ(cp[i].req_id, 10);
+		EXPECT_EQ(o.meta.cookie, 0xA1);
+		EXPECT_EQ(rd(&r, "qlen", 1), i < 2 ? 1 : 0);
+		verdict[i] = r.H->client_reply(r.cli, &cp[i]);
+	}
+	EXPECT_EQ(verdict[0], NK_REPLY_IGNORE);
+	EXPECT_EQ(verdict[1], NK_REPLY_IGNORE);
+	EXPECT_EQ(verdict[2], NK_REPLY_DONE);
+	EXPECT_EQ(rd(&r, "ack", 1), 1);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_SERVED), 3);
+
+	/* a fragment of another item size (FLAG 2 after FLAG 3) is refused:
+	 * the client asks the server (CRN_REQ) */
+	struct nk_msg b = req(&r, 0, "k-big", 11);
+	EXPECT_EQ(sw_in(&r, &b, CL, 1, 0, 0xB2).act.held, 1);
+	sw_in(&r, &cp[0], NS + NC, CTL, 1, 0);
+	EXPECT_EQ(r.H->client_reply(r.cli, &cp[0]), NK_REPLY_IGNORE);
+	struct nk_msg odd = cp[1];
+	odd.frag_cnt = 2;
+	odd.req_id = 11;
+	EXPECT_EQ(r.H->client_reply(r.cli, &odd), NK_REPLY_RETRY);
+	EXPECT_EQ(req(&r, 0, "k-big", 11).op, NK_STARCACHE_OP_CRN_REQ);
+	sw_in(&r, &cp[1], NS + NC, CTL, 1, 0);
+	sw_in(&r, &cp[2], NS + NC, CTL, 1, 0);   /* the head's last visit */
+	EXPECT_EQ(rd(&r, "qlen", 1), 0);
+
+	/* a fragment lost in the loop: the head's 3 visits bring 0, 1, 0;
+	 * the gap makes the client ask the server, whose 3 fragments
+	 * complete the read */
+	struct nk_msg c = req(&r, 0, "k-big", 12);
+	EXPECT_EQ(sw_in(&r, &c, CL, 1, 0, 0xC3).act.held, 1);
+	int order[3] = { 0, 1, 0 };
+	for (int i = 0; i < 3; i++) {
+		struct nk_msg v = cp[order[i]];
+		sw_in(&r, &v, NS + NC, CTL, 1, 0);
+		verdict[i] = r.H->client_reply(r.cli, &v);
+	}
+	EXPECT_EQ(verdict[0], NK_REPLY_IGNORE);
+	EXPECT_EQ(verdict[1], NK_REPLY_IGNORE);
+	EXPECT_EQ(verdict[2], NK_REPLY_RETRY);
+	EXPECT_EQ(rd(&r, "qlen", 1), 0);
+	struct nk_msg crn = req(&r, 0, "k-big", 12);
+	EXPECT_EQ(crn.op, NK_STARCACHE_OP_CRN_REQ);
+	EXPECT_EQ(sw_in(&r, &crn, CL, 1, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &crn, CL, out, NK_HOST_MAX_OUT), 3);
+	EXPECT_EQ(r.H->client_reply(r.cli, &out[2].msg), NK_REPLY_IGNORE);
+	EXPECT_EQ(r.H->client_reply(r.cli, &out[0].msg), NK_REPLY_IGNORE);
+	EXPECT_EQ(r.H->client_reply(r.cli, &out[1].msg), NK_REPLY_DONE);
+
+	/* a write: the W_REP's 3 fragments replace the 3 in the loop (the
+	 * first revalidates, the others join; the old ones are stale) */
+	static uint8_t wval[3000];
+	for (size_t i = 0; i < sizeof wval; i++)
+		wval[i] = (uint8_t)(i * 7);
+	struct nk_msg w = req(&r, 1, "k-big", 20);
+	w.value_len = sizeof wval;
+	w.value = wval;
+	sw_in(&r, &w, CL, 1, 0, 0);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w, CL, out, NK_HOST_MAX_OUT), 3);
+	for (int i = 0; i < 3; i++) {
+		EXPECT_EQ(out[i].msg.op, NK_STARCACHE_OP_W_REP);
+		EXPECT_EQ(out[i].msg.frag_cnt, 3);
+		/* each fragment carries its own slice of the new value */
+		EXPECT(out[i].msg.value == wval + i * 1433);
+		EXPECT_EQ(out[i].msg.value_len, i < 2 ? 1433u : 3000u - 2 * 1433u);
+		EXPECT_EQ(sw_in(&r, &out[i].msg, 1, CL, 0, 0).act.fwd, NK_FWD_MCAST);
+	}
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_VALID);
+	EXPECT_EQ(rd(&r, "pending_writes", 1), 0);
+	EXPECT_EQ(rd(&r, "stale", 1), 3);
+	EXPECT_EQ(rd(&r, "inloop", 1), 6);
+	EXPECT_EQ(sw_in(&r, &cp[0], NS + NC, CTL, 1, 0).act.fwd, NK_FWD_DROP);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_SUPERSEDED), 1);
+	rig_free(&r);
+}
+
 int main(void)
 {
 	test_config_limits();
@@ -668,6 +796,7 @@ int main(void)
 	test_stuck_writes();
 	test_hostile_messages();
 	test_topk_report();
+	test_multi_packet();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }

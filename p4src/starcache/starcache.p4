@@ -40,7 +40,10 @@
  *   cached key                     with FLAG, value bytes and (strict) no other
  *                                  write in flight: VALID, the key's packets in
  *                                  the loop `stale` (strict), multicast to
- *                                  {destination, loop}
+ *                                  {destination, loop}; FRAG > 0 (a later
+ *                                  fragment): joins the loop if VALID and
+ *                                  (strict) FRAG unstale packets loop, else
+ *                                  to its destination only
  *   cache packet (SC_LOOP_IN)      stale: drops itself (superseded); key gone
  *                                  or INVALID: drops itself; empty queue: loops
  *                                  on (DRAINING: leaves); else serves the head
@@ -424,6 +427,30 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                         if (s8 == SC_STATE_DRAINING) {
                             want_route = true;
                             SC_FORWARD()
+                        } else if (hdr.starcache_pre.frag != 0) {
+                            /* a later fragment of a multi-packet item joins
+                             * the loop behind the item's earlier ones
+                             * (strict: FRAG packets of the key loop that are
+                             * not stale) */
+                            bit<16> il;
+                            bit<16> st;
+                            inloop.read(il, idx);
+                            stale.read(st, idx);
+                            bool join = hdr.starcache_pre.vlen != 0 && s8 == SC_STATE_VALID &&
+                                        (SC_FAITHFUL == 1 ||
+                                         (pw == 0 && il - st == (bit<16>)hdr.starcache_pre.frag));
+                            if (!join) {
+                                if (is_write) {
+                                    stat(SC_STAT_STALE_UPDATES);
+                                }
+                                want_route = true;
+                                SC_FORWARD()
+                            } else {
+                                if (SC_FAITHFUL == 0 && il != 0xFFFF) {
+                                    inloop.write(idx, il + 1);
+                                }
+                                SC_NODE_AND_LOOP()
+                            }
                         } else {
                             if (is_write && hdr.starcache.flag != 0 && SC_FAITHFUL == 0 && pw != 0) {
                                 pw = pw - 1;

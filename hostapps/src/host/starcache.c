@@ -20,6 +20,13 @@
  * (an HKEY collision, or a cache slot reused by another key) it asks again
  * with a correction request (CRN_REQ), which the switch passes to the
  * server.
+ * Multi-packet items (digest 8.7): a value that does not fit one packet
+ * with its key (SC_ITEM_BYTES) leaves the server as FLAG fragments of
+ * SC_ITEM_BYTES - key bytes each, FRAG = 0..FLAG-1; at the switch each
+ * becomes a cache packet of its own. The client reassembles a read by FRAG;
+ * a fragment that disagrees with the first on FLAG, or FLAG visits that
+ * left a gap (a fragment lost in the loop: the head got another twice), make
+ * it ask the server again (CRN_REQ).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,6 +138,10 @@ struct sc_pending {
 	uint32_t req_id;
 	uint8_t live, correct, key_len;
 	uint8_t key[NK_MAX_KEY_LEN];
+	/* reassembly of a multi-packet read: FLAG of the first fragment, the
+	 * fragments that came (one bit per FRAG), distinct ones, all arrivals */
+	uint8_t frag_cnt, frags_got, arrived;
+	uint8_t got[32];
 };
 
 struct sc_client {
@@ -172,6 +183,35 @@ static void mk_reply(const struct sc_server *s, const struct nk_msg *in, struct 
 	r->value = NULL;
 }
 
+/* Packets an item of vlen value bytes takes with its key (digest 8.7). */
+static uint32_t sc_item_frags(uint32_t klen, uint32_t vlen)
+{
+	uint32_t chunk = SC_ITEM_BYTES - klen;   /* klen <= NK_MAX_KEY_LEN */
+	return klen + vlen <= SC_ITEM_BYTES ? 1 : (vlen + chunk - 1) / chunk;
+}
+
+/* out[0] carries a whole item: split it into FLAG fragments out[0..FLAG-1]
+ * (the embedder fills NULL value bytes). 0 when they do not fit. */
+static int fragment(struct nk_host_out *out, int max_out)
+{
+	const struct nk_msg *r = &out[0].msg;
+	uint32_t n = sc_item_frags(r->key_len, r->value_len);
+	if (n == 1)
+		return 1;
+	if (n > UINT8_MAX || n > (uint32_t)max_out)
+		return 0;
+	uint32_t chunk = SC_ITEM_BYTES - r->key_len, total = r->value_len;
+	for (uint32_t i = n; i-- > 0;) {
+		out[i] = out[0];
+		struct nk_msg *f = &out[i].msg;
+		f->frag_cnt = (uint8_t)n;
+		f->frag_idx = (uint8_t)i;
+		f->value_len = i + 1 < n ? chunk : total - i * chunk;
+		f->value = out[0].msg.value ? out[0].msg.value + (size_t)i * chunk : NULL;
+	}
+	return (int)n;
+}
+
 static int sc_server_handle(void *st, struct nk_store *store, const struct nk_msg *msg,
 			    uint16_t src, struct nk_host_out *out, int max_out)
 {
@@ -208,7 +248,7 @@ static int sc_server_handle(void *st, struct nk_store *store, const struct nk_ms
 			if (!found)
 				r->frag_cnt = 0;   /* nothing to put into the loop */
 		}
-		return 1;
+		return fragment(out, max_out);
 	case NK_STARCACHE_OP_W_REQ: {
 		uint64_t nv = nk_ver_after(found, ver);
 		store->ops->put(store->impl, in, nv, in->value_len);
@@ -221,7 +261,7 @@ static int sc_server_handle(void *st, struct nk_store *store, const struct nk_ms
 		} else if (in->frag_cnt) {
 			r->result = NK_RESULT_RETRY;   /* forged HKEY: nothing for the loop */
 		}
-		return 1;
+		return fragment(out, max_out);
 	}
 	default:
 		return 0;
@@ -258,6 +298,8 @@ static uint16_t sc_client_request(void *st, const struct nk_req_spec *sp, struct
 		p->live = 1;
 		p->correct = 0;
 	}
+	p->frag_cnt = p->frags_got = p->arrived = 0;   /* a resend reassembles anew */
+	memset(p->got, 0, sizeof(p->got));
 	p->key_len = sp->key_len < NK_MAX_KEY_LEN ? sp->key_len : NK_MAX_KEY_LEN;
 	memcpy(p->key, sp->key, p->key_len);
 
@@ -293,6 +335,32 @@ static int sc_client_reply(void *st, const struct nk_msg *r)
 	    (r->key_len != p->key_len || memcmp(r->key, p->key, p->key_len))) {
 		p->correct = 1;           /* another key's value: ask the server */
 		return NK_REPLY_RETRY;
+	}
+	uint8_t n = r->frag_cnt ? r->frag_cnt : 1;
+	if (r->op == NK_STARCACHE_OP_R_REP && (n > 1 || p->frag_cnt)) {
+		if (p->frag_cnt && n != p->frag_cnt) {
+			/* not a fragment of the item the first one belongs to
+			 * (the item changed size, or a forged reply): start over
+			 * at the server */
+			p->correct = 1;
+			return NK_REPLY_RETRY;
+		}
+		p->frag_cnt = n;
+		uint8_t bit = (uint8_t)(1u << (r->frag_idx & 7));
+		if (!(p->got[r->frag_idx >> 3] & bit)) {
+			p->got[r->frag_idx >> 3] |= bit;
+			p->frags_got++;
+		}
+		p->arrived++;
+		if (p->frags_got < n) {
+			/* FLAG visits of the head came and one fragment twice: the
+			 * missing one is not looping; the server has the item */
+			if (p->arrived >= n) {
+				p->correct = 1;
+				return NK_REPLY_RETRY;
+			}
+			return NK_REPLY_IGNORE;
+		}
 	}
 	p->live = 0;
 	return NK_REPLY_DONE;

@@ -20,6 +20,12 @@
  *                             loop}), or loops on, or drops itself when its
  *                             key is invalid or evicted
  *
+ * Multi-packet items (digest 8.7): an item of FLAG packets loops as FLAG
+ * cache packets (FRAG 0..FLAG-1). The head of the queue stays there for
+ * FLAG visits (`ack`), which, the loop being FIFO, are its FLAG fragments;
+ * the reply's first fragment revalidates like a single packet and the later
+ * ones join the loop behind it.
+ *
  * Coherence (digest §8.3). `faithful=1` is the paper's 1-bit flag: any W_REP
  * revalidates, so with two writes in flight the first reply puts its value
  * into the loop while the second is pending (a stale read can follow).
@@ -426,7 +432,30 @@ static void server_update(struct starcache_state *s, int64_t hit, struct nk_msg 
 		forward(s, meta, act);
 		return;
 	}
-	/* FLAG >= 1: the reply of a write this switch counted */
+	if (m->frag_idx) {
+		/* a later fragment of a multi-packet item (digest 8.7): the
+		 * first decided; this one joins the loop only behind the
+		 * item's fragments before it (strict: exactly FRAG packets of
+		 * the key loop that are not stale) */
+		int join = m->value_len && m->result == NK_RESULT_OK &&
+			   s->state[idx] == SC_STATE_VALID &&
+			   (s->faithful || (!s->pending_writes[idx] &&
+					    s->inloop[idx] - s->stale[idx] == m->frag_idx));
+		if (!join) {
+			if (!write)
+				m->result = NK_RESULT_RETRY;
+			else
+				s->stats[SC_STAT_STALE_UPDATES]++;
+			forward(s, meta, act);
+			return;
+		}
+		if (!s->faithful && s->inloop[idx] < UINT16_MAX)
+			s->inloop[idx]++;
+		to_node_and_loop(s, meta, act);
+		return;
+	}
+	/* FLAG >= 1: the reply of a write this switch counted (of a
+	 * multi-packet item, its first fragment counts) */
 	if (write && m->frag_cnt && !s->faithful && s->pending_writes[idx])
 		s->pending_writes[idx]--;
 	/* the wire carries no result: a reply without value bytes (the
