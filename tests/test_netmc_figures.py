@@ -83,3 +83,27 @@ def test_fig10a_checks_hold_on_the_thesis_shape_and_each_fails_on_wrong_data() -
             .otherwise(pl.col("max_tput_rps")).alias("max_tput_rps")),
         "NetMC does not scale linearly": lambda d: set_cell(d, "netmc", 5, "max_tput_rps", 1.4),
     })
+
+
+# --- Fig. 13b: p99 near NetMC's saturation vs write ratio -------------------------
+
+
+def fig13b_good() -> pl.DataFrame:
+    netmc = [100e3, 80e3, 60e3, 40e3, 30e3, 20e3]
+    climc = [400e3, 200e3, 100e3, 55e3, 35e3, 20.5e3]
+    coord = [5e6, 5e6, 5e6, 5e6, 5e6, 4e6]
+    served = [100e3, 110e3, 130e3, 160e3, 200e3, 300e3]
+    return table("netmc/fig13b", {
+        "p99_ns": {"netmc": netmc, "climc": climc, "coordimc": coord},
+        "achieved_rps": {"netmc": [300e3] * 6, "climc": [300e3] * 6, "coordimc": served}})
+
+
+def test_fig13b_checks_hold_on_the_thesis_shape_and_each_fails_on_wrong_data() -> None:
+    assert_each_check_fails_alone("netmc/fig13b", fig13b_good(), {
+        "NetMC's p99 is below": lambda d: set_cell(d, "netmc", 0.4, "p99_ns", 120e3),
+        "with no writes": lambda d: set_cell(d, "netmc", 0, "p99_ns", 250e3),
+        "the gap shrinks": lambda d: set_cell(d, "netmc", 0.8, "p99_ns", 10e3),
+        "... and at 100%": lambda d: set_cell(d, "climc", 1.0, "p99_ns", 40e3),
+        "CoordiMC cannot carry": lambda d: set_cell(d, "coordimc", 0.8, "achieved_rps", 290e3),
+        "CoordiMC's p99 is the highest": lambda d: set_cell(d, "coordimc", 1.0, "p99_ns", 10e3),
+    })
