@@ -107,3 +107,39 @@ def test_fig13b_checks_hold_on_the_thesis_shape_and_each_fails_on_wrong_data() -
         "CoordiMC cannot carry": lambda d: set_cell(d, "coordimc", 0.8, "achieved_rps", 290e3),
         "CoordiMC's p99 is the highest": lambda d: set_cell(d, "coordimc", 1.0, "p99_ns", 10e3),
     })
+
+
+# --- Figs. 14 and 15: vs key size and value size ----------------------------------
+
+
+def falling(start: float, n: int, step: float) -> list[float]:
+    return [start * (1 - step * i) for i in range(n)]
+
+
+def test_fig14_checks_hold_on_the_thesis_shape_and_each_fail_on_wrong_data() -> None:
+    good = table("netmc/fig14", {"max_tput_rps": {
+        "netmc": [0.40, 0.40, 0.39, 0.39], "climc": falling(0.36, 4, 0.02),
+        "coordimc": falling(0.2, 4, 0.03)}})
+    assert_each_check_fails_alone("netmc/fig14", good, {
+        "NetMC >= CliMC": lambda d: set_cell(d, "climc", 16, "max_tput_rps", 0.41),
+        "NetMC about flat": lambda d: set_cell(d, "netmc", 64, "max_tput_rps", 0.34),
+        "CliMC degrades": lambda d: set_cell(d, "climc", 64, "max_tput_rps", 0.36),
+        "CoordiMC degrades": lambda d: set_cell(d, "coordimc", 64, "max_tput_rps", 0.2),
+    })
+
+
+def p99_table(name: str, netmc: list[float], climc: list[float]) -> pl.DataFrame:
+    n = len(netmc)
+    return table(name, {
+        "p99_ns": {"netmc": netmc, "climc": climc, "coordimc": [1e6] * n},
+        "achieved_rps": {"netmc": [2e5] * n, "climc": [2e5] * n, "coordimc": [9e4] * n}})
+
+
+def test_fig14b_checks_hold_on_the_thesis_shape_and_each_fail_on_wrong_data() -> None:
+    good = p99_table("netmc/fig14b", [40e3, 41e3, 42e3, 43e3], [60e3, 70e3, 80e3, 90e3])
+    assert_each_check_fails_alone("netmc/fig14b", good, {
+        "NetMC's p99 is below": lambda d: set_cell(d, "netmc", 16, "p99_ns", 75e3),
+        "the p99 gap grows": lambda d: set_cell(d, "climc", 64, "p99_ns", 62e3),
+        "... while NetMC's": lambda d: set_cell(d, "netmc", 64, "p99_ns", 50e3),
+        "CoordiMC cannot carry": lambda d: set_cell(d, "coordimc", 32, "achieved_rps", 1.9e5),
+    })
