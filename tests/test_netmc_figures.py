@@ -143,3 +143,28 @@ def test_fig14b_checks_hold_on_the_thesis_shape_and_each_fail_on_wrong_data() ->
         "... while NetMC's": lambda d: set_cell(d, "netmc", 64, "p99_ns", 50e3),
         "CoordiMC cannot carry": lambda d: set_cell(d, "coordimc", 32, "achieved_rps", 1.9e5),
     })
+
+
+def test_fig15_checks_hold_on_the_thesis_shape_and_each_fail_on_wrong_data() -> None:
+    good = table("netmc/fig15", {"max_tput_rps": {
+        "netmc": [0.40] * 5, "climc": falling(0.36, 5, 0.05),
+        "coordimc": falling(0.2, 5, 0.05)}})
+    assert_each_check_fails_alone("netmc/fig15", good, {
+        "NetMC >= CliMC": lambda d: set_cell(d, "climc", 128, "max_tput_rps", 0.45),
+        "NetMC >= CoordiMC": lambda d: set_cell(d, "coordimc", 512, "max_tput_rps", 0.45),
+        "CliMC's throughput falls": lambda d: set_cell(d, "climc", 1024, "max_tput_rps", 0.36),
+        "CoordiMC's throughput falls": lambda d: set_cell(d, "coordimc", 1024,
+                                                          "max_tput_rps", 0.2),
+    })
+
+
+def test_fig15b_checks_hold_on_the_thesis_shape_and_each_fail_on_wrong_data() -> None:
+    good = p99_table("netmc/fig15b", [40e3, 41e3, 42e3, 45e3, 50e3],
+                     [60e3, 70e3, 90e3, 120e3, 150e3])
+    assert_each_check_fails_alone("netmc/fig15b", good, {
+        "NetMC's p99 is below": lambda d: set_cell(d, "netmc", 128, "p99_ns", 75e3),
+        "the p99 gap grows": lambda d: set_cell(d, "climc", 1024, "p99_ns", 65e3),
+        "... and NetMC's p99 stays below half": lambda d: set_cell(d, "netmc", 1024,
+                                                                   "p99_ns", 80e3),
+        "CoordiMC cannot carry": lambda d: set_cell(d, "coordimc", 64, "achieved_rps", 1.9e5),
+    })
