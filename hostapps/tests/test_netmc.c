@@ -575,6 +575,25 @@ static void test_end_to_end(void)
 	run_end_to_end("scheme=climc;split=0", 4);
 }
 
+/* a coordinator beside r's client, which becomes a CoordiMC client and
+ * sends it a multiget of 7 keys on the 4 servers (into req) */
+static void *coord_rig(struct rig *r, struct nk_host_out *req)
+{
+	const struct nk_host_ops *H = r->H;
+	void *co = calloc(1, H->coord_state_size);
+	struct nk_host_cfg hc = {.n_servers = NS, .n_clients = NC, .n_coords = 1};
+	EXPECT_EQ(H->coord_init(co, &hc), 0);
+	H->client_fini(r->cli);
+	hc.params = "scheme=coordimc;split=0";
+	EXPECT_EQ(H->client_init(r->cli, &hc), 0);
+	static uint8_t buf[64 * KL];
+	struct nk_req_spec sp;
+	const uint16_t homes[] = {3, 0, 3, 1, 2, 0, 3};
+	spec_of(&sp, "ABCDEFG", homes, buf, 21);
+	EXPECT_EQ(H->client_multiget(r->cli, &sp, req, NK_HOST_MAX_REQ_OUT), 1);
+	return co;
+}
+
 static void coordimc_round_trip(int bytes)
 {
 	struct rig r;
@@ -582,19 +601,9 @@ static void coordimc_round_trip(int bytes)
 	if (bytes)
 		r.ns.ops = &ts_bytes_ops;
 	const struct nk_host_ops *H = r.H;
-	void *co = calloc(1, H->coord_state_size);
-	struct nk_host_cfg hc = {.n_servers = NS, .n_clients = NC, .n_coords = 1};
-	EXPECT_EQ(H->coord_init(co, &hc), 0);
-	H->client_fini(r.cli);
-	hc.params = "scheme=coordimc;split=0";
-	EXPECT_EQ(H->client_init(r.cli, &hc), 0);
-	uint8_t buf[64 * KL];
-	struct nk_req_spec sp;
-	const uint16_t homes[] = {3, 0, 3, 1, 2, 0, 3};
-	spec_of(&sp, "ABCDEFG", homes, buf, 21);
 	struct nk_host_out req[NK_HOST_MAX_REQ_OUT], sub[NK_HOST_MAX_REQ_OUT];
 	struct nk_host_out rep[NK_HOST_MAX_OUT], fin[NK_HOST_MAX_REQ_OUT];
-	EXPECT_EQ(H->client_multiget(r.cli, &sp, req, NK_HOST_MAX_REQ_OUT), 1);
+	void *co = coord_rig(&r, req);
 	EXPECT_EQ(req[0].dst, NS + NC);  /* the coordinator's node */
 	int g = H->coord_handle(co, &req[0].msg, CL, sub, NK_HOST_MAX_REQ_OUT);
 	EXPECT_EQ(g, 4);  /* one sub-request per server */
@@ -655,6 +664,42 @@ static void test_coordimc_round_trip(void)
 	coordimc_round_trip(0);
 	current = "CoordiMC: the servers' value bytes reach the client through the coordinator";
 	coordimc_round_trip(1);
+}
+
+/* A multiget whose SRV hints name no server is refused before the
+ * coordinator takes a pending slot: a burst of them (more than its 2^14
+ * slots) must not recycle the slot of an honest multiget still in flight. */
+static void test_coordimc_bad_hints_hold_no_slot(void)
+{
+	current = "CoordiMC: hints naming no server take no pending slot";
+	struct rig r;
+	rig_init(&r, "split=0");
+	const struct nk_host_ops *H = r.H;
+	struct nk_host_out req[NK_HOST_MAX_REQ_OUT], sub[NK_HOST_MAX_REQ_OUT];
+	struct nk_host_out rep[NK_HOST_MAX_OUT], fin[NK_HOST_MAX_REQ_OUT];
+	void *co = coord_rig(&r, req);
+	struct nk_host_out junk[NK_HOST_MAX_REQ_OUT];
+	int g = H->coord_handle(co, &req[0].msg, CL, sub, NK_HOST_MAX_REQ_OUT);
+	EXPECT_EQ(g, 4);
+	/* the same multiget, its second group's server forged out of range
+	 * (the first group valid) */
+	struct nk_msg bad = req[0].msg;
+	bad.srv[1] = NS + 7;
+	int sent = 0;
+	for (int i = 0; i < 1 << 15; i++)
+		sent += H->coord_handle(co, &bad, CL, junk, NK_HOST_MAX_REQ_OUT);
+	EXPECT_EQ(sent, 0);
+	int answers = 0;
+	for (int i = 0; i < g; i++) {
+		EXPECT_EQ(H->server_handle(r.srv, &r.ns, &sub[i].msg, NS + NC, rep,
+					   NK_HOST_MAX_OUT), 1);
+		answers += H->coord_handle(co, &rep[0].msg, sub[i].dst, fin, NK_HOST_MAX_REQ_OUT);
+	}
+	EXPECT_EQ(answers, 1);  /* the honest multiget still completes */
+	EXPECT_EQ(fin[0].msg.nkeys, 7);
+	H->coord_fini(co);
+	free(co);
+	rig_free(&r);
 }
 
 /* A hostile client's messages (client_hostile, docs/security.md), each kind
@@ -756,6 +801,7 @@ int main(void)
 	test_aggregation_all_or_nothing();
 	test_end_to_end();
 	test_coordimc_round_trip();
+	test_coordimc_bad_hints_hold_no_slot();
 	test_hostile_messages();
 	test_bad_params_refused();
 	printf("%d passed, %d failed\n", passed, failed);

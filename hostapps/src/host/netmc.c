@@ -740,6 +740,11 @@ static int mc_coord_handle(void *st, const struct nk_msg *in, uint16_t src,
 		unsigned g = 0;
 		for (unsigned i = 0; i < n; i++) {  /* the groups the hints give */
 			srv_of[i] = in->srv[g < NK_NETMC_N ? g : NK_NETMC_N - 1];
+			/* hints naming no server: refused before a pending slot is
+			 * taken, so a hostile request cannot hold (and a burst of
+			 * them cannot recycle) an honest request's slot */
+			if (srv_of[i] >= c->n_servers)
+				return 0;
 			if (in->keyidx & (1u << (c->w - 1 - i)))
 				g++;
 		}
@@ -751,8 +756,6 @@ static int mc_coord_handle(void *st, const struct nk_msg *in, uint16_t src,
 			unsigned end = first + 1;
 			while (end < n && srv_of[end] == srv_of[first])
 				end++;
-			if (srv_of[first] >= c->n_servers)
-				return 0;  /* hints naming no server: the request is lost */
 			mc_mget(&out[k++], p->id << MC_ID_SHIFT | first,
 				in->items + (size_t)first * kl, kl, srv_of + first, end - first, c->w,
 				in->send_ns);
