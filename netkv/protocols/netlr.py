@@ -36,6 +36,7 @@ from pydantic import Field, field_validator
 from netkv.config.base import MAX_VNODES, Pos, ProtocolBase, Ring
 from netkv.drivers.base import DriverError
 from netkv.protocols.base import ControlPlane, Controller
+from netkv.protocols.netlr_p4 import PROGRAM as P4_PROGRAM
 from netkv.protocols.plugin import ProtocolPlugin
 from netkv.wire.codec import NETLR_LEN, NETLR_OID_LEN, NETLR_PORT, Proto
 
@@ -277,6 +278,7 @@ PLUGIN = ProtocolPlugin(
     sim_controller=sim_controller_factory,
     rack_controller=rack_controller_factory,
     refusals=REFUSALS,
+    p4=P4_PROGRAM,
 )
 
 
