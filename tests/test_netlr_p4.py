@@ -149,11 +149,11 @@ def test_defines_refuse_what_netlr_c_refuses(knobs: str) -> None:
             pass
 
 
-@pytest.mark.parametrize("n", [1, 4, 8])
-def test_initial_registers_are_what_c_init_leaves_non_zero(n: int) -> None:
+@pytest.mark.parametrize(("n", "knobs"), [(1, ""), (4, ""), (8, ""), (4, "boot_empty=1")])
+def test_initial_registers_are_what_c_init_leaves_non_zero(n: int, knobs: str) -> None:
     regs, _ = c_names(C_SRC)
-    want = p4_initial_registers(n, {})
-    with Pipeline("netlr", n_servers=n, n_clients=1, params="slots=4") as p:
+    want = p4_initial_registers(n, parse_params(knobs))
+    with Pipeline("netlr", n_servers=n, n_clients=1, params=f"slots=4;{knobs}") as p:
         got = {(r, 0): p.reg_read(r, 0) for r in sorted(regs) if r != "stats"}
         got.update({(r, i): p.reg_read(r, i) for r in ("dset", "lseq", "CRep", "NumCRep",
                                                          "MaxSeq", "AckMask") for i in range(4)})

@@ -30,12 +30,15 @@ def p4_defines(params: Params) -> dict[str, int]:
 
 
 def p4_initial_registers(n_servers: int, params: Params) -> list[tuple[str, int, int]]:
-    """netlr.c's init: seq 1 (the preload's version is 1), every replica live."""
+    """netlr.c's init: seq 1 (the preload's version is 1), every replica
+    live unless boot_empty (then the controller installs them)."""
     p4_defines(params)
     if not 1 <= n_servers <= MAX_REPLICAS:
         raise ValueError(f"netlr: {n_servers} replicas (allowed: 1..{MAX_REPLICAS})")
-    return [*servers_register(n_servers, params), ("seq", 0, 1), ("num_replica", 0, n_servers),
-            ("LiveMask", 0, (1 << n_servers) - 1)]
+    cells = [*servers_register(n_servers, params), ("seq", 0, 1)]
+    if not param_int(params, "boot_empty", 0):
+        cells += [("num_replica", 0, n_servers), ("LiveMask", 0, (1 << n_servers) - 1)]
+    return cells
 
 
 PROGRAM = P4Program("netlr/netlr.p4", defines=p4_defines, initial_registers=p4_initial_registers)

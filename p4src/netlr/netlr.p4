@@ -29,7 +29,8 @@
  *          else dset[id] = oid, SEQ = ++seq, EPOCH = epoch, multicast to
  *          group 1; strict: CRep = PIN if the slot was empty, MaxSeq = SEQ,
  *          AckMask = 0
- *   W_REPLY from replica r (its node), only while dset[id] == oid:
+ *   W_REPLY from replica r (its node), only while dset[id] == oid and its
+ *          EPOCH is the switch's (else dropped, stats[STALE_ACKS]):
  *          paper (Alg. 2)  SEQ > lseq: lseq = SEQ, NumCRep = 1; SEQ == lseq:
  *                          NumCRep += 1; older: dropped; CRep = r; commit
  *                          when NumCRep == num_replica
@@ -56,7 +57,9 @@
  *   1 strict, 0 paper) -DNL_ACK_SUPERSEDED=0 -DNL_STAMP=0
  *   -DNL_COLLISION_NACK=0 -DNL_CHAIN=0 (replication: 1 = cr)
  * Both modes keep every register, so the controller finds the same names in
- * either (as netlr.c does).
+ * either (as netlr.c does). netlr.c's boot_empty (no replica live until the
+ * controller installs them) is what a P4 switch's zeroed registers are
+ * anyway: the driver then writes no num_replica/LiveMask at connect.
  *
  * Tofino (digest §3.4) could not clear dset after reading AckMask in one
  * pass; BMv2 has no such limit, and the commit is done in place here.
@@ -322,9 +325,12 @@ control NetlrIngress(inout headers_t hdr, inout metadata_t meta,
                     bit<32> sq = hdr.netlr.seq;
                     @atomic {
                         bit<32> d;
+                        bit<16> e;
                         dset.read(d, id);
+                        epoch.read(e, 0);
                         bool commit = false;
-                        if (oid == 0 || d != oid) {
+                        if (oid == 0 || d != oid || hdr.netlr.epoch != e) {
+                            /* an ack of an earlier incarnation's write counts for nothing */
                             stat(NL_STAT_STALE_ACKS);
                             meta.fwd = FWD_DROP;
                         } else if (NL_STRICT == 0) {
