@@ -219,3 +219,25 @@ def test_switch_restart_without_epoch_and_resync_is_not_linearizable(
     _, ctl, regs = run([*HIST, *SWITCH_RESTART], path=path)
     assert ctl.stats.restarts == [] and regs["epoch"] == 0
     assert all(v is False for v in verdicts(path))
+
+
+def test_fig10_checks_fail_without_the_drop_or_the_recovery() -> None:
+    """experiments/netlr/fig10.yaml's checks on made-up 100 ms timelines:
+    the outage and the recovery pass; a switch that never went down fails
+    the first, one that never came back the second."""
+    import polars as pl
+
+    from netkv.experiments.checks import evaluate_timeline
+    from netkv.experiments.spec import load_experiment
+
+    exp = load_experiment("netlr/fig10")
+    t = [round(0.1 * i, 1) for i in range(250)]
+
+    def verdicts(completed) -> list[bool]:  # type: ignore[no-untyped-def]
+        tl = pl.DataFrame({"series": "netlr", "x": "4", "t_s": t,
+                           "completed": [completed(s) for s in t]})
+        return [evaluate_timeline(c, pl.DataFrame(), tl, exp).passed for c in exp.checks]
+
+    assert verdicts(lambda s: 0 if 5.0 <= s < 18.0 else 34_000) == [True, True]
+    assert verdicts(lambda s: 34_000) == [False, True]
+    assert verdicts(lambda s: 0 if s >= 5.0 else 34_000) == [True, False]
