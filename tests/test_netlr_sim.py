@@ -241,3 +241,46 @@ def test_fig10_checks_fail_without_the_drop_or_the_recovery() -> None:
     assert verdicts(lambda s: 0 if 5.0 <= s < 18.0 else 34_000) == [True, True]
     assert verdicts(lambda s: 34_000) == [False, True]
     assert verdicts(lambda s: 0 if s >= 5.0 else 34_000) == [True, False]
+
+
+# the measured Figs. 12/13 points (experiments/netlr/fig12.yaml, fig13.yaml
+# notes): (series, load) -> (p50 us, p99 us); inf = over 1% never completed
+FIG12 = {("netlr", x): v for x, v in zip(
+    (50, 100, 150, 190, 300, 500, 700),
+    ((8.7, 28.5), (8.7, 28.7), (8.7, 28.2), (8.8, 29.5), (9.3, 31.8), (11.6, 48.5), (22.3, 123)))}
+FIG12 |= {("cr", x): v for x, v in zip(
+    (50, 100, 150, 190, 300, 500, 700),
+    ((10.0, 34.7), (12.2, 49.0), (18.2, 83.2), (59.3, 331), (23_700, 48_000), (76_000, np.inf),
+     (np.inf, np.inf)))}
+FIG13 = {("netlr", x): v for x, v in zip(
+    (25, 50, 100, 150, 180, 300),
+    ((15.3, 40.1), (17.0, 45.4), (22.2, 69.9), (33.9, 104), (86.3, 290), (23_800, np.inf)))}
+FIG13 |= {("cr", x): v for x, v in zip(
+    (25, 50, 100, 150, 180, 300),
+    ((33.9, 68.9), (37.8, 78.6), (50.3, 117), (81.2, 186), (208, 592), (25_600, 50_000)))}
+
+
+@pytest.mark.parametrize(("name", "points"), [("netlr/fig12", FIG12), ("netlr/fig13", FIG13)])
+def test_fig12_13_checks_hold_on_the_measured_points_and_fail_on_swapped_ones(
+        name: str, points: dict) -> None:  # type: ignore[type-arg]
+    """Every check of the figure holds on the points measured (the notes);
+    with the two series' latencies swapped, or CR never saturating, some fail."""
+    import polars as pl
+
+    from netkv.experiments.checks import evaluate
+    from netkv.experiments.spec import load_experiment
+
+    exp = load_experiment(name)
+
+    def table(pts: dict) -> pl.DataFrame:  # type: ignore[type-arg]
+        keys = sorted(pts)
+        return pl.DataFrame({"series": [s for s, _ in keys], "x": [str(x * 1000) for _, x in keys],
+                             "met": [True] * len(keys),
+                             "p50_ns": [pts[k][0] * 1e3 for k in keys],
+                             "p99_ns": [pts[k][1] * 1e3 for k in keys]})
+
+    assert all(evaluate(c, table(points), exp).passed for c in exp.checks)
+    swapped = {(("cr" if s == "netlr" else "netlr"), x): v for (s, x), v in points.items()}
+    assert not all(evaluate(c, table(swapped), exp).passed for c in exp.checks)
+    flat = {k: (v if k[0] == "netlr" else (10.0, 40.0)) for k, v in points.items()}
+    assert not all(evaluate(c, table(flat), exp).passed for c in exp.checks)
