@@ -221,26 +221,49 @@ def test_switch_restart_without_epoch_and_resync_is_not_linearizable(
     assert all(v is False for v in verdicts(path))
 
 
-def test_fig10_checks_fail_without_the_drop_or_the_recovery() -> None:
-    """experiments/netlr/fig10.yaml's checks on made-up 100 ms timelines:
-    the outage and the recovery pass; a switch that never went down fails
-    the first, one that never came back the second."""
+def _timeline_verdicts(name: str, series: dict, seconds: float) -> list[bool]:  # type: ignore[type-arg]
+    """The experiment's throughput checks on made-up 100 ms timelines:
+    ``series`` -> completed(t_s)."""
     import polars as pl
 
     from netkv.experiments.checks import evaluate_timeline
     from netkv.experiments.spec import load_experiment
 
-    exp = load_experiment("netlr/fig10")
-    t = [round(0.1 * i, 1) for i in range(250)]
+    exp = load_experiment(name)
+    t = [round(0.1 * i, 1) for i in range(round(seconds * 10))]
+    tl = pl.concat([pl.DataFrame({"series": s, "x": "4", "t_s": t, "completed": [float(f(x)) for x in t]})
+                    for s, f in series.items()])
+    return [evaluate_timeline(c, pl.DataFrame(), tl, exp).passed for c in exp.checks]
 
-    def verdicts(completed) -> list[bool]:  # type: ignore[no-untyped-def]
-        tl = pl.DataFrame({"series": "netlr", "x": "4", "t_s": t,
-                           "completed": [completed(s) for s in t]})
-        return [evaluate_timeline(c, pl.DataFrame(), tl, exp).passed for c in exp.checks]
 
-    assert verdicts(lambda s: 0 if 5.0 <= s < 18.0 else 34_000) == [True, True]
-    assert verdicts(lambda s: 34_000) == [False, True]
-    assert verdicts(lambda s: 0 if s >= 5.0 else 34_000) == [True, False]
+def test_fig10_checks_fail_without_the_drop_or_the_recovery() -> None:
+    """experiments/netlr/fig10.yaml's checks: the outage and the recovery
+    pass; a switch that never went down fails the first, one that never
+    came back the second."""
+    def check(f):  # type: ignore[no-untyped-def]
+        return _timeline_verdicts("netlr/fig10", {"netlr": f}, 25)
+
+    assert check(lambda s: 0 if 5.0 <= s < 18.0 else 34_000) == [True, True]
+    assert check(lambda s: 34_000) == [False, True]
+    assert check(lambda s: 0 if s >= 5.0 else 34_000) == [True, False]
+
+
+def test_fig9_checks_fail_on_a_collapse_or_without_the_steps() -> None:
+    """experiments/netlr/fig9.yaml's checks: flat with adaptation and steps
+    of a quarter without pass; the with series collapsing after the third
+    loss, or the without series staying flat, fail."""
+    def steps(s: float) -> float:
+        return 19_500 * (1 - 0.25 * sum(s >= c for c in (2.0, 4.0, 6.0)))
+
+    def flat(s: float) -> float:
+        return 19_500
+
+    def collapse(s: float) -> float:
+        return 0 if s >= 6.5 else 19_500
+
+    assert all(_timeline_verdicts("netlr/fig9", {"with": flat, "without": steps}, 10))
+    assert _timeline_verdicts("netlr/fig9", {"with": collapse, "without": steps}, 10)[0] is False
+    assert not all(_timeline_verdicts("netlr/fig9", {"with": flat, "without": flat}, 10))
 
 
 # the measured Figs. 12/13 points (experiments/netlr/fig12.yaml, fig13.yaml
