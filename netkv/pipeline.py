@@ -111,6 +111,7 @@ class Pipeline(SwitchDriver):
             "node_port": self._node_port, "cpu_port": self.cpu_port,
             "recirc_port": self.recirc_port, "seed": seed, "params": self._params})
         self._state = ffi.new("char[]", max(int(self.ops.state_size), 1))
+        self._live = False      # until init succeeds: close() must not fini
         if self.ops.init(self._state, cfg):
             raise DriverError(f"pipeline {name!r} init failed (params: {params or 'none'})")
         self._live = True

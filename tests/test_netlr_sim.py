@@ -38,9 +38,11 @@ FAULTS = ["target.faults.loss=0.01", "target.faults.duplicate=0.01",
 CRASH_AT = 0.0345
 CRASH = [f"target.faults.crashes=[{{server:2,at_s:{CRASH_AT}}}]"]
 CRASH_RESTART = [f"target.faults.crashes=[{{server:2,at_s:{CRASH_AT},restart_s:0.06}}]"]
+SWITCH_RESTART = ["target.faults.switch_outages=[{at_s:0.03,restart_s:0.05}]",
+                  "target.faults.loss=0.01"]
 
 
-REGS = ("num_replica", "LiveMask", "PIN", "seq")
+REGS = ("num_replica", "LiveMask", "PIN", "seq", "epoch")
 
 
 def run(overrides: list[str], rate: float = 200_000, path: Path | None = None):
@@ -183,3 +185,125 @@ def test_fig9_replicas_lost_every_200_ms(adapt: bool) -> None:
         assert done[1] > 0.95 and done[3] == pytest.approx(0.75, abs=0.03)
         assert done[5] == pytest.approx(0.50, abs=0.03)
         assert done[7:] == pytest.approx(0.25, abs=0.03), done
+
+
+def test_switch_restart_keeps_strict_histories_linearizable(tmp_path: Path) -> None:
+    """The switch stops at 30 ms and restarts empty at 50 ms, with 1% loss on
+    every link (so some writes reached only some replicas at the outage):
+    the controller installs epoch 1, resyncs the replicas and resumes seq
+    past every stored version; the history is linearizable by both
+    checkers, and refused by both once one read is doctored."""
+    try:
+        from test_mininet_netlr import _doctored
+    except ImportError:
+        from tests.test_mininet_netlr import _doctored
+    path = tmp_path / "restart.jsonl"
+    point, ctl, regs = run([*HIST, *SWITCH_RESTART], path=path)
+    [(epoch, resumed, _)] = ctl.stats.restarts
+    assert epoch == 1 == regs["epoch"] and resumed > 1 and regs["seq"] > resumed
+    assert regs["num_replica"] == 4 and regs["LiveMask"] == 0xF
+    assert point.completed < 0.85 * point.issued      # the outage did bite
+    assert all(v is True for v in verdicts(path))
+    bad = _doctored(path, tmp_path / "doctored.jsonl")
+    assert all(v is False for v in verdicts(bad))
+
+
+def test_switch_restart_without_epoch_and_resync_is_not_linearizable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The negative control: the same run with the controller reinstalling
+    only membership (seq back at 1, epoch 0, no resync): new writes reuse
+    seqs the replicas already hold for other values, and both checkers
+    refuse the history."""
+    monkeypatch.setattr(netlr.NetLRController, "_restarted", lambda self: None)
+    path = tmp_path / "naive.jsonl"
+    _, ctl, regs = run([*HIST, *SWITCH_RESTART], path=path)
+    assert ctl.stats.restarts == [] and regs["epoch"] == 0
+    assert all(v is False for v in verdicts(path))
+
+
+def _timeline_verdicts(name: str, series: dict, seconds: float) -> list[bool]:  # type: ignore[type-arg]
+    """The experiment's throughput checks on made-up 100 ms timelines:
+    ``series`` -> completed(t_s)."""
+    import polars as pl
+
+    from netkv.experiments.checks import evaluate_timeline
+    from netkv.experiments.spec import load_experiment
+
+    exp = load_experiment(name)
+    t = [round(0.1 * i, 1) for i in range(round(seconds * 10))]
+    tl = pl.concat([pl.DataFrame({"series": s, "x": "4", "t_s": t, "completed": [float(f(x)) for x in t]})
+                    for s, f in series.items()])
+    return [evaluate_timeline(c, pl.DataFrame(), tl, exp).passed for c in exp.checks]
+
+
+def test_fig10_checks_fail_without_the_drop_or_the_recovery() -> None:
+    """experiments/netlr/fig10.yaml's checks: the outage and the recovery
+    pass; a switch that never went down fails the first, one that never
+    came back the second."""
+    def check(f):  # type: ignore[no-untyped-def]
+        return _timeline_verdicts("netlr/fig10", {"netlr": f}, 25)
+
+    assert check(lambda s: 0 if 5.0 <= s < 18.0 else 34_000) == [True, True]
+    assert check(lambda s: 34_000) == [False, True]
+    assert check(lambda s: 0 if s >= 5.0 else 34_000) == [True, False]
+
+
+def test_fig9_checks_fail_on_a_collapse_or_without_the_steps() -> None:
+    """experiments/netlr/fig9.yaml's checks: flat with adaptation and steps
+    of a quarter without pass; the with series collapsing after the third
+    loss, or the without series staying flat, fail."""
+    def steps(s: float) -> float:
+        return 19_500 * (1 - 0.25 * sum(s >= c for c in (2.0, 4.0, 6.0)))
+
+    def flat(s: float) -> float:
+        return 19_500
+
+    def collapse(s: float) -> float:
+        return 0 if s >= 6.5 else 19_500
+
+    assert all(_timeline_verdicts("netlr/fig9", {"with": flat, "without": steps}, 10))
+    assert _timeline_verdicts("netlr/fig9", {"with": collapse, "without": steps}, 10)[0] is False
+    assert not all(_timeline_verdicts("netlr/fig9", {"with": flat, "without": flat}, 10))
+
+
+# the measured Figs. 12/13 points (experiments/netlr/fig12.yaml, fig13.yaml
+# notes): (series, load) -> (p50 us, p99 us); inf = over 1% never completed
+FIG12 = {("netlr", x): v for x, v in zip(
+    (50, 100, 150, 190, 300, 500, 700),
+    ((8.7, 28.5), (8.7, 28.7), (8.7, 28.2), (8.8, 29.5), (9.3, 31.8), (11.6, 48.5), (22.3, 123)))}
+FIG12 |= {("cr", x): v for x, v in zip(
+    (50, 100, 150, 190, 300, 500, 700),
+    ((10.0, 34.7), (12.2, 49.0), (18.2, 83.2), (59.3, 331), (23_700, 48_000), (76_000, np.inf),
+     (np.inf, np.inf)))}
+FIG13 = {("netlr", x): v for x, v in zip(
+    (25, 50, 100, 150, 180, 300),
+    ((15.3, 40.1), (17.0, 45.4), (22.2, 69.9), (33.9, 104), (86.3, 290), (23_800, np.inf)))}
+FIG13 |= {("cr", x): v for x, v in zip(
+    (25, 50, 100, 150, 180, 300),
+    ((33.9, 68.9), (37.8, 78.6), (50.3, 117), (81.2, 186), (208, 592), (25_600, 50_000)))}
+
+
+@pytest.mark.parametrize(("name", "points"), [("netlr/fig12", FIG12), ("netlr/fig13", FIG13)])
+def test_fig12_13_checks_hold_on_the_measured_points_and_fail_on_swapped_ones(
+        name: str, points: dict) -> None:  # type: ignore[type-arg]
+    """Every check of the figure holds on the points measured (the notes);
+    with the two series' latencies swapped, or CR never saturating, some fail."""
+    import polars as pl
+
+    from netkv.experiments.checks import evaluate
+    from netkv.experiments.spec import load_experiment
+
+    exp = load_experiment(name)
+
+    def table(pts: dict) -> pl.DataFrame:  # type: ignore[type-arg]
+        keys = sorted(pts)
+        return pl.DataFrame({"series": [s for s, _ in keys], "x": [str(x * 1000) for _, x in keys],
+                             "met": [True] * len(keys),
+                             "p50_ns": [pts[k][0] * 1e3 for k in keys],
+                             "p99_ns": [pts[k][1] * 1e3 for k in keys]})
+
+    assert all(evaluate(c, table(points), exp).passed for c in exp.checks)
+    swapped = {(("cr" if s == "netlr" else "netlr"), x): v for (s, x), v in points.items()}
+    assert not all(evaluate(c, table(swapped), exp).passed for c in exp.checks)
+    flat = {k: (v if k[0] == "netlr" else (10.0, 40.0)) for k, v in points.items()}
+    assert not all(evaluate(c, table(flat), exp).passed for c in exp.checks)

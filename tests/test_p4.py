@@ -60,6 +60,7 @@ PROGRAMS = {
     "netmc": (PIPE / "netmc.c", P4SRC / "netmc" / "netmc.p4", None),
     "starcache": (PIPE / "starcache.c", P4SRC / "starcache" / "starcache.p4",
                   DOCS / "starcache.md"),
+    "netlr": (PIPE / "netlr.c", P4SRC / "netlr" / "netlr.p4", DOCS / "netlr.md"),
 }
 
 
@@ -184,6 +185,7 @@ DOC_SYMBOLS = {
                  "cm_width": "NC_CM_WIDTH", "bf_bits": "NC_BF_BITS"},
     "kvswitch": {"K": "KVS_HOT_KEYS", "d": "KVS_HP_STAGES", "w": "KVS_HP_WIDTH", "M": "KVS_M"},
     "starcache": {"S": "SC_SLOTS", "keys": "SC_KEYS"},   # in this order: keys·S
+    "netlr": {"slots": "NL_SLOTS"},
 }
 
 
@@ -299,6 +301,10 @@ VARIANTS = [
     ("starcache", {}),
     ("starcache", {"SC_KEYS": 256, "SC_SLOTS": 256, "SC_FAITHFUL": 1, "SC_STUCK_US": 5}),
     ("starcache", {"SC_KEYS": 4, "SC_SLOTS": 3, "SC_LOOP_OUT": 30, "SC_LOOP_IN": 31}),
+    ("netlr", {}),
+    ("netlr", {"NL_STRICT": 0, "NL_SLOTS": 64}),
+    ("netlr", {"NL_ACK_SUPERSEDED": 1, "NL_STAMP": 1, "NL_COLLISION_NACK": 1, "NL_SLOTS": 1}),
+    ("netlr", {"NL_CHAIN": 1}),
 ]
 
 
@@ -326,7 +332,9 @@ def test_p4_preprocesses(proto: str, defines: dict[str, int], tmp_path: Path) ->
                       r"NC_BF_HASH|NS_COUNT|KVS_\w+|KS_HP_STAGE|HASHPIPE|KS_COUNT|MC_W|MC_SPLIT|"
                       r"MC_WMASK|MC_KG|MC_SRV_ACTION|MC_STAT_COUNT|MC_KEYIDX_W|NETMC_N|SC_KEYS|"
                       r"SC_SLOTS|SC_FAITHFUL|SC_STUCK_US|SC_DEFAULT_STUCK_US|SC_LOOP_OUT|SC_LOOP_IN|SC_STAT_COUNT|SC_FORWARD|"
-                      r"SC_NODE_AND_LOOP|SC_LEAVE_LOOP|SC_MCAST_GROUP)\b", out)
+                      r"SC_NODE_AND_LOOP|SC_LEAVE_LOOP|SC_MCAST_GROUP|NL_SLOTS|"
+                      r"NL_STRICT|NL_ACK_SUPERSEDED|NL_STAMP|NL_COLLISION_NACK|NL_CHAIN|NL_MAX_REPLICAS|"
+                      r"NL_STAT_COUNT)\b", out)
     assert not left, f"unexpanded macros: {sorted(set(left))}"
     for a, b in ("{}", "()", "<>"):
         if a == "<":

@@ -12,7 +12,8 @@
  * write; paper: the same packets commit early (W1) and move CRep back (W2);
  * collisions dropped or NACKed; a failed replica removed from the
  * round-robin and LiveMask; forged acks from a client port and oid 0
- * dropped; the replica's seq rule and the client's verdicts.
+ * dropped; the replica's seq rule and the client's verdicts; a restarted
+ * switch (boot_empty, epochs on acks and at the replica).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -427,6 +428,75 @@ static void test_replica(void)
 	free(sv);
 }
 
+/* A restarted switch (docs/netlr.md "Switch restart"): with boot_empty it
+ * serves nothing until the controller installs membership; an ack stamped
+ * with another epoch counts for nothing; a replica refuses a write of an
+ * older epoch than the newest it has seen, whatever its seq. */
+static void test_switch_restart(void)
+{
+	current = "switch restart: boot_empty, epochs";
+	void *st = sw_new("boot_empty=1");
+	EXPECT_EQ(reg(st, "num_replica", 0), 0);
+	EXPECT_EQ(reg(st, "LiveMask", 0), 0);
+	EXPECT_EQ(read_to(st, OID, ID), -1);        /* no live replica */
+	EXPECT_EQ(write_seq(st, OID, ID), 0);
+	EXPECT_EQ(reg(st, "stats", 8), 2);          /* NL_NO_REPLICA */
+	/* the controller: a new epoch, seq resumed, the replicas live */
+	EXPECT_EQ(P->reg_write(st, "epoch", 0, 1), 0);
+	EXPECT_EQ(P->reg_write(st, "seq", 0, 100), 0);
+	for (uint64_t r = 0; r < NS; r++)
+		EXPECT_EQ(P->table_add(st, "get_dst_rep_table", &r, 1, &r, 1), 0);
+	EXPECT_EQ(P->reg_write(st, "num_replica", 0, NS), 0);
+	EXPECT_EQ(P->reg_write(st, "LiveMask", 0, 0xF), 0);
+	EXPECT_EQ(read_to(st, OID, ID), 0);
+	struct nk_msg w = mk(NK_NETLR_OP_WRITE, OID, ID, 2);
+	struct nk_actions a = sw(st, &w, CL, 0, NULL);
+	EXPECT_EQ(a.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(w.ver, 101);
+	EXPECT_EQ(w.epoch, 1);                      /* stamped with the epoch */
+	/* acks echo the write's epoch; one of epoch 0 (the last incarnation's
+	 * write with the same seq) is dropped */
+	for (uint32_t r = 0; r < NS; r++) {
+		struct nk_msg k = mk(NK_NETLR_OP_W_REPLY, OID, ID, 2);
+		k.ver = 101;
+		k.epoch = 0;
+		EXPECT_EQ(sw(st, &k, (uint16_t)r, CL, NULL).fwd, NK_FWD_DROP);
+	}
+	EXPECT_EQ(reg(st, "AckMask", ID), 0);
+	int committed = 0;
+	for (uint32_t r = 0; r < NS; r++) {
+		struct nk_msg k = mk(NK_NETLR_OP_W_REPLY, OID, ID, 2);
+		k.ver = 101;
+		k.epoch = 1;
+		committed += sw(st, &k, (uint16_t)r, CL, NULL).fwd == NK_FWD_PORT;
+	}
+	EXPECT_EQ(committed, 1);
+	sw_free(st);
+
+	struct nk_host_cfg cfg = { .n_servers = NS, .n_clients = NC, .id = 1 };
+	void *sv = calloc(1, H->server_state_size);
+	EXPECT_EQ(H->server_init(sv, &cfg), 0);
+	struct tstore t = { 1, 1, 16 };
+	struct nk_store store = {.ops = &ts_ops, .impl = &t};
+	struct nk_host_out out[NK_HOST_MAX_OUT];
+	struct nk_msg nw = mk(NK_NETLR_OP_WRITE, OID, ID, 5);
+	nw.ver = 10;
+	nw.epoch = 1;
+	EXPECT_EQ(H->server_handle(sv, &store, &nw, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.epoch, 1);
+	/* a copy from before the restart, seq above the new one: refused */
+	struct nk_msg old = nw;
+	old.ver = 50;
+	old.epoch = 0;
+	EXPECT_EQ(H->server_handle(sv, &store, &old, CL, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(t.ver, 10);
+	nw.ver = 11;
+	EXPECT_EQ(H->server_handle(sv, &store, &nw, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(t.ver, 11);
+	H->server_fini(sv);
+	free(sv);
+}
+
 static void test_client(void)
 {
 	current = "client";
@@ -563,6 +633,7 @@ int main(void)
 	test_hostile();
 	test_stamps();
 	test_replica();
+	test_switch_restart();
 	test_client();
 	test_chain();
 	printf("test_netlr: %d passed, %d failed\n", passed, failed);

@@ -79,6 +79,10 @@ class ControlPlane(ABC):
         ``dst`` wherever ``src`` holds a newer version; how many keys moved."""
         raise NotImplementedError("this target cannot transfer a server's store")
 
+    def newest_version(self, server: int) -> int:
+        """Out of band: the highest version ``server``'s store holds."""
+        raise NotImplementedError("this target cannot read a server's store")
+
 
 class Controller(ABC):
     """A protocol's control plane logic, run every epoch."""

@@ -36,6 +36,7 @@ from pydantic import Field, field_validator
 from netkv.config.base import MAX_VNODES, Pos, ProtocolBase, Ring
 from netkv.drivers.base import DriverError
 from netkv.protocols.base import ControlPlane, Controller
+from netkv.protocols.netlr_p4 import PROGRAM as P4_PROGRAM
 from netkv.protocols.plugin import ProtocolPlugin
 from netkv.wire.codec import NETLR_LEN, NETLR_OID_LEN, NETLR_PORT, Proto
 
@@ -88,8 +89,10 @@ class NetLRProtocol(ProtocolBase):
 def pipeline_params(cfg: "RunConfig") -> str:
     p = cfg.protocol
     assert isinstance(p, NetLRProtocol)
+    # boot_empty: the switch serves nothing until the controller installed
+    # it, at the start and after a restart (the controller always runs)
     return (f"replication={p.replication};mode={p.mode};slots={p.slots};ack_superseded={int(p.ack_superseded)};"
-            f"stamp={int(p.stamp)};collision_nack={int(p.collision_nack)}")
+            f"stamp={int(p.stamp)};collision_nack={int(p.collision_nack)};boot_empty=1")
 
 
 @dataclass
@@ -106,6 +109,8 @@ class NetLRStats:
     swept_clean: int = 0
     sweep_raced: int = 0      # slots a write reached while the sweep cleared them
     crep_moved: int = 0
+    #: switch restarts handled: (epoch installed, seq resumed at, keys resynced)
+    restarts: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 class NetLRController(Controller):
@@ -117,6 +122,8 @@ class NetLRController(Controller):
         self.down: set[int] = set()
         self.joining: dict[int, Joining] = {}
         self.stats = NetLRStats()
+        self.started = False
+        self.incarnation = 0      # the switch's epoch: restarts seen
 
     # -- tables --------------------------------------------------------------------
 
@@ -154,7 +161,37 @@ class NetLRController(Controller):
     def start(self) -> None:
         if self.n > MAX_REPLICAS:
             raise ValueError(f"netlr: {self.n} replicas (allowed: 1..{MAX_REPLICAS})")
+        if self.started and self.proto.replication == "netlr":
+            self._restarted()
+        self.started = True
         self._install()
+
+    def _restarted(self) -> None:
+        """The switch came back empty (digest §4 "switch failure", our
+        resolution): a new epoch; every live replica gets the newest
+        version of every key (a write some replicas applied before the
+        outage could have been read there); ``seq`` resumes past every
+        stored version, so the new epoch's writes order after all earlier
+        ones with the same 32-bit seq the replicas and histories compare.
+        Replicas refuse writes of an older epoch (a copy delayed across the
+        restart), the switch acks of another epoch. Only then does
+        ``_install`` let the switch serve (it boots with no replica live)."""
+        self.incarnation = (self.incarnation + 1) & 0xFFFF
+        live = [r for r in self.live if self.plane.port_up(r)]
+        keys = 0
+        if live:
+            hub = live[0]
+            for r in live[1:]:
+                keys += self.plane.copy_store(r, hub)
+            for r in live[1:]:
+                keys += self.plane.copy_store(hub, r)
+        newest = max([self.plane.newest_version(r) for r in live] or [1])
+        if newest >= 0xFFFFFFFF:
+            raise DriverError(f"netlr: stored version {newest} leaves no 32-bit seq to resume at")
+        sw = self.plane.switch
+        sw.reg_write("epoch", 0, self.incarnation)
+        sw.reg_write("seq", 0, newest)
+        self.stats.restarts.append((self.incarnation, newest, keys))
 
     def epoch(self, t_s: float) -> None:
         if not self.proto.fault_adaptation or self.proto.replication == "cr":
@@ -277,6 +314,7 @@ PLUGIN = ProtocolPlugin(
     sim_controller=sim_controller_factory,
     rack_controller=rack_controller_factory,
     refusals=REFUSALS,
+    p4=P4_PROGRAM,
 )
 
 

@@ -143,6 +143,9 @@ class SimControlPlane(ControlPlane):
     def copy_store(self, src: int, dst: int) -> int:
         return self.engine.store_merge(src, dst)
 
+    def newest_version(self, server: int) -> int:
+        return self.engine.store_newest(server)
+
 
 class SimEpochs:
     """Adapts a protocol Controller to SimEngine.run's ``epoch(engine, t)`` hook.

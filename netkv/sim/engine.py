@@ -502,6 +502,13 @@ class SimEngine:
             raise SimError(f"store merge {src} -> {dst} failed")
         return n
 
+    def store_newest(self, server: int) -> int:
+        """The highest version server ``server``'s store holds."""
+        n = int(self.lib.nk_sim_store_newest(self._ptr, server))
+        if n < 0:
+            raise SimError(f"server {server}: the rack has servers 0..{self.cfg.topology.servers - 1}")
+        return n
+
     # -- switch driver surface (for controllers) -------------------------
 
     def reg_read(self, name: str, idx: int = 0) -> int:

@@ -113,6 +113,7 @@ int nk_sim_schedule_switch_outage(struct nk_sim *sim, double t_ns, double restar
 uint32_t nk_sim_rank_keys(const struct nk_sim *sim, uint32_t *out, uint32_t n);
 int nk_sim_server_up(const struct nk_sim *sim, uint32_t server);
 int64_t nk_sim_store_merge(struct nk_sim *sim, uint32_t from, uint32_t to);
+int64_t nk_sim_store_newest(const struct nk_sim *sim, uint32_t server);
 int nk_sim_capture(struct nk_sim *sim, const char *dir, uint32_t snaplen, uint64_t max_bytes,
                    uint64_t max_packets, char *err, size_t errlen);
 uint32_t nk_sim_capture_stats(struct nk_sim *sim, uint64_t *packets, uint64_t *missed,

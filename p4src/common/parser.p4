@@ -13,6 +13,7 @@
  *                                  (key and value stay payload)
  *   #define NETKV_PARSE_NETMC      UDP 1000-1015 (dst or src, port & 0xFFF0) ->
  *                                  netmc_t + SRV[N] + netmc_pre_t
+ *   #define NETKV_PARSE_NETLR      UDP 1234 (dst or src) -> netlr_t (36 B, fixed)
  *
  * What the parser does mirrors netkv-switch (hostapps/apps/netkv-switch.c):
  *   - a packet-out (ingress port CPU_PORT) first loses its packet_out header;
@@ -99,6 +100,12 @@ parser NetkvParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
             (_, NETMC_PORT_BASE &&& NETMC_PORT_MASK): parse_netmc;
             default: accept;
         }
+#elif defined(NETKV_PARSE_NETLR)
+        transition select(hdr.udp.dst_port, hdr.udp.src_port) {
+            (NETLR_PORT, _): parse_netlr;
+            (_, NETLR_PORT): parse_netlr;
+            default: accept;
+        }
 #else
         transition accept;
 #endif
@@ -126,6 +133,14 @@ parser NetkvParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
         meta.is_proto = 1;
         pkt.extract(hdr.starcache);
         pkt.extract(hdr.starcache_pre);
+        transition accept;
+    }
+#endif
+
+#if defined(NETKV_PARSE_NETLR)
+    state parse_netlr {
+        meta.is_proto = 1;
+        pkt.extract(hdr.netlr);
         transition accept;
     }
 #endif
@@ -216,7 +231,8 @@ control NetkvComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
               hdr.pegasus, hdr.pegasus_pre, hdr.netcache,
               hdr.nc_value[0], hdr.nc_value[1], hdr.nc_value[2], hdr.nc_value[3],
               hdr.nc_value[4], hdr.nc_value[5], hdr.nc_value[6], hdr.nc_value[7],
-              hdr.kvswitch, hdr.netmc, hdr.netmc_srv, hdr.netmc_pre },
+              hdr.kvswitch, hdr.starcache, hdr.starcache_pre, hdr.netmc, hdr.netmc_srv,
+              hdr.netmc_pre, hdr.netlr },
             hdr.udp.checksum, HashAlgorithm.csum16);
     }
 }
@@ -237,6 +253,7 @@ control NetkvDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.netmc);
         pkt.emit(hdr.netmc_srv);
         pkt.emit(hdr.netmc_pre);
+        pkt.emit(hdr.netlr);
     }
 }
 

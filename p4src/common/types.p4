@@ -62,6 +62,7 @@ struct headers_t {
     netmc_t          netmc;
     netmc_srv_t[NETMC_N] netmc_srv;
     netmc_pre_t      netmc_pre;
+    netlr_t          netlr;
 }
 
 /* ---- forwarding decision (nk_actions.fwd) ------------------------------------------ */

@@ -296,6 +296,10 @@ int nk_sim_server_up(const struct nk_sim *sim, uint32_t server);
  * `from` has written is stored at `to` unless `to` already holds a newer
  * version of it. Returns the number of keys copied, or -1. */
 int64_t nk_sim_store_merge(struct nk_sim *sim, uint32_t from, uint32_t to);
+/* The highest version `server`'s store holds (out of band, as a restarted
+ * switch's controller reads it to resume its write order past every stored
+ * write). -1: no such server. */
+int64_t nk_sim_store_newest(const struct nk_sim *sim, uint32_t server);
 /* Current rank -> key table (after dynamics): n entries. */
 uint32_t nk_sim_rank_keys(const struct nk_sim *sim, uint32_t *out, uint32_t n);
 

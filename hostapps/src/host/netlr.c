@@ -14,6 +14,9 @@
  *     the stored one, then W_REPLY (no value) to the client, through the
  *     switch that counts it. An equal seq is a duplicate copy: re-applied
  *     and re-acked. An older one is discarded with no reply (paper).
+ *     So is a write stamped with an older switch epoch than the newest the
+ *     replica has seen: a copy from before a switch restart, whose seq is
+ *     not ordered against the restarted switch's (docs/netlr.md).
  * Keys are handled in arrival order (digest §5 "per-key FIFO"): the
  * simulator's by-key dispatch or one worker.
  *
@@ -47,9 +50,10 @@ static int nl_chain_mode(const char *params, uint32_t *cr)
 
 struct nl_server {
 	uint32_t id, n_servers, cr;
-	uint64_t stale;            /* writes discarded: older than the stored seq */
+	uint64_t stale;            /* writes discarded: older seq, or older switch epoch */
 	uint64_t nacks;            /* stamped reads refused */
 	uint64_t refused;          /* CR: writes not from the chain's predecessor */
+	uint16_t epoch;            /* the newest switch epoch seen in a write */
 };
 
 static int nl_server_init(void *st, const struct nk_host_cfg *cfg)
@@ -148,10 +152,11 @@ static int nl_server_handle(void *st, struct nk_store *store, const struct nk_ms
 	case NK_NETLR_OP_WRITE:
 		if (s->cr)
 			return cr_write(s, store, in, src, found, ver, out, max_out);
-		if (found && in->ver < ver) {
+		if ((found && in->ver < ver) || in->epoch < s->epoch) {
 			s->stale++;
 			return 0;
 		}
+		s->epoch = in->epoch;
 		if (store->ops->put(store->impl, in, in->ver, NK_NETLR_VALUE_LEN))
 			return 0;
 		reply(s, in, &out[0], NK_NETLR_OP_W_REPLY, in->ver, NK_RESULT_OK);

@@ -43,7 +43,8 @@
  * (strict: forward an older write's ack flagged SUPERSEDED once some
  * replica acked the newer one), stamp (strict: READs carry the current seq,
  * flagged STAMPED), collision_nack (a WRITE whose slot holds another key
- * becomes a NACK to its client instead of a drop).
+ * becomes a NACK to its client instead of a drop), boot_empty (no replica
+ * live at init: the controller installs them; the plug-in always sets it).
  *
  * seq starts at 1 (our choice): every netkv store preloads keys at version
  * 1, so the first write gets seq 2 and no write shares the preload's version.
@@ -68,7 +69,7 @@ enum netlr_stat {
 	NL_WRITES,            /* client WRITEs multicast */
 	NL_COLLISIONS,        /* WRITEs whose slot held another key: dropped (or NACKed) */
 	NL_ACKS,              /* W_REPLYs counted */
-	NL_STALE_ACKS,        /* W_REPLYs dropped: clean key, older seq, unknown replica */
+	NL_STALE_ACKS,        /* W_REPLYs dropped: clean key, older seq, other epoch */
 	NL_COMMITS,           /* W_REPLYs forwarded to the client as the commit */
 	NL_SUPERSEDED,        /* older writes' acks forwarded flagged SUPERSEDED */
 	NL_NO_REPLICA,        /* requests dropped: no live replica */
@@ -123,13 +124,14 @@ static int nl_init(void *st, const struct nk_pipeline_cfg *cfg)
 	struct netlr_state *s = st;
 	memset(s, 0, sizeof(*s));
 	char mode[16] = "strict", repl[16] = "netlr";
-	uint64_t slots, acks, stamp, nack;
+	uint64_t slots, acks, stamp, nack, boot_empty;
 	nkp_get(cfg->params, "mode", mode, sizeof mode);
 	nkp_get(cfg->params, "replication", repl, sizeof repl);
 	if (nkp_u64(cfg->params, "slots", 131072, &slots) ||
 	    nkp_u64(cfg->params, "ack_superseded", 0, &acks) ||
 	    nkp_u64(cfg->params, "stamp", 0, &stamp) ||
 	    nkp_u64(cfg->params, "collision_nack", 0, &nack) ||
+	    nkp_u64(cfg->params, "boot_empty", 0, &boot_empty) ||
 	    nkp_trust(cfg->params, cfg->n_servers, &s->trust) ||
 	    (strcmp(mode, "strict") && strcmp(mode, "paper")) ||
 	    (strcmp(repl, "netlr") && strcmp(repl, "cr")))
@@ -158,13 +160,17 @@ static int nl_init(void *st, const struct nk_pipeline_cfg *cfg)
 	for (uint32_t i = 0; i < NETLR_MAX_NODES; i++)
 		s->node_port[i] = i < cfg->n_nodes && cfg->node_port ? cfg->node_port[i]
 								      : NK_NODE_NONE;
-	/* every replica live until the controller says otherwise */
-	s->num_replica = (uint8_t)cfg->n_servers;
-	for (uint32_t r = 0; r < cfg->n_servers; r++) {
+	/* every replica live until the controller says otherwise; with
+	 * boot_empty none, as a switch's registers come up after a (re)start:
+	 * nothing is served until the controller has installed membership,
+	 * epoch and seq (docs/netlr.md "Switch restart") */
+	uint32_t live = boot_empty ? 0 : cfg->n_servers;
+	s->num_replica = (uint8_t)live;
+	for (uint32_t r = 0; r < live; r++) {
 		s->rr[r] = (uint8_t)r;
 		s->live_mask |= (uint8_t)(1u << r);
 	}
-	for (uint32_t r = cfg->n_servers; r < NETLR_MAX_REPLICAS; r++)
+	for (uint32_t r = live; r < NETLR_MAX_REPLICAS; r++)
 		s->rr[r] = NETLR_NO_REPLICA;
 	s->seq = 1;
 	add_reg(s, "dset", s->dset, s->slots, 4, 32);
@@ -359,7 +365,8 @@ static void nl_ack(struct netlr_state *s, struct nk_msg *m, uint32_t id, uint32_
 		   struct nk_pkt_meta *meta, struct nk_actions *act)
 {
 	uint32_t r = meta->src;          /* RepID[src]: a replica's id is its node */
-	if (!oid || s->dset[id] != oid || m->ver > UINT32_MAX)
+	/* an ack of an earlier switch incarnation's write counts for nothing */
+	if (!oid || s->dset[id] != oid || m->ver > UINT32_MAX || m->epoch != s->epoch)
 		return drop_ack(s, act);
 	uint32_t seq = (uint32_t)m->ver;
 	if (!s->strict) {

@@ -2327,6 +2327,18 @@ int64_t nk_sim_store_merge(struct nk_sim *s, uint32_t from, uint32_t to)
 	return n;
 }
 
+int64_t nk_sim_store_newest(const struct nk_sim *s, uint32_t server)
+{
+	if (server >= s->S)
+		return -1;
+	const struct sim_store *st = &s->srv[server].store;
+	uint64_t newest = 0;
+	for (uint32_t i = 0; i < st->cap; i++)
+		if (st->e[i].ver > newest)
+			newest = st->e[i].ver;
+	return newest > INT64_MAX ? INT64_MAX : (int64_t)newest;
+}
+
 uint32_t nk_sim_rank_keys(const struct nk_sim *s, uint32_t *out, uint32_t n)
 {
 	uint32_t nk = s->wl->cfg.n_keys;
