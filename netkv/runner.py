@@ -95,9 +95,13 @@ def make_target(cfg: RunConfig) -> Target:
 def measure_point(target: Target, cfg: RunConfig, run_dir: RunDir, key: str,
                   offered_rps: float, seed: int) -> PointResult:
     """One point (captured when cfg.capture), with the machine's busyness
-    during it (netkv.results.noise)."""
-    return noise.measure(
-        lambda: capture.run_point(target, cfg, run_dir.path, key, offered_rps, seed))
+    during it (netkv.results.noise); on real packets measured again while
+    the hypervisor stole more than ``slo.max_steal`` of the CPU time (at
+    most ``slo.steal_retries`` times; ``steal_remeasured`` counts them)."""
+    again = cfg.slo.steal_retries if target.real_time else 0
+    return noise.measure_until_calm(
+        lambda: capture.run_point(target, cfg, run_dir.path, key, offered_rps, seed),
+        cfg.slo.max_steal, again)
 
 
 def point_seed(run_seed: int, offered_rps: float, repeat: int = 0) -> int:

@@ -313,6 +313,11 @@ class Slo(Strict):
     # repeat=N: a load's repeats disagree when some meet the SLO and some do
     # not, or their tails differ by more than this fraction (docs/slo.md)
     repeat_tolerance: Annotated[float, Field(gt=0.0, le=100.0)] = 0.5
+    # targets with real packets: a point during which the hypervisor took
+    # more than max_steal of the machine's CPU time is measured again, at
+    # most steal_retries times (docs/results.md "host_steal")
+    max_steal: Annotated[float, Field(gt=0.0, le=1.0)] = 0.05
+    steal_retries: int = Field(2, ge=0, le=10)
 
     @model_validator(mode="after")
     def _reference_exists(self) -> "Slo":

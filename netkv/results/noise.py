@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from netkv.targets.base import PointResult
 
-HOST_COLUMNS = ("wall_s", "host_busy", "host_steal", "host_load1")
+HOST_COLUMNS = ("wall_s", "host_busy", "host_steal", "host_load1", "steal_remeasured")
 RACK_COLUMNS = ("switch_rx", "switch_dropped", "switch_malformed",
                 "servers_rx", "servers_dropped", "servers_malformed")
 COLUMNS = (*HOST_COLUMNS, *RACK_COLUMNS)
@@ -88,6 +88,21 @@ def measure(run: Callable[[], "PointResult"]) -> "PointResult":
     after = cpu_times()
     result.noise.update(wall_s=wall, host_busy=busy_fraction(before, after),
                         host_steal=steal_fraction(before, after), host_load1=os.getloadavg()[0])
+    return result
+
+
+def measure_until_calm(run: Callable[[], "PointResult"], max_steal: float,
+                       retries: int) -> "PointResult":
+    """``measure(run)``, again while the hypervisor took more than
+    ``max_steal`` of the CPU time, at most ``retries`` more times; the last
+    measurement is kept (a stolen one only when every try was), with
+    ``steal_remeasured`` = how many were discarded."""
+    result = measure(run)
+    tries = 0
+    while tries < retries and result.noise["host_steal"] > max_steal:
+        tries += 1
+        result = measure(run)
+    result.noise["steal_remeasured"] = tries
     return result
 
 

@@ -99,6 +99,9 @@ class Target(ABC):
     """One way of running a protocol: prepare once, then measure load points."""
 
     name: str
+    # latency measured on the machine's clock (real packets): hypervisor
+    # steal can distort it, so a stolen point is measured again
+    real_time: bool = True
 
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg

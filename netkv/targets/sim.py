@@ -57,6 +57,7 @@ class SimTarget(Target):
     """One rack simulated in-process by libnetkv's engine."""
 
     name = "sim"
+    real_time = False   # simulated time: steal slows the run, not its numbers
 
     def __init__(self, cfg: RunConfig, controller_factory: ControllerFactory | None = None,
                  params: str = "") -> None:
