@@ -27,6 +27,7 @@ struct nk_msg {
     uint8_t srv[32];
     const uint8_t *value;
     uint8_t key_slot_len; uint8_t key_slots; uint16_t items_len; const uint8_t *items;
+    uint64_t cookie;
 };
 
 struct nk_workload_cfg {

@@ -838,6 +838,8 @@ static void start_service(struct nk_sim *s, uint32_t sid, uint32_t pi)
 	int track = s->cfg.record_history && (kind == NK_KIND_WRITE || kind == NK_KIND_CONTROL);
 	if (track)
 		sv->nkstore.ops->get(sv->nkstore.impl, &p->m, &ver_before, &vlen_scratch);
+	uint64_t cookie = pkt_cookie(p);
+	p->m.cookie = cookie;
 	int n = s->host->server_handle(sv->hstate, &sv->nkstore, &p->m, p->src, s->hout,
 				       NK_HOST_MAX_OUT);
 	if (n == 0)
@@ -870,6 +872,8 @@ static void start_service(struct nk_sim *s, uint32_t sid, uint32_t pi)
 		o->dst = s->hout[i].dst == NK_DST_SRC ? p->src : s->hout[i].dst;
 		o->slot = p->slot;
 		o->serial = p->serial;
+		if (o->m.cookie != cookie)  /* the answer to an earlier request */
+			pkt_set_cookie(s, o, o->m.cookie);
 		if (o->m.value_len > bytes)
 			bytes = o->m.value_len;
 		if (tail == NONE32)
