@@ -66,7 +66,7 @@ struct nk_sim_cfg {
     uint32_t dyn_kind; double dyn_period_s; uint32_t dyn_count; uint32_t dyn_hot_pool;
     double window_s; uint32_t record_history;
     uint32_t hostile_clients; double hostile_rps;
-    double client_max_rps; double switch_mpps;
+    double client_max_rps; double switch_mpps; double tx_ns;
 };
 
 struct nk_sim_stats {
