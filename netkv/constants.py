@@ -151,6 +151,9 @@ class NetlrOp(IntEnum):
     WRITE = 2
     W_REPLY = 3
     NACK = 4
+    INV = 5
+    ACK = 6
+    VAL = 7
 
 
 class NetmcOp(IntEnum):

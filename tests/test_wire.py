@@ -234,7 +234,8 @@ def random_msg(rng: random.Random, proto: Proto, op: int) -> Msg:
     elif proto is P.NETLR:
         m.keyhash, m.ver, m.req_id, m.epoch, m.flags = r32(), r32(), r32(), r16(), r8()
         m.key = rng.randbytes(4)
-        m.value = rng.randbytes(16) if op in (codec.NetlrOp.WRITE, codec.NetlrOp.R_REPLY) else b""
+        m.value = rng.randbytes(16) if op in (codec.NetlrOp.WRITE, codec.NetlrOp.R_REPLY,
+                                              codec.NetlrOp.INV) else b""
     else:
         m.req_id, m.oid, m.clo, m.result, m.send_ns = r32(), r8(), r8(), r8(), r64()
         m.keyidx, m.srv = r32(), [r8() for _ in range(32)]

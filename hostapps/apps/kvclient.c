@@ -875,8 +875,12 @@ int main(int argc, char **argv)
 					unknown++;
 				continue;
 			}
+			/* a control message asking this request to be resent (NetLR's
+			 * NACK: a Hermes write stalled on an Invalid key) is one too */
+			int resend_ask = m_kv && m.kind == NK_KIND_CONTROL &&
+					 ops->client_reply(hst, &m) == NK_REPLY_RETRY;
 			if (m_kv && ((!ops->no_client_id && m.client_id != id) ||
-				     m.kind != reply_kind(q->kind))) {
+				     (m.kind != reply_kind(q->kind) && !resend_ask))) {
 				forged++;   /* not the answer to this request */
 				continue;
 			}

@@ -110,6 +110,9 @@ static const struct op_table netlr_ops = {
 	OP(NK_NETLR_OP_WRITE, NK_KIND_WRITE, "WRITE"),
 	OP(NK_NETLR_OP_W_REPLY, NK_KIND_WRITE_REPLY, "W_REPLY"),
 	OP(NK_NETLR_OP_NACK, NK_KIND_CONTROL, "NACK"),
+	OP(NK_NETLR_OP_INV, NK_KIND_CONTROL, "INV"),
+	OP(NK_NETLR_OP_ACK, NK_KIND_CONTROL, "ACK"),
+	OP(NK_NETLR_OP_VAL, NK_KIND_CONTROL, "VAL"),
 };
 
 static const struct op_table netmc_ops = {
@@ -479,7 +482,8 @@ static void starcache_encode(const struct nk_msg *m, uint8_t *b)
 
 static int netlr_has_value(uint8_t op)
 {
-	return op == NK_NETLR_OP_WRITE || op == NK_NETLR_OP_R_REPLY;
+	/* Hermes' INV carries the written value to every replica */
+	return op == NK_NETLR_OP_WRITE || op == NK_NETLR_OP_R_REPLY || op == NK_NETLR_OP_INV;
 }
 
 static int netlr_decode(const uint8_t *b, size_t len, struct nk_msg *m)

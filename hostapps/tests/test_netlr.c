@@ -612,6 +612,96 @@ static void test_chain(void)
 	free(c);
 }
 
+/* Hermes (replication=hermes), packet by packet: replica 0 coordinates a
+ * write, replica 1 stalls a read of the Invalid key until the VAL, the
+ * client gets its W_REPLY once replicas 1..3 acked, a second write to the
+ * key stalls at the coordinator and is NACKed once the key is Valid. */
+static void test_hermes(void)
+{
+	current = "hermes";
+	struct nk_host_cfg cfg = { .n_servers = NS, .n_clients = NC, .id = 0,
+				   .params = "replication=hermes" };
+	void *co = calloc(1, H->server_state_size), *r1 = calloc(1, H->server_state_size);
+	EXPECT_EQ(H->server_init(co, &cfg), 0);
+	cfg.id = 1;
+	EXPECT_EQ(H->server_init(r1, &cfg), 0);
+	struct tstore t0 = { 1, 1, 16 }, t1 = { 1, 1, 16 };
+	struct nk_store s0 = {.ops = &ts_ops, .impl = &t0}, s1 = {.ops = &ts_ops, .impl = &t1};
+	struct nk_host_out out[NK_HOST_MAX_OUT];
+	struct nk_msg w = mk(NK_NETLR_OP_WRITE, OID, ID, 5);
+	/* timestamp (version 1, coordinator 0): above the preload's 1 */
+	EXPECT_EQ(H->server_handle(co, &s0, &w, CL, out, NK_HOST_MAX_OUT), NS - 1);
+	EXPECT_EQ(t0.ver, 1u << 8 | 0);
+	for (int i = 0; i < NS - 1; i++) {
+		EXPECT_EQ(out[i].msg.op, NK_NETLR_OP_INV);
+		EXPECT_EQ(out[i].dst, i + 1);
+		EXPECT_EQ(out[i].msg.value_len, NK_NETLR_VALUE_LEN);
+	}
+	struct nk_msg inv = out[0].msg;
+	/* a read at the coordinator stalls too (its write is in flight) */
+	struct nk_msg r = mk(NK_NETLR_OP_READ, OID, ID, 6);
+	EXPECT_EQ(H->server_handle(co, &s0, &r, CL, out, NK_HOST_MAX_OUT), 0);
+	/* replica 1 applies the INV and acks; its reads stall */
+	EXPECT_EQ(H->server_handle(r1, &s1, &inv, 0, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.op, NK_NETLR_OP_ACK);
+	EXPECT_EQ(out[0].msg.ver, 1u << 8);
+	EXPECT_EQ(t1.ver, 1u << 8);
+	struct nk_msg ack = out[0].msg;
+	r.cookie = 77;
+	EXPECT_EQ(H->server_handle(r1, &s1, &r, CL, out, NK_HOST_MAX_OUT), 0);
+	/* a forged INV from a client is refused */
+	EXPECT_EQ(H->server_handle(r1, &s1, &inv, CL, out, NK_HOST_MAX_OUT), 0);
+	/* a second write at the coordinator stalls */
+	struct nk_msg w2 = mk(NK_NETLR_OP_WRITE, OID, ID, 7);
+	EXPECT_EQ(H->server_handle(co, &s0, &w2, CL, out, NK_HOST_MAX_OUT), 0);
+	/* acks: two are not enough; a duplicate does not count twice */
+	EXPECT_EQ(H->server_handle(co, &s0, &ack, 1, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(H->server_handle(co, &s0, &ack, 1, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(H->server_handle(co, &s0, &ack, 2, out, NK_HOST_MAX_OUT), 0);
+	/* the last: W_REPLY to the client, VAL to 1..3, then the stalled read
+	 * answered and the stalled write NACKed */
+	int n = H->server_handle(co, &s0, &ack, 3, out, NK_HOST_MAX_OUT);
+	EXPECT_EQ(n, 1 + (NS - 1) + 2);
+	EXPECT_EQ(out[0].msg.op, NK_NETLR_OP_W_REPLY);
+	EXPECT_EQ(out[0].msg.req_id, 5);
+	EXPECT_EQ(out[0].dst, CL);
+	EXPECT_EQ(out[1].msg.op, NK_NETLR_OP_VAL);
+	EXPECT_EQ(out[NS].msg.op, NK_NETLR_OP_R_REPLY);
+	EXPECT_EQ(out[NS].msg.req_id, 6);
+	EXPECT_EQ(out[NS + 1].msg.op, NK_NETLR_OP_NACK);
+	EXPECT_EQ(out[NS + 1].msg.req_id, 7);
+	uint8_t buf[64];
+	for (int i = 0; i < n; i++)
+		EXPECT_EQ(nk_wire_encode(&out[i].msg, buf, sizeof buf), NK_NETLR_LEN);
+	struct nk_msg val = out[1].msg;
+	/* an older INV (from coordinator 0 at version 0) is acked, not applied */
+	struct nk_msg old = inv;
+	old.ver = 2;
+	EXPECT_EQ(H->server_handle(r1, &s1, &old, 2, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.op, NK_NETLR_OP_ACK);
+	EXPECT_EQ(t1.ver, 1u << 8);
+	/* VAL wakes replica 1's stalled read, answering that request */
+	n = H->server_handle(r1, &s1, &val, 0, out, NK_HOST_MAX_OUT);
+	EXPECT_EQ(n, 1);
+	EXPECT_EQ(out[0].msg.op, NK_NETLR_OP_R_REPLY);
+	EXPECT_EQ(out[0].msg.ver, 1u << 8);
+	EXPECT_EQ(out[0].msg.cookie, 77);
+	EXPECT_EQ(out[0].dst, CL);
+	/* Valid again: reads are served at once */
+	EXPECT_EQ(H->server_handle(r1, &s1, &r, CL, out, NK_HOST_MAX_OUT), 1);
+	char text[128], *argv[1] = { "stats" };
+	EXPECT_EQ(H->server_ctl(co, &s0, 1, argv, text, sizeof text), 0);
+	EXPECT(!strcmp(text, "ok writes=1 commits=1 stalled=2 full=0"));
+	H->server_fini(co);
+	H->server_fini(r1);
+	free(co);
+	free(r1);
+	/* the switch only forwards */
+	void *sw = sw_new("replication=hermes");
+	EXPECT(sw != NULL);
+	sw_free(sw);
+}
+
 int main(void)
 {
 	P = nk_pipeline_find("netlr");
@@ -636,6 +726,7 @@ int main(void)
 	test_switch_restart();
 	test_client();
 	test_chain();
+	test_hermes();
 	printf("test_netlr: %d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }

@@ -155,6 +155,10 @@ class ServerModel(Strict):
     service: Literal["deterministic", "exponential", "lognormal"] = "exponential"
     service_ns: PosNanos = 5_000.0
     per_byte_ns: Nanos = 0.0
+    # CPU per message a server sends, on top of service_ns per message it
+    # takes in (0: a reply is part of service_ns). With service_ns = tx_ns
+    # every message in or out costs the same (NetLR's Table 1 counts).
+    tx_ns: Nanos = 0.0
     # each key of a multi-key request after the first (None: service_ns, a
     # key costs a whole request)
     per_key_ns: Nanos | None = None

@@ -22,7 +22,8 @@ This controller is the paper's switch CPU (digest §4):
 
 ``fault_adaptation: false`` leaves the tables alone (Fig. 9's "without").
 ``replication: cr`` is the chain-replication baseline on the same hosts and
-wire format: the switch only forwards, the chain is static.
+wire format: the switch only forwards, the chain is static. ``replication:
+hermes`` (the invalidation baseline) likewise: static membership.
 """
 
 from __future__ import annotations
@@ -55,8 +56,10 @@ class NetLRProtocol(ProtocolBase):
     max_servers: int = Field(MAX_REPLICAS, ge=1, le=MAX_REPLICAS)
     mode: Literal["strict", "paper"] = "strict"
     #: netlr, or the chain-replication baseline on the same hosts (head
-    #: orders writes, tail replies and serves reads; the switch forwards)
-    replication: Literal["netlr", "cr"] = "netlr"
+    #: orders writes, tail replies and serves reads; the switch forwards), or
+    #: Hermes (any replica coordinates a write: INV, ACKs, VAL; reads served
+    #: locally unless the key is Invalid; the switch forwards)
+    replication: Literal["netlr", "cr", "hermes"] = "netlr"
     slots: int = Field(131_072, ge=1, le=MAX_SLOTS)   # hash slots (paper: 128K)
     ack_superseded: bool = False    # strict: forward an older write's ack, flagged
     stamp: bool = False             # strict: reads carry the switch's seq
@@ -194,8 +197,8 @@ class NetLRController(Controller):
         self.stats.restarts.append((self.incarnation, newest, keys))
 
     def epoch(self, t_s: float) -> None:
-        if not self.proto.fault_adaptation or self.proto.replication == "cr":
-            return   # the chain is static (CR's reconfiguration is not modelled)
+        if not self.proto.fault_adaptation or self.proto.replication != "netlr":
+            return   # CR's chain and Hermes' membership are static (not modelled)
         failed = joined = False
         for r in range(self.n):
             up = self.plane.port_up(r)

@@ -338,6 +338,7 @@ class SimEngine:
         c.hostile_rps = top.hostile_rps
         c.client_max_rps = top.client_max_rps
         c.switch_mpps = top.switch_mpps
+        c.tx_ns = srv.tx_ns
         err = ffi.new("char[256]")
         ptr = self.lib.nk_sim_new(c, workload.ptr, err, 256)
         if ptr == ffi.NULL:

@@ -27,6 +27,7 @@ struct nk_msg {
     uint8_t srv[32];
     const uint8_t *value;
     uint8_t key_slot_len; uint8_t key_slots; uint16_t items_len; const uint8_t *items;
+    uint64_t cookie;
 };
 
 struct nk_workload_cfg {
@@ -65,7 +66,7 @@ struct nk_sim_cfg {
     uint32_t dyn_kind; double dyn_period_s; uint32_t dyn_count; uint32_t dyn_hot_pool;
     double window_s; uint32_t record_history;
     uint32_t hostile_clients; double hostile_rps;
-    double client_max_rps; double switch_mpps;
+    double client_max_rps; double switch_mpps; double tx_ns;
 };
 
 struct nk_sim_stats {

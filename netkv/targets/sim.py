@@ -125,12 +125,13 @@ class SimTarget(Target):
         srv = self.cfg.topology.server
         sizes, weights = value_classes(self.cfg.workload.value_size)
         mean_bytes = float(np.average(sizes, weights=weights))
-        per_request_ns = srv.service_ns + srv.per_byte_ns * mean_bytes
+        # one reply per request
+        per_request_ns = srv.service_ns + srv.tx_ns + srv.per_byte_ns * mean_bytes
         mget = self.cfg.workload.multiget
         if mget.enabled:
             per_sub = mget.mean / self.multiget_groups()  # keys per sub-request
             per_key = srv.service_ns if srv.per_key_ns is None else srv.per_key_ns
-            per_request_ns = (srv.service_ns + per_key * (per_sub - 1.0)
+            per_request_ns = (srv.service_ns + srv.tx_ns + per_key * (per_sub - 1.0)
                               + srv.per_byte_ns * mean_bytes * per_sub)
         return np.asarray(capacity_factors(self.cfg), dtype=np.float64) * (
             srv.workers * 1e9 / per_request_ns)

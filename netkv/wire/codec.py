@@ -185,6 +185,7 @@ KINDS: dict[Proto, dict[int, Kind]] = {
     Proto.NETLR: {
         NetlrOp.READ: _K.READ, NetlrOp.R_REPLY: _K.READ_REPLY, NetlrOp.WRITE: _K.WRITE,
         NetlrOp.W_REPLY: _K.WRITE_REPLY, NetlrOp.NACK: _K.CONTROL,
+        NetlrOp.INV: _K.CONTROL, NetlrOp.ACK: _K.CONTROL, NetlrOp.VAL: _K.CONTROL,
     },
     Proto.NETMC: {
         NetmcOp.GET: _K.READ, NetmcOp.GET_REPLY: _K.READ_REPLY, NetmcOp.PUT: _K.WRITE,
@@ -446,7 +447,8 @@ _LR = struct.Struct(">BII4sIHB16s")  # 36 B
 
 
 def _netlr_has_value(op: int) -> bool:
-    return op in (NetlrOp.WRITE, NetlrOp.R_REPLY)
+    # Hermes' INV carries the written value to every replica
+    return op in (NetlrOp.WRITE, NetlrOp.R_REPLY, NetlrOp.INV)
 
 
 def _netlr_decode(b: bytes) -> Msg:

@@ -161,7 +161,7 @@ FORMATS: dict[Proto, Format] = {
         _f("epoch", "u16"),
         _f("flags", "u8", base="hex", bits={k.NETLR_FLAG_SUPERSEDED: "SUPERSEDED",
                                             k.NETLR_FLAG_STAMPED: "STAMPED"}),
-        _f("value", "bytes", length=codec.NETLR_VALUE_LEN, msg_ops=("WRITE", "R_REPLY")),
+        _f("value", "bytes", length=codec.NETLR_VALUE_LEN, msg_ops=("WRITE", "R_REPLY", "INV")),
     )),
     Proto.NETMC: Format(Proto.NETMC, "NetMC", _NETMC_PORTS, k.NetmcOp, (
         _f("op", "u8", label="OP"),

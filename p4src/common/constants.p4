@@ -119,6 +119,9 @@ const bit<8> NETLR_OP_R_REPLY = 1;
 const bit<8> NETLR_OP_WRITE = 2;
 const bit<8> NETLR_OP_W_REPLY = 3;
 const bit<8> NETLR_OP_NACK = 4;
+const bit<8> NETLR_OP_INV = 5;
+const bit<8> NETLR_OP_ACK = 6;
+const bit<8> NETLR_OP_VAL = 7;
 
 /* NetMC op codes */
 const bit<8> NETMC_OP_GET = 0;

@@ -144,6 +144,9 @@ enum nk_netlr_op {
 	NK_NETLR_OP_WRITE = 2,
 	NK_NETLR_OP_W_REPLY = 3,
 	NK_NETLR_OP_NACK = 4,
+	NK_NETLR_OP_INV = 5,
+	NK_NETLR_OP_ACK = 6,
+	NK_NETLR_OP_VAL = 7,
 };
 
 /* NetMC op codes */

@@ -83,6 +83,12 @@ struct nk_msg {
 	uint8_t key_slots;
 	uint16_t items_len;
 	const uint8_t *items;
+	/* The embedder's handle of the request this message belongs to (the
+	 * simulator: its client slot and serial; 0 = none), never on the wire.
+	 * Host logic that answers a request later, while handling another
+	 * message (Hermes' stalled reads), copies it into that answer so the
+	 * answer reaches the request it is for. */
+	uint64_t cookie;
 };
 
 #ifdef __cplusplus

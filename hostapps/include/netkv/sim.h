@@ -146,6 +146,9 @@ struct nk_sim_cfg {
 	 * packets per second (one FIFO in front of the pipeline, unbounded) */
 	double client_max_rps;
 	double switch_mpps;
+	/* server CPU per message a server sends, besides service_ns per
+	 * message it takes in (0: replies are part of service_ns) */
+	double tx_ns;
 };
 
 struct nk_sim_stats {

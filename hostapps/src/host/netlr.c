@@ -21,6 +21,7 @@
  * simulator's by-key dispatch or one worker.
  *
  * replication=cr: chain replication, the baseline (cr_write below).
+ * replication=hermes: Hermes, the invalidation baseline (netlr_hermes.c).
  *
  * Client: the switch routes every request (reads to a replica, writes to
  * all), so it addresses any replica; `oid` (the key on the wire) is the
@@ -34,26 +35,30 @@
 #include <string.h>
 
 #include "../pipeline/peg_params.h"
+#include "netlr_hermes.h"
 
 #include "netkv/bytes.h"
 #include "netkv/host.h"
 #include "netkv/wire.h"
 
-/* replication=netlr (default) or cr: 1 for the chain-replication baseline */
-static int nl_chain_mode(const char *params, uint32_t *cr)
+/* replication=netlr (default), cr (the chain-replication baseline) or
+ * hermes (the invalidation baseline) */
+static int nl_repl_mode(const char *params, uint32_t *cr, uint32_t *hermes)
 {
 	char mode[16] = "netlr";
 	nkp_get(params, "replication", mode, sizeof mode);
 	*cr = !strcmp(mode, "cr");
-	return *cr || !strcmp(mode, "netlr") ? 0 : -1;
+	*hermes = !strcmp(mode, "hermes");
+	return *cr || *hermes || !strcmp(mode, "netlr") ? 0 : -1;
 }
 
 struct nl_server {
-	uint32_t id, n_servers, cr;
+	uint32_t id, n_servers, cr, hermes;
 	uint64_t stale;            /* writes discarded: older seq, or older switch epoch */
 	uint64_t nacks;            /* stamped reads refused */
 	uint64_t refused;          /* CR: writes not from the chain's predecessor */
 	uint16_t epoch;            /* the newest switch epoch seen in a write */
+	struct hm_state hm;        /* replication=hermes */
 };
 
 static int nl_server_init(void *st, const struct nk_host_cfg *cfg)
@@ -62,7 +67,8 @@ static int nl_server_init(void *st, const struct nk_host_cfg *cfg)
 	memset(s, 0, sizeof(*s));
 	s->id = cfg->id;
 	s->n_servers = cfg->n_servers;
-	return nl_chain_mode(cfg->params, &s->cr);
+	hm_init(&s->hm, cfg->id, cfg->n_servers);
+	return nl_repl_mode(cfg->params, &s->cr, &s->hermes);
 }
 
 static void nl_server_fini(void *st)
@@ -73,17 +79,9 @@ static void nl_server_fini(void *st)
 static void reply(const struct nl_server *s, const struct nk_msg *in, struct nk_host_out *o,
 		  uint8_t op, uint64_t ver, uint8_t result)
 {
-	struct nk_msg *r = &o->msg;
-	*r = *in;
-	r->op = op;
-	r->kind = (uint8_t)nk_wire_kind(NK_PROTO_NETLR, op);
-	r->ver = ver;
-	r->result = result;
-	r->server_id = (uint8_t)s->id;
-	r->flags = in->flags & NK_NETLR_FLAG_STAMPED ? 0 : in->flags;
-	r->value_len = op == NK_NETLR_OP_R_REPLY ? NK_NETLR_VALUE_LEN : 0;
-	r->value = NULL;               /* the embedder fills the bytes */
-	o->dst = NK_DST_SRC;
+	nl_out(s->id, in, o, op, ver, NK_DST_SRC);
+	o->msg.result = result;
+	o->msg.flags = in->flags & NK_NETLR_FLAG_STAMPED ? 0 : in->flags;
 }
 
 /* Chain replication (the baseline, digest §7): the head (replica 0) orders
@@ -136,6 +134,8 @@ static int nl_server_handle(void *st, struct nk_store *store, const struct nk_ms
 	(void)src;
 	if (max_out < 1 || in->proto != NK_PROTO_NETLR || in->key_len != NK_NETLR_OID_LEN)
 		return 0;
+	if (s->hermes)
+		return hm_handle(&s->hm, store, in, src, out, max_out);
 	uint64_t ver = 0;
 	uint32_t vlen = 0;
 	int found = store->ops->get(store->impl, in, &ver, &vlen) == 0;
@@ -172,9 +172,15 @@ static int nl_server_ctl(void *st, struct nk_store *store, int argc, char **argv
 	struct nl_server *s = st;
 	(void)store;
 	if (argc == 1 && !strcmp(argv[0], "stats")) {
-		snprintf(out, cap, "ok stale=%llu nacks=%llu refused=%llu",
-			 (unsigned long long)s->stale, (unsigned long long)s->nacks,
-			 (unsigned long long)s->refused);
+		if (s->hermes)
+			snprintf(out, cap, "ok writes=%llu commits=%llu stalled=%llu full=%llu",
+				 (unsigned long long)s->hm.writes,
+				 (unsigned long long)s->hm.commits,
+				 (unsigned long long)s->hm.stalled, (unsigned long long)s->hm.full);
+		else
+			snprintf(out, cap, "ok stale=%llu nacks=%llu refused=%llu",
+				 (unsigned long long)s->stale, (unsigned long long)s->nacks,
+				 (unsigned long long)s->refused);
 		return 0;
 	}
 	snprintf(out, cap, "err unknown command (allowed: stats)");
@@ -184,14 +190,16 @@ static int nl_server_ctl(void *st, struct nk_store *store, int argc, char **argv
 /* ---- client ------------------------------------------------------------------ */
 
 struct nl_client {
-	uint32_t n_servers, cr;
+	uint32_t n_servers, cr, hermes;
+	uint32_t next;             /* hermes: the replica the next request goes to */
 };
 
 static int nl_client_init(void *st, const struct nk_host_cfg *cfg)
 {
 	struct nl_client *c = st;
 	c->n_servers = cfg->n_servers;
-	return nl_chain_mode(cfg->params, &c->cr);
+	c->next = cfg->id;         /* clients start apart */
+	return nl_repl_mode(cfg->params, &c->cr, &c->hermes);
 }
 
 static void nl_client_fini(void *st)
@@ -210,7 +218,7 @@ static uint8_t nl_wire_key(const uint8_t *key, uint8_t key_len, uint8_t *out)
 
 static uint16_t nl_client_request(void *st, const struct nk_req_spec *sp, struct nk_msg *m)
 {
-	const struct nl_client *c = st;
+	struct nl_client *c = st;
 	memset(m, 0, sizeof(*m));
 	m->proto = NK_PROTO_NETLR;
 	int w = sp->kind == NK_KIND_WRITE;
@@ -230,6 +238,8 @@ static uint16_t nl_client_request(void *st, const struct nk_req_spec *sp, struct
 	m->nkeys = 1;
 	if (c->cr)                     /* writes to the head, reads to the tail */
 		return (uint16_t)(w || !c->n_servers ? 0 : c->n_servers - 1);
+	if (c->hermes && c->n_servers)  /* any replica serves and coordinates: */
+		return (uint16_t)(c->next++ % c->n_servers);  /* spread (a hot key too) */
 	return sp->home;               /* any replica: the switch routes */
 }
 

@@ -38,7 +38,8 @@
  * replication=cr: the chain-replication baseline (digest §7) on the same
  * wire and hosts: the switch only forwards (clients address the head for
  * writes and the tail for reads, replicas the next in the chain), keeping
- * the trust rule and clearing client-set seqs.
+ * the trust rule and clearing client-set seqs. replication=hermes (the
+ * invalidation baseline, host/netlr_hermes.c): the same, forward only.
  * Other params: slots (power of 2, default 131072), ack_superseded
  * (strict: forward an older write's ack flagged SUPERSEDED once some
  * replica acked the newer one), stamp (strict: READs carry the current seq,
@@ -134,7 +135,7 @@ static int nl_init(void *st, const struct nk_pipeline_cfg *cfg)
 	    nkp_u64(cfg->params, "boot_empty", 0, &boot_empty) ||
 	    nkp_trust(cfg->params, cfg->n_servers, &s->trust) ||
 	    (strcmp(mode, "strict") && strcmp(mode, "paper")) ||
-	    (strcmp(repl, "netlr") && strcmp(repl, "cr")))
+	    (strcmp(repl, "netlr") && strcmp(repl, "cr") && strcmp(repl, "hermes")))
 		return NK_PIPE_EINVAL;
 	if (slots < 1 || slots > NETLR_MAX_SLOTS || (slots & (slots - 1)) ||
 	    cfg->n_servers > NETLR_MAX_REPLICAS || cfg->n_nodes > NETLR_MAX_NODES)
@@ -144,7 +145,7 @@ static int nl_init(void *st, const struct nk_pipeline_cfg *cfg)
 	s->ack_superseded = acks != 0;
 	s->stamp = stamp != 0;
 	s->collision_nack = nack != 0;
-	s->chain = !strcmp(repl, "cr");
+	s->chain = !strcmp(repl, "cr") || !strcmp(repl, "hermes");  /* forward only */
 	s->n_servers = cfg->n_servers;
 	s->n_nodes = NETLR_MAX_NODES;
 	s->dset = calloc(s->slots, sizeof(uint32_t));

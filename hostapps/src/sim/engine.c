@@ -751,13 +751,14 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 
 /* ---- servers ------------------------------------------------------------------- */
 
-static uint64_t service_ps(struct nk_sim *s, struct server *sv, uint32_t bytes, uint32_t work)
+static uint64_t service_ps(struct nk_sim *s, struct server *sv, uint32_t bytes, uint32_t work,
+			   uint32_t sent)
 {
 	const struct nk_sim_cfg *c = &s->cfg;
 	double keys = work ? work : 1;
 	double base = c->per_key_ns < 0 ? c->service_ns * keys
 					: c->service_ns + c->per_key_ns * (keys - 1);
-	double mean = (base + c->per_byte_ns * bytes) / sv->cap;
+	double mean = (base + c->per_byte_ns * bytes + c->tx_ns * sent) / sv->cap;
 	double x;
 	switch (c->service) {
 	case NK_SERVICE_EXPONENTIAL:
@@ -838,6 +839,8 @@ static void start_service(struct nk_sim *s, uint32_t sid, uint32_t pi)
 	int track = s->cfg.record_history && (kind == NK_KIND_WRITE || kind == NK_KIND_CONTROL);
 	if (track)
 		sv->nkstore.ops->get(sv->nkstore.impl, &p->m, &ver_before, &vlen_scratch);
+	uint64_t cookie = pkt_cookie(p);
+	p->m.cookie = cookie;
 	int n = s->host->server_handle(sv->hstate, &sv->nkstore, &p->m, p->src, s->hout,
 				       NK_HOST_MAX_OUT);
 	if (n == 0)
@@ -870,6 +873,8 @@ static void start_service(struct nk_sim *s, uint32_t sid, uint32_t pi)
 		o->dst = s->hout[i].dst == NK_DST_SRC ? p->src : s->hout[i].dst;
 		o->slot = p->slot;
 		o->serial = p->serial;
+		if (o->m.cookie != cookie)  /* the answer to an earlier request */
+			pkt_set_cookie(s, o, o->m.cookie);
 		if (o->m.value_len > bytes)
 			bytes = o->m.value_len;
 		if (tail == NONE32)
@@ -884,7 +889,7 @@ static void start_service(struct nk_sim *s, uint32_t sid, uint32_t pi)
 	/* a message the host logic refused (a NUMKEY past its key list) costs
 	 * the base: it read none of the keys it claims */
 	uint32_t work = n > 0 && p->m.nkeys ? p->m.nkeys : 1;
-	heap_push(s, s->now + service_ps(s, sv, bytes, work), EV_DONE, pi);
+	heap_push(s, s->now + service_ps(s, sv, bytes, work, (uint32_t)n), EV_DONE, pi);
 }
 
 /* Queue packet pi at the tail of q, or drop it if q is at queue_limit. */
@@ -1879,6 +1884,8 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 	s->down_bytes = calloc(s->n_ports, sizeof(uint64_t));
 	if (!s->up_free || !s->down_free || !s->up_bytes || !s->down_bytes)
 		FAIL("out of memory (links)");
+	if (!(cfg->tx_ns >= 0))
+		FAIL("topology.server.tx_ns: must be >= 0");
 	if (!(cfg->client_max_rps >= 0) || !(cfg->switch_mpps >= 0))
 		FAIL("topology.client_max_rps, switch_mpps: must be >= 0 (0 = unlimited)");
 	s->client_gap_ps = cfg->client_max_rps > 0
