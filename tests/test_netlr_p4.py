@@ -129,6 +129,9 @@ def test_wire_check_accepts_what_the_codec_decodes() -> None:
     ("slots=1;ack_superseded=1;stamp=1;collision_nack=1",
      {"NL_SLOTS": 1, "NL_STRICT": 1, "NL_ACK_SUPERSEDED": 1, "NL_STAMP": 1,
       "NL_COLLISION_NACK": 1, "NL_CHAIN": 0}),
+    ("replication=hermes",   # the switch forwards only, as for CR
+     {"NL_SLOTS": 131072, "NL_STRICT": 1, "NL_ACK_SUPERSEDED": 0, "NL_STAMP": 0,
+      "NL_COLLISION_NACK": 0, "NL_CHAIN": 1}),
 ])
 def test_defines_size_the_registers_as_c_does(knobs: str, want: dict[str, int]) -> None:
     assert p4_defines(parse_params(knobs)) == want

@@ -141,14 +141,15 @@ const bit<16> NETLR_HDR_BYTES = 36;         /* NK_NETLR_LEN: fixed size */
 
 /* NetLR (all checks of the codec, netlr_decode): a known op, UDP payload
  * length == 36, the value bytes zero unless the op carries a value (WRITE,
- * R_REPLY). */
+ * R_REPLY, and Hermes' INV: the written value goes to every replica). */
 control NetlrWireCheck(in headers_t hdr, out bool ok) {
     apply {
         ok = false;
         if (hdr.netlr.isValid()) {
             bit<8> op = hdr.netlr.op;
-            bool has_value = op == NETLR_OP_WRITE || op == NETLR_OP_R_REPLY;
-            ok = op <= NETLR_OP_NACK && (has_value || hdr.netlr.value == 0) &&
+            bool has_value = op == NETLR_OP_WRITE || op == NETLR_OP_R_REPLY ||
+                             op == NETLR_OP_INV;
+            ok = op <= NETLR_OP_VAL && (has_value || hdr.netlr.value == 0) &&
                  hdr.udp.length == 8 + NETLR_HDR_BYTES;
         }
     }
