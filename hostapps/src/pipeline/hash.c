@@ -127,6 +127,7 @@ const struct nk_pipeline_ops nk_pipeline_hash = {
 	.udp_port = NK_PEGASUS_PORT, /* the plain format shares Pegasus' port */
 	.udp_ports = 1,
 	.state_size = sizeof(struct hash_state),
+	.never_to_cpu = 1,
 	.order_free = 1,  /* forwarding by destination; counters commute */
 	.init = hash_init,
 	.fini = hash_fini,

@@ -533,6 +533,7 @@ const struct nk_pipeline_ops nk_pipeline_kvswitch = {
 	.udp_port = NK_KVSWITCH_PORT,
 	.udp_ports = 1,
 	.state_size = sizeof(struct kvswitch_state),
+	.never_to_cpu = 1,
 	.init = ks_init,
 	.fini = ks_fini,
 	.process = ks_process,

@@ -471,6 +471,7 @@ const struct nk_pipeline_ops nk_pipeline_netlr = {
 	.udp_port = NK_NETLR_PORT,
 	.udp_ports = 1,
 	.state_size = sizeof(struct netlr_state),
+	.never_to_cpu = 1,
 	.init = nl_init,
 	.fini = nl_fini,
 	.process = nl_process,

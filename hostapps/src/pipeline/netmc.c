@@ -217,6 +217,7 @@ const struct nk_pipeline_ops nk_pipeline_netmc = {
 	.udp_port = NK_NETMC_PORT_BASE,
 	.udp_ports = 16,
 	.state_size = sizeof(struct mc_state),
+	.never_to_cpu = 1,
 	.order_free = 1,  /* header-only, stateless but for counters */
 	.init = mc_init,
 	.fini = mc_fini,

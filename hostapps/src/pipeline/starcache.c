@@ -567,6 +567,7 @@ const struct nk_pipeline_ops nk_pipeline_starcache = {
 	.udp_port = NK_STARCACHE_PORT,
 	.udp_ports = 1,
 	.state_size = sizeof(struct starcache_state),
+	.never_to_cpu = 1,
 	.init = sc_init,
 	.fini = sc_fini,
 	.process = sc_process,

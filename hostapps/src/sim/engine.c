@@ -693,8 +693,10 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 	if (s->cap && (p->ingress < s->n_nodes || p->ingress == s->cpu_port))
 		cap_frame(s, p->ingress, t_in, p);
 	/* to_cpu copies the packet as received, as netkv-switch and the P4
-	 * clone do (the pipeline may edit p->m) */
-	struct nk_msg received = p->m;
+	 * clone do (the pipeline may edit p->m); only pipelines that may ask */
+	struct nk_msg received;
+	if (!s->pipe->never_to_cpu)
+		received = p->m;
 	s->pipe->process(s->pstate, &p->m, &meta, &act);
 	p->dst = meta.dst;
 	if (meta.cookie != cookie)
@@ -710,7 +712,8 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 		p = &s->pk[pi];  /* the pool may have moved */
 		if (ci != NONE32) {
 			s->pk[ci] = *p;
-			s->pk[ci].m = received;
+			if (!s->pipe->never_to_cpu)
+				s->pk[ci].m = received;
 			s->pk[ci].next = NONE32;
 			egress(s, ci, (uint16_t)s->cpu_port, t);
 		}
