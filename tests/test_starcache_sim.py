@@ -102,6 +102,19 @@ def test_request_table_limit_is_validated(capsys: pytest.CaptureFixture[str]) ->
     assert "131072" in err and "65536" in err
 
 
+def test_mininet_refuses_a_write_above_one_payload(capsys: pytest.CaptureFixture[str]) -> None:
+    """Writes are not fragmented (docs/starcache.md, our choice): on Mininet a
+    value whose W_REQ exceeds one UDP payload is refused in one line naming
+    the limit and the sizes allowed; the largest allowed one is accepted."""
+    code = main(["run", "target=mininet", "protocol=starcache", "workload.value_size=1897"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.strip().count("\n") == 0
+    assert "workload.value_size = 1897" in err and "allowed: 0..1896" in err, err
+    assert "one 2006 B UDP payload" in err, err
+    load(["target=mininet", "protocol=starcache", "workload.value_size=1896"])
+
+
 def test_pipeline_params_follow_the_config() -> None:
     cfg = load(["protocol=starcache", "protocol.keys=256", "protocol.slots=256",
                 "protocol.faithful=true"])
