@@ -174,7 +174,9 @@ class MininetTarget(Target):
         spec = RackSpec(
             protocol=cfg.protocol.name, servers=topo.servers, clients=topo.clients,
             tag=self.state.tag, folder=self.state.folder, backend=self.backend,
-            server_args=(*self.workload_args(), "--preload", self.preload_mode(), *pargs),
+            # a written value is stored whole (kvserver keeps 1024 B by default)
+            server_args=(*self.workload_args(), "--preload", self.preload_mode(),
+                         "--max-value", str(max(1024, cfg.workload.max_value_size())), *pargs),
             per_server_args=per_server,
             coordinators=self.backend.n_coords,
             coordinator_args=(*self.workload_args(), *pargs),
