@@ -104,15 +104,19 @@ def test_request_table_limit_is_validated(capsys: pytest.CaptureFixture[str]) ->
 
 def test_mininet_refuses_a_write_above_one_payload(capsys: pytest.CaptureFixture[str]) -> None:
     """Writes are not fragmented (docs/starcache.md, our choice): on Mininet a
-    value whose W_REQ exceeds one UDP payload is refused in one line naming
-    the limit and the sizes allowed; the largest allowed one is accepted."""
-    code = main(["run", "target=mininet", "protocol=starcache", "workload.value_size=1897"])
+    W_REQ is one datagram of at most 1472 B (kvclient), so with writes a value
+    above 1472 - 34 - key is refused in one line naming the limit and the
+    sizes allowed; the largest allowed one is accepted, and without writes
+    multi-packet values are (the server fragments its replies)."""
+    code = main(["run", "target=mininet", "protocol=starcache", "write_ratio=0.1",
+                 "workload.value_size=1375"])
     err = capsys.readouterr().err
     assert code == 2
     assert err.strip().count("\n") == 0
-    assert "workload.value_size = 1897" in err and "allowed: 0..1896" in err, err
-    assert "one 2006 B UDP payload" in err, err
-    load(["target=mininet", "protocol=starcache", "workload.value_size=1896"])
+    assert "workload.value_size = 1375 with write_ratio > 0" in err, err
+    assert "allowed: 0..1374" in err and "one 1472 B UDP payload" in err, err
+    load(["target=mininet", "protocol=starcache", "write_ratio=0.1", "workload.value_size=1374"])
+    load(["target=mininet", "protocol=starcache", "workload.value_size=1800"])
 
 
 def test_pipeline_params_follow_the_config() -> None:
