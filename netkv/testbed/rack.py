@@ -304,7 +304,11 @@ class SshRack:
     def _start_switch(self) -> None:
         backend = self.spec.backend
         rrun = self.remote_run[self.switch_host.name]
-        argv = backend.command(self.switch_ports, Path(rrun), self.spec.tag)
+        # the inventory's loop pair, for a back-end that has a loop port
+        # (preflight refused a protocol needing one on a switch without it)
+        sw = self.switch_host
+        loop = (sw.loop[0], sw.loop[1]) if backend.loop_port and len(sw.loop) == 2 else None
+        argv = backend.command(self.switch_ports, Path(rrun), self.spec.tag, loop)
         self._lifeline("switch", self.switch_host, argv)
         remote = f"{rrun}/switch.sock"
         self._wait_socket(self.switch_host, remote, backend.label)
