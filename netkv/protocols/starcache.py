@@ -534,7 +534,7 @@ class StarCacheP4(P4Semantics):
 PLUGIN = ProtocolPlugin(
     name="starcache",
     summary="StarCache: variable-length items cached in packets looping through the switch",
-    targets=("sim", "mininet"),
+    targets=("sim", "mininet", "testbed"),
     config=StarCacheProtocol,
     wire=Proto.STARCACHE,
     udp_port=STARCACHE_PORT,

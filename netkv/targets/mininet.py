@@ -411,6 +411,9 @@ class MininetTarget(Target):
             noise=point_noise,
             client_packets=sum(int(r.get("sent_packets", 0)) for r in results),
             request_keys=sum(int(r.get("request_keys", 0)) for r in results),
+            # the controller's own measurements of the point, as in the simulator
+            controller_metrics=(dict(self.controller.point_metrics())
+                                if self.controller is not None else {}),
         )
 
     def _schedule_crashes(self, start_ns: int) -> list[threading.Timer]:

@@ -304,10 +304,13 @@ class SshRack:
     def _start_switch(self) -> None:
         backend = self.spec.backend
         rrun = self.remote_run[self.switch_host.name]
-        # the inventory's loop pair, for a back-end that has a loop port
-        # (preflight refused a protocol needing one on a switch without it)
-        sw = self.switch_host
-        loop = (sw.loop[0], sw.loop[1]) if backend.loop_port and len(sw.loop) == 2 else None
+        # the inventory's loop pair, for a protocol whose plug-in needs one
+        # (preflight refused it on a switch without); only then: the pair
+        # outlives a run, and a switch still letting go of it (the previous
+        # run's, reached over SSH) would keep the next one from opening it
+        sw, p4 = self.switch_host, backend.plugin.p4
+        needs = backend.loop_port and p4 is not None and p4.needs_loop
+        loop = (sw.loop[0], sw.loop[1]) if needs and len(sw.loop) == 2 else None
         argv = backend.command(self.switch_ports, Path(rrun), self.spec.tag, loop)
         self._lifeline("switch", self.switch_host, argv)
         remote = f"{rrun}/switch.sock"
