@@ -102,6 +102,23 @@ def test_request_table_limit_is_validated(capsys: pytest.CaptureFixture[str]) ->
     assert "131072" in err and "65536" in err
 
 
+def test_mininet_refuses_a_write_above_one_payload(capsys: pytest.CaptureFixture[str]) -> None:
+    """Writes are not fragmented (docs/starcache.md, our choice): on Mininet a
+    W_REQ is one datagram of at most 1472 B (kvclient), so with writes a value
+    above 1472 - 34 - key is refused in one line naming the limit and the
+    sizes allowed; the largest allowed one is accepted, and without writes
+    multi-packet values are (the server fragments its replies)."""
+    code = main(["run", "target=mininet", "protocol=starcache", "write_ratio=0.1",
+                 "workload.value_size=1375"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.strip().count("\n") == 0
+    assert "workload.value_size = 1375 with write_ratio > 0" in err, err
+    assert "allowed: 0..1374" in err and "one 1472 B UDP payload" in err, err
+    load(["target=mininet", "protocol=starcache", "write_ratio=0.1", "workload.value_size=1374"])
+    load(["target=mininet", "protocol=starcache", "workload.value_size=1800"])
+
+
 def test_pipeline_params_follow_the_config() -> None:
     cfg = load(["protocol=starcache", "protocol.keys=256", "protocol.slots=256",
                 "protocol.faithful=true"])

@@ -153,6 +153,24 @@ def test_a_rack_without_the_coordinator_a_protocol_needs_is_one_line() -> None:
     load([*SMALL, "protocol=netmc", "protocol.scheme=coordimc"])   # the rack has one
 
 
+def test_a_switch_without_the_loop_a_protocol_needs_is_one_line() -> None:
+    """StarCache's plug-in declares a loop port (P4Program.needs_loop): on a
+    switch host without the inventory's loop pair it is refused in one line
+    before anything starts; a loop that is not a pair is refused by the
+    inventory's own check."""
+    from netkv.targets.base import TargetUnavailable
+    from netkv.targets.testbed import TestbedTarget
+
+    sw = next(i for i, h in enumerate(load(SMALL).inventory.hosts) if "switch" in h.roles)
+    cfg = load([*SMALL, "protocol=starcache", f"inventory.hosts.{sw}.loop=[]"])
+    with pytest.raises(TargetUnavailable, match="protocol = 'starcache' needs a loop port") as e:
+        TestbedTarget(cfg)
+    assert "\n" not in str(e.value)
+    with pytest.raises(ConfigError, match="two interfaces, out and in"):
+        load([*SMALL, "protocol=starcache", f"inventory.hosts.{sw}.loop=[lp0]"])
+    assert load([*SMALL, "protocol=starcache"]).inventory.hosts[sw].loop == ["lp0", "lp1"]
+
+
 def test_unreachable_host_is_one_line_and_leaves_nothing(rack: Inventory) -> None:
     from netkv.targets.testbed import TestbedTarget
 

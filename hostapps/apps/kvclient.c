@@ -49,9 +49,11 @@
 #include "netkv/rng.h"
 #include "netkv/wire.h"
 #include "netkv/bytes.h"
+#include "netkv/valpat.h"
 #include "netkv/workload.h"
 
 #define MAX_BATCH NK_DGRAM_RX_MAX
+#define VALBUF 65536u           /* the largest value a write carries */
 #define MAX_WINDOWS 100000
 #define WIRE_ERRS 11
 
@@ -228,7 +230,7 @@ static int resend(const struct resender *rs, const struct req *q)
 	struct nk_msg rq;
 	uint16_t dst = rs->ops->client_request(rs->hst, &sp, &rq);
 	if (q->kind == NK_KIND_WRITE && rq.value_len >= 8) {
-		nk_put64(rs->valbuf, q->value_id);
+		nk_valpat_fill(rs->valbuf, rq.value_len < VALBUF ? rq.value_len : VALBUF, q->value_id);
 		rq.value = rs->valbuf;
 	}
 	uint8_t *pkt = nk_dgram_tx_slot(rs->io);
@@ -644,7 +646,7 @@ int main(int argc, char **argv)
 	}
 
 	struct nk_dgram_rx rx[MAX_BATCH];
-	static uint8_t keybuf[NK_MAX_KEY_LEN], valbuf[65536];
+	static uint8_t keybuf[NK_MAX_KEY_LEN], valbuf[VALBUF];
 	/* a multiget's keys, and the scratch its packets point into */
 	static uint8_t mkeys[NK_MAX_REQ_KEYS][NK_MAX_KEY_LEN], mscratch[NK_MAX_REQ_KEYS * NK_MAX_KEY_LEN];
 	static struct nk_req_key mreq[NK_MAX_REQ_KEYS];
@@ -791,7 +793,9 @@ int main(int argc, char **argv)
 				struct nk_msg m;
 				uint16_t dst = ops->client_request(hst, &sp, &m);
 				if (w && m.value_len >= 8) {
-					nk_put64(valbuf, q->value_id);
+					/* every byte, so that a reader can check each at its place */
+					nk_valpat_fill(valbuf, m.value_len < VALBUF ? m.value_len : VALBUF,
+						       q->value_id);
 					m.value = valbuf;
 				}
 				int n = nk_wire_encode(&m, b, NK_DGRAM_PAYLOAD_MAX);
@@ -918,7 +922,8 @@ int main(int argc, char **argv)
 			if (hf) {
 				uint64_t vid = q->value_id;
 				if (m_kv && q->kind == NK_KIND_READ)
-					vid = m.value && m.value_len >= 8 ? nk_get64(m.value) : 0;
+					vid = ops->read_value_id ? ops->read_value_id(hst, &m)
+					      : m.value && m.value_len >= 8 ? nk_get64(m.value) : 0;
 				fprintf(hf, "%u,%u,%c,%u,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%d,%s\n",
 					id, rid, q->kind == NK_KIND_WRITE ? 'w' : 'r', q->key, q->intended_ns,
 					rnow, vid, m_kv ? m.ver : 0, m_kv ? (int)m.server_id : -1,

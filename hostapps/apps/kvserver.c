@@ -37,6 +37,7 @@
 #include "netkv/host.h"
 #include "netkv/io.h"
 #include "netkv/rng.h"
+#include "netkv/valpat.h"
 #include "netkv/wire.h"
 #include "netkv/workload.h"
 
@@ -70,7 +71,7 @@ struct ent {
 	uint8_t key_len;
 	uint16_t rsvd;
 	uint32_t value_len;
-	int32_t slot;             /* value bytes in the pool; -1 = canonical (zeros) */
+	int32_t slot;             /* value bytes in the pool; -1 = canonical (value id 0) */
 	uint64_t ver;
 	uint8_t key[NK_MAX_KEY_LEN];
 };
@@ -151,9 +152,11 @@ static int st_put(void *impl, const struct nk_msg *req, uint64_t ver, uint32_t v
 	return 0;
 }
 
-static uint8_t canon[CANON_MAX]; /* preloaded values: zeros (value id 0) */
+/* preloaded values: value id 0 and its pattern (netkv/valpat.h), so that a
+ * reader can tell each byte's place in them too */
+static uint8_t canon[CANON_MAX];
 
-/* the value's bytes: its pool slot, or the canonical zeros */
+/* the value's bytes: its pool slot, or the canonical value */
 static const uint8_t *st_value(void *impl, const struct nk_msg *req, uint32_t *value_len)
 {
 	struct store *s = impl;
@@ -439,6 +442,7 @@ int main(int argc, char **argv)
 		}
 		nk_workload_free(wl);
 	}
+	nk_valpat_fill(canon, CANON_MAX, 0);
 	struct nk_store store = {.ops = &store_ops, .impl = &st};
 	static struct nk_ctl ctl;
 	static struct counters c;
@@ -555,6 +559,8 @@ int main(int argc, char **argv)
 			int32_t src = nk_ip_node(rx[i].src_ip);
 			st.last = NULL;
 			uint16_t from = src >= 0 ? (uint16_t)src : 0xFFFF;
+			for (int k = 0; k < NK_HOST_MAX_OUT; k++)
+				outs[k].value_off = 0;   /* host.h: whole values unless set */
 			int no = m_coord ? ops->coord_handle(hst, &m, from, outs, NK_HOST_MAX_OUT)
 					 : ops->server_handle(hst, &store, &m, from, outs, NK_HOST_MAX_OUT);
 			int request = m.kind == NK_KIND_READ || m.kind == NK_KIND_WRITE ||
@@ -586,9 +592,13 @@ int main(int argc, char **argv)
 					if (!le || le->key_len != om->key_len ||
 					    memcmp(le->key, om->key, om->key_len))
 						le = lookup(&st, om->key, om->key_len, om->keyhash, 0);
-					om->value = le && le->slot >= 0 && om->value_len <= st.max_value
-							    ? st.pool + (size_t)le->slot * st.max_value
-							    : om->value_len <= CANON_MAX ? canon : NULL;
+					/* a fragment's bytes from its own place in the value */
+					uint64_t end = (uint64_t)outs[k].value_off + om->value_len;
+					om->value = le && le->slot >= 0 && le->value_len <= st.max_value &&
+							    end <= st.max_value
+							    ? st.pool + (size_t)le->slot * st.max_value +
+								      outs[k].value_off
+							    : end <= CANON_MAX ? canon + outs[k].value_off : NULL;
 				}
 				uint8_t *b = nk_dgram_tx_slot(io);
 				if (!b) {

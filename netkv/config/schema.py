@@ -52,6 +52,11 @@ Protocol = Annotated[Union[config_models()], Field(discriminator="name")]  # typ
 # kvserver and kvclient hold a frame in 2,048 B (NK_FRAME_MAX) less Ethernet,
 # IPv4 and UDP headers; the simulator models sizes and has no buffers.
 MAX_UDP_PAYLOAD = {"mininet": 2048 - 14 - 20 - 8}
+# kvclient encodes a request into one datagram of at most this much UDP
+# payload (NK_DGRAM_PAYLOAD_MAX: a 1,500 B IPv4 packet) on the targets with
+# real hosts; a larger write would be counted as a send error and never sent
+HOST_DGRAM_PAYLOAD = 1472
+HOST_TARGETS = ("mininet", "testbed")
 MAX_TIMELINE_WINDOWS = 1_000_000  # the simulator's per-window tables (engine.c)
 NAME_PATTERN = r"^[A-Za-z0-9_.,+=@%-]+$"  # one path component, no separators
 
@@ -436,6 +441,16 @@ class RunConfig(Strict):
                 f"workload.value_size = {size} (allowed: 0..{fit} on target {self.target.name} "
                 f"with protocol {self.protocol.name} and key_size {self.workload.key_size}: "
                 f"a request must fit one {limit} B UDP payload)")
+        limit = HOST_DGRAM_PAYLOAD
+        if (self.target.name in HOST_TARGETS and self.workload.write_ratio > 0
+                and self.protocol.payload_bytes(self.workload.key_size, size) > limit):
+            fit = max(v for v in range(0, limit + 1)
+                      if self.protocol.payload_bytes(self.workload.key_size, v) <= limit)
+            raise ValueError(
+                f"workload.value_size = {size} with write_ratio > 0 (allowed: 0..{fit} on "
+                f"target {self.target.name} with protocol {self.protocol.name} and key_size "
+                f"{self.workload.key_size}: kvclient sends a write as one {limit} B UDP "
+                "payload; larger values need write_ratio=0)")
         windows = (self.duration * 1e3 + self.topology.drain_ms) / self.topology.timeline_ms \
             if self.topology.timeline_ms > 0 else 0
         if windows > MAX_TIMELINE_WINDOWS:

@@ -81,6 +81,9 @@ REFUSALS = {"host_server_op": ("stats", int(ScStat.HOST_SERVER_OP)),
             "wrong_home": ("stats", int(ScStat.WRONG_HOME))}
 
 
+SC_HEADER_BYTES = 28 + 6   # header and payload preamble (docs/starcache.md "Wire")
+
+
 class StarCacheProtocol(ProtocolBase):
     """StarCache: variable-length items cached in looping packets (docs/starcache.md)."""
 
@@ -106,6 +109,11 @@ class StarCacheProtocol(ProtocolBase):
     report_ms: Pos = 1000.0
     virtual_nodes: int = Field(16, ge=1, le=MAX_VNODES)
     ring: Ring = "consistent"
+
+    def payload_bytes(self, key_size: int, value_size: int) -> int:
+        """A W_REQ: the 28 B header, the 6 B preamble, key, value (one
+        datagram: writes are not fragmented, docs/starcache.md)."""
+        return SC_HEADER_BYTES + key_size + value_size
 
     @model_validator(mode="after")
     def _fits(self) -> "StarCacheProtocol":
@@ -526,7 +534,7 @@ class StarCacheP4(P4Semantics):
 PLUGIN = ProtocolPlugin(
     name="starcache",
     summary="StarCache: variable-length items cached in packets looping through the switch",
-    targets=("sim", "mininet"),
+    targets=("sim", "mininet", "testbed"),
     config=StarCacheProtocol,
     wire=Proto.STARCACHE,
     udp_port=STARCACHE_PORT,

@@ -174,7 +174,9 @@ class MininetTarget(Target):
         spec = RackSpec(
             protocol=cfg.protocol.name, servers=topo.servers, clients=topo.clients,
             tag=self.state.tag, folder=self.state.folder, backend=self.backend,
-            server_args=(*self.workload_args(), "--preload", self.preload_mode(), *pargs),
+            # a written value is stored whole (kvserver keeps 1024 B by default)
+            server_args=(*self.workload_args(), "--preload", self.preload_mode(),
+                         "--max-value", str(max(1024, cfg.workload.max_value_size())), *pargs),
             per_server_args=per_server,
             coordinators=self.backend.n_coords,
             coordinator_args=(*self.workload_args(), *pargs),
@@ -409,6 +411,9 @@ class MininetTarget(Target):
             noise=point_noise,
             client_packets=sum(int(r.get("sent_packets", 0)) for r in results),
             request_keys=sum(int(r.get("request_keys", 0)) for r in results),
+            # the controller's own measurements of the point, as in the simulator
+            controller_metrics=(dict(self.controller.point_metrics())
+                                if self.controller is not None else {}),
         )
 
     def _schedule_crashes(self, start_ns: int) -> list[threading.Timer]:

@@ -51,6 +51,13 @@ class TestbedTarget(MininetTarget):
     name = "testbed"
 
     def check_placement(self) -> None:
+        inv = self.cfg.inventory
+        switch = inv.with_role("switch")[0]
+        if self.plugin.p4 is not None and self.plugin.p4.needs_loop and not switch.loop:
+            raise TargetUnavailable(f"target=testbed: protocol = '{self.plugin.name}' needs a "
+                                    f"loop port on the switch: inventory {inv.name!r} host "
+                                    f"{switch.name!r} has no loop (two interfaces wired to "
+                                    "each other, e.g. loop: [lp0, lp1])")
         if getattr(self.cfg, "capture", False):
             raise TargetUnavailable("capture=true is not implemented on target=testbed yet "
                                     "(sim and mininet capture)")
@@ -61,7 +68,6 @@ class TestbedTarget(MininetTarget):
         if missing:
             raise TargetUnavailable(f"target=testbed: key file {missing[0]} not found "
                                     f"(inventory {self.cfg.inventory.name!r})")
-        inv = self.cfg.inventory
         used = (inv.with_role("server")[: self.cfg.topology.servers]
                 + inv.with_role("client")[: self.cfg.topology.clients]
                 + inv.with_role("coordinator")[: self.cfg.protocol.coordinators()[0]])

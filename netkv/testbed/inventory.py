@@ -82,6 +82,10 @@ class Host(Strict):
     roles: list[Role] = Field(min_length=1)
     nic: str = "eth1"                        # data NIC (servers, clients)
     ports: list[str] = []                    # switch: data port i = ports[i] (node i)
+    # switch: its recirculation port, two interfaces wired to each other
+    # (out, in: a veth pair or a cable), for a protocol whose program loops
+    # packets (the plug-in's needs_loop); empty: none
+    loop: list[str] = Field([], max_length=2)
     pci: str | None = None                   # data NIC's PCI address (DPDK)
     cores: list[int] = []                    # cores to pin to (empty: any)
     stack: Stack | None = None               # None: the inventory's
@@ -89,6 +93,13 @@ class Host(Strict):
     vma: Vma | None = None                   # None: the inventory's
     build: Build | None = None               # None: the inventory's
     workdir: str = "/tmp/netkv-testbed"      # remote folder for binaries and run state
+
+    @model_validator(mode="after")
+    def _loop_pair(self) -> "Host":
+        if self.loop and (len(self.loop) != 2 or self.loop[0] == self.loop[1]):
+            raise ValueError(f"host {self.name!r}: loop = {self.loop} (allowed: two "
+                             "interfaces, out and in, wired to each other)")
+        return self
 
 
 class Inventory(Strict):

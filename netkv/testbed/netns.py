@@ -156,6 +156,15 @@ def up(inv: Inventory, prefix: str = PREFIX) -> None:
             _sh("sysctl", "-qw", f"net.ipv6.conf.{ifc}.disable_ipv6=1", ns=ns, check=False)
             _sh("ethtool", "-K", ifc, "tx", "off", ns=ns, check=False)
             _sh("ip", "link", "set", ifc, "up", ns=ns)
+    # the switch's loop: a veth pair inside its namespace, quiet as on Mininet
+    if switch.loop:
+        sw_ns = ns_name(switch, prefix)
+        _sh("ip", "link", "add", switch.loop[0], "type", "veth", "peer", "name",
+            switch.loop[1], ns=sw_ns)
+        for ifc in switch.loop:
+            _sh("sysctl", "-qw", f"net.ipv6.conf.{ifc}.disable_ipv6=1", ns=sw_ns, check=False)
+            _sh("ethtool", "-K", ifc, "tx", "off", ns=sw_ns, check=False)
+            _sh("ip", "link", "set", ifc, "up", ns=sw_ns)
     # every sshd answers before we say the rack is up
     deadline = time.monotonic() + 20
     for host in inv.hosts:

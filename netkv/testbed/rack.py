@@ -304,7 +304,14 @@ class SshRack:
     def _start_switch(self) -> None:
         backend = self.spec.backend
         rrun = self.remote_run[self.switch_host.name]
-        argv = backend.command(self.switch_ports, Path(rrun), self.spec.tag)
+        # the inventory's loop pair, for a protocol whose plug-in needs one
+        # (preflight refused it on a switch without); only then: the pair
+        # outlives a run, and a switch still letting go of it (the previous
+        # run's, reached over SSH) would keep the next one from opening it
+        sw, p4 = self.switch_host, backend.plugin.p4
+        needs = backend.loop_port and p4 is not None and p4.needs_loop
+        loop = (sw.loop[0], sw.loop[1]) if needs and len(sw.loop) == 2 else None
+        argv = backend.command(self.switch_ports, Path(rrun), self.spec.tag, loop)
         self._lifeline("switch", self.switch_host, argv)
         remote = f"{rrun}/switch.sock"
         self._wait_socket(self.switch_host, remote, backend.label)

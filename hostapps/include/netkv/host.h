@@ -62,6 +62,11 @@ struct nk_store {
 struct nk_host_out {
 	struct nk_msg msg;
 	uint16_t dst;           /* node id, or NK_DST_SRC */
+	/* where msg's value bytes start in the stored value, when the embedder
+	 * fills them (msg.value NULL): a multi-packet item's later fragments.
+	 * The embedder zeroes it before each server_handle, so host logic that
+	 * sends whole values never sets it. */
+	uint32_t value_off;
 };
 
 struct nk_host_cfg {
@@ -166,7 +171,15 @@ struct nk_host_ops {
 	 * it will use. Writes at most NK_MAX_KEY_LEN bytes to out (which may
 	 * be key); returns their length. */
 	uint8_t (*wire_key)(const uint8_t *key, uint8_t key_len, uint8_t *out);
+	/* Optional (NULL: the first 8 bytes of the reply's value): the value id
+	 * (netkv/valpat.h) of the value a read completed by `reply` returned,
+	 * for host logic that reassembles a value from several replies;
+	 * NK_VALUE_CORRUPT if the bytes are not those of the value with that
+	 * id, each at its place. Valid right after client_reply said DONE. */
+	uint64_t (*read_value_id)(void *st, const struct nk_msg *reply);
 };
+
+#define NK_VALUE_CORRUPT UINT64_MAX
 
 /* The version a server gives a write it orders itself (nothing stamped
  * it): stored + 1, 1 for a new key. It saturates at 2^64-1 rather than wrap

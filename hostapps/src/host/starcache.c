@@ -34,6 +34,7 @@
 
 #include "netkv/host.h"
 #include "netkv/rng.h"
+#include "netkv/valpat.h"
 #include "netkv/wire.h"
 
 #define SC_PENDING 4096      /* outstanding SEQs a client remembers (ring) */
@@ -142,6 +143,13 @@ struct sc_pending {
 	 * fragments that came (one bit per FRAG), distinct ones, all arrivals */
 	uint8_t frag_cnt, frags_got, arrived;
 	uint8_t got[32];
+	/* the read's value as its pieces came (kvclient's bytes check,
+	 * netkv/valpat.h): id from FRAG 0, sum over (position, byte), bytes;
+	 * done_vid: the id once complete, NK_VALUE_CORRUPT if the bytes are
+	 * not that value's at their places */
+	uint64_t vid, sum, done_vid;
+	uint32_t bytes;
+	uint8_t has_bytes;
 };
 
 struct sc_client {
@@ -208,6 +216,7 @@ static int fragment(struct nk_host_out *out, int max_out)
 		f->frag_idx = (uint8_t)i;
 		f->value_len = i + 1 < n ? chunk : total - i * chunk;
 		f->value = out[0].msg.value ? out[0].msg.value + (size_t)i * chunk : NULL;
+		out[i].value_off = i * chunk;   /* where the embedder takes NULL bytes from */
 	}
 	return (int)n;
 }
@@ -299,6 +308,9 @@ static uint16_t sc_client_request(void *st, const struct nk_req_spec *sp, struct
 		p->correct = 0;
 	}
 	p->frag_cnt = p->frags_got = p->arrived = 0;   /* a resend reassembles anew */
+	p->vid = p->sum = p->done_vid = 0;
+	p->bytes = 0;
+	p->has_bytes = 0;
 	memset(p->got, 0, sizeof(p->got));
 	p->key_len = sp->key_len < NK_MAX_KEY_LEN ? sp->key_len : NK_MAX_KEY_LEN;
 	memcpy(p->key, sp->key, p->key_len);
@@ -319,6 +331,20 @@ static uint16_t sc_client_request(void *st, const struct nk_req_spec *sp, struct
 	m->value_len = w ? sp->value_len : 0;
 	m->nkeys = 1;
 	return sp->home;
+}
+
+/* One distinct piece of a read's value, at its place in the item
+ * (FRAG x (SC_ITEM_BYTES - key)); the simulator moves no bytes. */
+static void add_piece(struct sc_pending *p, const struct nk_msg *r)
+{
+	if (!r->value || !r->value_len)
+		return;
+	uint32_t off = (uint32_t)r->frag_idx * (SC_ITEM_BYTES - r->key_len);
+	if (r->frag_idx == 0 && r->value_len >= 8)
+		p->vid = nk_get64(r->value);
+	p->sum += nk_valpat_sum(r->value, r->value_len, off);
+	p->bytes += r->value_len;
+	p->has_bytes = 1;
 }
 
 static int sc_client_reply(void *st, const struct nk_msg *r)
@@ -350,6 +376,7 @@ static int sc_client_reply(void *st, const struct nk_msg *r)
 		if (!(p->got[r->frag_idx >> 3] & bit)) {
 			p->got[r->frag_idx >> 3] |= bit;
 			p->frags_got++;
+			add_piece(p, r);
 		}
 		p->arrived++;
 		if (p->frags_got < n) {
@@ -362,8 +389,22 @@ static int sc_client_reply(void *st, const struct nk_msg *r)
 			return NK_REPLY_IGNORE;
 		}
 	}
+	if (r->op == NK_STARCACHE_OP_R_REP) {
+		if (n == 1)
+			add_piece(p, r);
+		p->done_vid = !p->has_bytes ? 0
+			      : p->sum == nk_valpat_expected(p->vid, p->bytes) ? p->vid
+										: NK_VALUE_CORRUPT;
+	}
 	p->live = 0;
 	return NK_REPLY_DONE;
+}
+
+static uint64_t sc_read_value_id(void *st, const struct nk_msg *r)
+{
+	const struct sc_client *c = st;
+	const struct sc_pending *p = &c->p[r->req_id % SC_PENDING];
+	return p->req_id == r->req_id ? p->done_vid : NK_VALUE_CORRUPT;
 }
 
 /* A hostile client's message (host.h client_hostile, docs/security.md):
@@ -454,5 +495,6 @@ const struct nk_host_ops nk_host_starcache = {
 	.client_fini = sc_fini,
 	.client_request = sc_client_request,
 	.client_reply = sc_client_reply,
+	.read_value_id = sc_read_value_id,
 	.client_hostile = sc_client_hostile,
 };
