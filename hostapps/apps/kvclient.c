@@ -338,10 +338,15 @@ static void hostile_run(struct hostile *c, struct nk_rng *rng, uint8_t *keybuf, 
 			struct nk_msg m;
 			uint16_t dst = c->ops->client_hostile(c->hst, nk_rng_next(rng), &sp, victim,
 							      c->n_servers, &m);
-			if (m.value_len && !m.value)
+			if (m.value_len && !m.value) {
+				/* our bytes: the id and its pattern, as honest writes carry
+				 * (netkv/valpat.h), so that a reader checking each byte
+				 * sees this write's id, not corruption */
 				m.value = valbuf;
-			if (m.value_len >= 8)
+				nk_valpat_fill(valbuf, m.value_len < VALBUF ? m.value_len : VALBUF, vid);
+			} else if (m.value_len >= 8 && m.value == valbuf) {
 				nk_put64(valbuf, vid);
+			}
 			int n = nk_wire_encode(&m, frame, sizeof(frame));
 			next_send += (uint64_t)nk_rng_exp(rng, c->mean_gap);
 			if (n < 0) {
