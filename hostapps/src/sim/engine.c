@@ -876,7 +876,10 @@ static void start_service(struct nk_sim *s, uint32_t sid, uint32_t pi)
 		o->dst = s->hout[i].dst == NK_DST_SRC ? p->src : s->hout[i].dst;
 		o->slot = p->slot;
 		o->serial = p->serial;
-		if (o->m.cookie != cookie)  /* the answer to an earlier request */
+		/* the answer to an earlier request (a stalled Hermes read); 0: the
+		 * host logic built the message afresh (NetMC's replies), it
+		 * answers this request */
+		if (o->m.cookie && o->m.cookie != cookie)
 			pkt_set_cookie(s, o, o->m.cookie);
 		if (o->m.value_len > bytes)
 			bytes = o->m.value_len;
