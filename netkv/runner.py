@@ -32,7 +32,7 @@ from netkv.results import capture, noise, provenance
 from netkv.results.columns import config_columns
 from netkv.results.rundir import RunDir, RunDirConflict, point_key
 from netkv.slo import (CI_LEVEL, MeasurementError, SearchOutcome, latency_key, passes,
-                       search_throughput)
+                       search_repeated)
 from netkv.targets.base import PointResult, Target
 
 
@@ -134,29 +134,24 @@ def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console) ->
         task = progress.add_task(f"{cfg.name}: unloaded point", total=None)
         run_dir.add_provenance(target.provenance())
 
-        load_keys: list[list[str]] = []   # per load measured: its repeats' point keys
+        key_of: dict[tuple[int, float], str] = {}   # (repeat, load asked for): point key
 
-        def measure_one(offered_rps: float, phase: str, i: int) -> tuple[str, PointResult]:
+        def measure_one(i: int, offered_rps: float, phase: str) -> PointResult:
             seed = point_seed(cfg.seed, offered_rps, i)
             key = point_key(offered_rps, seed)
             order.append(key)
+            key_of[(i, offered_rps)] = key
             cached = run_dir.load_point(key)
             if cached is not None:
-                return key, cached
-            times = f" (repeat {i + 1}/{cfg.repeat})" if cfg.repeat > 1 else ""
+                return cached
+            times = f" (search {i + 1}/{cfg.repeat})" if cfg.repeat > 1 else ""
             progress.update(task, description=f"{cfg.name}: {phase} {offered_rps:,.0f} "
                                               f"req/s{times}")
             result = measure_point(target, cfg, run_dir, key, offered_rps, seed)
             run_dir.store_point(key, phase, result, columns)
             if cfg.record_history:  # after the commit mark: an unmarked folder is discarded
                 target.write_history(run_dir.path / "points.d" / key / "history.jsonl")
-            return key, result
-
-        def measure(offered_rps: float, phase: str) -> PointResult | list[PointResult]:
-            done = [measure_one(offered_rps, phase, i) for i in range(cfg.repeat)]
-            load_keys.append([k for k, _ in done])
-            results = [r for _, r in done]
-            return results[0] if cfg.repeat == 1 else results
+            return result
 
         ref_ns = reference_slo_ns(cfg, run_dir, order, console)
         resolved = retries.resolve(cfg, retries.known_slo_ns(cfg, ref_ns)).topology
@@ -165,8 +160,9 @@ def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console) ->
             console.print(f"[dim]{cfg.name}: injected faults: clients resend after "
                           f"{resolved.timeout_us:.0f} us, at most {resolved.retries} times "
                           "(topology.retries=0 turns this off)[/dim]")
-        outcome = search_throughput(measure, target.capacity_hint_rps(), cfg.slo, ref_ns)
-    return finish(run_dir, outcome, order, cfg, console, load_keys)
+        outcome = search_repeated(measure_one, cfg.repeat, target.capacity_hint_rps(), cfg.slo,
+                                  ref_ns)
+    return finish(run_dir, outcome, order, cfg, console, key_of)
 
 
 def execute_at(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console,
@@ -283,26 +279,24 @@ def measure_slo_ns(cfg: RunConfig, out_dir: Path, argv: list[str],
 
 
 def finish(run_dir: RunDir, outcome: SearchOutcome, order: list[str], cfg: RunConfig,
-           console: Console, load_keys: list[list[str]]) -> pl.DataFrame:
+           console: Console, key_of: dict[tuple[int, float], str]) -> pl.DataFrame:
     """The run-level tables: each measurement's own verdict, the best one;
-    with repeats also each row's repeat index, its load's verdict, whether
-    the load's repeats agree and the maximum's confidence interval."""
-    loads = [outcome.unloaded, *outcome.points]   # the order measure() saw them
+    with repeats also each row's repeat (search) index, its load's verdict
+    over the searches that measured it, whether they agree and the maximum's
+    confidence interval."""
     met: dict[str, bool] = {}
     extra: dict[str, dict[str, Any]] = {}
     lo, hi, level = outcome.interval_rps()
-    for load, keys in zip(loads, load_keys, strict=True):
-        for i, key in enumerate(keys):
-            met[key] = load.passed[i] if load.passed else load.slo_met
+    for load in outcome.loads:
+        for j, rid in enumerate(load.ids()):
+            key = key_of[(rid, load.rate)]
+            met[key] = load.passed[j] if load.passed else load.slo_met
             if cfg.repeat > 1:
-                extra[key] = {"repeat": i, "load_slo_met": load.slo_met,
+                extra[key] = {"repeat": rid, "load_slo_met": load.slo_met,
                               "repeats_agree": load.agree, "max_tput_lo_rps": lo,
                               "max_tput_hi_rps": hi, "ci_level": level}
     found = outcome.best_repeat()
-    best_key = None
-    if found is not None:
-        where = next(j for j, load in enumerate(loads) if load is found[0])
-        best_key = load_keys[where][found[1]]
+    best_key = key_of[(found[0].ids()[found[1]], found[0].rate)] if found is not None else None
     points = run_dir.finalize_tables(outcome.slo_ns, met, best_key, order, extra)
     run_dir.note(load_after=provenance.load_average())
     print_summary(cfg, outcome, run_dir.path, console)
@@ -362,13 +356,13 @@ def print_summary(cfg: RunConfig, outcome: SearchOutcome, path: Path, console: C
         interval = (f"{human_rate(lo)}-{human_rate(hi)} req/s ({100 * level:.0f}% interval of "
                     f"the median)" if math.isfinite(lo) else
                     f"no {100 * CI_LEVEL:.0f}% interval with fewer than 5 repeats")
-        console.print(f"{cfg.repeat} repeats per load: max is the median of the repeats' "
+        console.print(f"{cfg.repeat} independent searches: max is the median of their "
                       f"maxima, {interval}")
         for load in outcome.disagreeing:
             tails = ", ".join(f"{r.tail_ns(cfg.slo.percentile) / 1e3:.0f}" for r in load.repeats)
-            console.print(f"[yellow]warning: the repeats at {load.result.offered_rps:,.0f} req/s "
-                          f"disagree (tails {tails} us; {sum(load.passed)} of "
-                          f"{len(load.passed)} met the SLO; tolerance "
+            console.print(f"[yellow]warning: the searches that measured "
+                          f"{load.result.offered_rps:,.0f} req/s disagree (tails {tails} us; "
+                          f"{sum(load.passed)} of {len(load.passed)} met the SLO; tolerance "
                           f"{100 * cfg.slo.repeat_tolerance:.0f}%)"
                           f"{noise.steal_note(load.repeats)}[/yellow]")
     if found is not None:

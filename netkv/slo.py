@@ -16,14 +16,16 @@ few thousand); without the floor one failing probe sent the search down to
 loads where nothing passes. The search is deterministic: the same measurements give the same sequence of
 offered loads, which is what lets an interrupted run resume from cached points.
 
-Repeats (``repeat=N``, for targets with real packets): ``measure`` returns the
-N measurements of a load. The search steers by their medians (median tail
-within the bound and median completion high enough), so one noisy repeat
-cannot send it astray; a load whose repeats disagree (some pass, some fail,
-or tails spread by more than ``slo.repeat_tolerance``) is flagged. The
-maximum is then the median of the N per-repeat maxima (repeat i's highest
-achieved rate among the loads it passed by itself), with the distribution-free
-confidence interval of that median (order statistics, ``CI_LEVEL`` or more).
+Repeats (``repeat=N``, for targets with real packets): the whole search is run
+N times, one after another, each an independent replicate steered by its own
+measurements (``search_repeated``). The maximum is the median of the N
+searches' maxima, with the distribution-free confidence interval of that
+median (order statistics, ``CI_LEVEL`` or more). An interval from repeats of
+one search's loads would miss what moves a maximum most on a noisy machine:
+the path (one unlucky probe sends a search down to other loads) and the
+moment (a minute of hypervisor steal). A load that several searches measured
+is compared across them and flagged when they disagree (some pass, some fail,
+or tails spread by more than ``slo.repeat_tolerance``).
 """
 
 from __future__ import annotations
@@ -35,9 +37,11 @@ from dataclasses import dataclass, field
 from netkv.config.schema import Slo
 from netkv.targets.base import PointResult
 
-Measure = Callable[[float, str], "PointResult | Sequence[PointResult]"]
-"""measure(offered_rps, phase) -> the load's measurement (or its repeats);
-phase is 'unloaded' or 'search'."""
+Measure = Callable[[float, str], PointResult]
+"""measure(offered_rps, phase) -> the load's measurement; phase is
+'unloaded' or 'search'."""
+RepeatMeasure = Callable[[int, float, str], PointResult]
+"""measure(repeat, offered_rps, phase): the same for one of N searches."""
 
 CI_LEVEL = 0.90  # the maximum's interval covers the median at least this often
 
@@ -53,6 +57,12 @@ class Evaluated:
     repeats: list[PointResult] = field(default_factory=list)
     passed: list[bool] = field(default_factory=list)
     agree: bool = True
+    rate: float = math.nan          # the offered load asked for
+    #: which search (repeat) measured each of ``repeats``; empty: 0, 1, ...
+    repeat_ids: list[int] = field(default_factory=list)
+
+    def ids(self) -> list[int]:
+        return self.repeat_ids or list(range(len(self.repeats)))
 
 
 @dataclass
@@ -67,7 +77,7 @@ class SearchOutcome:
 
     @property
     def repeat(self) -> int:
-        return max([1, *(len(p.repeats) for p in self.loads)])
+        return max([1, *(i + 1 for p in self.loads for i in p.ids())])
 
     @property
     def best(self) -> Evaluated | None:
@@ -89,15 +99,17 @@ class SearchOutcome:
         return where if rate > 0 else None
 
     def repeat_maxima(self) -> list[tuple[float, tuple[Evaluated, int] | None]]:
-        """Per repeat index: its highest achieved rate among the loads it
-        passed by itself (0 and None when it passed none)."""
+        """Per repeat (search): its highest achieved rate among the loads it
+        passed by itself (0 and None when it passed none); the pair names the
+        load and the position in its ``repeats``."""
         out: list[tuple[float, tuple[Evaluated, int] | None]] = []
         for i in range(self.repeat):
             top: tuple[float, tuple[Evaluated, int] | None] = (0.0, None)
             for p in self.loads:
-                if i < len(p.passed) and p.passed[i] and \
-                        p.repeats[i].achieved_rps > top[0]:
-                    top = (p.repeats[i].achieved_rps, (p, i))
+                for j, rid in enumerate(p.ids()):
+                    if rid == i and j < len(p.passed) and p.passed[j] and \
+                            p.repeats[j].achieved_rps > top[0]:
+                        top = (p.repeats[j].achieved_rps, (p, j))
             out.append(top)
         return out
 
@@ -176,30 +188,69 @@ def evaluate(phase: str, measured: PointResult | Sequence[PointResult], slo_ns: 
     return Evaluated(phase, group[mid], met, group, passed, agree)
 
 
+def unloaded_bound_ns(group: Sequence[PointResult], slo: Slo) -> float:
+    """The bound ``slo`` fixes from unloaded measurements: ``p99_us`` (fixed)
+    or ``factor`` x their median median (auto)."""
+    unloaded = sorted(group, key=lambda r: r.latency_ns.get("p50", math.inf))[(len(group) - 1) // 2]
+    if unloaded.completed == 0 or not math.isfinite(unloaded.latency_ns.get("p50", math.inf)):
+        raise MeasurementError(
+            f"the unloaded point ({unloaded.offered_rps:,.0f} req/s) completed "
+            f"{unloaded.completed} of {unloaded.issued} requests: nothing to fix an SLO on"
+        )
+    if slo.kind == "fixed":
+        assert slo.p99_us is not None
+        return slo.p99_us * 1e3
+    return slo.factor * unloaded.latency_ns["p50"]
+
+
+def search_repeated(measure: RepeatMeasure, n: int, capacity_hint_rps: float, slo: Slo,
+                    slo_ns: float | None = None) -> SearchOutcome:
+    """``n`` independent searches, one after another (repeat i measured by
+    ``measure(i, offered_rps, phase)``), under one bound: ``slo_ns`` or the
+    one ``slo`` fixes from the n unloaded points, measured first. Their loads
+    are grouped by offered rate (``Evaluated.repeat_ids`` says whose each
+    measurement is), so a load several searches visited is judged by their
+    median and flagged if they disagree."""
+    if capacity_hint_rps <= 0:
+        raise ValueError("capacity hint must be positive")
+    unloaded_rate = capacity_hint_rps * slo.unloaded_fraction
+    first = [measure(i, unloaded_rate, "unloaded") for i in range(n)]
+    bound = slo_ns if slo_ns is not None else unloaded_bound_ns(first, slo)
+    searches = [search_throughput(
+        lambda rate, phase, i=i: first[i] if phase == "unloaded" else measure(i, rate, phase),
+        capacity_hint_rps, slo, bound) for i in range(n)]
+    by_rate: dict[float, list[tuple[int, Evaluated]]] = {}
+    for i, one in enumerate(searches):
+        for load in one.points:
+            by_rate.setdefault(load.rate, []).append((i, load))
+
+    def merged(phase: str, rate: float, items: list[tuple[int, Evaluated]]) -> Evaluated:
+        group = [r for _, e in items for r in e.repeats]
+        out = evaluate(phase, group, bound, slo)
+        out.rate, out.repeat_ids = rate, [i for i, e in items for _ in e.repeats]
+        return out
+
+    return SearchOutcome(
+        slo_ns=bound,
+        unloaded=merged("unloaded", unloaded_rate, [(i, s.unloaded) for i, s in enumerate(searches)]),
+        points=[merged("search", rate, items) for rate, items in by_rate.items()],
+    )
+
+
 def search_throughput(measure: Measure, capacity_hint_rps: float, slo: Slo,
                       slo_ns: float | None = None) -> SearchOutcome:
-    """Search the offered load. ``slo_ns``: an SLO fixed elsewhere (e.g. from
-    a reference protocol's unloaded median); default: from ``slo``."""
+    """One search of the offered load. ``slo_ns``: an SLO fixed elsewhere
+    (e.g. from a reference protocol's unloaded median); default: from ``slo``
+    and the unloaded point."""
     if capacity_hint_rps <= 0:
         raise ValueError("capacity hint must be positive")
     unloaded_rate = capacity_hint_rps * slo.unloaded_fraction
     first = measure(unloaded_rate, "unloaded")
-    group = [first] if isinstance(first, PointResult) else list(first)
-    # the SLO rests on the repeats' median unloaded median
-    unloaded = sorted(group, key=lambda r: r.latency_ns.get("p50", math.inf))[(len(group) - 1) // 2]
-    if unloaded.completed == 0 or not math.isfinite(unloaded.latency_ns.get("p50", math.inf)):
-        raise MeasurementError(
-            f"the unloaded point ({unloaded_rate:,.0f} req/s) completed "
-            f"{unloaded.completed} of {unloaded.issued} requests: nothing to fix an SLO on"
-        )
-    if slo_ns is not None:
-        pass
-    elif slo.kind == "fixed":
-        assert slo.p99_us is not None
-        slo_ns = slo.p99_us * 1e3
-    else:
-        slo_ns = slo.factor * unloaded.latency_ns["p50"]
-    outcome = SearchOutcome(slo_ns=slo_ns, unloaded=evaluate("unloaded", group, slo_ns, slo))
+    if slo_ns is None:
+        slo_ns = unloaded_bound_ns([first], slo)
+    unloaded = evaluate("unloaded", first, slo_ns, slo)
+    unloaded.rate = unloaded_rate
+    outcome = SearchOutcome(slo_ns=slo_ns, unloaded=unloaded)
 
     budget = slo.max_points
 
@@ -207,6 +258,7 @@ def search_throughput(measure: Measure, capacity_hint_rps: float, slo: Slo,
         nonlocal budget
         budget -= 1
         point = evaluate("search", measure(rate, "search"), slo_ns, slo)
+        point.rate = rate
         outcome.points.append(point)
         return point.slo_met
 
