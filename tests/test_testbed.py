@@ -489,3 +489,24 @@ def test_vma_without_libvma_on_the_host_is_one_line(rack: Inventory) -> None:
     msg = str(e.value)
     assert "\n" not in msg and "/nonexistent/libvma.so" in msg and "'s0'" in msg
     assert not leftovers(rack)
+
+
+def test_a_server_whose_lifeline_ended_is_a_port_down() -> None:
+    """NetLR's port monitor on the testbed: a server is up while its
+    kvserver's SSH lifeline runs (no rack needed: the lifelines are faked)."""
+    import subprocess
+
+    from netkv.testbed.rack import SshRack
+
+    rack = object.__new__(SshRack)
+    rack.servers, rack.nodes = ["s0", "s1"], ["s0", "s1", "c0"]   # type: ignore[list-item]
+    alive = subprocess.Popen(["sleep", "30"])
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    rack.lifelines = {"server0": alive, "server1": ended}   # type: ignore[dict-item]
+    try:
+        assert rack.port_up(0) and not rack.port_up(1)
+        assert rack.port_up(2) and not rack.port_up(3) and not rack.port_up(-1)
+    finally:
+        alive.kill()
+        alive.wait()

@@ -523,7 +523,7 @@ class KVSwitchP4(P4Semantics):
 PLUGIN = ProtocolPlugin(
     name="kvswitch",
     summary="KVSwitch prediction-driven selective replication (Electronics 2019)",
-    targets=("sim", "mininet"),
+    targets=("sim", "mininet", "testbed"),
     preload="all",  # a hot key's replicas are read anywhere (prewarmed: valid at once)
     config=KVSwitchProtocol,
     wire=Proto.KVSWITCH,

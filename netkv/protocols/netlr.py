@@ -308,7 +308,7 @@ def rack_controller_factory(cfg: "RunConfig"):  # type: ignore[no-untyped-def]
 PLUGIN = ProtocolPlugin(
     name="netlr",
     summary="NetLR in-switch leaderless replication: writes serialized and acked in the switch (PVLDB 2022)",
-    targets=("sim", "mininet"),
+    targets=("sim", "mininet", "testbed"),
     config=NetLRProtocol,
     wire=Proto.NETLR,
     udp_port=NETLR_PORT,

@@ -372,6 +372,17 @@ class SshRack:
                 raise RuntimeError(f"{label} on host {host!r} exited ({proc.returncode}): "
                                    f"{self.log_tail(label)}")
 
+    def port_up(self, node: int) -> bool:
+        """What NetLR's port monitor sees of node ``node``: for a server, its
+        kvserver still running (its SSH lifeline open: the lifeline ends when
+        the remote program does); other nodes of the rack are up. The switch
+        host's link state is not read: that would be an SSH round trip per
+        poll, and netkv-switch's ports are veths or NICs that stay up."""
+        if not 0 <= node < len(self.nodes):
+            return False
+        proc = self.lifelines.get(f"server{node}") if node < len(self.servers) else None
+        return proc is None or proc.poll() is None
+
     def server_ctl(self, server: int, line: str) -> str:
         from netkv.drivers.netkv_switch import CtlSocket
 
