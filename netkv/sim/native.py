@@ -67,6 +67,7 @@ struct nk_sim_cfg {
     double window_s; uint32_t record_history;
     uint32_t hostile_clients; double hostile_rps;
     double client_max_rps; double switch_mpps; double tx_ns;
+    uint32_t client_cores;
 };
 
 struct nk_sim_stats {
