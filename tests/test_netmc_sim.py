@@ -30,8 +30,8 @@ from netkv.protocols import netmc as mc
 from netkv.sim.engine import SimEngine
 from netkv.targets.sim import SimTarget
 
-# 8 B keys: the framework's key bytes are hex digits, so 4 B keys are only
-# 65,536 distinct strings and their djb2 hashes all land on one ring arc
+# 8 B keys on the default ring (4 B keys need ring=hash_mod:
+# tests/test_short_keys.py)
 RACK = ["protocol=netmc", "servers=5", "keys=100000", "duration=0.05", "seed=2",
         "workload.key_size=8", "workload.value_size=256", "slo.reference=netmc"]
 MGET = ["workload.multiget.mean=8.6", "write_ratio=0.05"]
