@@ -628,7 +628,13 @@ static void egress(struct nk_sim *s, uint32_t pi, uint16_t port, uint64_t t)
 		p->recirculated = 1;
 		s->st.recirculated++;
 		p->ingress = (uint16_t)s->recirc_port;
-		deliver(s, pi, depart, EV_SWITCH_IN);
+		/* through the heap, even for an order-free pipeline: run at once,
+		 * a multiget's whole chain of passes would book this port ahead
+		 * of packets that reach it earlier (a false FIFO queue) */
+		if (depart <= s->end)
+			heap_push(s, depart, EV_SWITCH_IN, pi);
+		else
+			pkt_free(s, pi);
 	} else if (port == s->cpu_port) {
 		s->st.cpu_packets++;
 		if (s->cpu_len == s->cpu_cap) {
