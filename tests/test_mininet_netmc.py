@@ -33,10 +33,13 @@ skip = pytest.mark.skipif(REASON is not None, reason=REASON or "")
 
 # 8 B keys: the framework's 4 B keys all hash to one server (docs/netmc.md)
 RACK = ["target=mininet", "protocol=netmc", "servers=5", "clients=1", "keys=20000",
-        "workload.multiget.mean=8.6", "workload.multiget.max_keys=16", "workload.key_size=8",
+        "workload.multiget.mean=8.6", "workload.multiget.max_keys=16",
         "workload.value_size=256", "slo.reference=netmc", "write_ratio=0.2", "duration=1.0",
         "topology.timeout_us=0", "topology.drain_ms=1000"]
 PROBE_KEYS = 16   # the hottest keys: most were written during the point
+KEYS_8 = ["workload.key_size=8"]
+# the thesis' 4 B keys: binary below 8 B, placed hash mod N (docs/netmc.md)
+KEYS_4 = ["workload.key_size=4", "protocol.ring=hash_mod"]
 
 # Runs inside the client's namespace: python - PORT WAIT_S, then JSON lines
 # [dst_ip, payload_hex] on stdin; prints the replies [src_ip, payload_hex].
@@ -162,8 +165,9 @@ def run(overrides: list[str], rate: float, check_values: bool) -> dict[str, Any]
 
 
 @skip
-def test_netmc_splits_in_the_switch_one_packet_per_multiget() -> None:
-    out = run([], 2000.0, check_values=True)
+@pytest.mark.parametrize("keys", [KEYS_8, KEYS_4], ids=["8B", "4B"])
+def test_netmc_splits_in_the_switch_one_packet_per_multiget(keys: list[str]) -> None:
+    out = run(keys, 2000.0, check_values=True)
     res, stats = out["res"], out["stats"]
     mgets, passes, clones = stats[0], stats[1], stats[2]
     print(f"NetMC on Mininet: {res.issued} requests ({res.request_keys} keys), "
@@ -188,8 +192,8 @@ def test_netmc_splits_in_the_switch_one_packet_per_multiget() -> None:
 
 @skip
 def test_climc_and_coordimc_complete_with_the_coordinator_a_host() -> None:
-    cli = run(["protocol.scheme=climc"], 1500.0, check_values=False)
-    coord = run(["protocol.scheme=coordimc"], 1000.0, check_values=True)
+    cli = run([*KEYS_8, "protocol.scheme=climc"], 1500.0, check_values=False)
+    coord = run([*KEYS_8, "protocol.scheme=coordimc"], 1000.0, check_values=True)
     for name, out in (("CliMC", cli), ("CoordiMC", coord)):
         res = out["res"]
         print(f"{name} on Mininet: {res.issued} requests, {res.client_packets} client packets, "

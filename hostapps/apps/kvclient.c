@@ -100,7 +100,7 @@ static void usage(FILE *o)
 	fprintf(o,
 		"usage: kvclient --protocol NAME --id C --servers S --clients M --rate RPS --duration S\n"
 		"                [--workload zipf|uniform|ycsb --alpha A --keys N --key-size B --value-size B\n"
-		"                 --vnodes V --ring consistent|equal --wl-seed N --write-ratio W]\n"
+		"                 --vnodes V --ring consistent|equal|mod --wl-seed N --write-ratio W]\n"
 		"                [--seed N] [--drain S] [--timeout-us T --retries R] [--start-at NS|stdin]\n"
 		"                [--window-ms W] [--out PATH] [--history PATH [--value-tag N]] [--batch N]\n"
 		"                [--first-req-id N] [--tag STR] [--io OPTS]\n"
@@ -570,7 +570,8 @@ int main(int argc, char **argv)
 				: !strcmp(wl_kind, "ycsb") ? NK_WL_YCSB : NK_WL_ZIPF,
 			.n_keys = keys, .alpha = alpha, .seed = wl_seed, .key_size = key_size,
 			.n_servers = n_servers, .vnodes = vnodes,
-			.ring_mode = !strcmp(ring, "equal") ? NK_RING_EQUAL_RANGES : NK_RING_CONSISTENT,
+			.ring_mode = !strcmp(ring, "equal") ? NK_RING_EQUAL_RANGES
+				: !strcmp(ring, "mod") ? NK_RING_HASH_MOD : NK_RING_CONSISTENT,
 			.n_value_classes = 1, .value_sizes = {value_size}, .value_weights = {1.0},
 		};
 		if (strcmp(wl_kind, "zipf") && strcmp(wl_kind, "uniform") && strcmp(wl_kind, "ycsb")) {

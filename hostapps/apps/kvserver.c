@@ -274,7 +274,7 @@ static void usage(FILE *o)
 {
 	fprintf(o,
 		"usage: kvserver --protocol NAME --id N --servers S --clients M\n"
-		"                [--keys N --key-size B --value-size B --vnodes V --ring consistent|equal\n"
+		"                [--keys N --key-size B --value-size B --vnodes V --ring consistent|equal|mod\n"
 		"                 --wl-seed N --preload home|all|none] [--service-ns NS [--service exp|det]]\n"
 		"                [--port P] [--batch N] [--max-value B] [--value-slots N]\n"
 		"                [--stats-file PATH] [--stats] [--mode kv|coord|echo|sink] [--params STR]\n"
@@ -414,7 +414,8 @@ int main(int argc, char **argv)
 		struct nk_workload_cfg wc = {
 			.kind = NK_WL_UNIFORM, .n_keys = keys, .seed = wl_seed, .key_size = key_size,
 			.n_servers = n_servers, .vnodes = vnodes,
-			.ring_mode = !strcmp(ring, "equal") ? NK_RING_EQUAL_RANGES : NK_RING_CONSISTENT,
+			.ring_mode = !strcmp(ring, "equal") ? NK_RING_EQUAL_RANGES
+				: !strcmp(ring, "mod") ? NK_RING_HASH_MOD : NK_RING_CONSISTENT,
 			.n_value_classes = 1, .value_sizes = {value_size}, .value_weights = {1.0},
 		};
 		char err[256];

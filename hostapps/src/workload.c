@@ -37,10 +37,28 @@ static inline uint64_t hex8(uint32_t x)
 	return __builtin_bswap64(v);  /* first digit at the lowest address */
 }
 
+/* murmur3's 32-bit finaliser: a bijection of uint32, so the short keys of
+ * ids below 2^32 are distinct */
+static inline uint32_t fmix32(uint32_t x)
+{
+	x ^= x >> 16;
+	x *= 0x85ebca6bu;
+	x ^= x >> 13;
+	x *= 0xc2b2ae35u;
+	return x ^ (x >> 16);
+}
+
 void nk_key_bytes(uint64_t id, unsigned key_size, uint8_t *out)
 {
 	if (key_size > NK_MAX_KEY_LEN)
 		key_size = NK_MAX_KEY_LEN;
+	if (key_size < 8) {
+		/* hex would hold only 4 bits a byte: 4 B keys would be 65,536 */
+		uint64_t w = (uint64_t)fmix32((uint32_t)id) << 32 | (nk_mix64(id) & 0xFFFFFFFFu);
+		for (unsigned i = 0; i < key_size; i++)
+			out[i] = (uint8_t)(w >> (56 - 8 * i));
+		return;
+	}
 	for (unsigned blk = 0; blk * 16 < key_size; blk++) {
 		uint64_t x = nk_mix64(id + blk * NK_KEY_BLOCK_STEP);
 		uint64_t s[2] = {hex8((uint32_t)(x >> 32)), hex8((uint32_t)x)};
@@ -85,7 +103,7 @@ int nk_ring_init(struct nk_ring *r, unsigned n_servers, unsigned vnodes, enum nk
 	r->n_servers = n_servers;
 	r->vnodes = vnodes;
 	r->mode = mode;
-	if (mode == NK_RING_EQUAL_RANGES)
+	if (mode == NK_RING_EQUAL_RANGES || mode == NK_RING_HASH_MOD)
 		return 0;
 	if (mode != NK_RING_CONSISTENT)
 		return -1;
@@ -127,6 +145,8 @@ void nk_ring_free(struct nk_ring *r)
 unsigned nk_ring_lookup(const struct nk_ring *r, uint32_t keyhash)
 {
 	keyhash &= 0x7FFFFFFFu;
+	if (r->mode == NK_RING_HASH_MOD)
+		return (unsigned)(nk_mix64(keyhash) % r->n_servers);
 	if (r->mode == NK_RING_EQUAL_RANGES) {
 		uint64_t ranges = (uint64_t)r->vnodes * r->n_servers;
 		uint64_t j = ((uint64_t)keyhash * ranges) >> 31;

@@ -61,7 +61,9 @@ class ProtocolBase(Strict):
         return 46 + key_size + value_size
 
 
-Ring = Literal["consistent", "equal_ranges"]
+Ring = Literal["consistent", "equal_ranges", "hash_mod"]
 """Key placement: ``consistent`` = ``virtual_nodes`` points per server at
 pseudo-random ring positions; ``equal_ranges`` = the Pegasus artifact's
-16*n equal ranges of the 2^31 keyhash space, range j -> server j mod n."""
+16*n equal ranges of the 2^31 keyhash space, range j -> server j mod n;
+``hash_mod`` = mix64(keyhash) mod n (hash mod N), which also spreads keys
+shorter than 8 B, whose djb2 hashes differ only in their low bits."""

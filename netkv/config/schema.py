@@ -58,6 +58,7 @@ MAX_UDP_PAYLOAD = {"mininet": 2048 - 14 - 20 - 8}
 HOST_DGRAM_PAYLOAD = 1472
 HOST_TARGETS = ("mininet", "testbed")
 MAX_TIMELINE_WINDOWS = 1_000_000  # the simulator's per-window tables (engine.c)
+MAX_CLIENT_CORES = 1024  # NK_SIM_MAX_CLIENT_CORES (sim.h)
 NAME_PATTERN = r"^[A-Za-z0-9_.,+=@%-]+$"  # one path component, no separators
 
 
@@ -204,6 +205,9 @@ class Topology(Strict):
     client_key_ns: Nanos = 0.0
     client_rx_ns: Nanos = 0.0
     client_pair_ns: Nanos = 0.0
+    # cores per client host (simulator): the costs above run on the core
+    # that frees first, a c-server FIFO (1: every cost queues on one core)
+    client_cores: int = Field(1, ge=1, le=MAX_CLIENT_CORES)
     # client timeout and resends after it (same req_id); None = auto: off
     # without injected faults (the Pegasus artifact), on with loss or
     # duplication (netkv/retries.py); 0 = off

@@ -48,10 +48,27 @@ def mix64_np(x: np.ndarray) -> np.ndarray:
 KEY_BLOCK_STEP = np.uint64(0x632BE59BD9B4E019)
 
 
+def fmix32_np(x: np.ndarray) -> np.ndarray:
+    """murmur3's 32-bit finaliser (workload.c fmix32), a bijection of uint32."""
+    m = np.uint64(0xFFFFFFFF)
+    with np.errstate(over="ignore"):
+        x = np.asarray(x).astype(np.uint64) & m
+        x ^= x >> np.uint64(16)
+        x = (x * np.uint64(0x85EBCA6B)) & m
+        x ^= x >> np.uint64(13)
+        x = (x * np.uint64(0xC2B2AE35)) & m
+        return x ^ (x >> np.uint64(16))
+
+
 def key_bytes_np(ids: np.ndarray, key_size: int) -> np.ndarray:
-    """(n, key_size) uint8: 16-digit hex blocks of mix64(id + b * step)
-    (netkv/workload.h)."""
+    """(n, key_size) uint8: 16-digit hex blocks of mix64(id + b * step), or
+    below 8 B the big-endian bytes of fmix32(id) << 32 | low half of
+    mix64(id) (netkv/workload.h)."""
     ids = np.asarray(ids, dtype=np.uint64)
+    if key_size < 8:
+        w = (fmix32_np(ids) << np.uint64(32)) | (mix64_np(ids) & np.uint64(0xFFFFFFFF))
+        shifts = np.arange(56, -8, -8, dtype=np.uint64)[:key_size]
+        return ((w[:, None] >> shifts[None, :]) & np.uint64(0xFF)).astype(np.uint8)
     shifts = np.arange(60, -4, -4, dtype=np.uint64)
     digits = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
     blocks = []
@@ -89,6 +106,9 @@ def placement_np(n_keys: int, key_size: int, servers: int, virtual_nodes: int = 
             ranges = virtual_nodes * servers
             j = (h * ranges) >> 31
             homes[start:start + len(ids)] = (j % servers).astype(np.uint16)
+        elif ring == "hash_mod":
+            mixed = mix64_np(h.astype(np.uint64))
+            homes[start:start + len(ids)] = (mixed % np.uint64(servers)).astype(np.uint16)
         else:
             idx = np.searchsorted(pos, h, side="left")
             idx[idx == len(pos)] = 0

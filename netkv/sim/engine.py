@@ -310,6 +310,7 @@ class SimEngine:
         c.client_key_ns = top.client_key_ns
         c.client_rx_ns = top.client_rx_ns
         c.client_pair_ns = top.client_pair_ns
+        c.client_cores = top.client_cores
         c.per_key_ns = -1.0 if srv.per_key_ns is None else srv.per_key_ns
         c.n_coords, c.coord_cores = cfg.protocol.coordinators()
         mget = cfg.workload.multiget

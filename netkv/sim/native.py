@@ -67,6 +67,7 @@ struct nk_sim_cfg {
     double window_s; uint32_t record_history;
     uint32_t hostile_clients; double hostile_rps;
     double client_max_rps; double switch_mpps; double tx_ns;
+    uint32_t client_cores;
 };
 
 struct nk_sim_stats {
@@ -141,7 +142,7 @@ CHECKED_STRUCTS = ("nk_msg", "nk_sim_cfg", "nk_sim_stats", "nk_workload_cfg", "n
 
 # enum values (workload.h, sim.h)
 WL_KIND = {"zipf": 0, "uniform": 1, "ycsb": 2, "trace": 3}
-RING_MODE = {"consistent": 0, "equal_ranges": 1}
+RING_MODE = {"consistent": 0, "equal_ranges": 1, "hash_mod": 2}
 DYN_KIND = {"none": 0, "hot-in": 1, "random": 2, "swap": 3}
 SERVICE = {"deterministic": 0, "exponential": 1, "lognormal": 2}
 DISPATCH = {"shared": 0, "by_key": 1}

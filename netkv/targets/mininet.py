@@ -270,7 +270,7 @@ class MininetTarget(Target):
         return ["--workload", kind, "--alpha", repr(float(w.alpha)), "--keys", str(w.keys),
                 "--key-size", str(w.key_size), "--value-size", str(w.value_size),
                 "--vnodes", str(getattr(p, "virtual_nodes", 16)),
-                "--ring", "equal" if ring == "equal_ranges" else "consistent",
+                "--ring", {"equal_ranges": "equal", "hash_mod": "mod"}.get(ring, "consistent"),
                 "--wl-seed", str(self.cfg.seed)]
 
     def multiget_args(self) -> list[str]:

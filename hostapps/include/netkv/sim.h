@@ -67,6 +67,8 @@ enum nk_dispatch {
 				  * a hot key can use only one core of its server */
 };
 
+#define NK_SIM_MAX_CLIENT_CORES 1024u  /* topology.client_cores (schema.py says the same) */
+
 struct nk_sim_cfg {
 	const char *protocol;     /* pipeline and host logic name ("hash") */
 	const char *params;       /* protocol knobs for pipeline/host init (may be NULL) */
@@ -149,6 +151,10 @@ struct nk_sim_cfg {
 	/* server CPU per message a server sends, besides service_ns per
 	 * message it takes in (0: replies are part of service_ns) */
 	double tx_ns;
+	/* cores per client host (0 = 1): each packet sent or reply taken runs
+	 * on the core that frees first, so a host with c cores does up to c of
+	 * the costs above at once (a multiget's packets stay on one core) */
+	uint32_t client_cores;
 };
 
 struct nk_sim_stats {

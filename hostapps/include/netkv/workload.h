@@ -4,8 +4,11 @@
  * Keys. Key id i (0 <= i < N) has the bytes nk_key_bytes(i, key_size): the
  *   concatenation of 16-character blocks, block b being the 16 lowercase hex
  *   digits of nk_mix64(i + b * NK_KEY_BLOCK_STEP), cut to key_size bytes
- *   (1..64). Block 0 is a bijection of i, so keys are unique for key_size
- *   >= 16 (shorter keys are unique only with high probability). Example:
+ *   (8..64). Block 0 is a bijection of i, so keys are unique for key_size
+ *   >= 16 (8-15 B keys are unique only with high probability). Keys shorter
+ *   than 8 B are binary: the big-endian bytes of fmix32(i) << 32 | (low 32
+ *   bits of nk_mix64(i)), cut to key_size, so 4-7 B keys are distinct for
+ *   i < 2^32 (4 hex digits would give only 65,536 keys). Example:
  *   id 0, 20 B -> "e220a8397b1dcdaf" + the first 4 digits of block 1.
  *   (Blocks differ so that djb2's low bits vary: a repeated block would make
  *   a 64 B key's djb2 constant mod 4.) keyhash = nk_djb2(key bytes)
@@ -16,6 +19,10 @@
  *   NK_RING_CONSISTENT   `vnodes` points per server at pseudo-random
  *                        positions nk_mix64(server << 32 | vnode) & 0x7FFFFFFF;
  *                        home = owner of the first point >= keyhash (wrapping).
+ *   NK_RING_HASH_MOD     hash mod N: home = nk_mix64(keyhash) mod n. The
+ *                        finaliser matters for keys shorter than 8 B: their
+ *                        djb2 differs only in the low ~23 bits, so on the
+ *                        other rings they all fall on one arc (one or two servers).
  *   NK_RING_EQUAL_RANGES the Pegasus artifact: the space is cut into
  *                        vnodes * n equal ranges, range j -> server j mod n.
  *
@@ -59,6 +66,7 @@ uint32_t nk_key_hash(uint64_t id, unsigned key_size);
 enum nk_ring_mode {
 	NK_RING_CONSISTENT = 0,
 	NK_RING_EQUAL_RANGES = 1,
+	NK_RING_HASH_MOD = 2,
 };
 
 struct nk_ring {

@@ -122,7 +122,7 @@ struct server {
 
 struct client {
 	void *hstate;
-	uint64_t cpu_free;  /* ps */
+	uint64_t *core_free; /* ps, one per core (topology.client_cores) */
 	uint64_t tx_next;   /* ps: its next packet leaves no earlier (client_max_rps) */
 };
 
@@ -194,6 +194,7 @@ struct nk_sim {
 	uint8_t *fault_up;          /* per node: faults on its uplink */
 	uint8_t *fault_down;        /* per port: faults on its downlink */
 	int fast_client;
+	uint32_t client_cores;  /* cores per client host: a c-server FIFO of CPU work */
 
 	struct server *srv;
 	struct client *cli;
@@ -575,6 +576,17 @@ static void deliver(struct nk_sim *s, uint32_t pi, uint64_t arr, uint32_t type)
 	heap_push(s, arr, type, pi);
 }
 
+/* the client core that frees first (ties: the lowest): work arriving in
+ * time order on it makes the client a FIFO queue with client_cores servers */
+static inline uint64_t *client_core(struct nk_sim *s, struct client *c)
+{
+	uint64_t *best = &c->core_free[0];
+	for (uint32_t k = 1; k < s->client_cores; k++)
+		if (c->core_free[k] < *best)
+			best = &c->core_free[k];
+	return best;
+}
+
 /* host node -> switch; returns when the packet left the host (a client
  * sends at most client_max_rps packets per second: later ones wait) */
 static uint64_t host_send(struct nk_sim *s, uint32_t pi, uint64_t t)
@@ -616,7 +628,13 @@ static void egress(struct nk_sim *s, uint32_t pi, uint16_t port, uint64_t t)
 		p->recirculated = 1;
 		s->st.recirculated++;
 		p->ingress = (uint16_t)s->recirc_port;
-		deliver(s, pi, depart, EV_SWITCH_IN);
+		/* through the heap, even for an order-free pipeline: run at once,
+		 * a multiget's whole chain of passes would book this port ahead
+		 * of packets that reach it earlier (a false FIFO queue) */
+		if (depart <= s->end)
+			heap_push(s, depart, EV_SWITCH_IN, pi);
+		else
+			pkt_free(s, pi);
 	} else if (port == s->cpu_port) {
 		s->st.cpu_packets++;
 		if (s->cpu_len == s->cpu_cap) {
@@ -1208,7 +1226,9 @@ static void send_multiget(struct nk_sim *s, uint32_t si, uint64_t t)
 	};
 	struct client *c = &s->cli[sl->client];
 	int n = s->host->client_multiget(c->hstate, &spec, s->mout, NK_HOST_MAX_REQ_OUT);
-	uint64_t ts = t > c->cpu_free ? t : c->cpu_free;
+	/* one core builds and sends every packet of the multiget */
+	uint64_t *core = client_core(s, c);
+	uint64_t ts = t > *core ? t : *core;
 	ts += s->cpu_ps;
 	uint64_t sent = ts;
 	for (int i = 0; i < n; i++) {
@@ -1225,7 +1245,7 @@ static void send_multiget(struct nk_sim *s, uint32_t si, uint64_t t)
 		s->st.client_packets++;
 		sent = host_send(s, pi, ts);
 	}
-	c->cpu_free = ts;
+	*core = ts;
 	if (sent > ts)
 		ts = sent;      /* the timeout runs from the last packet's departure */
 	if (s->cfg.timeout_ns > 0) {
@@ -1268,10 +1288,11 @@ static void send_request(struct nk_sim *s, uint32_t si, uint64_t t)
 	p->dst = dst;
 	p->slot = si;
 	p->serial = sl->serial;
-	/* one client core: requests queue behind each other's CPU cost */
-	uint64_t ts = t > c->cpu_free ? t : c->cpu_free;
+	/* the client's cores: requests queue behind each other's CPU cost */
+	uint64_t *core = client_core(s, c);
+	uint64_t ts = t > *core ? t : *core;
 	ts += s->cpu_ps + s->tx_ps + s->key_ps;
-	c->cpu_free = ts;
+	*core = ts;
 	s->st.client_packets++;
 	ts = host_send(s, pi, ts);
 	if (s->cfg.timeout_ns > 0) {
@@ -1501,11 +1522,11 @@ static void deliver_client(struct nk_sim *s, uint32_t pi, uint64_t t)
 	}
 	struct slot *sl = &s->slots[si];
 	if (s->rx_ps || s->pair_ps) {
-		/* the client's core takes the reply when it is free */
-		struct client *c = &s->cli[sl->client];
-		uint64_t start = t > c->cpu_free ? t : c->cpu_free;
-		c->cpu_free = start + s->rx_ps + s->pair_ps * msg_keys(&p->m);
-		t = c->cpu_free;
+		/* the client's first free core takes the reply */
+		uint64_t *core = client_core(s, &s->cli[sl->client]);
+		uint64_t start = t > *core ? t : *core;
+		*core = start + s->rx_ps + s->pair_ps * msg_keys(&p->m);
+		t = *core;
 	}
 	int v = s->host->client_reply(s->cli[sl->client].hstate, &p->m);
 	uint64_t reply_ver = p->m.ver;
@@ -1698,6 +1719,7 @@ void nk_sim_free(struct nk_sim *s)
 			if (s->cli[i].hstate && s->host && s->host->client_fini)
 				s->host->client_fini(s->cli[i].hstate);
 			free(s->cli[i].hstate);
+			free(s->cli[i].core_free);
 		}
 	}
 	if (s->pstate && s->pipe && s->pipe->fini)
@@ -1870,10 +1892,15 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 		co->cap = 1.0;
 		co->up = 1;
 	}
+	if (cfg->client_cores > NK_SIM_MAX_CLIENT_CORES)
+		FAIL("topology.client_cores: %u (allowed: 1..%u)", cfg->client_cores,
+		     NK_SIM_MAX_CLIENT_CORES);
+	s->client_cores = cfg->client_cores ? cfg->client_cores : 1;  /* 0: a zeroed cfg's default */
 	for (uint32_t i = 0; i < s->M; i++) {
 		struct client *c = &s->cli[i];
 		c->hstate = calloc(1, s->host->client_state_size ? s->host->client_state_size : 1);
-		if (!c->hstate)
+		c->core_free = calloc(s->client_cores, sizeof(*c->core_free));
+		if (!c->hstate || !c->core_free)
 			FAIL("out of memory (client state)");
 		struct nk_host_cfg hc = {.n_servers = s->S, .n_clients = s->M, .id = i,
 					 .n_coords = s->C,
