@@ -8,10 +8,10 @@ it needs comes from the composed config.
 from __future__ import annotations
 
 import hashlib
-import statistics
 import math
 import importlib
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -153,15 +153,24 @@ def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console) ->
                 target.write_history(run_dir.path / "points.d" / key / "history.jsonl")
             return result
 
-        ref_ns = reference_slo_ns(cfg, run_dir, order, console)
-        resolved = retries.resolve(cfg, retries.known_slo_ns(cfg, ref_ns)).topology
-        target.set_client_retries(resolved.timeout_us or 0.0, resolved.retries or 0)
-        if resolved.retries and cfg.topology.retries is None:
-            console.print(f"[dim]{cfg.name}: injected faults: clients resend after "
-                          f"{resolved.timeout_us:.0f} us, at most {resolved.retries} times "
-                          "(topology.retries=0 turns this off)[/dim]")
-        outcome = search_repeated(measure_one, cfg.repeat, target.capacity_hint_rps(), cfg.slo,
-                                  ref_ns)
+        announced: list[bool] = []
+
+        def bound_of(i: int) -> float | None:
+            """Search i's bound, from a reference measured just before it;
+            its clients' timeouts follow from it (injected faults)."""
+            ref_ns = reference_bound_ns(cfg, run_dir, order, console, i, refs)
+            resolved = retries.resolve(cfg, retries.known_slo_ns(cfg, ref_ns)).topology
+            target.set_client_retries(resolved.timeout_us or 0.0, resolved.retries or 0)
+            if resolved.retries and cfg.topology.retries is None and not announced:
+                announced.append(True)
+                console.print(f"[dim]{cfg.name}: injected faults: clients resend after "
+                              f"{resolved.timeout_us:.0f} us, at most {resolved.retries} times "
+                              "(topology.retries=0 turns this off)[/dim]")
+            return ref_ns
+
+        with ReferenceRack(cfg) as refs:
+            outcome = search_repeated(measure_one, cfg.repeat, target.capacity_hint_rps(),
+                                      cfg.slo, bound_of)
     return finish(run_dir, outcome, order, cfg, console, key_of)
 
 
@@ -219,42 +228,61 @@ def reference_config(cfg: RunConfig) -> RunConfig:
                                   "record_history": False})
 
 
-def reference_slo_ns(cfg: RunConfig, run_dir: RunDir, order: list[str],
-                     console: Console) -> float | None:
-    """slo.reference=<protocol>: factor x that protocol's unloaded median,
-    measured on the same rack and workload (stored as the run's first point)."""
+class ReferenceRack:
+    """The SLO reference's rack (``reference_config``), brought up the first
+    time a reference point must be measured and held until the run ends:
+    beside the protocol's, so that search i's reference is measured just
+    before search i."""
+
+    def __init__(self, cfg: RunConfig) -> None:
+        self.cfg = reference_config(cfg)
+        self.stack = ExitStack()
+        self.target: Target | None = None
+
+    def get(self) -> Target:
+        if self.target is None:
+            self.target = self.stack.enter_context(make_target(self.cfg))
+        return self.target
+
+    def __enter__(self) -> "ReferenceRack":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stack.close()
+
+
+def reference_key(i: int) -> str:
+    return REFERENCE_KEY if i == 0 else f"{REFERENCE_KEY}-{i}"
+
+
+def reference_bound_ns(cfg: RunConfig, run_dir: RunDir, order: list[str], console: Console,
+                       i: int, refs: ReferenceRack) -> float | None:
+    """slo.reference=<protocol>: search i's bound, factor x that protocol's
+    unloaded median on the same rack and workload, measured now (stored as
+    point ``reference`` or ``reference-<i>``; resumed like any point). With
+    repeat=N each search gets its own, measured just before it: one bound
+    for all, measured before any search, moved the whole run when the
+    machine was busy in that minute (a Mininet run's bound went from about
+    0.8 ms to 17 ms; docs/configuration.md "Repeats")."""
     if cfg.slo.kind != "auto" or cfg.slo.reference == "self":
         return None
-    # repeat=N measures the reference N times too and takes the median of
-    # their medians: one point under a burst of hypervisor steal moved the
-    # bound of a whole Mininet run 6x (docs/configuration.md "Repeats")
-    keys = [REFERENCE_KEY, *(f"{REFERENCE_KEY}-{i}" for i in range(1, cfg.repeat))]
-    results = {key: run_dir.load_point(key) for key in keys}
-    missing = [key for key, result in results.items() if result is None]
-    if missing:
-        ref_cfg = reference_config(cfg)
-        times = f", {len(missing)} times" if len(missing) > 1 else ""
+    key = reference_key(i)
+    result = run_dir.load_point(key)
+    if result is None:
+        times = f", for search {i + 1} of {cfg.repeat}" if cfg.repeat > 1 else ""
         console.print(f"[dim]{cfg.name}: measuring the SLO reference "
                       f"({cfg.slo.reference}, uniform, unloaded{times})[/dim]")
-        with make_target(ref_cfg) as ref:
-            rate = ref.capacity_hint_rps() * cfg.slo.unloaded_fraction
-            for key in missing:
-                i = keys.index(key)
-                result = measure_point(ref, ref_cfg, run_dir, key, rate,
-                                       point_seed(cfg.seed, rate, i))
-                # labelled with what it ran: the reference protocol on its own workload
-                run_dir.store_point(key, "reference", result, config_columns(ref_cfg))
-                results[key] = result
-    order[0:0] = keys
-    p50s = []
-    for result in results.values():
-        assert result is not None
-        p50 = result.latency_ns.get("p50", float("inf"))
-        if result.completed == 0 or not p50 < float("inf"):
-            raise MeasurementError(f"the SLO reference point ({cfg.slo.reference}, unloaded) "
-                                   "completed no request")
-        p50s.append(p50)
-    return cfg.slo.factor * float(statistics.median(p50s))
+        ref = refs.get()
+        rate = ref.capacity_hint_rps() * cfg.slo.unloaded_fraction
+        result = measure_point(ref, refs.cfg, run_dir, key, rate, point_seed(cfg.seed, rate, i))
+        # labelled with what it ran: the reference protocol on its own workload
+        run_dir.store_point(key, "reference", result, config_columns(refs.cfg))
+    order.append(key)
+    p50 = result.latency_ns.get("p50", float("inf"))
+    if result.completed == 0 or not p50 < float("inf"):
+        raise MeasurementError(f"the SLO reference point ({cfg.slo.reference}, unloaded) "
+                               "completed no request")
+    return cfg.slo.factor * p50
 
 
 def measure_slo_ns(cfg: RunConfig, out_dir: Path, argv: list[str],
@@ -272,7 +300,8 @@ def measure_slo_ns(cfg: RunConfig, out_dir: Path, argv: list[str],
     )
     run_dir.prepare(config_yaml(cfg), prov)
     order: list[str] = []
-    slo_ns = reference_slo_ns(cfg, run_dir, order, console)
+    with ReferenceRack(cfg) as refs:
+        slo_ns = reference_bound_ns(cfg, run_dir, order, console, 0, refs)
     run_dir.finalize_tables(slo_ns, {}, None, order)
     run_dir.note(load_after=provenance.load_average())
     return slo_ns
@@ -286,18 +315,22 @@ def finish(run_dir: RunDir, outcome: SearchOutcome, order: list[str], cfg: RunCo
     confidence interval."""
     met: dict[str, bool] = {}
     extra: dict[str, dict[str, Any]] = {}
+    bound_of: dict[str, float] = {}
     lo, hi, level = outcome.interval_rps()
+    for i in range(len(outcome.bounds)):
+        bound_of[reference_key(i)] = outcome.bound(i)
     for load in outcome.loads:
         for j, rid in enumerate(load.ids()):
             key = key_of[(rid, load.rate)]
             met[key] = load.passed[j] if load.passed else load.slo_met
+            bound_of[key] = outcome.bound(rid)
             if cfg.repeat > 1:
                 extra[key] = {"repeat": rid, "load_slo_met": load.slo_met,
                               "repeats_agree": load.agree, "max_tput_lo_rps": lo,
                               "max_tput_hi_rps": hi, "ci_level": level}
     found = outcome.best_repeat()
     best_key = key_of[(found[0].ids()[found[1]], found[0].rate)] if found is not None else None
-    points = run_dir.finalize_tables(outcome.slo_ns, met, best_key, order, extra)
+    points = run_dir.finalize_tables(outcome.slo_ns, met, best_key, order, extra, bound_of)
     run_dir.note(load_after=provenance.load_average())
     print_summary(cfg, outcome, run_dir.path, console)
     return points
@@ -358,6 +391,9 @@ def print_summary(cfg: RunConfig, outcome: SearchOutcome, path: Path, console: C
                     f"no {100 * CI_LEVEL:.0f}% interval with fewer than 5 repeats")
         console.print(f"{cfg.repeat} independent searches: max is the median of their "
                       f"maxima, {interval}")
+        bounds = ", ".join(f"{b / 1e3:.0f}" for b in outcome.bounds)
+        console.print(f"each search under its own SLO bound (us): {bounds}; the table's is "
+                      "their median")
         for load in outcome.disagreeing:
             tails = ", ".join(f"{r.tail_ns(cfg.slo.percentile) / 1e3:.0f}" for r in load.repeats)
             console.print(f"[yellow]warning: the searches that measured "

@@ -31,6 +31,7 @@ or tails spread by more than ``slo.repeat_tolerance``).
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -67,9 +68,13 @@ class Evaluated:
 
 @dataclass
 class SearchOutcome:
-    slo_ns: float
+    slo_ns: float   # the bound (independent searches: the median of theirs)
     unloaded: Evaluated
     points: list[Evaluated] = field(default_factory=list)
+    bounds: list[float] = field(default_factory=list)  # per search (repeat)
+
+    def bound(self, repeat: int) -> float:
+        return self.bounds[repeat] if self.bounds else self.slo_ns
 
     @property
     def loads(self) -> list[Evaluated]:
@@ -169,18 +174,21 @@ def passes(result: PointResult, slo_ns: float, slo: Slo) -> bool:
             and math.isfinite(tail) and tail <= slo_ns)
 
 
-def evaluate(phase: str, measured: PointResult | Sequence[PointResult], slo_ns: float,
-             slo: Slo) -> Evaluated:
+def evaluate(phase: str, measured: PointResult | Sequence[PointResult],
+             slo_ns: float | Sequence[float], slo: Slo) -> Evaluated:
     """A load's verdict: the median tail within the bound and the median
-    completion high enough (one measurement: ``passes``)."""
+    completion high enough (one measurement: ``passes``). ``slo_ns``: one
+    bound, or one per measurement (repeats of independent searches, each
+    under its own); tails are then compared as fractions of their bounds."""
     group = [measured] if isinstance(measured, PointResult) else list(measured)
-    tails = [r.tail_ns(slo.percentile) for r in group]
-    passed = [passes(r, slo_ns, slo) for r in group]
+    bounds = [float(slo_ns)] * len(group) if isinstance(slo_ns, (int, float)) else list(slo_ns)
+    tails = [r.tail_ns(slo.percentile) / b for r, b in zip(group, bounds, strict=True)]
+    passed = [passes(r, b, slo) for r, b in zip(group, bounds, strict=True)]
     by_tail = sorted(range(len(group)), key=lambda i: tails[i])
     mid = by_tail[(len(group) - 1) // 2]
     completion = sorted(r.completion for r in group)[(len(group) - 1) // 2]
     met = (all(r.issued > 0 for r in group) and completion >= slo.min_completion
-           and math.isfinite(tails[mid]) and tails[mid] <= slo_ns)
+           and math.isfinite(tails[mid]) and tails[mid] <= 1.0)
     finite = [t for t in tails if math.isfinite(t) and t > 0]
     spread = (max(finite) / min(finite) - 1) if len(finite) == len(tails) and finite else math.inf
     agree = len(group) == 1 or (len(set(passed)) == 1 and
@@ -204,21 +212,22 @@ def unloaded_bound_ns(group: Sequence[PointResult], slo: Slo) -> float:
 
 
 def search_repeated(measure: RepeatMeasure, n: int, capacity_hint_rps: float, slo: Slo,
-                    slo_ns: float | None = None) -> SearchOutcome:
+                    bound_of: Callable[[int], float | None] | None = None) -> SearchOutcome:
     """``n`` independent searches, one after another (repeat i measured by
-    ``measure(i, offered_rps, phase)``), under one bound: ``slo_ns`` or the
-    one ``slo`` fixes from the n unloaded points, measured first. Their loads
-    are grouped by offered rate (``Evaluated.repeat_ids`` says whose each
-    measurement is), so a load several searches visited is judged by their
-    median and flagged if they disagree."""
+    ``measure(i, offered_rps, phase)``), search i under ``bound_of(i)``
+    (called just before it: e.g. a reference measured then) or, when that
+    is None, the bound ``slo`` fixes from its own unloaded point. Their
+    loads are grouped by offered rate (``Evaluated.repeat_ids`` says whose
+    each measurement is), so a load several searches visited is judged by
+    their median and flagged if they disagree."""
     if capacity_hint_rps <= 0:
         raise ValueError("capacity hint must be positive")
-    unloaded_rate = capacity_hint_rps * slo.unloaded_fraction
-    first = [measure(i, unloaded_rate, "unloaded") for i in range(n)]
-    bound = slo_ns if slo_ns is not None else unloaded_bound_ns(first, slo)
-    searches = [search_throughput(
-        lambda rate, phase, i=i: first[i] if phase == "unloaded" else measure(i, rate, phase),
-        capacity_hint_rps, slo, bound) for i in range(n)]
+    searches = []
+    for i in range(n):
+        bound = bound_of(i) if bound_of is not None else None
+        searches.append(search_throughput(lambda rate, phase, i=i: measure(i, rate, phase),
+                                          capacity_hint_rps, slo, bound))
+    bounds = [one.slo_ns for one in searches]
     by_rate: dict[float, list[tuple[int, Evaluated]]] = {}
     for i, one in enumerate(searches):
         for load in one.points:
@@ -226,14 +235,17 @@ def search_repeated(measure: RepeatMeasure, n: int, capacity_hint_rps: float, sl
 
     def merged(phase: str, rate: float, items: list[tuple[int, Evaluated]]) -> Evaluated:
         group = [r for _, e in items for r in e.repeats]
-        out = evaluate(phase, group, bound, slo)
-        out.rate, out.repeat_ids = rate, [i for i, e in items for _ in e.repeats]
+        ids = [i for i, e in items for _ in e.repeats]
+        out = evaluate(phase, group, [bounds[i] for i in ids], slo)
+        out.rate, out.repeat_ids = rate, ids
         return out
 
+    unloaded_rate = capacity_hint_rps * slo.unloaded_fraction
     return SearchOutcome(
-        slo_ns=bound,
+        slo_ns=float(statistics.median(bounds)),
         unloaded=merged("unloaded", unloaded_rate, [(i, s.unloaded) for i, s in enumerate(searches)]),
         points=[merged("search", rate, items) for rate, items in by_rate.items()],
+        bounds=bounds,
     )
 
 

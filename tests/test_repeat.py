@@ -88,6 +88,27 @@ def test_searches_where_nothing_passes_have_no_maximum() -> None:
     assert out.best_repeat() is None and out.max_throughput_rps == 0.0
 
 
+def test_each_search_is_judged_under_its_own_bound() -> None:
+    """A reference measured in a busy minute gives one search a bound 50x
+    too loose: that search's maximum is far off, the median is not."""
+    try:
+        from test_slo import analytic_max_rate
+    except ImportError:
+        from tests.test_slo import analytic_max_rate
+
+    base = search_repeated(clean, 1, MU, slo()).slo_ns
+    loose = search_repeated(clean, 5, MU, slo(), lambda i: base * (50 if i == 3 else 1))
+    assert loose.bounds == [base, base, base, 50 * base, base] and loose.slo_ns == base
+    maxima = [rate for rate, _ in loose.repeat_maxima()]
+    assert maxima[3] > 1.3 * analytic_max_rate(base)   # near mu, the queue's capacity
+    assert loose.max_throughput_rps == pytest.approx(maxima[0]) and max(maxima) == maxima[3]
+    lo, hi, _ = loose.interval_rps()
+    assert hi == maxima[3] and lo == maxima[0]
+    # a load both kinds of search measured: each tail against its own bound
+    shared = next(ld for ld in loose.points if {0, 3} <= set(ld.ids()))
+    assert shared.passed[shared.ids().index(3)]
+
+
 def test_one_search_is_the_plain_search() -> None:
     from netkv.slo import search_throughput
 
@@ -117,11 +138,17 @@ def test_a_simulated_run_with_repeats_writes_every_measurement(tmp_path: Path) -
     assert "5 independent searches" in text and "94% interval" in text
     lo, hi = best["max_tput_lo_rps"][0], best["max_tput_hi_rps"][0]
     assert lo <= best["achieved_rps"][0] <= hi
-    # the SLO reference is measured five times too, and the bound is 5x the
-    # median of their medians
+    # the SLO reference is measured once per search, just before it: each
+    # search's rows carry 5x its own reference's median
     ref = points.filter(pl.col("phase") == "reference")
     assert ref.height == 5
-    assert best["slo_ns"][0] == pytest.approx(5 * float(ref["p50_ns"].median()))
+    for i in range(5):
+        own = points.filter(pl.col("point") == ("reference" if i == 0 else f"reference-{i}"))
+        rows = measured.filter(pl.col("repeat") == i)
+        assert rows["slo_ns"].to_list() == pytest.approx([5 * own["p50_ns"][0]] * rows.height)
+        # measured just before its search: after the previous search's points
+        first = points["point"].to_list().index(rows["point"][0])
+        assert points["point"].to_list().index(own["point"][0]) == first - 1
     # a rerun resumes every repeat: nothing measured again
     marks = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("point.parquet")}
     execute(cfg, tmp_path, [], Console(file=None, quiet=True))

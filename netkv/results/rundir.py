@@ -241,9 +241,12 @@ class RunDir:
     def finalize_tables(
         self, slo_ns: float | None, slo_met: dict[str, bool], best_key: str | None,
         order: list[str], extra: dict[str, dict[str, Any]] | None = None,
+        slo_ns_of: dict[str, float] | None = None,
     ) -> pl.DataFrame:
         """Rebuild the run-level tables from the fragments, in measuring order;
-        ``extra``: more columns by point key (repeats: index, load verdict)."""
+        ``extra``: more columns by point key (repeats: index, load verdict);
+        ``slo_ns_of``: a point's own bound where it is not ``slo_ns``
+        (independent searches, each under its own)."""
         folder = self.path / FRAGMENTS
         keys = [k for k in order if (folder / k / "point.parquet").is_file()]
         frames: dict[str, list[pl.DataFrame]] = {t: [] for t in TABLES}
@@ -253,7 +256,10 @@ class RunDir:
                 frames[table].append(pl.read_parquet(folder / key / f"{table}.parquet"))
         points = pl.concat(frames["points"], how="diagonal_relaxed") if keys else pl.DataFrame()
         if keys:
-            slo_col = pl.lit(slo_ns if slo_ns is not None else float("nan"), dtype=pl.Float64)
+            default = slo_ns if slo_ns is not None else float("nan")
+            slo_col = (pl.col("point").replace_strict(slo_ns_of, default=default,
+                                                     return_dtype=pl.Float64)
+                       if slo_ns_of else pl.lit(default, dtype=pl.Float64))
             points = points.with_columns(
                 slo_ns=slo_col,
                 slo_met=pl.col("point").replace_strict(slo_met, default=None,
