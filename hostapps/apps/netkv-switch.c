@@ -60,7 +60,6 @@
 #define RECIRC_SLOTS 256   /* default --loop-depth */
 #define RECIRC_MAX 65536
 #define LOOP_BURST 16      /* frames the loop may send back to back after an idle spell */
-#define CTL_LINES_PER_ROUND 8 /* control lines answered between two bursts of packets */
 #define CPU_SLOTS 1024
 #define CPU_SNAP NK_FRAME_MAX /* a frame kept for the controller: whole (a cache packet is ~1.1 KB) */
 #define WIRE_ERRS 11      /* -1 .. -10 and "other" */
@@ -1167,7 +1166,6 @@ int main(int argc, char **argv)
 	struct pollfd pfd[MAX_PORTS + 2 + NK_CTL_MAX_CONN];
 	uint64_t next_stats = nk_now_ns() + 1000000000ull, last_ctl = 0;
 	uint64_t last_frames = 0, last_busy = 0;
-	int ctl_pending = 0; /* control lines buffered, not answered yet */
 	while (!stop_flag) {
 		s.now = nk_now_ns();
 		uint32_t got = 0;
@@ -1209,22 +1207,13 @@ int main(int argc, char **argv)
 			if (s.port[p].tx_n)
 				nk_port_tx_flush(&s.port[p]);
 
-		/* 4. control socket: a few lines per round while some are buffered,
-		 * else every millisecond under load (and on wakeup when idle). A
-		 * switch's control CPU writes registers beside its traffic: a
-		 * controller's batch of hundreds of writes answered in one go held
-		 * back every packet that arrived meanwhile (Pegasus' epoch on
-		 * Mininet: a p99 spike every epoch) */
+		/* 4. control socket: when idle, or every millisecond under load */
 		int idle = got == 0 && (s.recirc_head == s.recirc_tail || s.loop_next_ns > s.now);
-		if (s.have_ctl && ctl_pending) {
-			last_ctl = s.now;
-			ctl_pending = nk_ctl_service_some(&s.ctl, ctl_handler, &s, CTL_LINES_PER_ROUND);
-		} else if (s.have_ctl && !idle && s.now - last_ctl > 1000000ull) {
+		if (s.have_ctl && !idle && s.now - last_ctl > 1000000ull) {
 			last_ctl = s.now;
 			int nc = nk_ctl_pollfds(&s.ctl, pfd, NK_CTL_MAX_CONN + 1);
 			if (poll(pfd, (nfds_t)nc, 0) > 0)
-				ctl_pending = nk_ctl_service_some(&s.ctl, ctl_handler, &s,
-								  CTL_LINES_PER_ROUND);
+				nk_ctl_service(&s.ctl, ctl_handler, &s);
 		}
 		if (stats && s.now >= next_stats) {
 			next_stats += 1000000000ull;
@@ -1236,8 +1225,6 @@ int main(int argc, char **argv)
 			last_busy = s.now;
 			continue;
 		}
-		if (ctl_pending)
-			continue; /* answer the rest before sleeping */
 		/* busy-poll a little after traffic: a sleeping switch pays a wakeup
 		 * (tens of microseconds on a VM) on every packet of a quiet flow */
 		if (s.now - last_busy < spin_ns && !stop_flag) {
@@ -1281,8 +1268,7 @@ int main(int argc, char **argv)
 			if (any) {
 				s.now = nk_now_ns();
 				last_ctl = s.now;
-				ctl_pending = nk_ctl_service_some(&s.ctl, ctl_handler, &s,
-								  CTL_LINES_PER_ROUND);
+				nk_ctl_service(&s.ctl, ctl_handler, &s);
 			}
 		}
 	}

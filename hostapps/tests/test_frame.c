@@ -3,9 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include "netkv/ctl.h"
 #include "netkv/host.h"
@@ -163,61 +160,6 @@ static void test_ctl_words(void)
 	CHECK(nk_ctl_unhex("0011223344", back, 4) == -1);
 }
 
-static int echo(void *ctx, int argc, char **argv, char *out, size_t cap)
-{
-	(void)argc;
-	++*(int *)ctx;
-	return snprintf(out, cap, "ok %s", argv[0]);
-}
-
-/* nk_ctl_service_some answers at most its budget and says whether lines are
- * still buffered: netkv-switch interleaves a long batch with packets */
-static void test_ctl_budget(void)
-{
-	char path[64], err[128];
-	snprintf(path, sizeof(path), "/tmp/nk-test-ctl-%d.sock", (int)getpid());
-	struct nk_ctl c;
-	CHECK(nk_ctl_open(&c, path, 4096, err, sizeof(err)) == 0);
-	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-	struct sockaddr_un a = {.sun_family = AF_UNIX};
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
-	CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
-	char req[20 * 3]; /* "ra\n" .. "rt\n" */
-	for (int i = 0; i < 20; i++) {
-		req[3 * i] = 'r';
-		req[3 * i + 1] = (char)('a' + i);
-		req[3 * i + 2] = '\n';
-	}
-	CHECK(write(fd, req, sizeof(req)) == (ssize_t)sizeof(req));
-	int answered = 0, rounds = 0, more;
-	int after[3] = {0, 0, 0};
-	do {
-		more = nk_ctl_service_some(&c, echo, &answered, 8);
-		if (rounds < 3)
-			after[rounds] = answered;
-		rounds++;
-	} while (more && rounds < 10);
-	CHECK(after[0] == 8 && after[1] == 16 && after[2] == 20);
-	CHECK(rounds == 3 && !more);
-	char rep[20 * 16];
-	size_t got = 0;
-	while (got < 20 * 6) { /* "ok ra\n" .. "ok rt\n", 6 bytes each */
-		ssize_t r = read(fd, rep + got, sizeof(rep) - got);
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
-	CHECK(got == 20 * 6 && memcmp(rep, "ok ra\nok rb\n", 12) == 0 &&
-	      memcmp(rep + 19 * 6, "ok rt\n", 6) == 0);
-	/* the unbounded call answers everything at once, as before */
-	CHECK(write(fd, req, sizeof(req)) == (ssize_t)sizeof(req));
-	answered = 0;
-	nk_ctl_service(&c, echo, &answered);
-	CHECK(answered == 20);
-	close(fd);
-	nk_ctl_close(&c);
-}
-
 int main(void)
 {
 	test_build_parse();
@@ -226,7 +168,6 @@ int main(void)
 	test_plan();
 	test_ops_ports();
 	test_ctl_words();
-	test_ctl_budget();
 	if (failures) {
 		fprintf(stderr, "test_frame: %d failure(s)\n", failures);
 		return 1;

@@ -51,11 +51,6 @@ void nk_ctl_close(struct nk_ctl *c);
 int nk_ctl_pollfds(const struct nk_ctl *c, struct pollfd *pfd, int max);
 /* Accept, read and answer every complete line available (non-blocking). */
 void nk_ctl_service(struct nk_ctl *c, nk_ctl_handler h, void *ctx);
-/* The same, answering at most max_lines lines; returns 1 when complete lines
- * are still buffered (call again without waiting for the socket), else 0.
- * netkv-switch answers a few lines per round, so that a controller's batch
- * of writes does not hold back the packets arriving meanwhile. */
-int nk_ctl_service_some(struct nk_ctl *c, nk_ctl_handler h, void *ctx, int max_lines);
 
 /* Split `line` in place into words; returns argc (<= max). */
 int nk_ctl_split(char *line, char **argv, int max);

@@ -1,6 +1,5 @@
 /* ctl.c - control socket framing and word parsing (ctl.h). */
 #include <errno.h>
-#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,12 +129,7 @@ static int answer(struct nk_ctl *c, struct nk_ctl_conn *k, char *line, nk_ctl_ha
 	return 0;
 }
 
-static int has_line(const struct nk_ctl_conn *k)
-{
-	return k->fd >= 0 && memchr(k->buf, '\n', k->len) != NULL;
-}
-
-int nk_ctl_service_some(struct nk_ctl *c, nk_ctl_handler h, void *ctx, int max_lines)
+void nk_ctl_service(struct nk_ctl *c, nk_ctl_handler h, void *ctx)
 {
 	for (;;) {
 		int fd = accept4(c->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -160,33 +154,27 @@ int nk_ctl_service_some(struct nk_ctl *c, nk_ctl_handler h, void *ctx, int max_l
 		c->conn[slot].fd = fd;
 		c->conn[slot].len = 0;
 	}
-	int pending = 0;
 	for (int i = 0; i < NK_CTL_MAX_CONN; i++) {
 		struct nk_ctl_conn *k = &c->conn[i];
 		if (k->fd < 0)
 			continue;
-		if (!has_line(k)) { /* read more only once the buffered lines are answered */
-			ssize_t r = recv(k->fd, k->buf + k->len, sizeof(k->buf) - 1 - k->len,
-					 MSG_DONTWAIT);
-			if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
-				drop_conn(k);
-				continue;
-			}
-			if (r < 0)
-				continue;
-			k->len += (uint32_t)r;
+		ssize_t r = recv(k->fd, k->buf + k->len, sizeof(k->buf) - 1 - k->len, MSG_DONTWAIT);
+		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+			drop_conn(k);
+			continue;
 		}
+		if (r < 0)
+			continue;
+		k->len += (uint32_t)r;
 		char *start = k->buf;
 		char *nl;
 		int dead = 0;
-		while (!dead && max_lines > 0 &&
-		       (nl = memchr(start, '\n', k->len - (uint32_t)(start - k->buf)))) {
+		while (!dead && (nl = memchr(start, '\n', k->len - (uint32_t)(start - k->buf)))) {
 			*nl = 0;
 			if (nl > start && nl[-1] == '\r')
 				nl[-1] = 0;
 			dead = answer(c, k, start, h, ctx) < 0;
 			start = nl + 1;
-			max_lines--;
 		}
 		if (dead) {
 			drop_conn(k);
@@ -195,20 +183,12 @@ int nk_ctl_service_some(struct nk_ctl *c, nk_ctl_handler h, void *ctx, int max_l
 		uint32_t rest = k->len - (uint32_t)(start - k->buf);
 		memmove(k->buf, start, rest);
 		k->len = rest;
-		if (k->len >= sizeof(k->buf) - 1 && !has_line(k)) { /* a line longer than the buffer */
+		if (k->len >= sizeof(k->buf) - 1) { /* a line longer than the buffer */
 			static const char big[] = "err request line too long\n";
 			(void)send_all(k->fd, big, sizeof(big) - 1);
 			drop_conn(k);
-			continue;
 		}
-		pending |= has_line(k);
 	}
-	return pending;
-}
-
-void nk_ctl_service(struct nk_ctl *c, nk_ctl_handler h, void *ctx)
-{
-	(void)nk_ctl_service_some(c, h, ctx, INT_MAX);
 }
 
 int nk_ctl_split(char *line, char **argv, int max)
