@@ -56,3 +56,31 @@ def test_fanout_div_must_be_sixteenths() -> None:
     with pytest.raises(ConfigError, match="multiple of 1/16") as e:
         load(["protocol=pegasus", "protocol.fanout_div=0.3"])
     assert "\n" not in str(e.value)
+
+
+def test_smooth_wrr_picks_as_numpy_argmax_did() -> None:
+    """smooth_wrr runs in plain floats (it runs every epoch on Mininet's
+    shared cores); it must pick exactly what the numpy version picked."""
+    import numpy as np
+
+    from netkv.protocols.pegasus import smooth_wrr
+
+    def reference(weights: np.ndarray, slots: int) -> list[int]:
+        w = np.asarray(weights, dtype=np.float64)
+        if not np.isfinite(w.sum()) or w.sum() <= 0:
+            w = np.ones_like(w)
+        w = w / w.sum()
+        current, out = np.zeros_like(w), []
+        for _ in range(slots):
+            current += w
+            pick = int(np.argmax(current))
+            current[pick] -= 1.0
+            out.append(pick)
+        return out
+
+    rng = np.random.default_rng(1)
+    for n in (1, 2, 4, 16, 32):
+        for _ in range(50):
+            w = rng.random(n) * (rng.random(n) > 0.2)
+            assert smooth_wrr(w, 256) == reference(w, 256)
+    assert smooth_wrr(np.array([3.0, 1.0]), 8) == [0, 0, 1, 0, 0, 0, 1, 0]
