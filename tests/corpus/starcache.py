@@ -2,7 +2,9 @@
 coming round the loop, an idle cache packet looping on, a write's
 invalidation and the reply that revalidates and enters the loop, the old
 cache packet superseded, an evicted or INVALID key's cache packet dropping
-itself, a forged reply from a client dropped.
+itself, a forged reply from a client dropped; RESULT RETRY on the wire: a
+fetch reply the switch does not take goes on with it, a server's RETRY never
+enters the loop.
 
 The recirculation port is ``LOOP`` (the in-process pipeline's recirc port,
 the CPU port + 1): a frame sent on it enters as a cache packet, a frame out of
@@ -21,7 +23,7 @@ from netkv.constants import (
     ScStat,
     sc_mcast_group,
 )
-from netkv.wire.codec import Msg, Proto, StarcacheOp, encode, starcache_hkey
+from netkv.wire.codec import Msg, Proto, Result, StarcacheOp, encode, starcache_hkey
 
 from . import CLIENT, CLIENT_PORT, NODES, Case, Step, frame
 
@@ -66,6 +68,9 @@ LOOPING = msg(StarcacheOp.R_REP, req_id=99, send_ns=7, frag_cnt=1, flags=1,
 SERVED = dataclasses.replace(LOOPING, req_id=READ.req_id, send_ns=READ.send_ns)
 WRITE = msg(StarcacheOp.W_REQ, value=b"w" * 100)
 WRITE_REP = msg(StarcacheOp.W_REP, frag_cnt=1, value=WRITE.value)
+FETCH_REP = msg(StarcacheOp.F_REP, key=OTHER, frag_cnt=1, value=VALUE)
+# the server's answer to a counted W_REQ whose HKEY is not its key's
+FORGED_REP = msg(StarcacheOp.W_REP, frag_cnt=1, result=Result.RETRY)
 
 
 def stat(s: ScStat, n: int = 1) -> dict[tuple[str, int], int]:
@@ -108,6 +113,21 @@ CASES = [
     ], params=PARAMS, tables=CACHED["tables"], groups=CACHED["groups"],
         registers=[("state", IDX, SC_STATE_INVALID), ("inloop", IDX, 1)],
         after={("inloop", IDX): 0, **stat(ScStat.LOOP_DROPS)}),
+    Case("starcache/a fetch reply the switch does not take goes on with RETRY", "starcache", [
+        Step(HOME, rep(FETCH_REP),
+             {CLIENT: [rep(dataclasses.replace(FETCH_REP, result=Result.RETRY))]},
+             why="not cached: RESULT 2 in the preamble, the controller fetches again"),
+    ], params=PARAMS, **CACHED, after={**stat(ScStat.FETCHES, 0)}),
+    Case("starcache/a server's RETRY does not revalidate or loop", "starcache", [
+        Step(CLIENT, req(WRITE), {HOME: [req(dataclasses.replace(WRITE, frag_cnt=1))]}),
+        Step(HOME, rep(FORGED_REP), {CLIENT: [rep(FORGED_REP)]},
+             why="the counted write's reply (pending_writes 0) but RETRY: to the client only"),
+        Step(HOME, rep(dataclasses.replace(FORGED_REP, value=VALUE)), {CLIENT: [
+            rep(dataclasses.replace(FORGED_REP, value=VALUE))]},
+             why="even with value bytes: RETRY never enters the loop"),
+    ], params=PARAMS, **CACHED,
+        after={("state", IDX): SC_STATE_INVALID, ("pending_writes", IDX): 0,
+               **stat(ScStat.REVALIDATIONS, 0), **stat(ScStat.STALE_UPDATES, 2)}),
     Case("starcache/a reply from a client port is dropped", "starcache", [
         Step(CLIENT, req(LOOPING), {},
              why="a forged reply would enter the loop and answer other clients"),
