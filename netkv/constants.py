@@ -29,7 +29,7 @@ MAX_SERVERS = 32  # Pegasus' 32-bit replica bitmap: servers per rack
 SERVER_NONE = 0xFF  # server_id of no server
 RESULT_OK = 0  # reply status, shared by every protocol that carries one
 RESULT_NOT_FOUND = 1  # reply status
-RESULT_RETRY = 2  # Pegasus RETRY (KVSwitch names the same status KVSWITCH_RESULT_ERROR)
+RESULT_RETRY = 2  # Pegasus RETRY; StarCache: a fetch the switch did not take, a server refusing a forged HKEY (the preamble RESULT byte); KVSwitch names the same status KVSWITCH_RESULT_ERROR
 KVSWITCH_RESULT_ERROR = 2  # KVSwitch FLAGS status ERROR (digest 2): not served, the client resends
 
 # ---- the switch shell: controller port, clone session, multicast groups

@@ -88,6 +88,7 @@ class Decision:
     src: int                 # meta.src / meta.dst after process()
     dst: int
     payload: bytes           # the message re-encoded (the input bytes if unchanged)
+    cookie: int = 0          # meta.cookie after process(): the handle of the request answered
 
 
 class Pipeline(SwitchDriver):
@@ -174,7 +175,7 @@ class Pipeline(SwitchDriver):
 
     # ---- one packet ----------------------------------------------------------------
     def process(self, payload: bytes, *, src: int, dst: int, port: int, from_cpu: bool = False,
-                now_ns: int = 0) -> Decision | None:
+                now_ns: int = 0, cookie: int = 0) -> Decision | None:
         """Run one UDP payload through the pipeline; None if the C codec
         refuses it (netkv-switch counts and drops it)."""
         ffi, lib = self._ffi, self._lib
@@ -185,7 +186,10 @@ class Pipeline(SwitchDriver):
         before = bytes(ffi.buffer(m))
         meta = ffi.new("struct nk_pkt_meta *", {
             "now_ns": now_ns, "ingress_port": port, "src": src, "dst": dst,
-            "wire_len": len(payload) + 42, "from_cpu": int(from_cpu)})
+            "wire_len": len(payload) + 42, "from_cpu": int(from_cpu),
+            # a packet in on the recirculation port came round the loop (as
+            # netkv-switch and the simulator mark it)
+            "recirculated": int(port == self.recirc_port), "cookie": cookie})
         act = ffi.new("struct nk_actions *")
         self.ops.process(self._state, m, meta, act)
         if bytes(ffi.buffer(m)) == before:
@@ -197,4 +201,5 @@ class Pipeline(SwitchDriver):
                 raise DriverError(f"{self.name}: the pipeline's message does not encode ({n})")
             out = bytes(ffi.buffer(obuf, n))
         return Decision(int(act.fwd), int(act.port), int(act.mcast_group), bool(act.to_cpu),
-                        bool(act.switch_reply), int(meta.src), int(meta.dst), out)
+                        bool(act.switch_reply), int(meta.src), int(meta.dst), out,
+                        int(meta.cookie))

@@ -291,16 +291,17 @@ class FakeProc:
         self.events.append("kill")
 
 
-def _backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> bmv2_backend.Bmv2Backend:
-    """A prepared BMv2 back-end for a 2-server, 1-client hash rack (toolchain
-    and compiler faked)."""
+def _backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, protocol: str = "hash",
+             *overrides: str) -> bmv2_backend.Bmv2Backend:
+    """A prepared BMv2 back-end for a 2-server, 1-client rack (toolchain and
+    compiler faked)."""
     monkeypatch.setattr(bmv2, "missing_bmv2", lambda: [])
     monkeypatch.setattr(bmv2, "compile_cached", lambda program, src, defines: bmv2.CompiledProgram(
         program, tmp_path / "p.json", tmp_path / "p.p4info.txtpb", dict(defines)))
     monkeypatch.setattr(bmv2, "free_endpoint", lambda: bmv2.Bmv2Endpoint("127.0.0.1:50101", 50102))
-    cfg = load(["target=mininet", "target.switch=bmv2", "protocol=hash", "servers=2",
-                "clients=1"])
-    return bmv2_backend.Bmv2Backend(cfg, lookup("hash"), "")
+    cfg = load(["target=mininet", "target.switch=bmv2", f"protocol={protocol}", "servers=2",
+                "clients=1", *overrides])
+    return bmv2_backend.Bmv2Backend(cfg, lookup(protocol), "")
 
 
 def _switch_node(tmp_path: Path, backend: Any) -> Any:
@@ -363,6 +364,83 @@ def test_bmv2_node_starts_waits_and_stops(tmp_path: Path, monkeypatch: pytest.Mo
     assert json.loads((tmp_path / "state.json").read_text())["pids"] == [FakeProc.pid]
     node.stop()
     assert procs[0].events == ["terminate"] and events[-1] == ("stop",)
+
+
+def test_starcache_loop_is_a_veth_pair_on_the_programs_loop_ports(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """StarCache's plug-in declares its loop ports (P4Program.loop_ports, the
+    program's -DSC_LOOP_OUT/-DSC_LOOP_IN): the switch node makes the veth pair
+    and BMv2 gets its out end on 510 and its in end on 511; the controller's
+    recirculation port is 510. hash (no loop_ports) gets no pair: the test
+    above sees only the switch start."""
+    from mininet.node import Switch
+
+    backend = _backend(tmp_path, monkeypatch, "starcache")
+    assert backend.wants_loop() and backend.special_ports() == (bmv2.CPU_PORT, 510)
+    assert backend.defines["SC_LOOP_OUT"] == 510 and backend.defines["SC_LOOP_IN"] == 511
+    node = _switch_node(tmp_path, backend)
+    runs: list[list[str]] = []
+    procs: list[FakeProc] = []
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: runs.append(list(cmd)))
+    monkeypatch.setattr(subprocess, "Popen", lambda cmd, **kw: procs.append(FakeProc(cmd, **kw))
+                        or procs[-1])
+    monkeypatch.setattr(bmv2_backend, "wait_listening", lambda *a: None)
+    monkeypatch.setattr(Switch, "stop", lambda self, deleteIntfs=True: None)
+    node.start([])
+    assert ["ip", "link", "add", "nkt1lpo", "type", "veth", "peer", "name", "nkt1lpi"] in runs
+    cmd = procs[0].cmd
+    assert cmd[cmd.index("--") - 4:cmd.index("--")] == ["-i", "510@nkt1lpo", "-i", "511@nkt1lpi"]
+    assert cmd == backend.command([f"nkt1sw-eth{i}" for i in (1, 2, 3)], tmp_path, "nkt1",
+                                  ("nkt1lpo", "nkt1lpi"))
+    node.stop()
+    assert ["ip", "link", "del", "nkt1lpo"] in runs   # nothing left behind
+    with pytest.raises(DriverError, match="needs its loop pair"):
+        backend.command(["a", "b", "c"], tmp_path, "nkt1")
+    hash_backend = _backend(tmp_path, monkeypatch)
+    assert not hash_backend.wants_loop()
+    with pytest.raises(NotImplementedError):
+        hash_backend.special_ports()
+
+
+@pytest.mark.parametrize("with_controller", [True, False])
+def test_starcache_loop_queue_is_set_after_the_program(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_controller: bool) -> None:
+    """After the program is pushed, one simple_switch_CLI on the switch's
+    Thrift port sets the loop's queue: target.loop.depth packets, drained at
+    target.loop.rate_pps (the rate left alone at 0: unlimited)."""
+    backend = _backend(tmp_path, monkeypatch, "starcache", "target.loop.rate_pps=5000",
+                       "target.loop.depth=64")
+    events: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(bmv2, "configure_in_child", lambda *a, **kw: events.append(("child",)))
+    monkeypatch.setattr(bmv2.Bmv2Driver, "connect",
+                        classmethod(lambda cls, *a, **kw: events.append(("connect",)) or object()))
+
+    def run(cmd: list[str], **kw: Any) -> Any:
+        events.append(("cli", cmd[:3], kw["input"]))
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(bmv2.subprocess, "run", run)
+    backend.connect(tmp_path, with_controller)
+    assert events == [("connect",) if with_controller else ("child",),
+                      ("cli", ["simple_switch_CLI", "--thrift-port", "50102"],
+                       "set_queue_depth 64 510\nset_queue_rate 5000 510\n")]
+    assert bmv2.loop_queue_commands(510, 0.0, 256) == ["set_queue_depth 256 510"]
+    events.clear()
+    _backend(tmp_path, monkeypatch).connect(tmp_path, False)   # hash: no loop, no CLI
+    assert events == [("child",)]
+
+
+def test_bmv2_starcache_is_refused_only_for_the_toolchain(
+        monkeypatch: pytest.MonkeyPatch, no_rack: None) -> None:
+    """The loop pair is built now: without the toolchain the one line names
+    the toolchain, never a missing loop."""
+    from netkv.targets.mininet import MininetTarget, TargetUnavailable
+
+    monkeypatch.setattr(bmv2.shutil, "which", lambda name: None)
+    with pytest.raises(TargetUnavailable) as e:
+        MininetTarget(_cfg("starcache"))
+    assert "simple_switch_grpc" in str(e.value) and "loop" not in str(e.value)
+    assert "\n" not in str(e.value)
 
 
 def test_wait_listening_fails_at_once_when_the_switch_dies(tmp_path: Path) -> None:

@@ -566,8 +566,16 @@ class Rack:
         for sw, _ in self.ifs:
             subprocess.run(["ip", "link", "del", sw], capture_output=True)
 
+    def tx_sock(self, port: int) -> socket.socket:
+        """The socket whose frames enter switch port ``port``."""
+        return self.socks[port]
+
+    def rx_socks(self) -> dict[socket.socket, int]:
+        """Each socket that sees what the switch sends, and the port it stands for."""
+        return {s: i for i, s in enumerate(self.socks)}
+
     def drain(self) -> None:
-        for s in self.socks:
+        for s in self.rx_socks():
             while True:
                 try:
                     s.recv(65536)
@@ -579,13 +587,14 @@ class Rack:
         (IPv4/UDP frames to or from a netkv port only) until none came for
         50 ms (``wait_s`` at most). tests/test_corpus.py shares it."""
         self.drain()
-        self.socks[port].send(data)
+        self.tx_sock(port).send(data)
         got: dict[int, list[bytes]] = {}
+        rx = self.rx_socks()
         deadline, quiet = time.monotonic() + wait_s, time.monotonic() + 0.1
         while (now := time.monotonic()) < min(deadline, quiet):
-            ready, _, _ = select.select(self.socks, [], [], min(deadline, quiet) - now)
+            ready, _, _ = select.select(list(rx), [], [], min(deadline, quiet) - now)
             for s in ready:
-                i = self.socks.index(s)
+                i = rx[s]
                 while True:
                     try:
                         pkt, addr = s.recvfrom(65536)
@@ -594,7 +603,7 @@ class Rack:
                     if addr[2] == PACKET_OUTGOING or len(pkt) < 42 or pkt[12:14] != b"\x08\x00":
                         continue
                     ports = {int.from_bytes(pkt[34:36], "big"), int.from_bytes(pkt[36:38], "big")}
-                    if ports & {5047, 5050, codec.KVSWITCH_PORT}:
+                    if ports & {5047, 5050, codec.KVSWITCH_PORT, codec.STARCACHE_PORT}:
                         got.setdefault(i, []).append(pkt)
                         quiet = time.monotonic() + 0.05
         return got

@@ -89,10 +89,11 @@ def test_lookup_insert_and_delete_do_what_starcache_c_does() -> None:
 
 
 def test_defines_follow_the_params() -> None:
+    loop = {"SC_LOOP_OUT": 510, "SC_LOOP_IN": 511}   # the plug-in's loop_ports
     assert p4_defines({}) == {"SC_KEYS": 4096, "SC_SLOTS": 16, "SC_FAITHFUL": 0,
-                              "SC_STUCK_US": 20000}
+                              "SC_STUCK_US": 20000, **loop}
     assert p4_defines({"keys": "256", "slots": "256", "faithful": "1", "stuck_us": "5"}) == {
-        "SC_KEYS": 256, "SC_SLOTS": 256, "SC_FAITHFUL": 1, "SC_STUCK_US": 5}
+        "SC_KEYS": 256, "SC_SLOTS": 256, "SC_FAITHFUL": 1, "SC_STUCK_US": 5, **loop}
     for bad in ({"keys": "4097"}, {"slots": "0"}, {"faithful": "2"}, {"stuck_us": "0"}):
         with pytest.raises(ValueError, match="starcache"):
             p4_defines(bad)

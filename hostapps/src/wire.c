@@ -422,8 +422,9 @@ static int starcache_decode(const uint8_t *b, size_t len, struct nk_msg *m)
 	uint8_t flag = b[21], frag = b[32];
 	if (klen > NK_MAX_KEY_LEN)
 		return NK_WIRE_EKEYLEN;
-	/* FRAG indexes the FLAG packets of an item (FLAG 0 = single packet) */
-	if (b[33] != 0 || frag >= (flag ? flag : 1))
+	/* FRAG indexes the FLAG packets of an item (FLAG 0 = single packet);
+	 * RESULT is OK, NOT_FOUND or RETRY */
+	if (b[33] > NK_RESULT_RETRY || frag >= (flag ? flag : 1))
 		return NK_WIRE_EFIELD;
 	int rc = check_total(len, fixed + klen + vlen);
 	if (rc)
@@ -438,6 +439,7 @@ static int starcache_decode(const uint8_t *b, size_t len, struct nk_msg *m)
 	m->send_ns = nk_get32(b + 23); /* LAT: low 32 bits of the send time */
 	m->server_id = b[27];       /* PARID */
 	m->frag_idx = frag;
+	m->result = b[33];
 	m->key_len = (uint8_t)klen;
 	memcpy(m->key, b + fixed, klen);
 	m->value_len = vlen;
@@ -453,7 +455,7 @@ static int starcache_size(const struct nk_msg *m)
 		return NK_WIRE_EKEYLEN;
 	if (m->value_len > UINT16_MAX)
 		return NK_WIRE_EVALUE;
-	if (m->frag_idx >= (m->frag_cnt ? m->frag_cnt : 1))
+	if (m->frag_idx >= (m->frag_cnt ? m->frag_cnt : 1) || m->result > NK_RESULT_RETRY)
 		return NK_WIRE_EFIELD;
 	return (int)(NK_STARCACHE_HDR_LEN + NK_STARCACHE_PAYLOAD_HDR_LEN +
 		     m->key_len + m->value_len);
@@ -473,7 +475,7 @@ static void starcache_encode(const struct nk_msg *m, uint8_t *b)
 	nk_put16(b + 28, m->key_len);
 	nk_put16(b + 30, (uint16_t)m->value_len);
 	b[32] = m->frag_idx;
-	b[33] = 0;
+	b[33] = m->result;
 	memcpy(b + fixed, m->key, m->key_len);
 	put_bytes(b + fixed + m->key_len, m->value, m->value_len);
 }

@@ -9,8 +9,8 @@ ports and asks its back-end:
 2. ``command(ifaces, folder, tag, loop)``: the program to start on the
    node, data port i on ``ifaces[i]`` (the rack plan: node i on port i) and,
    for a back-end with ``loop_port``, its recirculation port on the veth
-   pair ``loop`` = (out, in) the placement made; ``ready(proc)`` waits until
-   it serves.
+   pair ``loop`` = (out, in) the placement made (when ``wants_loop()``);
+   ``ready(proc)`` waits until it serves.
 3. ``connect(folder, with_controller)``: install what the C pipeline's init
    would, and hand back the ``SwitchDriver`` a controller uses (None if the
    back-end keeps nothing connected without one).
@@ -65,6 +65,11 @@ class SwitchBackend(ABC):
     @property
     def n_nodes(self) -> int:
         return self.cfg.topology.servers + self.cfg.topology.clients + self.n_coords
+
+    def wants_loop(self) -> bool:
+        """Whether the placement makes the loop pair for this run (default:
+        whenever the back-end has a loop port)."""
+        return self.loop_port
 
     def special_ports(self) -> tuple[int, int]:
         """(CPU port, recirculation port) as the switch's pipeline numbers them."""

@@ -7,6 +7,14 @@ p4c-bm2-ss, cached by content. Started without a program (``--no-p4``) on
 data port i = the node's i-th interface and the CPU port; ``connect`` pushes
 the program over P4Runtime and installs what netkv-switch's init would (flood
 group, CPU clone session, node -> port, the pipeline's initial registers).
+
+A program whose plug-in declares ``loop_ports`` (out, in) (StarCache) gets
+its recirculation port as a loopback veth pair: the placement makes the pair,
+its ends become those two data ports, and after the program is pushed the
+out port's egress queue is set to ``target.loop`` (``set_queue_depth``,
+``set_queue_rate``) over the Thrift CLI. BMv2's own recirculate() is not
+used: it queues recirculated packets ahead of new ones, and cache packets
+looping back to back would starve the clients (BMV2-NOTES).
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ def wait_listening(proc: subprocess.Popen[Any], addr: str, timeout_s: float, log
 class Bmv2Backend(SwitchBackend):
     name = "bmv2"
     label = bmv2.SWITCH
+    loop_port = True
 
     @classmethod
     def preflight(cls, cfg: "RunConfig", plugin: "ProtocolPlugin") -> None:
@@ -62,10 +71,12 @@ class Bmv2Backend(SwitchBackend):
         if plugin.p4 is None:
             raise TargetUnavailable(f"target.switch = 'bmv2': protocol = '{plugin.name}' has "
                                     "no P4 program")
-        if plugin.p4.needs_loop and not cls.loop_port:
-            raise TargetUnavailable(f"target.switch = 'bmv2': protocol = '{plugin.name}' needs "
-                                    "a loop port, which the BMv2 back-end does not build yet: "
-                                    "use target.switch=netkv")
+        ports = plugin.p4.loop_ports or ()
+        nodes = cfg.topology.servers + cfg.topology.clients + cfg.protocol.coordinators()[0]
+        if any(p == bmv2.CPU_PORT or p < nodes for p in ports):
+            raise TargetUnavailable(f"target.switch = 'bmv2': protocol = '{plugin.name}' puts its "
+                                    f"loop pair on ports {ports}, which the rack's nodes or the "
+                                    f"CPU port ({bmv2.CPU_PORT}) take")
         if has_faults(cfg):
             raise TargetUnavailable("target.faults (loss, duplicate, reorder, delay_us) are "
                                     "injected by netkv-switch: use target.switch=netkv")
@@ -85,15 +96,41 @@ class Bmv2Backend(SwitchBackend):
                                             self.defines)
         self.endpoint = bmv2.free_endpoint()
 
+    def wants_loop(self) -> bool:
+        return self.p4.needs_loop
+
+    def special_ports(self) -> tuple[int, int]:
+        """(CPU port, recirculation port): the loop pair's out port."""
+        if self.p4.loop_ports is None:
+            raise NotImplementedError(f"{self.label}: protocol = '{self.plugin.name}' has no "
+                                      "recirculation port")
+        return bmv2.CPU_PORT, self.p4.loop_ports[0]
+
     def command(self, ifaces: Sequence[str], folder: Path, tag: str,
                 loop: tuple[str, str] | None = None) -> list[str]:
-        del tag, loop
+        del tag
         ep = self.endpoint
+        ports = dict(enumerate(ifaces))
+        if self.p4.loop_ports is not None:
+            if loop is None:
+                raise DriverError(f"{self.label}: protocol = '{self.plugin.name}' needs its loop "
+                                  "pair, and the placement made none")
+            # the pair's out end on the program's out port, its in end on the
+            # in port: what leaves the one comes back into ingress on the other
+            ports.update(zip(self.p4.loop_ports, loop))
         # no --log-file: BMv2 then logs every packet event, which costs more
         # than the switching itself
         return bmv2.switch_command(
-            dict(enumerate(ifaces)), grpc_addr=ep.grpc_addr, thrift_port=ep.thrift_port,
+            ports, grpc_addr=ep.grpc_addr, thrift_port=ep.thrift_port,
             device_id=ep.device_id, notifications_addr=f"ipc://{folder / 'bmv2-notify.ipc'}")
+
+    def loop_queue(self) -> list[str]:
+        """The CLI commands that make the loop pair's out queue the
+        recirculation port of ``target.loop`` (none without a loop)."""
+        if self.p4.loop_ports is None:
+            return []
+        loop = self.cfg.target.loop
+        return bmv2.loop_queue_commands(self.p4.loop_ports[0], loop.rate_pps, loop.depth)
 
     def start(self, ifaces: Sequence[str], folder: Path, tag: str,
               loop: tuple[str, str] | None = None) -> subprocess.Popen[str]:
@@ -123,10 +160,14 @@ class Bmv2Backend(SwitchBackend):
         ep = self.endpoint
         if not with_controller:
             bmv2.configure_in_child(self.compiled, ep, **self.setup())
+            bmv2.cli_run(ep.thrift_port, self.loop_queue())
             return None
         drv = bmv2.Bmv2Driver.connect(self.compiled, grpc_addr=ep.grpc_addr,
                                       thrift_port=ep.thrift_port, device_id=ep.device_id,
                                       semantics=self.p4.semantics(), **self.setup())
+        # after the program is pushed: the queue settings are the switch's,
+        # set once the pipeline that uses the port is in place
+        bmv2.cli_run(ep.thrift_port, self.loop_queue())
         return BatchedWrites(drv)
 
     def stop(self, proc: subprocess.Popen[str]) -> dict[str, Any]:

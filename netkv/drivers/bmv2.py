@@ -282,6 +282,38 @@ def wait_for_tcp(addr: str, timeout_s: float) -> None:
 _REG_LINE = re.compile(r"(\S+)\[(\d+)\]=\s*(-?\d+)")
 
 
+def cli_run(thrift_port: int, commands: Sequence[str], thrift_ip: str = "127.0.0.1",
+            timeout_s: float = 30.0) -> str:
+    """Run ``commands`` in one ``simple_switch_CLI``; its output. An error
+    line, or a non-zero exit, raises DriverError with the first one."""
+    if not commands:
+        return ""
+    cmd = [CLI, "--thrift-port", str(thrift_port), "--thrift-ip", thrift_ip]
+    try:
+        res = subprocess.run(cmd, input="\n".join(commands) + "\n", capture_output=True,
+                             text=True, timeout=timeout_s)
+    except FileNotFoundError:
+        raise DriverError(f"{CLI} not found: {INSTALL_HINT}") from None
+    out = res.stdout
+    bad = [ln for ln in out.splitlines()
+           if re.search(r"\b(Error|Invalid|exception)\b", ln, re.IGNORECASE)]
+    if res.returncode != 0 or bad:
+        detail = (bad[0] if bad else (res.stderr or out).strip().splitlines()[-1:] or [""])
+        raise DriverError(f"{CLI}: {detail if isinstance(detail, str) else detail[0]}")
+    return out
+
+
+def loop_queue_commands(port: int, rate_pps: float, depth: int) -> list[str]:
+    """The loop port's egress queue as a recirculation port (digest §8,
+    "BMv2 / Mininet emulation"; BMV2-NOTES: BMv2's own recirculate() would
+    starve the clients): ``depth`` packets, drained at ``rate_pps`` (0: as
+    fast as the switch goes, BMv2's default)."""
+    cmds = [f"set_queue_depth {depth} {port}"]
+    if rate_pps > 0:
+        cmds.append(f"set_queue_rate {max(1, round(rate_pps))} {port}")
+    return cmds
+
+
 class ThriftRegisters:
     """Register access through ``simple_switch_CLI`` (one process per batch)."""
 
@@ -311,21 +343,7 @@ class ThriftRegisters:
         return full, width
 
     def run(self, commands: Sequence[str]) -> str:
-        if not commands:
-            return ""
-        cmd = [CLI, "--thrift-port", str(self.thrift_port), "--thrift-ip", self.thrift_ip]
-        try:
-            res = subprocess.run(cmd, input="\n".join(commands) + "\n", capture_output=True,
-                                 text=True, timeout=self.timeout_s)
-        except FileNotFoundError:
-            raise DriverError(f"{CLI} not found: {INSTALL_HINT}") from None
-        out = res.stdout
-        bad = [ln for ln in out.splitlines()
-               if re.search(r"\b(Error|Invalid|exception)\b", ln, re.IGNORECASE)]
-        if res.returncode != 0 or bad:
-            detail = (bad[0] if bad else (res.stderr or out).strip().splitlines()[-1:] or [""])
-            raise DriverError(f"{CLI}: {detail if isinstance(detail, str) else detail[0]}")
-        return out
+        return cli_run(self.thrift_port, commands, self.thrift_ip, self.timeout_s)
 
     def read(self, cells: Sequence[tuple[str, int]]) -> list[int]:
         resolved = [(self.resolve(name, idx)[0], idx) for name, idx in cells]

@@ -142,7 +142,7 @@ def _make_switch_class() -> Any:
             for iface in ifaces:
                 # a userspace switch forwards what the kernel left unchecksummed
                 subprocess.run(["ethtool", "-K", iface, "tx", "off"], capture_output=True)
-            self.loop = make_loop(self.tag) if self.backend.loop_port else None
+            self.loop = make_loop(self.tag) if self.backend.wants_loop() else None
             self.proc = self.backend.start(ifaces, self.folder, self.tag, self.loop)
             if self.state:
                 self.state.add_pid(self.proc.pid)

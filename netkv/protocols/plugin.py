@@ -106,8 +106,13 @@ class P4Program:
     initial_registers: Callable[[int, Params], list[tuple[str, int, int]]] = servers_register
     semantics: Callable[[], P4Semantics] = P4Semantics
     #: the program's recirculation port is a loopback veth pair on the switch
-    #: (StarCache's loop): a back-end without one cannot run it
-    needs_loop: bool = False
+    #: (StarCache's loop): the data ports (out, in) the program gives its two
+    #: ends; None: no loop. A back-end without a loop pair cannot run it
+    loop_ports: tuple[int, int] | None = None
+
+    @property
+    def needs_loop(self) -> bool:
+        return self.loop_ports is not None
 
 
 ControllerFactory = Callable[..., Any]

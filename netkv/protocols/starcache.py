@@ -82,6 +82,9 @@ REFUSALS = {"host_server_op": ("stats", int(ScStat.HOST_SERVER_OP)),
 
 
 SC_HEADER_BYTES = 28 + 6   # header and payload preamble (docs/starcache.md "Wire")
+# the P4 program's loop pair (out, in): data ports above the rack's nodes and
+# BMv2's CPU port, within v1model's 9-bit ports (-DSC_LOOP_OUT/-DSC_LOOP_IN)
+SC_LOOP_OUT, SC_LOOP_IN = 510, 511
 
 
 class StarCacheProtocol(ProtocolBase):
@@ -493,7 +496,8 @@ def p4_defines(params: Params) -> dict[str, int]:
             or not 1 <= stuck <= 0x7FFFFFFF:
         raise ValueError(f"starcache keys {keys} x slots {slots} must be in 1..{SC_MAX_SLOTS_TOTAL}, "
                          f"faithful {faithful} 0 or 1, stuck_us {stuck} in 1..2^31-1")
-    return {"SC_KEYS": keys, "SC_SLOTS": slots, "SC_FAITHFUL": faithful, "SC_STUCK_US": stuck}
+    return {"SC_KEYS": keys, "SC_SLOTS": slots, "SC_FAITHFUL": faithful, "SC_STUCK_US": stuck,
+            "SC_LOOP_OUT": SC_LOOP_OUT, "SC_LOOP_IN": SC_LOOP_IN}
 
 
 def p4_initial_registers(n_servers: int, params: Params) -> list[tuple[str, int, int]]:
@@ -543,7 +547,7 @@ PLUGIN = ProtocolPlugin(
     rack_controller=rack_controller_factory,
     p4=P4Program("starcache/starcache.p4", defines=p4_defines,
                  initial_registers=p4_initial_registers, semantics=StarCacheP4,
-                 needs_loop=True),
+                 loop_ports=(SC_LOOP_OUT, SC_LOOP_IN)),
     refusals=REFUSALS,
 )
 

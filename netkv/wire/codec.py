@@ -411,17 +411,17 @@ def _starcache_decode(b: bytes) -> Msg:
     if len(b) < fixed:
         raise _err(WireErrorCode.ETRUNC, f"{len(b)} < {fixed} bytes")
     op, seq, hi, lo, flag, cached, lat, parid = _SC_HDR.unpack_from(b, 0)
-    klen, vlen, frag, rsvd = _SC_PAY.unpack_from(b, STARCACHE_HDR_LEN)
+    klen, vlen, frag, result = _SC_PAY.unpack_from(b, STARCACHE_HDR_LEN)
     if op not in KINDS[Proto.STARCACHE]:
         raise _err(WireErrorCode.EOP, f"op {op}")
     if klen > MAX_KEY_LEN:
         raise _err(WireErrorCode.EKEYLEN, f"klen {klen}")
-    if rsvd or frag >= max(flag, 1):
-        raise _err(WireErrorCode.EFIELD, f"rsvd {rsvd}, frag {frag} of {flag}")
+    if result > RESULT_RETRY or frag >= max(flag, 1):
+        raise _err(WireErrorCode.EFIELD, f"result {result}, frag {frag} of {flag}")
     _check_total(len(b), fixed + klen + vlen)
     return Msg(
         proto=Proto.STARCACHE, op=op, req_id=seq, hkey=(hi << 64) | lo, frag_cnt=flag,
-        flags=cached, send_ns=lat, server_id=parid, frag_idx=frag,
+        flags=cached, send_ns=lat, server_id=parid, frag_idx=frag, result=result,
         key=bytes(b[fixed:fixed + klen]), value=bytes(b[fixed + klen:]),
     )
 
@@ -431,12 +431,12 @@ def _starcache_encode(m: Msg) -> bytes:
         raise _err(WireErrorCode.EKEYLEN, f"key_len {len(m.key)}")
     if len(m.value) > 0xFFFF:
         raise _err(WireErrorCode.EVALUE, f"value_len {len(m.value)}")
-    if m.frag_idx >= max(m.frag_cnt, 1):
-        raise _err(WireErrorCode.EFIELD, f"frag {m.frag_idx} of {m.frag_cnt}")
+    if m.frag_idx >= max(m.frag_cnt, 1) or not 0 <= m.result <= RESULT_RETRY:
+        raise _err(WireErrorCode.EFIELD, f"frag {m.frag_idx} of {m.frag_cnt}, result {m.result}")
     return (
         _SC_HDR.pack(m.op, m.req_id, m.hkey >> 64, m.hkey & 0xFFFFFFFFFFFFFFFF, m.frag_cnt,
                      m.flags, m.send_ns & 0xFFFFFFFF, m.server_id)
-        + _SC_PAY.pack(len(m.key), len(m.value), m.frag_idx, 0)
+        + _SC_PAY.pack(len(m.key), len(m.value), m.frag_idx, m.result)
         + m.key + m.value
     )
 

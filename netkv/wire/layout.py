@@ -148,7 +148,7 @@ FORMATS: dict[Proto, Format] = {
         _f("klen", "u16", "key_len", max=codec.MAX_KEY_LEN, label="KLEN"),
         _f("vlen", "u16", "value_len", label="VLEN"),
         _f("frag", "u8", "frag_idx", label="FRAG"),
-        _f("rsvd", "u8", None, zero=True, label="RSVD"),
+        _f("result", "u8", names=_RESULTS, max=k.RESULT_RETRY, label="RESULT"),
         _f("key", "bytes", length="klen"),
         _f("value", "bytes", length="vlen"),
     )),

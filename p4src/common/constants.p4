@@ -24,7 +24,7 @@ const bit<8> MAX_SERVERS = 32; /* Pegasus' 32-bit replica bitmap: servers per ra
 const bit<8> SERVER_NONE = 0xFF; /* server_id of no server */
 const bit<8> RESULT_OK = 0; /* reply status, shared by every protocol that carries one */
 const bit<8> RESULT_NOT_FOUND = 1; /* reply status */
-const bit<8> RESULT_RETRY = 2; /* Pegasus RETRY (KVSwitch names the same status KVSWITCH_RESULT_ERROR) */
+const bit<8> RESULT_RETRY = 2; /* Pegasus RETRY; StarCache: a fetch the switch did not take, a server refusing a forged HKEY (the preamble RESULT byte); KVSwitch names the same status KVSWITCH_RESULT_ERROR */
 const bit<8> KVSWITCH_RESULT_ERROR = 2; /* KVSwitch FLAGS status ERROR (digest 2): not served, the client resends */
 
 /* ---- the switch shell: controller port, clone session, multicast groups */

@@ -139,7 +139,7 @@ header starcache_pre_t {
     bit<16>  klen;
     bit<16>  vlen;
     bit<8>   frag;      /* 0-based fragment index, < max(FLAG, 1) */
-    bit<8>   rsvd;      /* must be 0 */
+    bit<8>   result;    /* RESULT_OK, RESULT_NOT_FOUND or RESULT_RETRY (replies) */
 }
 
 /* ---- NetLR (36 B) ------------------------------------------------------------------ */

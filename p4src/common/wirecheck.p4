@@ -126,7 +126,7 @@ control StarcacheWireCheck(in headers_t hdr, out bool ok) {
             }
             ok = op >= STARCACHE_OP_R_REQ && op <= STARCACHE_OP_CRN_REQ &&
                  hdr.starcache_pre.klen <= STARCACHE_MAX_KEY_LEN &&
-                 hdr.starcache_pre.rsvd == 0 && hdr.starcache_pre.frag < flag &&
+                 hdr.starcache_pre.result <= RESULT_RETRY && hdr.starcache_pre.frag < flag &&
                  (bit<32>)hdr.udp.length == 8 + (bit<32>)STARCACHE_HDR_BYTES +
                                             (bit<32>)STARCACHE_PRE_BYTES +
                                             (bit<32>)hdr.starcache_pre.klen +

@@ -65,8 +65,8 @@
  * Differences from starcache.c: the controller is behind the CPU port and
  * outside the rack plan, so an F_REP the switch takes is sent into the loop
  * with a clone to the CPU (starcache.c: the PRE group of the controller's
- * node), and one it does not take goes to the CPU as it is (starcache.c also
- * sets result RETRY, which StarCache's wire does not carry). The request
+ * node), and one it does not take goes to the CPU with RESULT RETRY, as in
+ * starcache.c (the preamble's RESULT byte, docs/wire.md). The request
  * handle kept per slot (req_cookie) is the client's UDP source port, as
  * netkv-switch keeps it.
  *
@@ -204,6 +204,12 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
             sm.mcast_grp = (bit<16>)SC_MCAST_GROUP(meta.dst_node);           \
             meta.fwd = FWD_MCAST;                                            \
         }
+/* an F_REP the switch does not take: the controller fetches again
+ * (starcache.c sets m->result; the preamble's RESULT byte carries it) */
+#define SC_FETCH_REFUSED()                                                   \
+            hdr.starcache_pre.result = RESULT_RETRY;                         \
+            meta.hdr_changed = 1;
+
 /* a cache packet of key l_idx drops itself (starcache.c leave_loop) */
 #define SC_LEAVE_LOOP(why)                                                   \
         {                                                                    \
@@ -327,6 +333,7 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                                 req_cookie.read(cookie, r);
                                 hdr.starcache.cached = 1;
                                 hdr.starcache.parid = SC_SERVER_NONE;
+                                hdr.starcache_pre.result = RESULT_OK;
                                 hdr.udp.dst_port = (bit<16>)cookie;
                                 meta.dst_node = (bit<16>)node;
                                 stat(SC_STAT_SERVED);
@@ -425,6 +432,9 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                         state_reg.read(s8, idx);
                         pending_writes.read(pw, idx);
                         if (s8 == SC_STATE_DRAINING) {
+                            if (!is_write) {
+                                SC_FETCH_REFUSED()
+                            }
                             want_route = true;
                             SC_FORWARD()
                         } else if (hdr.starcache_pre.frag != 0) {
@@ -436,12 +446,16 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                             bit<16> st;
                             inloop.read(il, idx);
                             stale.read(st, idx);
-                            bool join = hdr.starcache_pre.vlen != 0 && s8 == SC_STATE_VALID &&
+                            bool join = hdr.starcache_pre.vlen != 0 &&
+                                        hdr.starcache_pre.result == RESULT_OK &&
+                                        s8 == SC_STATE_VALID &&
                                         (SC_FAITHFUL == 1 ||
                                          (pw == 0 && il - st == (bit<16>)hdr.starcache_pre.frag));
                             if (!join) {
                                 if (is_write) {
                                     stat(SC_STAT_STALE_UPDATES);
+                                } else {
+                                    SC_FETCH_REFUSED()
                                 }
                                 want_route = true;
                                 SC_FORWARD()
@@ -456,15 +470,19 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                                 pw = pw - 1;
                                 pending_writes.write(idx, pw);
                             }
-                            /* the wire carries no result: a reply without
-                             * value bytes puts nothing into the loop */
+                            /* a server's RETRY (a W_REQ whose HKEY is not
+                             * its key's) or a reply without value bytes puts
+                             * nothing into the loop */
                             bool take = hdr.starcache.flag != 0 && hdr.starcache_pre.vlen != 0 &&
+                                        hdr.starcache_pre.result == RESULT_OK &&
                                         (SC_FAITHFUL == 1 ||
                                          (pw == 0 && s8 != SC_STATE_VALID) ||
                                          (!is_write && pw == 0));
                             if (!take) {
                                 if (is_write && hdr.starcache.flag != 0) {
                                     stat(SC_STAT_STALE_UPDATES);
+                                } else if (!is_write) {
+                                    SC_FETCH_REFUSED()
                                 }
                                 want_route = true;
                                 SC_FORWARD()
@@ -492,6 +510,9 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                 } else {
                     /* uncached R_REQ/W_REP/F_REP, CRN_REQ, F_REQ, R_REP from
                      * a server: no cache logic */
+                    if (op == STARCACHE_OP_F_REP) {
+                        SC_FETCH_REFUSED()
+                    }
                     want_route = true;
                     SC_FORWARD()
                 }

@@ -37,6 +37,7 @@ PROTOCOLS = (
     "hash",
     "pegasus",
     "netcache",
+    "starcache",
 )
 
 

@@ -26,7 +26,7 @@
 #define NK_SERVER_NONE 0xFF /* server_id of no server */
 #define NK_RESULT_OK 0 /* reply status, shared by every protocol that carries one */
 #define NK_RESULT_NOT_FOUND 1 /* reply status */
-#define NK_RESULT_RETRY 2 /* Pegasus RETRY (KVSwitch names the same status KVSWITCH_RESULT_ERROR) */
+#define NK_RESULT_RETRY 2 /* Pegasus RETRY; StarCache: a fetch the switch did not take, a server refusing a forged HKEY (the preamble RESULT byte); KVSwitch names the same status KVSWITCH_RESULT_ERROR */
 #define NK_KVSWITCH_RESULT_ERROR 2 /* KVSwitch FLAGS status ERROR (digest 2): not served, the client resends */
 
 /* ---- the switch shell: controller port, clone session, multicast groups */

@@ -458,15 +458,15 @@ static void server_update(struct starcache_state *s, int64_t hit, struct nk_msg 
 	 * multi-packet item, its first fragment counts) */
 	if (write && m->frag_cnt && !s->faithful && s->pending_writes[idx])
 		s->pending_writes[idx]--;
-	/* the wire carries no result: a reply without value bytes (the
-	 * server's answer to a W_REQ whose HKEY is not its key's, or an empty
-	 * item) puts nothing into the loop */
+	/* a RETRY (the server's answer to a W_REQ whose HKEY is not its
+	 * key's: the preamble's RESULT byte) or a reply without value bytes
+	 * (an empty item) puts nothing into the loop */
 	int ok = m->frag_cnt && m->value_len && m->result == NK_RESULT_OK &&
 		 (s->faithful || (!s->pending_writes[idx] && s->state[idx] != SC_STATE_VALID) ||
 		  (!write && !s->pending_writes[idx]));
 	if (!ok) {
-		/* no value (an uncached write, or a W_REQ whose HKEY is not
-		 * its key's: the server attaches nothing), an older write's reply while another is in flight
+		/* no value (an uncached write), a RETRY (a W_REQ whose HKEY is
+		 * not its key's), an older write's reply while another is in flight
 		 * (strict), or a duplicate: the loop keeps what it has */
 		if (!write)
 			m->result = NK_RESULT_RETRY;

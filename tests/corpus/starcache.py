@@ -1,0 +1,135 @@
+"""StarCache: a read of a cached key parked and answered by its cache packet
+coming round the loop, an idle cache packet looping on, a write's
+invalidation and the reply that revalidates and enters the loop, the old
+cache packet superseded, an evicted or INVALID key's cache packet dropping
+itself, a forged reply from a client dropped; RESULT RETRY on the wire: a
+fetch reply the switch does not take goes on with it, a server's RETRY never
+enters the loop.
+
+The recirculation port is ``LOOP`` (the in-process pipeline's recirc port,
+the CPU port + 1): a frame sent on it enters as a cache packet, a frame out of
+it is what the switch put into the loop. On netkv-switch it is the ``--loop``
+pair (OUT, IN) with both host ends watched (tests/test_corpus.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from netkv.constants import (
+    SC_STATE_INVALID,
+    SC_STATE_VALID,
+    SERVER_NONE,
+    STARCACHE_PORT,
+    ScStat,
+    sc_mcast_group,
+)
+from netkv.wire.codec import Msg, Proto, Result, StarcacheOp, encode, starcache_hkey
+
+from . import CLIENT, CLIENT_PORT, NODES, Case, Step, frame
+
+LOOP = NODES + 1              # CPU port = NODES, the recirculation port after it
+SLOTS = 4
+PARAMS = f"keys=16;slots={SLOTS}"
+KEY, OTHER = b"user:000042", b"user:000043"
+VALUE = b"v" * 100
+IDX, HOME = 2, 3
+
+
+def words(key: bytes) -> list[int]:
+    h = starcache_hkey(key)
+    return [h >> 64, h & 0xFFFFFFFFFFFFFFFF]
+
+
+CACHED = dict(
+    tables=[("lookup", words(KEY), [IDX, HOME])],
+    registers=[("state", IDX, SC_STATE_VALID), ("inloop", IDX, 1)],
+    groups={sc_mcast_group(CLIENT): [CLIENT, LOOP]},
+)
+
+
+def msg(op: StarcacheOp, key: bytes = KEY, **kw: object) -> Msg:
+    return dataclasses.replace(Msg(proto=Proto.STARCACHE, op=op, key=key, hkey=starcache_hkey(key),
+                                   req_id=11, send_ns=1234, server_id=HOME), **kw)  # type: ignore[arg-type]
+
+
+def req(m: Msg) -> bytes:
+    return frame(CLIENT, HOME, encode(m), sport=CLIENT_PORT, dport=STARCACHE_PORT)
+
+
+def rep(m: Msg) -> bytes:
+    """From the home server to the client (a reply, or a cache packet made of one)."""
+    return frame(HOME, CLIENT, encode(m), sport=STARCACHE_PORT, dport=CLIENT_PORT)
+
+
+READ = msg(StarcacheOp.R_REQ)
+# a cache packet as it comes round: the reply that last used it (another SEQ)
+LOOPING = msg(StarcacheOp.R_REP, req_id=99, send_ns=7, frag_cnt=1, flags=1,
+              server_id=SERVER_NONE, value=VALUE)
+SERVED = dataclasses.replace(LOOPING, req_id=READ.req_id, send_ns=READ.send_ns)
+WRITE = msg(StarcacheOp.W_REQ, value=b"w" * 100)
+WRITE_REP = msg(StarcacheOp.W_REP, frag_cnt=1, value=WRITE.value)
+FETCH_REP = msg(StarcacheOp.F_REP, key=OTHER, frag_cnt=1, value=VALUE)
+# the server's answer to a counted W_REQ whose HKEY is not its key's
+FORGED_REP = msg(StarcacheOp.W_REP, frag_cnt=1, result=Result.RETRY)
+
+
+def stat(s: ScStat, n: int = 1) -> dict[tuple[str, int], int]:
+    return {("stats", int(s)): n}
+
+
+CASES = [
+    Case("starcache/an uncached read goes to its server", "starcache", [
+        Step(CLIENT, req(msg(StarcacheOp.R_REQ, key=OTHER)),
+             {HOME: [req(msg(StarcacheOp.R_REQ, key=OTHER))]}),
+    ], params=PARAMS, **CACHED, after={("hits", 0): 0, **stat(ScStat.PARKED, 0)}),
+    Case("starcache/a read of a cached key parks; its cache packet answers it", "starcache", [
+        Step(CLIENT, req(READ), {}, why="parked: nothing leaves the switch"),
+        Step(LOOP, rep(LOOPING), {CLIENT: [rep(SERVED)], LOOP: [rep(SERVED)]},
+             why="the head's client, SEQ, LAT and UDP port; one copy back into the loop"),
+        Step(LOOP, rep(SERVED), {LOOP: [rep(SERVED)]},
+             why="the queue is empty again: the cache packet loops on as it is"),
+    ], params=PARAMS, **CACHED,
+        after={("hits", 0): 1, ("pop", IDX): 1, ("qlen", IDX): 0, ("front", IDX): 1,
+               ("req_ip", IDX * SLOTS): CLIENT, ("req_seq", IDX * SLOTS): READ.req_id,
+               ("req_cookie", IDX * SLOTS): CLIENT_PORT, **stat(ScStat.PARKED),
+               **stat(ScStat.SERVED), **stat(ScStat.LOOPS)}),
+    Case("starcache/a write invalidates; its reply revalidates and enters the loop", "starcache", [
+        Step(CLIENT, req(WRITE), {HOME: [req(dataclasses.replace(WRITE, frag_cnt=1))]},
+             why="FLAG 1: the server attaches the new value to its reply"),
+        Step(CLIENT, req(READ), {HOME: [req(READ)]}, why="INVALID: reads go to the server"),
+        Step(HOME, rep(WRITE_REP), {CLIENT: [rep(WRITE_REP)], LOOP: [rep(WRITE_REP)]},
+             why="the PRE group {client, loop}"),
+        Step(LOOP, rep(LOOPING), {},
+             why="the old cache packet, marked stale by the revalidation, drops itself"),
+    ], params=PARAMS, **CACHED,
+        after={("state", IDX): SC_STATE_VALID, ("pending_writes", IDX): 0, ("inloop", IDX): 1,
+               ("stale", IDX): 0, **stat(ScStat.INVALIDATIONS), **stat(ScStat.INVALID_READS),
+               **stat(ScStat.REVALIDATIONS), **stat(ScStat.SUPERSEDED)}),
+    Case("starcache/a cache packet of a key no longer cached drops itself", "starcache", [
+        Step(LOOP, rep(dataclasses.replace(LOOPING, key=OTHER, hkey=starcache_hkey(OTHER))), {}),
+    ], params=PARAMS, **CACHED, after={**stat(ScStat.LOOP_DROPS)}),
+    Case("starcache/a cache packet of an INVALID key drops itself", "starcache", [
+        Step(LOOP, rep(LOOPING), {}),
+    ], params=PARAMS, tables=CACHED["tables"], groups=CACHED["groups"],
+        registers=[("state", IDX, SC_STATE_INVALID), ("inloop", IDX, 1)],
+        after={("inloop", IDX): 0, **stat(ScStat.LOOP_DROPS)}),
+    Case("starcache/a fetch reply the switch does not take goes on with RETRY", "starcache", [
+        Step(HOME, rep(FETCH_REP),
+             {CLIENT: [rep(dataclasses.replace(FETCH_REP, result=Result.RETRY))]},
+             why="not cached: RESULT 2 in the preamble, the controller fetches again"),
+    ], params=PARAMS, **CACHED, after={**stat(ScStat.FETCHES, 0)}),
+    Case("starcache/a server's RETRY does not revalidate or loop", "starcache", [
+        Step(CLIENT, req(WRITE), {HOME: [req(dataclasses.replace(WRITE, frag_cnt=1))]}),
+        Step(HOME, rep(FORGED_REP), {CLIENT: [rep(FORGED_REP)]},
+             why="the counted write's reply (pending_writes 0) but RETRY: to the client only"),
+        Step(HOME, rep(dataclasses.replace(FORGED_REP, value=VALUE)), {CLIENT: [
+            rep(dataclasses.replace(FORGED_REP, value=VALUE))]},
+             why="even with value bytes: RETRY never enters the loop"),
+    ], params=PARAMS, **CACHED,
+        after={("state", IDX): SC_STATE_INVALID, ("pending_writes", IDX): 0,
+               **stat(ScStat.REVALIDATIONS, 0), **stat(ScStat.STALE_UPDATES, 2)}),
+    Case("starcache/a reply from a client port is dropped", "starcache", [
+        Step(CLIENT, req(LOOPING), {},
+             why="a forged reply would enter the loop and answer other clients"),
+    ], params=PARAMS, **CACHED, after={("inloop", IDX): 1, **stat(ScStat.HOST_SERVER_OP)}),
+]
