@@ -169,6 +169,12 @@ def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console) ->
             return ref_ns
 
         with ReferenceRack(cfg) as refs:
+            if target.one_rack_at_a_time:
+                # the protocol's rack comes up at its first point and stays:
+                # every search's reference first, then the reference rack down
+                for i in range(cfg.repeat):
+                    reference_bound_ns(cfg, run_dir, order, console, i, refs)
+                refs.close()
             outcome = search_repeated(measure_one, cfg.repeat, target.capacity_hint_rps(),
                                       cfg.slo, bound_of)
     return finish(run_dir, outcome, order, cfg, console, key_of)
@@ -247,8 +253,12 @@ class ReferenceRack:
     def __enter__(self) -> "ReferenceRack":
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def close(self) -> None:
         self.stack.close()
+        self.target = None
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def reference_key(i: int) -> str:
@@ -277,7 +287,8 @@ def reference_bound_ns(cfg: RunConfig, run_dir: RunDir, order: list[str], consol
         result = measure_point(ref, refs.cfg, run_dir, key, rate, point_seed(cfg.seed, rate, i))
         # labelled with what it ran: the reference protocol on its own workload
         run_dir.store_point(key, "reference", result, config_columns(refs.cfg))
-    order.append(key)
+    if key not in order:
+        order.append(key)
     p50 = result.latency_ns.get("p50", float("inf"))
     if result.completed == 0 or not p50 < float("inf"):
         raise MeasurementError(f"the SLO reference point ({cfg.slo.reference}, unloaded) "

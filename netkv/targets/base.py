@@ -102,6 +102,9 @@ class Target(ABC):
     # latency measured on the machine's clock (real packets): hypervisor
     # steal can distort it, so a stolen point is measured again
     real_time: bool = True
+    # two racks of this placement cannot be up at once (the same hosts and
+    # ports): the SLO reference's rack is then up only before the protocol's
+    one_rack_at_a_time: bool = False
 
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg

@@ -49,6 +49,7 @@ class TestbedTarget(MininetTarget):
     """One rack of the inventory's hosts, reached over SSH."""
 
     name = "testbed"
+    one_rack_at_a_time = True   # every rack runs on the inventory's hosts
 
     def check_placement(self) -> None:
         inv = self.cfg.inventory
