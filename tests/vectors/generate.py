@@ -318,12 +318,19 @@ def netlr() -> list[dict[str, Any]]:
         vec("netlr/WRITE zero value, max ids",
             Msg(op=O.WRITE, proto=P, keyhash=0xFFFFFFFF, key=b"\xff" * 4,
                 req_id=0xFFFFFFFF, ver=0xFFFFFFFF, value=bytes(16))),
+        # Hermes (replication=hermes): the timestamp (version 2, coordinator 1) in ver
+        vec("netlr/INV (Hermes, timestamp version 2 from replica 1)",
+            Msg(op=O.INV, req_id=3, ver=0x201, value=v, **base)),
+        vec("netlr/ACK (Hermes)", Msg(op=O.ACK, req_id=3, ver=0x201, **base)),
+        vec("netlr/VAL (Hermes)", Msg(op=O.VAL, req_id=3, ver=0x201, **base)),
     ]
     good = encode(Msg(op=O.READ, req_id=1, **base))
+    ack = encode(Msg(op=O.ACK, req_id=3, ver=0x201, **base))
     out += [
-        bad("netlr/bad: op 5", P, b"\x05" + good[1:], "EOP"),
+        bad("netlr/bad: op 8", P, b"\x08" + good[1:], "EOP"),
         bad("netlr/bad: 35 B", P, good[:35], "ETRUNC"),
         bad("netlr/bad: 37 B", P, good + b"\0", "ELEN"),
+        bad("netlr/bad: ACK with a value", P, ack[:20] + b"\x01" + ack[21:], "EFIELD"),
         bad("netlr/bad: READ with a value", P, good[:20] + b"\x01" + good[21:], "EFIELD"),
     ]
     assert slot == crc32(key) & (131072 - 1)
