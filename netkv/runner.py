@@ -244,6 +244,7 @@ class ReferenceRack:
         self.cfg = reference_config(cfg)
         self.stack = ExitStack()
         self.target: Target | None = None
+        self.points: dict[int, PointResult] = {}   # search -> its reference, once obtained
 
     def get(self) -> Target:
         if self.target is None:
@@ -277,7 +278,10 @@ def reference_bound_ns(cfg: RunConfig, run_dir: RunDir, order: list[str], consol
     if cfg.slo.kind != "auto" or cfg.slo.reference == "self":
         return None
     key = reference_key(i)
-    result = run_dir.load_point(key)
+    result = refs.points.get(i)
+    if result is None:
+        result = run_dir.load_point(key)
+        order.append(key)
     if result is None:
         times = f", for search {i + 1} of {cfg.repeat}" if cfg.repeat > 1 else ""
         console.print(f"[dim]{cfg.name}: measuring the SLO reference "
@@ -287,8 +291,7 @@ def reference_bound_ns(cfg: RunConfig, run_dir: RunDir, order: list[str], consol
         result = measure_point(ref, refs.cfg, run_dir, key, rate, point_seed(cfg.seed, rate, i))
         # labelled with what it ran: the reference protocol on its own workload
         run_dir.store_point(key, "reference", result, config_columns(refs.cfg))
-    if key not in order:
-        order.append(key)
+    refs.points[i] = result
     p50 = result.latency_ns.get("p50", float("inf"))
     if result.completed == 0 or not p50 < float("inf"):
         raise MeasurementError(f"the SLO reference point ({cfg.slo.reference}, unloaded) "

@@ -196,10 +196,9 @@ def evaluate(phase: str, measured: PointResult | Sequence[PointResult],
     return Evaluated(phase, group[mid], met, group, passed, agree)
 
 
-def unloaded_bound_ns(group: Sequence[PointResult], slo: Slo) -> float:
-    """The bound ``slo`` fixes from unloaded measurements: ``p99_us`` (fixed)
-    or ``factor`` x their median median (auto)."""
-    unloaded = sorted(group, key=lambda r: r.latency_ns.get("p50", math.inf))[(len(group) - 1) // 2]
+def unloaded_bound_ns(unloaded: PointResult, slo: Slo) -> float:
+    """The bound ``slo`` fixes from an unloaded measurement: ``p99_us``
+    (fixed) or ``factor`` x its median (auto)."""
     if unloaded.completed == 0 or not math.isfinite(unloaded.latency_ns.get("p50", math.inf)):
         raise MeasurementError(
             f"the unloaded point ({unloaded.offered_rps:,.0f} req/s) completed "
@@ -259,7 +258,7 @@ def search_throughput(measure: Measure, capacity_hint_rps: float, slo: Slo,
     unloaded_rate = capacity_hint_rps * slo.unloaded_fraction
     first = measure(unloaded_rate, "unloaded")
     if slo_ns is None:
-        slo_ns = unloaded_bound_ns([first], slo)
+        slo_ns = unloaded_bound_ns(first, slo)
     unloaded = evaluate("unloaded", first, slo_ns, slo)
     unloaded.rate = unloaded_rate
     outcome = SearchOutcome(slo_ns=slo_ns, unloaded=unloaded)
