@@ -507,3 +507,39 @@ def test_scapy_layers_dissect_vectors() -> None:
         # a reply, matched on the source port
         rep = IP(bytes(IP() / UDP(sport=ports[v["proto"]], dport=40000) / data))
         assert layer in rep, v["name"]
+
+
+def _generator():  # noqa: ANN202 - the script module, loaded by path
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("vector_generate", VECTOR_DIR / "generate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def stale_vector_files(rendered: dict[str, str], folder: Path) -> list[str]:
+    """The files in ``folder`` that differ from what the generator renders."""
+    return [name for name, text in sorted(rendered.items())
+            if not (folder / f"{name}.json").exists()
+            or (folder / f"{name}.json").read_text() != text]
+
+
+def test_generator_reproduces_the_committed_vectors() -> None:
+    """tests/vectors/generate.py is how the vectors change: a file edited by
+    hand drifts from it (netlr.json and netmc.json did) and the next
+    regeneration silently drops the edit."""
+    rendered = _generator().render()
+    assert sorted(rendered) == sorted(PROTOS)
+    assert stale_vector_files(rendered, VECTOR_DIR) == []
+
+
+def test_generator_check_fails_on_a_hand_edited_file(tmp_path: Path) -> None:
+    rendered = _generator().render()
+    for name in rendered:
+        (tmp_path / f"{name}.json").write_text((VECTOR_DIR / f"{name}.json").read_text())
+    edited = json.loads(rendered["netmc"])
+    edited[0]["name"] += " (edited)"
+    (tmp_path / "netmc.json").write_text("[\n" + ",\n".join(json.dumps(v) for v in edited) + "\n]\n")
+    (tmp_path / "netlr.json").unlink()
+    assert stale_vector_files(rendered, tmp_path) == ["netlr", "netmc"]

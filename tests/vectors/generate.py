@@ -23,6 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from netkv.wire.codec import (  # noqa: E402
     KINDS,
     MAX_SERVERS,
+    NETMC_HDR_LEN,
+    NETMC_MAX_KEYS,
     NETMC_N,
     KvswitchOp,
     Msg,
@@ -384,6 +386,10 @@ def netmc() -> list[dict[str, Any]]:
             Msg(proto=P, op=O.MGET, req_id=101, nkeys=16, keyidx=0xFFFF,
                 srv=srv(*range(16, 32)), key_slot_len=8, key_slots=16,
                 items=b"".join(i.to_bytes(8, "big") for i in range(16)))),
+        vec("netmc/MGET 32 keys in 32 groups (W = 32 and SRV limits)",
+            Msg(proto=P, op=O.MGET, req_id=102, nkeys=32, keyidx=0xFFFFFFFF,
+                srv=srv(*range(32)), key_slot_len=8, key_slots=32,
+                items=b"".join(i.to_bytes(8, "big") for i in range(32)))),
         vec("netmc/MGET_REPLY group of 2",
             Msg(proto=P, op=O.MGET_REPLY, req_id=100, nkeys=2, keyidx=0xC000, srv=srv(1, 2, 3),
                 key_slot_len=4, key_slots=2, send_ns=T0,
@@ -395,7 +401,8 @@ def netmc() -> list[dict[str, Any]]:
     ]
     good = encode(Msg(proto=P, op=O.MGET, req_id=100, nkeys=4, keyidx=0x7000,
                       srv=srv(1, 2, 3), key_slot_len=4, key_slots=4, items=keys))
-    pre = 11 + NETMC_N
+    pre = NETMC_HDR_LEN  # then KEYLEN, the number of key slots, ...
+    over = NETMC_MAX_KEYS + 1
     out += [
         bad("netmc/bad: op 6", P, b"\x06" + good[1:], "EOP"),
         bad("netmc/bad: MGET one key slot short", P, good[:-4], "ETRUNC"),
@@ -403,14 +410,15 @@ def netmc() -> list[dict[str, Any]]:
             good[:6] + b"\x05" + good[7:], "EFIELD"),
         bad("netmc/bad: keylen 0", P, good[:pre] + b"\x00" + good[pre + 1:], "EKEYLEN"),
         bad("netmc/bad: fixed part only", P, good[:pre], "ETRUNC"),
-        bad("netmc/bad: MGET 17 slots", P,
-            good[:6] + b"\x11" + good[7:pre + 1] + b"\x11" + good[pre + 2:]
-            + bytes(13 * 4), "EFIELD"),
+        bad(f"netmc/bad: MGET {over} slots (more than W = {NETMC_MAX_KEYS})", P,
+            good[:6] + bytes([over]) + good[7:pre + 1] + bytes([over]) + good[pre + 2:]
+            + bytes((over - 4) * 4), "EFIELD"),
     ]
     return out
 
 
-def main() -> None:
+def render() -> dict[str, str]:
+    """Each protocol's vector file, as text (tests compare it with the committed one)."""
     groups = {
         "plain": pegasus_like(Proto.PLAIN),
         "pegasus": pegasus_like(Proto.PEGASUS),
@@ -420,15 +428,21 @@ def main() -> None:
         "netlr": netlr(),
         "netmc": netmc(),
     }
+    out = {}
     for name, vectors in groups.items():
         proto = Proto[name.upper()]
         covered = {v["fields"]["op"] for v in vectors if "fields" in v}
         missing = set(KINDS[proto]) - covered
         assert not missing, (name, missing)
-        text = "[\n" + ",\n".join(json.dumps(v) for v in vectors) + "\n]\n"
-        (HERE / f"{name}.json").write_text(text)
-        print(f"{name}: {len(vectors)} vectors")
+        out[name] = "[\n" + ",\n".join(json.dumps(v) for v in vectors) + "\n]\n"
     assert MAX_SERVERS == NETMC_N
+    return out
+
+
+def main() -> None:
+    for name, text in render().items():
+        (HERE / f"{name}.json").write_text(text)
+        print(f"{name}: {len(json.loads(text))} vectors")
 
 
 if __name__ == "__main__":
