@@ -128,3 +128,24 @@ def test_prediction_ties_do_not_depend_on_dict_order() -> None:
                                                           b"k04", b"k05"]
     old = lambda d, k: sorted(d.items(), key=lambda kv: -kv[1])[:k]  # noqa: E731
     assert old(forward, 6) != old(backward, 6)   # the rule this replaces
+
+
+def _events_per_request(extra: list[str]) -> float:
+    from netkv.sim.engine import SimEngine
+    cfg = load(["protocol=kvswitch", "alpha=0.99", "servers=8", "keys=10000",
+                "protocol.hot_keys=100", "duration=0.01", "topology.timeline_ms=0", *extra])
+    plugin = lookup("kvswitch")
+    with SimTarget(cfg) as target:
+        with SimEngine(cfg, target.workload, 2e5, 1, plugin.pipeline_params(cfg)) as eng:
+            st = eng.run()
+    assert st.completed == st.issued > 1000
+    return st.events / st.issued
+
+
+def test_replies_skip_the_event_queue_unless_packets_must_meet_the_switch_in_order() -> None:
+    """Replies are only forwarded by KVSwitch's pipeline (order_free_pkt), so
+    the simulator runs them when sent: arrival, request at the switch, at
+    the server, service done = 4 events a read, not 5. A switch with a
+    packet rate (switch_mpps: one FIFO) keeps every packet in time order."""
+    assert _events_per_request([]) == pytest.approx(4.0, abs=0.01)
+    assert _events_per_request(["topology.switch_mpps=1000"]) == pytest.approx(5.0, abs=0.01)

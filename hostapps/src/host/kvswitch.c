@@ -361,7 +361,7 @@ static int ks_server_handle(void *st, struct nk_store *store, const struct nk_ms
 	uint32_t vlen = 0;
 	int found = store->ops->get(store->impl, in, &ver, &vlen) == 0;
 	int live = found && vlen != KS_TOMBSTONE;
-	struct ks_ent *e = ent_find(s, in->key);
+	struct ks_ent *e;   /* the key's role, looked up only where needed: not per GET */
 	struct nk_msg *r = &out[0].msg;
 	out[0].dst = NK_DST_SRC;
 	switch (in->op) {
@@ -382,6 +382,7 @@ static int ks_server_handle(void *st, struct nk_store *store, const struct nk_ms
 	case NK_KVSWITCH_OP_DEL: {
 		/* FLAGS names the owner of a stamped write; without it (an older
 		 * switch) the role learned from REPL_CMD decides */
+		e = in->result ? NULL : ent_find(s, in->key);
 		int owner = in->result ? in->result == s->id + 1 : e && e->role == KS_OWNER;
 		if (in->ver && !owner)
 			return replica_update(s, store, in, in->op == NK_KVSWITCH_OP_DEL, out);
@@ -415,6 +416,7 @@ static int ks_server_handle(void *st, struct nk_store *store, const struct nk_ms
 	case NK_KVSWITCH_OP_REPL_PUSH:
 		return replica_update(s, store, in, 0, out);
 	case NK_KVSWITCH_OP_REPL_EVICT:
+		e = ent_find(s, in->key);
 		if (e && e->role != KS_OWNER) {
 			e->role = KS_GONE;
 			return 0;

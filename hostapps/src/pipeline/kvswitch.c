@@ -479,6 +479,10 @@ static void ks_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 		act->fwd = NK_FWD_DROP;
 		return;
 	}
+	if (!request && m->op != NK_KVSWITCH_OP_UPDATE_ACK) {
+		forward(s, meta, act);        /* replies and REPL_*: plain forwarding */
+		return;
+	}
 	uint64_t k0, k1;
 	nk_k128_words(m, &k0, &k1);
 	const struct nk_k128_ent *e = nk_k128_find(&s->tab, k0, k1);
@@ -493,10 +497,6 @@ static void ks_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 			s->stats[KS_STALE_ACKS]++;
 		}
 		act->fwd = NK_FWD_DROP;
-		return;
-	}
-	if (!request) {
-		forward(s, meta, act);        /* replies and REPL_*: plain forwarding */
 		return;
 	}
 	if (from == NK_ORIGIN_CLIENT) {
@@ -527,6 +527,17 @@ static void ks_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 	hot_write(s, slot, m, meta, act);
 }
 
+/* Replies and REPL_* are only forwarded (ks_process): no table, register or
+ * RR cell is read or written for them (a client's forged one is dropped and
+ * counted: counters commute). */
+static int ks_order_free_pkt(const void *st, const struct nk_msg *m)
+{
+	(void)st;
+	return m->proto == NK_PROTO_KVSWITCH && m->op != NK_KVSWITCH_OP_GET &&
+	       m->op != NK_KVSWITCH_OP_SET && m->op != NK_KVSWITCH_OP_DEL &&
+	       m->op != NK_KVSWITCH_OP_UPDATE_ACK;
+}
+
 const struct nk_pipeline_ops nk_pipeline_kvswitch = {
 	.name = "kvswitch",
 	.proto = NK_PROTO_KVSWITCH,
@@ -534,6 +545,7 @@ const struct nk_pipeline_ops nk_pipeline_kvswitch = {
 	.udp_ports = 1,
 	.state_size = sizeof(struct kvswitch_state),
 	.never_to_cpu = 1,
+	.order_free_pkt = ks_order_free_pkt,
 	.init = ks_init,
 	.fini = ks_fini,
 	.process = ks_process,

@@ -151,6 +151,7 @@ struct nk_sim {
 	struct nk_pipeline_cfg pcfg;  /* to restart the pipeline with */
 	uint16_t *node_port;
 	uint8_t order_free;           /* the pipeline's, unless a switch outage is scheduled */
+	uint8_t in_order;             /* every packet meets the switch in time order (outage, switch_mpps) */
 	uint8_t switch_down;
 	uint32_t S, M, C, n_nodes, cpu_port, recirc_port, n_ports;
 	uint32_t H;                 /* hostile clients: M - H .. M - 1 */
@@ -566,7 +567,9 @@ static void deliver(struct nk_sim *s, uint32_t pi, uint64_t arr, uint32_t type)
 			pkt_free(s, pi);
 		return;
 	}
-	if (type == EV_SWITCH_IN && s->order_free) {
+	if (type == EV_SWITCH_IN && (s->order_free ||
+	    (!s->in_order && s->pipe->order_free_pkt &&
+	     s->pipe->order_free_pkt(s->pstate, &s->pk[pi].m)))) {
 		if (arr <= s->end)
 			switch_in(s, pi, arr);
 		else
@@ -1924,8 +1927,10 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 	s->client_gap_ps = cfg->client_max_rps > 0
 		? (uint64_t)(1e12 / cfg->client_max_rps + 0.5) : 0;
 	s->switch_pkt_ps = cfg->switch_mpps > 0 ? (uint64_t)(1e6 / cfg->switch_mpps + 0.5) : 0;
-	if (s->switch_pkt_ps)
+	if (s->switch_pkt_ps) {
 		s->order_free = 0;   /* the switch's FIFO needs packets in time order */
+		s->in_order = 1;
+	}
 	s->ser_fx = cfg->link_gbps > 0 ? (uint64_t)(8000.0 / cfg->link_gbps * 65536.0 + 0.5) : 0;
 	s->recirc_ps_per_byte = cfg->recirc_gbps > 0 ? 8000.0 / cfg->recirc_gbps : 0.0;
 	s->link_ps = (uint64_t)(cfg->link_latency_ns * PS_PER_NS + 0.5);
@@ -2331,6 +2336,7 @@ int nk_sim_schedule_switch_outage(struct nk_sim *s, double t_ns, double restart_
 	/* packets meet the switch in time order, so that none is processed by
 	 * the pipeline before it is down, or by the empty one before it is up */
 	s->order_free = 0;
+	s->in_order = 1;
 	return 0;
 }
 
