@@ -164,3 +164,35 @@ def test_summary_warns_when_the_unloaded_point_misses_the_slo():
     assert "already misses the SLO (p99 500.7 us > 100.0 us)" in summary(noisy)
     assert "completion" not in summary(noisy)
     assert "warning" not in summary(mm1_point)
+
+
+def test_summary_warns_when_the_reference_misses_its_own_bound():
+    """The SLO reference's unloaded tail above factor x its own median (the
+    bound): on such a machine the bound is the noise floor. Said once, with
+    how many of the references missed; references within it: no warning."""
+    from io import StringIO
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from netkv.config.compose import load
+    from netkv.runner import print_summary
+    from netkv.slo import search_repeated
+
+    cfg = load(["protocol=hash", "servers=1", "repeat=2"])
+    quiet = mm1_point(MU * 0.05, "reference")
+    bound = 10 * quiet.latency_ns["p50"]  # M/M/1's p99 is 6.6 x its p50: within
+    lat = mm1_latencies(MU * 0.05)
+    lat[-SAMPLES // 50:] = 3 * bound       # its slowest 2% far above the bound
+    noisy = point(MU * 0.05, lat)
+
+    def summary(references: list[PointResult]) -> str:
+        buf = StringIO()
+        out = search_repeated(lambda i, rate, phase: mm1_point(rate, phase), 2, MU, slo(),
+                              lambda i: bound)
+        print_summary(cfg, out, Path("runs/x"), Console(file=buf, width=300), references)
+        return buf.getvalue()
+
+    assert "misses its own bound in 1 of 2 measurement(s)" in summary([quiet, noisy])
+    assert "noise floor" not in summary([quiet, quiet])
+    assert "noise floor" not in summary([])
