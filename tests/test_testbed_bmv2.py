@@ -36,9 +36,9 @@ def switch_index() -> int:
     return next(i for i, h in enumerate(load(SMALL).inventory.hosts) if "switch" in h.roles)
 
 
-def bmv2_cfg(path: Path | None) -> list[str]:
+def bmv2_cfg(path: Path | None, protocol: str = "hash") -> list[str]:
     extra = [f"+inventory.hosts.{switch_index()}.path=[{path}]"] if path is not None else []
-    return [*SMALL, "protocol=hash", "target.switch=bmv2", *extra]
+    return [*SMALL, f"protocol={protocol}", "target.switch=bmv2", *extra]
 
 
 def exit_code(argv: list[str]) -> int:
@@ -122,17 +122,21 @@ def test_an_inventory_path_must_be_absolute() -> None:
 
 
 @needs_rack
+@pytest.mark.parametrize("protocol", ["hash", "starcache"])
 def test_a_fake_simple_switch_grpc_starts_on_the_switch_ports_and_is_reached_through_ssh(
-        rack: Inventory, fake_here: dict[str, list[str]]) -> None:  # noqa: F811
+        rack: Inventory, fake_here: dict[str, list[str]], protocol: str) -> None:  # noqa: F811
     """With the FAKE simple_switch_grpc on the switch host: its command line
     has the rack's ports as netkv-switch numbers them (port i = the switch
     host's interface wired to node i: servers, then clients), gRPC and
     Thrift on the host's loopback; the compiled files are beside it; the
     lines it answers arrive here through the SSH forwards (other port
-    numbers here than there); after close nothing runs, there or here."""
+    numbers here than there); after close nothing runs, there or here.
+    StarCache's program also gets the switch host's loop pair (lp0, lp1) on
+    its plug-in's loop ports (out, in)."""
+    from netkv.protocols import lookup as protocol_plugin
     from netkv.targets.testbed import TestbedTarget
 
-    target = TestbedTarget(load(bmv2_cfg(FAKES)))
+    target = TestbedTarget(load(bmv2_cfg(FAKES, protocol)))
     try:
         rrun = Path(target.rack.remote_run["sw"])
         seen = json.loads((rrun / "fake-bmv2.json").read_text())  # one file system here
@@ -140,11 +144,17 @@ def test_a_fake_simple_switch_grpc_starts_on_the_switch_ports_and_is_reached_thr
         grpc, thrift = fake_here["listen"]
         assert argv[:2] == ["--no-p4", "--device-id"]
         ports = [argv[i + 1] for i, a in enumerate(argv) if a == "-i"]
-        assert ports == ["0@p0", "1@p1", "2@p16"]   # servers s0 s1, client c0 (port 16)
+        # servers s0 s1, client c0 (wired to port 16), then any loop pair
+        p4 = protocol_plugin(protocol).p4
+        assert p4 is not None
+        loop = [f"{p4.loop_ports[0]}@lp0", f"{p4.loop_ports[1]}@lp1"] if p4.loop_ports else []
+        assert ports == ["0@p0", "1@p1", "2@p16", *loop]
+        assert bool(loop) == (protocol == "starcache")
         assert argv[argv.index("--thrift-port") + 1] == thrift
         assert argv[argv.index("--grpc-server-addr") + 1] == f"127.0.0.1:{grpc}"
         assert argv[argv.index("--cpu-port") + 1] == str(bmv2.CPU_PORT)
-        assert {"hash.json", "hash.p4info.txtpb"} <= set(seen["files"])
+        stem = Path(p4.source).stem
+        assert {f"{stem}.json", f"{stem}.p4info.txtpb"} <= set(seen["files"])
         assert fake_here["lines"] == [f"fake simple_switch_grpc grpc {grpc}",
                                       f"fake simple_switch_grpc thrift {thrift}"]
         local_grpc, local_thrift = fake_here["local"]
