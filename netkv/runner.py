@@ -80,12 +80,18 @@ def check_supported(cfg: RunConfig) -> None:
         check(cfg)
 
 
+def placement_class(name: str) -> type[Target]:
+    """The Target class of placement ``name``."""
+    module, _, cls = PLACEMENTS[name].partition(":")
+    found: type[Target] = getattr(importlib.import_module(module), cls)
+    return found
+
+
 def make_target(cfg: RunConfig) -> Target:
     """The placement ``target.name`` with the protocol's controller and params."""
     check_supported(cfg)
     info = protocol_plugin(cfg.protocol.name)
-    module, _, cls = PLACEMENTS[cfg.target.name].partition(":")
-    target_cls = getattr(importlib.import_module(module), cls)
+    target_cls = placement_class(cfg.target.name)
     factory = info.sim_controller if cfg.target.name == "sim" else info.rack_controller
     target: Target = target_cls(cfg, controller_factory=factory(cfg),
                                 params=info.pipeline_params(cfg))

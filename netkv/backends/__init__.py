@@ -30,7 +30,7 @@ BACKENDS: dict[str, BackendEntry] = {
                           ("sim", "mininet", "testbed"), ("netkv-switch",)),
     # a source build's simple_switch_grpc is a libtool wrapper that execs
     # .libs/lt-simple_switch_grpc (same pid, new name): both count
-    "bmv2": BackendEntry("netkv.backends.bmv2:Bmv2Backend", ("mininet",),
+    "bmv2": BackendEntry("netkv.backends.bmv2:Bmv2Backend", ("mininet", "testbed"),
                          ("simple_switch_grpc", "lt-simple_switch_grpc")),
 }
 

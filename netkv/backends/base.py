@@ -16,6 +16,16 @@ ports and asks its back-end:
    back-end keeps nothing connected without one).
 4. ``stop(proc)``: stop it; its final counters.
 
+A placement that runs the switch on another host (the testbed's switch
+host, over SSH; ``switch_elsewhere``) starts ``command()`` there under its
+own supervision instead of ``start``/``ready``/``stop``, and asks the
+back-end what crosses the SSH channel: ``host_programs`` (checked on the
+host's PATH before anything starts), ``remote_files`` (pushed into the
+remote run folder first), ``unix_sockets`` (waited for, then forwarded here
+under the same name) and ``tcp_ports`` (waited for on the host's loopback,
+forwarded from ports of this machine's loopback, told back through
+``forwarded``) before ``connect``.
+
 A back-end asks the protocol only through its ``ProtocolPlugin`` and never
 learns a protocol's name; a placement never learns a back-end's internals.
 """
@@ -47,6 +57,10 @@ class SwitchBackend(ABC):
     # its recirculation port is a veth pair (out, in) the placement makes
     # (both ends on the switch node, target.loop)
     loop_port: ClassVar[bool] = False
+
+    # programs its command runs that a remote placement does not push (it
+    # pushes netkv's own): they must be on the switch host's PATH
+    host_programs: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, cfg: "RunConfig", plugin: "ProtocolPlugin", params: str) -> None:
         self.preflight(cfg, plugin)
@@ -93,6 +107,24 @@ class SwitchBackend(ABC):
     def ready(self, proc: subprocess.Popen[str], folder: Path) -> None:  # noqa: B027
         """Wait until the started switch serves (default: at once)."""
 
+    def remote_files(self) -> list[Path]:
+        """Files of this machine the program needs beside it in the run folder
+        when it runs on another host (default: none)."""
+        return []
+
+    def unix_sockets(self) -> list[str]:
+        """Unix sockets the program opens in its run folder (names), which a
+        controller reaches under the same name in the local folder."""
+        return []
+
+    def tcp_ports(self) -> list[int]:
+        """TCP ports ``command()`` listens on, on its host's loopback."""
+        return []
+
+    def forwarded(self, ports: dict[int, int]) -> None:  # noqa: B027
+        """A remote placement forwards each of ``tcp_ports`` from a port of this
+        machine's loopback ({remote: local}): ``connect`` must use those."""
+
     @abstractmethod
     def connect(self, folder: Path, with_controller: bool) -> SwitchDriver | None:
         """Install the initial state; the driver a controller uses."""
@@ -136,6 +168,14 @@ class SwitchBackend(ABC):
             return {}
         inner = next(iter(last.values()), {}) if isinstance(last, dict) and len(last) == 1 else last
         return inner if isinstance(inner, dict) else {}
+
+
+def switch_elsewhere(cfg: "RunConfig") -> bool:
+    """Whether ``cfg``'s placement runs the switch program on another host
+    (its ``Target.switch_elsewhere``): this machine then only drives it."""
+    from netkv.runner import placement_class
+
+    return placement_class(cfg.target.name).switch_elsewhere
 
 
 def fault_per_egress(p: float) -> float:
