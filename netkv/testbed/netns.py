@@ -78,6 +78,11 @@ def sshd_config(inv: Inventory, host: Host, folder: Path) -> str:
         "MaxSessions 200",
         "MaxStartups 200",
         "Subsystem sftp internal-sftp",
+        # The rack's hosts are this machine's root account: bash run by sshd
+        # would source root's ~/.bashrc for every command (here `pyenv init`,
+        # whose rehash lock, left by a session a test killed, stalled every
+        # later command 60 s: "unreachable"). bash skips it below SHLVL 2.
+        "SetEnv SHLVL=1",
         "",
     ])
 
