@@ -26,6 +26,10 @@ controller is the paper's switch CPU (digest §4), every period:
 runs steps 2-5 once before traffic on the workload's exact popularity (the
 fluid model of digest §8.8), so a short run measures the steady state;
 ``cold`` starts empty and learns from traffic, as the paper's controller.
+
+``placement: all`` is the paper's Fig. 9a baseline (Alibaba Tair's hot
+zone): the same K predicted-hot keys, each replicated to all M servers, no
+threshold T.
 """
 
 from __future__ import annotations
@@ -83,6 +87,9 @@ class KVSwitchProtocol(ProtocolBase):
     min_period_queries: int = Field(100_000, ge=1)  # periods with fewer are not planned on (§8.13)
     virtual_nodes: int = Field(16, ge=1, le=MAX_VNODES)
     ring: Ring = "equal_ranges"  # the paper: hash mod M (digest §5)
+    # selective: r = min(⌈L̂/T⌉, M) copies (the paper's KVSwitch); all: every
+    # predicted-hot key on all M servers (Fig. 9a's replicate-to-all baseline)
+    placement: Literal["selective", "all"] = "selective"
 
     @property
     def epoch_ms(self) -> float:
@@ -224,6 +231,10 @@ class KVSwitchController(Controller):
         known = [i for i, info in enumerate(infos) if info is not None]
         owners = np.array([infos[i].owner for i in known])  # type: ignore[union-attr]
         sh = shares[known]
+        if self.proto.placement == "all":
+            self._apply({keys[i]: self.m for i in known}, prewarmed=True)
+            self.prev = {k: float(s) for k, s in self.prewarm}
+            return
         rest = np.full(self.m, (1.0 - sh.sum()) / self.m)
         for _ in range(200):
             rs = np.array([copies(s, self.t, self.m) for s in sh])
@@ -276,6 +287,11 @@ class KVSwitchController(Controller):
         self._judge_prediction()
         imb = imbalance(loads)
         self.stats.imbalance_history.append(imb)
+        if self.proto.placement == "all":
+            # replicate-to-all: no threshold, every predicted-hot key seen
+            # this period or the last on all M servers
+            self._apply({k: self.m for k, v in top if v > 0})
+            return
         if imb > self.proto.epsilon:
             self.t *= self.proto.gamma
             self.calm = 0
@@ -400,7 +416,8 @@ class KVSwitchController(Controller):
             "installed_fraction": len(self.hot) / self.k,
             "replicas_per_server": self.replicas_per_server(),
             "replicas_fraction": self.replicas_per_server() / self.k,
-            "threshold_t": self.t,
+            # replicate-to-all has no threshold
+            "threshold_t": self.t if self.proto.placement == "selective" else math.nan,
             "periods": self.stats.periods,
         }
         if self.stats.accuracy:
