@@ -183,6 +183,29 @@ class KVSwitchStats:
     true_share: list[float] = field(default_factory=list)
 
 
+#: per-period λ at or below which a learning controller counts as settled
+#: (Fig. 7a's bound on KVSwitch's λ, experiments/kvswitch/fig7.yaml)
+SETTLED_LAMBDA = 0.03
+
+
+def settling(loads: np.ndarray, bound: float = SETTLED_LAMBDA) -> tuple[float, float]:
+    """From Loadcount per period (rows; idle periods left out): λ of the
+    second half of the periods summed (the steady state of a controller
+    learning from traffic), and the first period (1-based) from which every
+    period's λ stays <= ``bound`` (NaN if the last one is above it)."""
+    rows = [r for r in loads if r.sum() > 0]
+    if not rows:
+        return math.nan, math.nan
+    lams = [imbalance_factor(r) for r in rows]
+    settled = math.nan
+    for i in range(len(lams), 0, -1):
+        if lams[i - 1] > bound:
+            break
+        settled = float(i)
+    half = sum(rows[len(rows) // 2:])
+    return imbalance_factor(half), settled
+
+
 def top_predicted(pred: dict[bytes, float], k: int) -> list[tuple[bytes, float]]:
     """The ``k`` keys of highest predicted load, ties broken by key bytes: the
     dict's order comes from a set of bytes, which PYTHONHASHSEED reorders per
@@ -420,6 +443,7 @@ class KVSwitchController(Controller):
             "threshold_t": self.t if self.proto.placement == "selective" else math.nan,
             "periods": self.stats.periods,
         }
+        out["lambda_switch_settled"], out["periods_to_settle"] = settling(loads)
         if self.stats.accuracy:
             out["prediction_accuracy"] = float(np.mean(self.stats.accuracy))
             out["predicted_share"] = float(np.mean(self.stats.predicted_share))
