@@ -143,13 +143,29 @@ def fluid_loads(shares: np.ndarray, owners: np.ndarray, rs: np.ndarray, m: int,
                 rest: np.ndarray) -> np.ndarray:
     """Per-server share of the load when key i (share shares[i], owner
     owners[i]) is read round-robin over its r copies; ``rest`` is the load of
-    every other key, by owner."""
+    every other key, by owner. One numpy pass per distinct r: a rack model
+    plans tens of thousands of keys, many times over."""
     import numpy as np
     loads = rest.astype(np.float64).copy()
-    for s, o, r in zip(shares, owners, rs):
-        for srv in placement(int(o), int(r), m):
-            loads[srv] += s / r
+    for r in np.unique(rs):
+        sel = rs == r
+        n = int(r)
+        servers = (owners[sel][:, None] + np.arange(n) * max(1, m // n)) % m   # placement()
+        np.add.at(loads, servers.ravel(), np.repeat(shares[sel] / n, n))
     return loads
+
+
+def plan_threshold(shares: np.ndarray, owners: np.ndarray, m: int, t: float,
+                   epsilon: float, gamma: float, rest: np.ndarray) -> float:
+    """The prewarmed plan's T (a share of the load): lowered by γ from ``t``
+    until the fluid model's max/mean − 1 <= ε, or every key is on all M."""
+    import numpy as np
+    for _ in range(200):
+        rs = np.where(shares > t, np.minimum(np.ceil(shares / t), m), 1).astype(np.int64)
+        if imbalance(fluid_loads(shares, owners, rs, m, rest)) <= epsilon or (rs == m).all():
+            break
+        t *= gamma
+    return t
 
 
 @dataclass
@@ -259,12 +275,8 @@ class KVSwitchController(Controller):
             self.prev = {k: float(s) for k, s in self.prewarm}
             return
         rest = np.full(self.m, (1.0 - sh.sum()) / self.m)
-        for _ in range(200):
-            rs = np.array([copies(s, self.t, self.m) for s in sh])
-            if (imbalance(fluid_loads(sh, owners, rs, self.m, rest)) <= self.proto.epsilon
-                    or (rs == self.m).all()):
-                break
-            self.t *= self.proto.gamma
+        self.t = plan_threshold(sh, owners, self.m, self.t, self.proto.epsilon,
+                                self.proto.gamma, rest)
         want = {keys[i]: copies(float(shares[i]), self.t, self.m) for i in known}
         self._apply({k: r for k, r in want.items() if r > 1}, prewarmed=True)
         self.prev = {k: float(s) for k, s in self.prewarm}
