@@ -7,6 +7,8 @@ statically only and never claimed compiled.
   and nothing else is (but the TNA shell's ``rack_port``);
 - each register has the v1model program's size and width, or a width listed
   in ``TNA_WIDTHS`` with the reason (Tofino's stateful ALU words);
+- every table of the v1model program has the same key fields and entry
+  actions (parameter widths and names);
 - every register is accessed through at least one ``RegisterAction`` and
   nothing of v1model (``register<``, ``standard_metadata_t``, ``V1Switch``)
   is left; the program ends in ``Switch(pipe) main``;
@@ -191,3 +193,52 @@ def test_tna_refuses_a_variant_it_does_not_implement(tmp_path: Path) -> None:
     so in one #error instead of compiling something else."""
     res = _preprocess(tna_path("pegasus"), {"PEG_SELECTION": 3}, tmp_path)
     assert res.returncode != 0 and "not written for TNA" in res.stderr
+
+
+def _block(text: str, start: int) -> str:
+    """The brace-balanced block opening at or after ``start``."""
+    i = text.index("{", start)
+    depth = 0
+    for j in range(i, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return text[i:j + 1]
+    return text[i:]
+
+
+def table_shapes(text: str) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """{table: (key field names, (action: param widths and names) ...)} of the
+    tables with an absolute @name: what a controller's table_add meets
+    through the P4Info."""
+    text = _strip_c_comments(text)
+    params = {m.group(2): (m.group(1), re.sub(r"\s+", " ", m.group(3).strip()))
+              for m in re.finditer(r'@name\("\.(\w+)"\)\s*action\s+(\w+)\s*\(([^)]*)\)', text)}
+    shapes = {}
+    for m in re.finditer(r'@name\("\.(\w+)"\)\s*table\s+\w+', text):
+        body = _block(text, m.end())
+        keys = tuple(re.findall(r':\s*exact\s*@name\("(\w+)"\)', body))
+        acts = re.search(r"actions\s*=\s*\{([^}]*)\}", body)
+        names = re.findall(r"(?<!@defaultonly )\b(\w+)\s*;", acts.group(1) if acts else "")
+        shapes[m.group(1)] = (keys, tuple(f"{params[a][0]}({params[a][1]})"
+                                          for a in names if a in params))
+    return shapes
+
+
+@pytest.mark.parametrize("proto", TNA_PROTOCOLS)
+def test_tna_tables_take_the_same_keys_and_arguments(proto: str) -> None:
+    """A controller's table_add reaches both programs the same way: every
+    shared table has the same key field names and entry actions, with the
+    same parameter widths and names (P4Info)."""
+    tna = table_shapes(p4_text(tna_path(proto)))
+    v1 = table_shapes(p4_text(PROGRAMS[proto][1]))
+    assert set(v1) <= set(tna)
+    assert {t: tna[t] for t in v1} == v1
+    assert v1["node_fwd"] == (("node",), ("set_port(bit<9> port)",))
+
+
+def test_table_check_fails_on_a_changed_argument(tmp_path: Path) -> None:
+    bad = _doctored("pegasus", tmp_path, "action rkeys_hit(bit<32> idx)",
+                    "action rkeys_hit(bit<16> idx)")
+    v1 = table_shapes(p4_text(PROGRAMS["pegasus"][1]))
+    assert table_shapes(p4_text(bad))["rkeys"] != v1["rkeys"]
+    assert v1["rkeys"] == (("keyhash",), ("rkeys_hit(bit<32> idx)",))
