@@ -399,3 +399,48 @@ def test_backends_and_drivers_name_no_protocol() -> None:
         code = code.split('"""', 2)[-1]                      # past the module docstring
         found = [p for p in names() if f"'{p}'" in code or f'"{p}' in code]
         assert not found, f"{path} names {found}"
+
+
+# ---- the register path with the REAL P4Runtime protobufs (where netkv[bmv2] is installed) ----
+
+_PB = "p4.v1.p4runtime_pb2"
+
+
+@pytest.mark.skipif(__import__("importlib").util.find_spec("p4") is None,
+                    reason="p4runtime protobufs not installed (pip install 'netkv[bmv2]')")
+def test_register_entries_are_real_p4runtime_messages() -> None:
+    """P4RuntimeRegisters builds real RegisterEntry updates and reads real
+    ReadResponses (a fake client stands for the switch)."""
+    import importlib
+
+    from google.protobuf import text_format
+
+    pb = importlib.import_module(_PB)
+    p4info_pb2 = importlib.import_module("p4.config.v1.p4info_pb2")
+    info = text_format.Parse('registers { preamble { id: 369 name: "rset_size" } '
+                             'type_spec { bitstring { bit { bitwidth: 8 } } } size: 64 }',
+                             p4info_pb2.P4Info())
+
+    class Client:
+        def __init__(self) -> None:
+            self.updates: list[Any] = []
+
+        def write_update(self, update: Any) -> None:
+            self.updates.append(update)
+
+        def read_one(self, entity: Any) -> list[Any]:
+            resp = pb.ReadResponse()
+            got = resp.entities.add()
+            got.CopyFrom(entity)
+            got.register_entry.data.bitstring = b"\x07"
+            return [resp]
+
+    client = Client()
+    regs = tofino.P4RuntimeRegisters(client, info, pb)
+    regs.write([("rset_size", 5, 0x1FF)])
+    regs.reset(["rset_size"])
+    one, every = (u.entity.register_entry for u in client.updates)
+    assert client.updates[0].type == pb.Update.MODIFY
+    assert (one.register_id, one.index.index, one.data.bitstring) == (369, 5, b"\xff")
+    assert not every.HasField("index") and every.data.bitstring == b"\x00"
+    assert regs.read([("rset_size", 3)]) == [7]
