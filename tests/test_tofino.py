@@ -444,3 +444,123 @@ def test_register_entries_are_real_p4runtime_messages() -> None:
     assert (one.register_id, one.index.index, one.data.bitstring) == (369, 5, b"\xff")
     assert not every.HasField("index") and every.data.bitstring == b"\x00"
     assert regs.read([("rset_size", 3)]) == [7]
+
+
+# ---- the whole driver with the REAL p4runtime-shell against a FAKE P4Runtime server -----------
+
+P4INFO = """
+tables { preamble { id: 101 name: "node_fwd" }
+  match_fields { id: 1 name: "node" bitwidth: 16 match_type: EXACT }
+  action_refs { id: 201 } action_refs { id: 202 scope: DEFAULT_ONLY } size: 4096 }
+tables { preamble { id: 102 name: "rack_port" }
+  match_fields { id: 1 name: "dev_port" bitwidth: 9 match_type: EXACT }
+  action_refs { id: 203 } action_refs { id: 204 scope: DEFAULT_ONLY } size: 512 }
+actions { preamble { id: 201 name: "set_port" } params { id: 1 name: "port" bitwidth: 9 } }
+actions { preamble { id: 202 name: "node_miss" } }
+actions { preamble { id: 203 name: "set_rack_port" } params { id: 1 name: "port" bitwidth: 16 } }
+actions { preamble { id: 204 name: "NoAction" } }
+registers { preamble { id: 369 name: "ver_next" }
+  type_spec { bitstring { bit { bitwidth: 32 } } } size: 1 }
+controller_packet_metadata { preamble { id: 301 name: "packet_in" }
+  metadata { id: 1 name: "ingress_port" bitwidth: 16 }
+  metadata { id: 2 name: "reason" bitwidth: 8 } metadata { id: 3 name: "pad" bitwidth: 8 } }
+controller_packet_metadata { preamble { id: 302 name: "packet_out" }
+  metadata { id: 1 name: "egress_port" bitwidth: 16 }
+  metadata { id: 2 name: "direct" bitwidth: 8 } metadata { id: 3 name: "pad" bitwidth: 8 } }
+"""
+
+
+def _have_shell() -> bool:
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("p4runtime_sh", "grpc", "p4"))
+
+
+@pytest.mark.skipif(not _have_shell(), reason="p4runtime-shell not installed "
+                    "(pip install 'netkv[bmv2]')")
+def test_real_shell_against_a_fake_p4runtime_server(tmp_path: Path) -> None:
+    """The REAL p4runtime-shell drives a FAKE P4Runtime gRPC server (what a
+    bf_switchd P4Runtime server would receive): the packed device config,
+    rack_port and node_fwd entries in device ports, the flood group's
+    replicas (device port, replica id = rack port), register writes and
+    reads, a packet-out to a device port."""
+    from concurrent import futures
+
+    import grpc
+    from google.protobuf import text_format
+    from p4.config.v1 import p4info_pb2
+    from p4.v1 import p4runtime_pb2 as pb
+    from p4.v1 import p4runtime_pb2_grpc
+
+    seen: dict[str, list[Any]] = {"config": [], "updates": [], "packets": []}
+    cells: dict[tuple[int, int], bytes] = {}
+
+    class FakeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
+        def StreamChannel(self, requests: Any, context: Any) -> Any:
+            for req in requests:
+                if req.HasField("arbitration"):
+                    resp = pb.StreamMessageResponse()
+                    resp.arbitration.CopyFrom(req.arbitration)
+                    resp.arbitration.status.code = 0
+                    yield resp
+                elif req.HasField("packet"):
+                    seen["packets"].append(req.packet)
+
+        def SetForwardingPipelineConfig(self, req: Any, context: Any) -> Any:
+            seen["config"].append(req.config)
+            return pb.SetForwardingPipelineConfigResponse()
+
+        def GetForwardingPipelineConfig(self, req: Any, context: Any) -> Any:
+            resp = pb.GetForwardingPipelineConfigResponse()
+            resp.config.CopyFrom(seen["config"][-1])
+            return resp
+
+        def Write(self, req: Any, context: Any) -> Any:
+            for u in req.updates:
+                seen["updates"].append(u)
+                r = u.entity.register_entry
+                if u.entity.HasField("register_entry"):
+                    cells[(r.register_id, r.index.index)] = r.data.bitstring
+            return pb.WriteResponse()
+
+        def Read(self, req: Any, context: Any) -> Any:
+            resp = pb.ReadResponse()
+            for ent in req.entities:
+                got = resp.entities.add()
+                got.CopyFrom(ent)
+                r = got.register_entry
+                r.data.bitstring = cells.get((r.register_id, r.index.index), b"\x00")
+            yield resp
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(FakeServer(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    prog = _program(tmp_path)
+    text_format.Parse(P4INFO, p4info_pb2.P4Info())                # the test's own P4Info parses
+    prog.p4info_path.write_text(P4INFO)
+    prog.device_config_path.write_bytes(tofino.pack_pipeline_config("hash", b"BIN", b"{}"))
+    try:
+        drv = tofino.TofinoDriver.connect(
+            prog, dev_ports=[132, 140], grpc_addr=f"127.0.0.1:{port}", data_ports=range(2),
+            node_ports={0: 0, 1: 1}, registers=[("ver_next", 0, 2)], connect_timeout_s=5)
+        try:
+            assert drv.reg_read("ver_next", 0) == 2
+            drv.packet_out(b"\x01\x02", 1)
+        finally:
+            drv.close()
+    finally:
+        server.stop(0)
+    assert _unpack(seen["config"][0].p4_device_config) == [b"hash", b"BIN", b"{}"]
+    tables = {(u.entity.table_entry.table_id, u.entity.table_entry.match[0].exact.value,
+               u.entity.table_entry.action.action.params[0].value)
+              for u in seen["updates"] if u.entity.HasField("table_entry")}
+    be = lambda v, n: v.to_bytes(n, "big")  # noqa: E731 - p4runtime-shell 0.0.6 sends full width
+    assert tables == {(102, be(132, 2), be(0, 2)), (102, be(140, 2), be(1, 2)),
+                      (101, be(0, 2), be(132, 2)), (101, be(1, 2), be(140, 2))}
+    groups = [u.entity.packet_replication_engine_entry.multicast_group_entry
+              for u in seen["updates"] if u.entity.HasField("packet_replication_engine_entry")]
+    flood = [g for g in groups if g.multicast_group_id == FLOOD_MCAST_GRP]
+    assert [(r.egress_port, r.instance) for r in flood[0].replicas] == [(132, 0), (140, 1)]
+    assert seen["packets"][0].payload == b"\x01\x02"
+    assert {m.metadata_id: m.value for m in seen["packets"][0].metadata}[1] == be(140, 2)
