@@ -63,14 +63,17 @@ def test_cli_without_sde_exits_2_in_one_line_naming_what_is_missing(tmp_path: Pa
 def test_require_tofino_names_each_missing_piece(monkeypatch: pytest.MonkeyPatch,
                                                  tmp_path: Path) -> None:
     _sde_absent(monkeypatch)
+    monkeypatch.delenv("SDE_INSTALL", raising=False)
     with pytest.raises(ConfigError) as e:
         tofino.require_tofino()
     assert "\n" not in str(e.value) and "($SDE unset)" in str(e.value)
+    assert "$SDE_INSTALL" in str(e.value)
     # an SDE whose script is there, and a compiler: only what is still missing
     script = tmp_path / tofino.SWITCHD
     script.write_text("#!/bin/sh\n")
     script.chmod(0o755)
     monkeypatch.setenv("SDE", str(tmp_path))
+    monkeypatch.setenv("SDE_INSTALL", str(tmp_path / "install"))
     monkeypatch.setattr(tofino.shutil, "which", lambda name: f"/opt/{name}")
     monkeypatch.setattr(tofino.importlib.util, "find_spec", lambda name: object())
     assert tofino.missing_tofino() == []
@@ -82,7 +85,7 @@ def test_require_tofino_names_each_missing_piece(monkeypatch: pytest.MonkeyPatch
 def test_tofino_runs_on_the_testbed_only() -> None:
     assert available_on("testbed").count("tofino") == 1
     assert "tofino" not in available_on("mininet") and "tofino" not in available_on("sim")
-    assert BACKENDS["tofino"].programs == ("bf_switchd",)
+    assert BACKENDS["tofino"].programs == ("run_switchd.sh", "bf_switchd")
     with pytest.raises(ConfigError) as e:
         load(["target=mininet", "target.switch=tofino"])
     assert "target.switch = 'tofino' is not available on target=mininet" in str(e.value)
@@ -128,7 +131,7 @@ def test_command_lines() -> None:
     assert tofino.compile_command(src, out, "pegasus", target="tofino2")[1:5] == [
         "--target", "tofino2", "--arch", "t2na"]
     prog = tofino.TofinoProgram("pegasus", "pegasus", out)
-    assert tofino.switchd_command(prog, "/sde") == ["/sde/run_switchd.sh", "-c",
+    assert tofino.switchd_command(prog, "/sde") == ["setsid", "/sde/run_switchd.sh", "-c",
                                                     "/c/out/pegasus.conf", "--skip-p4"]
     with pytest.raises(DriverError, match=r"\$SDE is unset"):
         tofino.switchd_command(prog, "")
@@ -210,7 +213,7 @@ def test_backend_prepares_with_the_tna_program_and_device_ports(
     assert "p4src/pegasus/tna/pegasus.p4" in log and "-DNETKV_TNA_CPU_PORT=320" in log
     monkeypatch.setenv("SDE", "/sde")
     assert backend.command(["132", "140", "148"], tmp_path, "t") == [
-        "/sde/run_switchd.sh", "-c", str(backend.compiled.conf_path), "--skip-p4"]
+        "setsid", "/sde/run_switchd.sh", "-c", str(backend.compiled.conf_path), "--skip-p4"]
     assert backend.dev_ports == [132, 140, 148]
     with pytest.raises(ConfigError) as e:
         backend.command(["eth0", "eth1"], tmp_path, "t")
@@ -564,3 +567,31 @@ def test_real_shell_against_a_fake_p4runtime_server(tmp_path: Path) -> None:
     assert [(r.egress_port, r.instance) for r in flood[0].replicas] == [(132, 0), (140, 1)]
     assert seen["packets"][0].payload == b"\x01\x02"
     assert {m.metadata_id: m.value for m in seen["packets"][0].metadata}[1] == be(140, 2)
+
+
+def test_stop_reaches_the_script_grandchild(tmp_path: Path) -> None:
+    """run_switchd.sh starts bf_switchd as a child (not exec): stopping the
+    script alone would leave the switch running. A stand-in script with a
+    child that ignores nothing, started as switchd_command starts it
+    (setsid), is gone with its child after stop_group."""
+    script = tmp_path / "run_switchd.sh"
+    pidfile = tmp_path / "child.pid"
+    script.write_text(f"#!/bin/bash\nsleep 300 &\necho $! > {pidfile}\nwait\n")
+    script.chmod(0o755)
+    proc = subprocess.Popen(["setsid", str(script)], text=True)
+    try:
+        for _ in range(100):
+            if pidfile.exists() and pidfile.read_text().strip():
+                break
+            __import__("time").sleep(0.05)
+        child = int(pidfile.read_text())
+        tofino.stop_group(proc, timeout_s=5)
+        assert proc.poll() is not None
+        for _ in range(100):
+            if not Path(f"/proc/{child}").exists():
+                break
+            __import__("time").sleep(0.05)
+        assert not Path(f"/proc/{child}").exists(), "the script's child outlived stop_group"
+    finally:
+        if proc.poll() is None:
+            proc.kill()

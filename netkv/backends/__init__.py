@@ -33,7 +33,8 @@ BACKENDS: dict[str, BackendEntry] = {
     "bmv2": BackendEntry("netkv.backends.bmv2:Bmv2Backend", ("mininet",),
                          ("simple_switch_grpc", "lt-simple_switch_grpc")),
     # untested: no Tofino SDE here (docs/testbed.md "Tofino")
-    "tofino": BackendEntry("netkv.backends.tofino:TofinoBackend", ("testbed",), ("bf_switchd",)),
+    "tofino": BackendEntry("netkv.backends.tofino:TofinoBackend", ("testbed",),
+                           ("run_switchd.sh", "bf_switchd")),
 }
 
 

@@ -9,7 +9,7 @@ Prepared before anything starts: the SDE is checked (bf-p4c on PATH,
 $SDE/run_switchd.sh, p4runtime-shell), faults and loop pairs are refused,
 and the TNA program is compiled with bf-p4c (cached by content, with
 NETKV_TNA_CPU_PORT = target.tofino.cpu_port). Started with
-``$SDE/run_switchd.sh -c <conf> --skip-p4`` on the switch; ``connect``
+``setsid $SDE/run_switchd.sh -c <conf> --skip-p4`` on the switch; ``connect``
 pushes the program over P4Runtime (PI's Tofino device config) and installs
 what netkv-switch's init would, in rack ports the driver maps to the
 switch's device ports: the switch's ``ports`` (the inventory's, one per
@@ -21,7 +21,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from netkv.backends.base import SwitchBackend, refuse_p4_basics
 from netkv.backends.bmv2 import START_TIMEOUT_S, wait_listening
@@ -83,6 +83,10 @@ class TofinoBackend(SwitchBackend):
     def ready(self, proc: subprocess.Popen[str], folder: Path) -> None:
         wait_listening(proc, self.opts.grpc_addr, START_TIMEOUT_S, folder / self.log_name,
                        self.label)
+
+    def stop(self, proc: subprocess.Popen[str]) -> dict[str, Any]:
+        tofino.stop_group(proc)     # bf_switchd is the script's grandchild
+        return {}                   # and has no exit report
 
     def connect(self, folder: Path, with_controller: bool) -> SwitchDriver | None:
         """The driver (register writes batched) for a controller; without one

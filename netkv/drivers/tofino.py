@@ -36,6 +36,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import signal
 import struct
 import subprocess
 import tempfile
@@ -68,6 +69,8 @@ def missing_tofino() -> list[str]:
     sde = os.environ.get("SDE")
     if not sde or not os.access(Path(sde) / SWITCHD, os.X_OK):
         missing.append(f"$SDE/{SWITCHD}" + ("" if sde else " ($SDE unset)"))
+    if not os.environ.get("SDE_INSTALL"):   # run_switchd.sh refuses to start without it
+        missing.append("$SDE_INSTALL")
     if importlib.util.find_spec(P4RUNTIME_SHELL_MODULE) is None:
         missing.append("p4runtime-shell")
     return missing
@@ -179,11 +182,30 @@ def compile_cached(program: str, src: Path, defines: Mapping[str, int] | None = 
 def switchd_command(prog: TofinoProgram, sde: str | None = None) -> list[str]:
     """bf_switchd through the SDE's script, on the compiled program's conf
     (no install into the SDE tree) and without loading it (``--skip-p4``):
-    the driver pushes the pipeline over P4Runtime, as on BMv2."""
+    the driver pushes the pipeline over P4Runtime, as on BMv2. Under
+    ``setsid``: the script runs ``sudo ... bf_switchd`` as a child, not by
+    exec, so stopping it means signalling its whole process group."""
     sde = sde if sde is not None else os.environ.get("SDE", "")
     if not sde:
         raise DriverError(f"$SDE is unset: {INSTALL_HINT}")
-    return [str(Path(sde) / SWITCHD), "-c", str(prog.conf_path), "--skip-p4"]
+    return ["setsid", str(Path(sde) / SWITCHD), "-c", str(prog.conf_path), "--skip-p4"]
+
+
+def stop_group(proc: subprocess.Popen[str], timeout_s: float = 10.0) -> None:
+    """SIGTERM to the process group ``proc`` leads (``switchd_command``'s
+    setsid), SIGKILL if it is still there after ``timeout_s``."""
+    if proc.poll() is not None:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=timeout_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 class P4RuntimeRegisters:
