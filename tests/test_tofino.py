@@ -211,6 +211,8 @@ def test_backend_prepares_with_the_tna_program_and_device_ports(
     backend = backend_class("tofino")(cfg, lookup("pegasus"), "")
     log = fake_bf_p4c.read_text()
     assert "p4src/pegasus/tna/pegasus.p4" in log and "-DNETKV_TNA_CPU_PORT=320" in log
+    assert "-DNETKV_TNA_RECIRC_PORT=68" in log
+    assert backend.special_ports() == (3, 4)             # 2 servers + 1 client, then CPU, recirc
     monkeypatch.setenv("SDE", "/sde")
     assert backend.command(["132", "140", "148"], tmp_path, "t") == [
         "setsid", "/sde/run_switchd.sh", "-c", str(backend.compiled.conf_path), "--skip-p4"]
@@ -227,11 +229,15 @@ FAKE_TOFINO_SHELL = FAKE_SHELL + '''
 class _TofinoCtx:
     p4info = NS(
         actions=[NS(preamble=NS(id=1, name="set_port"), params=[NS(name="port")]),
-                 NS(preamble=NS(id=2, name="set_rack_port"), params=[NS(name="port")])],
+                 NS(preamble=NS(id=2, name="set_rack_port"), params=[NS(name="port")]),
+                 NS(preamble=NS(id=3, name="set_addr"),
+                    params=[NS(name="node"), NS(name="port"), NS(name="mgid")])],
         tables=[NS(preamble=NS(name="node_fwd"), match_fields=[NS(name="node")],
                    action_refs=[NS(id=1, scope=0, DEFAULT_ONLY=2)]),
                 NS(preamble=NS(name="rack_port"), match_fields=[NS(name="dev_port")],
-                   action_refs=[NS(id=2, scope=0, DEFAULT_ONLY=2)])],
+                   action_refs=[NS(id=2, scope=0, DEFAULT_ONLY=2)]),
+                NS(preamble=NS(name="addr_table"), match_fields=[NS(name="srv_id")],
+                   action_refs=[NS(id=3, scope=0, DEFAULT_ONLY=2)])],
         registers=[NS(preamble=NS(id=77, name="ver_next"), size=1,
                       type_spec=NS(bitstring=NS(bit=NS(bitwidth=32)))),
                    NS(preamble=NS(id=78, name="rset_size"), size=64,
@@ -358,6 +364,7 @@ def test_fake_p4runtime_driver_installs_the_rack_in_device_ports(
             drv.regs.reset(["rset_size"])
             assert drv.reg_read("rset_size", 5) == 0
             drv.packet_out(b"\xab", 2)
+            drv.table_add("addr_table", [1], [1, 1, 33])        # only `port` is a port
             with pytest.raises(DriverError, match="no register 'ghost'"):
                 drv.reg_read("ghost", 0)
             with pytest.raises(DriverError, match=r"rset_size\[64\] out of range"):
@@ -382,6 +389,8 @@ def test_fake_p4runtime_driver_installs_the_rack_in_device_ports(
     assert ["reg_write", 2, 78, 5, "ff"] in events
     assert ["reg_write", 2, 78, None, "00"] in events          # reset: no index, every cell
     assert ["packet_out", "ab", {"egress_port": "148", "direct": "1", "pad": "0"}] in events
+    assert ["insert", "addr_table", {"srv_id": "1"}, "set_addr",
+            {"node": "1", "port": "140", "mgid": "33"}] in events
     assert events[-1] == ["teardown"]
 
 

@@ -61,7 +61,8 @@ class TofinoBackend(SwitchBackend):
         knobs = parse_params(params)
         self.opts = cfg.target.tofino
         try:
-            defines = {**self.p4.defines(knobs), "NETKV_TNA_CPU_PORT": self.opts.cpu_port}
+            defines = {**self.p4.defines(knobs), "NETKV_TNA_CPU_PORT": self.opts.cpu_port,
+                       "NETKV_TNA_RECIRC_PORT": self.opts.recirc_port}
             self.registers = self.p4.initial_registers(cfg.topology.servers, knobs)
         except ValueError as exc:
             raise ConfigError(f"invalid config: target.switch = 'tofino': {exc}") from None
@@ -69,6 +70,11 @@ class TofinoBackend(SwitchBackend):
         self.compiled = tofino.compile_cached(
             plugin.name, bmv2.p4src_dir() / tofino.tna_source(self.p4.source), defines)
         self.dev_ports: list[int] = []
+
+    def special_ports(self) -> tuple[int, int]:
+        """(CPU port, recirculation port) as rack ports, after the nodes' (as
+        netkv-switch numbers them); the driver maps them to the device's."""
+        return self.n_nodes, self.n_nodes + 1
 
     def command(self, ifaces: Sequence[str], folder: Path, tag: str,
                 loop: tuple[str, str] | None = None) -> list[str]:
@@ -94,8 +100,10 @@ class TofinoBackend(SwitchBackend):
         and registers stay)."""
         del folder
         nodes = range(self.n_nodes)
+        # rack ports: the nodes', then the CPU and recirculation ports (special_ports)
+        dev_ports = [*self.dev_ports[:self.n_nodes], self.opts.cpu_port, self.opts.recirc_port]
         drv = tofino.TofinoDriver.connect(
-            self.compiled, dev_ports=self.dev_ports, grpc_addr=self.opts.grpc_addr,
+            self.compiled, dev_ports=dev_ports, grpc_addr=self.opts.grpc_addr,
             device_id=self.opts.device_id, cpu_port=self.opts.cpu_port,
             semantics=self.p4.semantics(), data_ports=list(nodes),
             node_ports={n: n for n in nodes}, registers=self.registers)

@@ -18,7 +18,8 @@ What differs from BMv2 (netkv/drivers/p4runtime.py has the rest):
   one fake tests, and bfrt_grpc ships only inside the SDE;
 - ports: the controller and the C pipelines number ports by the rack plan
   (node i behind rack port i); a Tofino's ports are device ports. The driver
-  maps rack port i to ``dev_ports[i]`` in ``node_fwd``'s argument, multicast
+  maps rack port i to ``dev_ports[i]`` in every action parameter named
+  ``port`` (``node_fwd``'s set_port, an address table's set_addr), multicast
   replicas (whose replica id is the rack port: the egress readdresses copies
   by it) and packet-out, back in packet-in, and installs ``rack_port``
   (device port -> rack port) for the program's trust boundary.
@@ -310,8 +311,12 @@ class TofinoDriver(P4RuntimeDriver):
         entry.add(self.dev(port), port)     # replica id = rack port (the egress's node)
 
     def table_add(self, table: str, key: Sequence[int], args: Sequence[int] = ()) -> None:
-        if table == "node_fwd" and len(args) == 1:   # the shell's table: set_port(port)
-            args = [self.dev(int(args[0]))]
+        # an action parameter named `port` is a port (node_fwd's set_port,
+        # an address table's set_addr): the controller's rack port becomes
+        # the device port
+        names = self._table_action.get(table, ("", [], []))[2]
+        args = [self.dev(int(a)) if i < len(names) and names[i] == "port" else int(a)
+                for i, a in enumerate(args)]
         super().table_add(table, key, args)
 
     def packet_out(self, frame: bytes, port: int | None = None) -> None:

@@ -44,6 +44,14 @@
 #define NETKV_TNA_CPU_PORT 64
 #endif
 const PortId_t TNA_CPU_PORT = NETKV_TNA_CPU_PORT;
+/* the recirculation port a multicast replica loops back through (NetMC's
+ * continuation): 68 is pipe 0's on Tofino 1 (-DNETKV_TNA_RECIRC_PORT=<port>;
+ * target.tofino.recirc_port). What re-enters through it is the switch's own:
+ * trusted, as v1model trusts a recirculated packet */
+#ifndef NETKV_TNA_RECIRC_PORT
+#define NETKV_TNA_RECIRC_PORT 68
+#endif
+const PortId_t TNA_RECIRC_PORT = NETKV_TNA_RECIRC_PORT;
 
 parser NetkvTnaIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
                              out ingress_intrinsic_metadata_t ig_intr_md) {
@@ -125,7 +133,8 @@ control NetkvTnaClassify(inout headers_t hdr, inout metadata_t meta,
         rack_port.apply();
         meta.cpu_reason = 0;
         meta.origin = ORIGIN_CLIENT;     /* the program sets SERVER (port < n_servers) */
-        if (meta.from_cpu == 1 || meta.in_port == NETKV_TRUSTED_PORT) {
+        if (meta.from_cpu == 1 || meta.in_port == NETKV_TRUSTED_PORT ||
+            ig_intr_md.ingress_port == TNA_RECIRC_PORT) {
             meta.origin = ORIGIN_TRUSTED;
         }
         meta.fwd = FWD_DROP;
