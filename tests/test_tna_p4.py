@@ -32,7 +32,7 @@ except ImportError:
     from tests.test_p4 import (P4SRC, PROGRAMS, ROOT, _strip_c_comments, c_names, p4_objects,
                                p4_text)
 
-TNA_PROTOCOLS = ("hash", "pegasus")
+TNA_PROTOCOLS = ("hash", "pegasus", "netmc")
 
 # tables of the TNA shell (common/tna/shell.p4) that no C pipeline has
 TNA_SHELL_TABLES = {"rack_port"}
@@ -45,6 +45,7 @@ TNA_WIDTHS: dict[tuple[str, str], tuple[str, str]] = {
        for r in ("ver_next", "ver_completed", "ver_last_write")},
     ("pegasus", "stats"): ("32", "a counter in one stateful ALU word"),
     ("pegasus", "wrr_len"): ("16", "Tofino registers are 1, 8, 16 or 32 bits"),
+    ("netmc", "stats"): ("32", "a counter in one stateful ALU word"),
 }
 
 
@@ -158,6 +159,9 @@ TNA_VARIANTS = [
     ("pegasus", {"PEG_SELECTION": 1}),
     ("pegasus", {"PEG_WRITE_MCAST": 0, "PEG_SAMPLE": 0, "PEG_MAX_RKEYS": 128}),
     ("pegasus", {"NETKV_TNA_CPU_PORT": 320}),
+    ("netmc", {}),
+    ("netmc", {"MC_W": 32}),
+    ("netmc", {"MC_SPLIT": 0, "NETKV_TRUSTED_PORT": 6, "NETKV_TNA_RECIRC_PORT": 196}),
 ]
 
 
@@ -180,7 +184,8 @@ def test_tna_preprocesses(proto: str, defines: dict[str, int], tmp_path: Path) -
     assert res.returncode == 0 and not res.stderr.strip(), res.stderr
     out = res.stdout
     left = re.findall(r"\b(PEG_(?:MAX_RKEYS|SELECTION|AMO|SAMPLE|FANOUT_\w+|WRITE_MCAST|N|WRR_SLOTS|MAX_NODES)|SEL_\w+|ST_COUNT|HASH_MAX_PORTS|NETKV_TNA\w*|NETKV_PARSE_\w+|"
-                      r"POW2_\w+|LOWMASK_\w+)\b", out)
+                      r"POW2_\w+|LOWMASK_\w+|MC_W|MC_SPLIT|MC_WMASK|MC_KG|MC_SRV_ACTION|MC_STAT_COUNT|"
+                      r"NETMC_N)\b", out)
     assert not left, f"unexpanded macros: {sorted(set(left))}"
     for a, b in ("{}", "()"):
         assert out.count(a) == out.count(b), f"unbalanced {a}{b}"

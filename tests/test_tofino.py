@@ -109,7 +109,8 @@ def test_preflight_refuses_a_protocol_without_tna_program(protocol: str, why: st
     with pytest.raises(ConfigError) as e:
         cls.preflight(_cfg(protocol), lookup(protocol))
     assert why in str(e.value) and "\n" not in str(e.value)
-    cls.preflight(_cfg("pegasus"), lookup("pegasus"))      # one with a TNA twin passes
+    for twin in ("hash", "pegasus", "netmc"):              # those with a TNA twin pass
+        cls.preflight(_cfg(twin), lookup(twin))
 
 
 def test_preflight_refuses_faults(sde_present: None) -> None:
