@@ -496,7 +496,7 @@ def test_real_shell_against_a_fake_p4runtime_server(tmp_path: Path) -> None:
     bf_switchd P4Runtime server would receive): the packed device config,
     rack_port and node_fwd entries in device ports, the flood group's
     replicas (device port, replica id = rack port), register writes and
-    reads, a packet-out to a device port."""
+    reads, a packet-out to a device port and a packet-in back."""
     from concurrent import futures
 
     import grpc
@@ -518,6 +518,13 @@ def test_real_shell_against_a_fake_p4runtime_server(tmp_path: Path) -> None:
                     yield resp
                 elif req.HasField("packet"):
                     seen["packets"].append(req.packet)
+                    # answer with a packet-in from rack port 1 (the program's
+                    # packet_in.ingress_port is a rack port already)
+                    back = pb.StreamMessageResponse()
+                    back.packet.payload = req.packet.payload[::-1]
+                    md = back.packet.metadata.add()
+                    md.metadata_id, md.value = 1, (1).to_bytes(2, "big")
+                    yield back
 
         def SetForwardingPipelineConfig(self, req: Any, context: Any) -> Any:
             seen["config"].append(req.config)
@@ -560,6 +567,13 @@ def test_real_shell_against_a_fake_p4runtime_server(tmp_path: Path) -> None:
         try:
             assert drv.reg_read("ver_next", 0) == 2
             drv.packet_out(b"\x01\x02", 1)
+            got: list[Any] = []
+            for _ in range(100):
+                got += drv.cpu_poll()
+                if got:
+                    break
+                __import__("time").sleep(0.02)
+            assert [(p.ingress_port, p.frame) for p in got] == [(1, b"\x02\x01")]
         finally:
             drv.close()
     finally:
