@@ -36,11 +36,11 @@ import json
 import signal
 import subprocess
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from netkv.drivers.base import SwitchDriver
+from netkv.drivers.base import DriverError, SwitchDriver
 
 if TYPE_CHECKING:
     from netkv.config.schema import RunConfig
@@ -57,6 +57,11 @@ class SwitchBackend(ABC):
     # its recirculation port is a veth pair (out, in) the placement makes
     # (both ends on the switch node, target.loop)
     loop_port: ClassVar[bool] = False
+    # a program that writes much and reports nothing on exit: its stdout goes
+    # to the log too (a pipe nobody reads would fill and stall it), and a
+    # missing program is named with this hint
+    stdout_to_log: ClassVar[bool] = False
+    install_hint: ClassVar[str] = ""
 
     # programs its command runs that a remote placement does not push (it
     # pushes netkv's own): they must be on the switch host's PATH
@@ -101,8 +106,12 @@ class SwitchBackend(ABC):
         log_path = folder / self.log_name
         cmd = self.command(ifaces, folder, tag, loop)
         with open(log_path, "w") as log:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
-        return proc
+            if not self.stdout_to_log:
+                return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+            try:
+                return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
+            except FileNotFoundError:
+                raise DriverError(f"{cmd[0]} not found: {self.install_hint}") from None
 
     def ready(self, proc: subprocess.Popen[str], folder: Path) -> None:  # noqa: B027
         """Wait until the started switch serves (default: at once)."""
@@ -188,3 +197,23 @@ def fault_per_egress(p: float) -> float:
 def has_faults(cfg: "RunConfig") -> bool:
     f = cfg.target.faults
     return bool(f.loss or f.duplicate or f.reorder or f.delay_us)
+
+
+def refuse_p4_basics(switch: str, cfg: "RunConfig", plugin: "ProtocolPlugin",
+                     require: Callable[[], None]) -> None:
+    """What every P4 back-end refuses in one line (``TargetUnavailable``):
+    a toolchain ``require`` finds missing (its ``ConfigError``), a protocol
+    without a P4 program, and faults (netkv-switch injects them)."""
+    from netkv.config.compose import ConfigError
+    from netkv.targets.base import TargetUnavailable
+
+    try:
+        require()
+    except ConfigError as exc:
+        raise TargetUnavailable(str(exc)) from None
+    if plugin.p4 is None:
+        raise TargetUnavailable(f"target.switch = '{switch}': protocol = '{plugin.name}' has "
+                                "no P4 program")
+    if has_faults(cfg):
+        raise TargetUnavailable("target.faults (loss, duplicate, reorder, delay_us) are "
+                                "injected by netkv-switch: use target.switch=netkv")

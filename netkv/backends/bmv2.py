@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from netkv.backends.base import SwitchBackend, has_faults, switch_elsewhere
+from netkv.backends.base import SwitchBackend, refuse_p4_basics, switch_elsewhere
 from netkv.config.compose import ConfigError
 from netkv.drivers import bmv2
 from netkv.drivers.base import BatchedWrites, DriverError, SwitchDriver
@@ -67,6 +67,8 @@ class Bmv2Backend(SwitchBackend):
     name = "bmv2"
     label = bmv2.SWITCH
     loop_port = True
+    stdout_to_log = True
+    install_hint = bmv2.INSTALL_HINT
 
     # on the testbed: only the switch runs on the switch host; this machine
     # compiles (p4c-bm2-ss) and drives it (p4runtime-shell, simple_switch_CLI)
@@ -76,23 +78,15 @@ class Bmv2Backend(SwitchBackend):
     def preflight(cls, cfg: "RunConfig", plugin: "ProtocolPlugin") -> None:
         # a switch on another host: that host's programs are the placement's
         # to check there (first, over SSH), this machine's when prepared
-        if not switch_elsewhere(cfg):
-            try:
-                bmv2.require_bmv2()
-            except ConfigError as exc:
-                raise TargetUnavailable(str(exc)) from None
-        if plugin.p4 is None:
-            raise TargetUnavailable(f"target.switch = 'bmv2': protocol = '{plugin.name}' has "
-                                    "no P4 program")
+        refuse_p4_basics(cls.name, cfg, plugin,
+                         (lambda: None) if switch_elsewhere(cfg) else bmv2.require_bmv2)
+        assert plugin.p4 is not None
         ports = plugin.p4.loop_ports or ()
         nodes = cfg.topology.servers + cfg.topology.clients + cfg.protocol.coordinators()[0]
         if any(p == bmv2.CPU_PORT or p < nodes for p in ports):
             raise TargetUnavailable(f"target.switch = 'bmv2': protocol = '{plugin.name}' puts its "
                                     f"loop pair on ports {ports}, which the rack's nodes or the "
                                     f"CPU port ({bmv2.CPU_PORT}) take")
-        if has_faults(cfg):
-            raise TargetUnavailable("target.faults (loss, duplicate, reorder, delay_us) are "
-                                    "injected by netkv-switch: use target.switch=netkv")
 
     def __init__(self, cfg: "RunConfig", plugin: "ProtocolPlugin", params: str) -> None:
         super().__init__(cfg, plugin, params)
@@ -156,15 +150,6 @@ class Bmv2Backend(SwitchBackend):
             return []
         loop = self.cfg.target.loop
         return bmv2.loop_queue_commands(self.p4.loop_ports[0], loop.rate_pps, loop.depth)
-
-    def start(self, ifaces: Sequence[str], folder: Path, tag: str,
-              loop: tuple[str, str] | None = None) -> subprocess.Popen[str]:
-        cmd = self.command(ifaces, folder, tag, loop)
-        with open(folder / self.log_name, "w") as log:
-            try:
-                return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
-            except FileNotFoundError:
-                raise DriverError(f"{bmv2.SWITCH} not found: {bmv2.INSTALL_HINT}") from None
 
     def ready(self, proc: subprocess.Popen[str], folder: Path) -> None:
         wait_listening(proc, self.endpoint.grpc_addr, START_TIMEOUT_S, folder / self.log_name,
