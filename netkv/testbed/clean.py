@@ -39,8 +39,7 @@ def program_names() -> tuple[str, ...]:
     """Every program a testbed run starts on a host: netkv's own and each
     switch back-end's (``netkv.backends.BACKENDS``)."""
     from netkv.backends import programs
-    from netkv.testbed.rack import PROGRAMS
-    from netkv.testbed.stacks import DPDK_PROGRAMS
+    from netkv.testbed.stacks import DPDK_PROGRAMS, PROGRAMS
 
     return tuple(dict.fromkeys((*PROGRAMS, *DPDK_PROGRAMS, *programs())))
 

@@ -52,7 +52,7 @@ from netkv.testbed.ssh import RemoteError, Ssh, lifeline
 if TYPE_CHECKING:
     from netkv.mininet.rack import RackSpec
 
-PROGRAMS = ("kvserver", "kvclient", "netkv-switch")
+PROGRAMS = stacks.PROGRAMS
 
 
 def free_ports(n: int) -> list[int]:
