@@ -109,16 +109,16 @@ struct nk_pipeline_ops {
 	 * is sent rather than when it reaches the switch (one event fewer per
 	 * hop). Stateful protocols (Pegasus, NetCache) leave it 0. */
 	uint8_t order_free;
+	/* 1 if process() never sets act->to_cpu: the simulator then skips the
+	 * copy of the packet as received that a to_cpu clone needs (~200 B per
+	 * switch pass). A pipeline that sets it anyway sends the edited packet. */
+	uint8_t never_to_cpu;
 	/* For a pipeline that is not order_free: 1 if process() of this one
 	 * packet neither depends on the order or time of packets nor changes
 	 * what later packets see (a reply a stateful pipeline only forwards),
 	 * so the simulator may run it when the packet is sent, as for an
 	 * order_free pipeline. NULL: no packet is. */
 	int (*order_free_pkt)(const void *st, const struct nk_msg *m);
-	/* 1 if process() never sets act->to_cpu: the simulator then skips the
-	 * copy of the packet as received that a to_cpu clone needs (~200 B per
-	 * switch pass). A pipeline that sets it anyway sends the edited packet. */
-	uint8_t never_to_cpu;
 	int (*init)(void *st, const struct nk_pipeline_cfg *cfg);
 	void (*fini)(void *st);
 	void (*process)(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
