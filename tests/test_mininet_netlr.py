@@ -14,6 +14,8 @@ socket (num_replica, LiveMask, PIN, get_dst_rep_table, multicast group 1).
   and the history of both points is linearizable by WGL and by Porcupine.
 - CR, two clients: the tail's replies reach both (the head carries the
   client's node down the chain), and the history is linearizable.
+- Harmonia on CR (not linearizable, performance-only): reads of clean
+  keys reach every replica, dirty ones the tail, every write completes.
 - Nothing is left behind: no process, no interface carrying the run's tag.
 
 ``test_netlr_history_check_fails_on_a_stale_read`` shows both checkers
@@ -149,6 +151,30 @@ def test_cr_serves_two_clients_linearizably(tmp_path: Path) -> None:
     assert run["stats"]["writes"] == 0   # the switch only forwards
     wgl, porc = _check_both(out)
     assert wgl is True and porc in (True, None)
+    links, procs = _leftovers(run["tag"])
+    assert links == [] and procs == [], (links, procs)
+
+
+@skip
+def test_harmonia_routes_reads_and_tracks_writes(tmp_path: Path) -> None:
+    """Harmonia (not linearizable by design: its history is not checked):
+    every request completes, every write is marked dirty and its completion
+    forwarded, reads reach every replica and the tail's excess is the dirty
+    reads."""
+    run = _run(["protocol.replication=harmonia"], tmp_path / "history.jsonl", points=1)
+    (res,) = run["results"]
+    st = run["stats"]
+    served = [int(x) for x in res.server_requests]
+    print(json.dumps({"point": (res.issued, res.completed), "stats": st, "served": served}))
+    assert res.issued > 1000 and res.completed == res.issued, res
+    assert st["writes"] > 100 and st["writes"] == st["acks"], st   # every write completed
+    assert 0 < st["commits"] <= st["acks"]
+    assert st["reads"] + st["writes"] == res.issued
+    # every write passes every replica; clean reads round-robin; dirty
+    # reads at the tail on top
+    reads_at = [n - st["writes"] for n in served]
+    assert min(reads_at[:-1]) > 0.2 * st["reads"], reads_at
+    assert reads_at[-1] - sum(reads_at[:-1]) / 3 == pytest.approx(st["dirty_reads"], abs=4)
     links, procs = _leftovers(run["tag"])
     assert links == [] and procs == [], (links, procs)
 

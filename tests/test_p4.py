@@ -305,6 +305,8 @@ VARIANTS = [
     ("netlr", {"NL_STRICT": 0, "NL_SLOTS": 64}),
     ("netlr", {"NL_ACK_SUPERSEDED": 1, "NL_STAMP": 1, "NL_COLLISION_NACK": 1, "NL_SLOTS": 1}),
     ("netlr", {"NL_CHAIN": 1}),
+    ("netlr", {"NL_HARMONIA": 1}),
+    ("netlr", {"NL_HARMONIA": 1, "NL_COLLISION_NACK": 1, "NL_SLOTS": 4}),
 ]
 
 
@@ -333,7 +335,7 @@ def test_p4_preprocesses(proto: str, defines: dict[str, int], tmp_path: Path) ->
                       r"MC_WMASK|MC_KG|MC_SRV_ACTION|MC_STAT_COUNT|MC_KEYIDX_W|NETMC_N|SC_KEYS|"
                       r"SC_SLOTS|SC_FAITHFUL|SC_STUCK_US|SC_DEFAULT_STUCK_US|SC_LOOP_OUT|SC_LOOP_IN|SC_STAT_COUNT|SC_FORWARD|"
                       r"SC_NODE_AND_LOOP|SC_LEAVE_LOOP|SC_MCAST_GROUP|NL_SLOTS|"
-                      r"NL_STRICT|NL_ACK_SUPERSEDED|NL_STAMP|NL_COLLISION_NACK|NL_CHAIN|NL_MAX_REPLICAS|"
+                      r"NL_STRICT|NL_ACK_SUPERSEDED|NL_STAMP|NL_COLLISION_NACK|NL_CHAIN|NL_HARMONIA|NL_MAX_REPLICAS|"
                       r"NL_STAT_COUNT)\b", out)
     assert not left, f"unexpanded macros: {sorted(set(left))}"
     for a, b in ("{}", "()", "<>"):
