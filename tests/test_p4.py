@@ -41,9 +41,12 @@ import pytest
 from netkv.config.compose import ConfigError
 from netkv.drivers import bmv2
 from netkv.drivers.base import DriverError
-from netkv.protocols import lookup
+from netkv.protocols import lookup, plugins
 from netkv.constants import kvs_mcast_group
 from netkv.wire import codec
+
+#: every protocol's UDP port: what Rack.send keeps of the frames it sees
+NETKV_PORTS = {p.udp_port for p in plugins()}
 
 ROOT = Path(__file__).resolve().parents[1]
 P4SRC = ROOT / "p4src"
@@ -605,7 +608,7 @@ class Rack:
                     if addr[2] == PACKET_OUTGOING or len(pkt) < 42 or pkt[12:14] != b"\x08\x00":
                         continue
                     ports = {int.from_bytes(pkt[34:36], "big"), int.from_bytes(pkt[36:38], "big")}
-                    if ports & {5047, 5050, codec.KVSWITCH_PORT, codec.STARCACHE_PORT}:
+                    if ports & NETKV_PORTS:
                         got.setdefault(i, []).append(pkt)
                         quiet = time.monotonic() + 0.05
         return got
