@@ -90,6 +90,9 @@ class SshRack:
         servers = inventory.with_role("server")
         clients = inventory.with_role("client")
         self.servers: list[Host] = servers[: spec.servers]
+        # kvservers restarted per server (target.faults.crashes is refused
+        # on the testbed: never), read by MininetTarget.run_point
+        self.incarnations: list[int] = [0] * len(self.servers)
         self.clients: list[Host] = clients[: spec.clients]
         self.coordinators: list[Host] = inventory.with_role("coordinator")[: spec.coordinators]
         self.switch_host = inventory.with_role("switch")[0]
