@@ -315,6 +315,22 @@ REGISTERS: dict[str, dict[str, tuple[int, str]]] = {
         'stats': (64, '16'),
         'n_servers': (8, '1'),
     },
+    'netlr': {
+        'dset': (32, 'NL_SLOTS'),
+        'lseq': (32, 'NL_SLOTS'),
+        'CRep': (8, 'NL_SLOTS'),
+        'NumCRep': (8, 'NL_SLOTS'),
+        'MaxSeq': (32, 'NL_SLOTS'),
+        'AckMask': (8, 'NL_SLOTS'),
+        'seq': (32, '1'),
+        'num_replica': (8, '1'),
+        'DstRepIdx': (8, '1'),
+        'LiveMask': (8, '1'),
+        'PIN': (8, '1'),
+        'epoch': (16, '1'),
+        'stats': (64, '13'),
+        'n_servers': (8, '1'),
+    },
 }
 
 #: name -> keys [(field, bits)], action, args [(name, bits)], default action
@@ -338,5 +354,9 @@ TABLES: dict[str, dict[str, dict[str, object]]] = {
         'node_fwd': {'keys': [('node', 16)], 'action': 'set_port', 'args': [('port', 9)], 'default': 'node_miss'},
         'HotkeyTable': {'keys': [('k0', 64), ('k1', 64)], 'action': 'hotkey_hit', 'args': [('r', 8), ('slot', 16), ('owner', 8)], 'default': 'hotkey_miss'},
         'ServermapTable': {'keys': [('slot', 16), ('ordinal', 8)], 'action': 'servermap_hit', 'args': [('server', 8)], 'default': 'servermap_miss'},
+    },
+    'netlr': {
+        'node_fwd': {'keys': [('node', 16)], 'action': 'set_port', 'args': [('port', 9)], 'default': 'node_miss'},
+        'get_dst_rep_table': {'keys': [('idx', 8)], 'action': 'set_dst_rep', 'args': [('rep', 8)], 'default': 'dst_rep_miss'},
     },
 }

@@ -81,12 +81,18 @@ def check_supported(cfg: RunConfig) -> None:
         check(cfg)
 
 
+def placement_class(name: str) -> type[Target]:
+    """The Target class of placement ``name``."""
+    module, _, cls = PLACEMENTS[name].partition(":")
+    found: type[Target] = getattr(importlib.import_module(module), cls)
+    return found
+
+
 def make_target(cfg: RunConfig) -> Target:
     """The placement ``target.name`` with the protocol's controller and params."""
     check_supported(cfg)
     info = protocol_plugin(cfg.protocol.name)
-    module, _, cls = PLACEMENTS[cfg.target.name].partition(":")
-    target_cls = getattr(importlib.import_module(module), cls)
+    target_cls = placement_class(cfg.target.name)
     factory = info.sim_controller if cfg.target.name == "sim" else info.rack_controller
     target: Target = target_cls(cfg, controller_factory=factory(cfg),
                                 params=info.pipeline_params(cfg))
@@ -117,12 +123,24 @@ def config_yaml(cfg: RunConfig) -> str:
     return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
 
 
-def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console) -> pl.DataFrame:
-    """Run the whole SLO search for ``cfg`` into ``out_dir``; return points."""
-    run_dir = RunDir(out_dir)
+def run_provenance(cfg: RunConfig, argv: list[str], console: Console) -> dict[str, Any]:
+    """The run's provenance; the protocol's caveats for this config (e.g. a
+    baseline that is not linearizable) printed and kept in it."""
     prov = provenance.collect(
         seed=cfg.seed, target=cfg.target.name, protocol=cfg.protocol.name, argv=argv
     )
+    caveats = protocol_plugin(cfg.protocol.name).caveats(cfg)
+    if caveats:
+        prov["caveats"] = caveats
+        for line in caveats:
+            console.print(f"[yellow]{cfg.name}: {line}[/yellow]")
+    return prov
+
+
+def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console) -> pl.DataFrame:
+    """Run the whole SLO search for ``cfg`` into ``out_dir``; return points."""
+    run_dir = RunDir(out_dir)
+    prov = run_provenance(cfg, argv, console)
     held = run_dir.prepare(config_yaml(cfg), prov)
     if held:
         console.print(f"[dim]resuming {out_dir}: {held} point(s) already measured[/dim]")
@@ -192,9 +210,7 @@ def execute_at(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console,
     same way: the point's key is (load, seed), and a finished point is never
     measured again."""
     run_dir = RunDir(out_dir)
-    prov = provenance.collect(
-        seed=cfg.seed, target=cfg.target.name, protocol=cfg.protocol.name, argv=argv
-    )
+    prov = run_provenance(cfg, argv, console)
     if run_dir.prepare(config_yaml(cfg), prov):
         console.print(f"[dim]resuming {out_dir}: the point is already measured[/dim]")
     seed = point_seed(cfg.seed, offered_rps)

@@ -123,6 +123,18 @@ def test_corpus_runner_sees_a_missing_loop_copy_and_a_wrong_slot() -> None:
     assert "registers" in (_inprocess_mismatch(bad_seq) or "")
 
 
+def test_corpus_runner_tells_netlr_s_modes_apart() -> None:
+    """The NetLR cases pin their mode: the paper's early commit (W1) does
+    not happen in strict mode, Harmonia's routing is not CR's."""
+    w1 = next(c for c in CASES if "duplicated ack counts twice" in c.name)
+    assert _inprocess_mismatch(w1) is None
+    strict = dataclasses.replace(w1, params=w1.params.replace("mode=paper;", ""))
+    assert "step 4" in (_inprocess_mismatch(strict) or "")
+    harmonia = next(c for c in CASES if c.name.startswith("netlr/harmonia"))
+    cr = dataclasses.replace(harmonia, params=harmonia.params.replace("harmonia", "cr"))
+    assert "step 0" in (_inprocess_mismatch(cr) or "")
+
+
 # ---- netkv-switch on real frames ---------------------------------------------------------------
 
 ETH_P_ALL = 0x0003

@@ -448,6 +448,32 @@ def test_a_fixed_load_experiment_checks_its_point_columns():
                                    "timeline": {"load": 0.5}})
 
 
+def test_minus_compares_the_gap_between_two_series():
+    """`minus`: a side is one series' cell less another's at the same x
+    (the gap grows with x)."""
+    exp = Experiment.model_validate({
+        "description": "t", "x": {"key": "write_ratio", "values": [0.1, 0.5]},
+        "series": {"a": ["protocol=netlr"], "b": ["protocol=netlr", "protocol.replication=cr"]},
+        "y": {"metric": "p99_ns"},
+        "checks": [{"claim": "the gap grows", "left": {"series": "b", "minus": "a", "x": 0.5},
+                    "op": ">=", "right": {"series": "b", "minus": "a", "x": 0.1}}]})
+    table = pl.DataFrame({"series": ["a", "a", "b", "b"], "x": ["0.1", "0.5"] * 2,
+                          "p99_ns": [30e3, 40e3, 40e3, 70e3], "met": [True] * 4})
+    res = evaluate(exp.checks[0], table, exp)
+    assert res.passed and res.used == 4, res
+    assert "(b - a)@0.5 = 30 us >= (b - a)@0.1 = 10 us" in res.measured, res.measured
+    # the check can fail: b's tail as far above a's at 0.5 as at 0.1 minus 1 us
+    narrow = table.with_columns(pl.Series("p99_ns", [30e3, 40e3, 40e3, 49e3]))
+    assert not evaluate(exp.checks[0], narrow, exp).passed
+    # a missing subtrahend is a missing cell
+    assert evaluate(exp.checks[0], table.filter(~((pl.col("series") == "a")
+                                                  & (pl.col("x") == "0.5"))), exp).verdict == "FAIL"
+    with pytest.raises(ValidationError, match="minus 'c'"):
+        Experiment.model_validate({**exp.model_dump(), "checks": [
+            {"claim": "c", "left": {"series": "b", "minus": "c", "x": 0.5}, "op": ">=",
+             "right": {"value": 0.0}}]})
+
+
 def test_an_x_axis_of_loads_makes_each_cell_one_point_at_its_x():
     """x.key load_rps: no config override, each cell's offered load is its
     x, no SLO is pinned; `plus` adds to a side (about 1 us above)."""

@@ -46,7 +46,8 @@ def _p4() -> str:
 
 
 def _c_stats() -> dict[str, int]:
-    c = _strip_c_comments(C_SRC.read_text())
+    # the enum lives in netlr.h, shared with the Harmonia variant
+    c = _strip_c_comments(C_SRC.with_name("netlr.h").read_text())
     body = c[c.index("enum netlr_stat {"):]
     names = re.findall(r"\bNL_(\w+)", body[:body.index("};")])
     assert names[0] == "READS" and names[-1] == "NSTATS"
@@ -122,16 +123,19 @@ def test_wire_check_accepts_what_the_codec_decodes() -> None:
 
 @pytest.mark.parametrize(("knobs", "want"), [
     ("", {"NL_SLOTS": 131072, "NL_STRICT": 1, "NL_ACK_SUPERSEDED": 0, "NL_STAMP": 0,
-          "NL_COLLISION_NACK": 0, "NL_CHAIN": 0}),
+          "NL_COLLISION_NACK": 0, "NL_CHAIN": 0, "NL_HARMONIA": 0}),
     ("mode=paper;slots=64;replication=cr",
      {"NL_SLOTS": 64, "NL_STRICT": 0, "NL_ACK_SUPERSEDED": 0, "NL_STAMP": 0,
-      "NL_COLLISION_NACK": 0, "NL_CHAIN": 1}),
+      "NL_COLLISION_NACK": 0, "NL_CHAIN": 1, "NL_HARMONIA": 0}),
     ("slots=1;ack_superseded=1;stamp=1;collision_nack=1",
      {"NL_SLOTS": 1, "NL_STRICT": 1, "NL_ACK_SUPERSEDED": 1, "NL_STAMP": 1,
-      "NL_COLLISION_NACK": 1, "NL_CHAIN": 0}),
+      "NL_COLLISION_NACK": 1, "NL_CHAIN": 0, "NL_HARMONIA": 0}),
     ("replication=hermes",   # the switch forwards only, as for CR
      {"NL_SLOTS": 131072, "NL_STRICT": 1, "NL_ACK_SUPERSEDED": 0, "NL_STAMP": 0,
-      "NL_COLLISION_NACK": 0, "NL_CHAIN": 1}),
+      "NL_COLLISION_NACK": 0, "NL_CHAIN": 1, "NL_HARMONIA": 0}),
+    ("replication=harmonia",  # netlr_harmonia.c: the dirty set, reads routed
+     {"NL_SLOTS": 131072, "NL_STRICT": 1, "NL_ACK_SUPERSEDED": 0, "NL_STAMP": 0,
+      "NL_COLLISION_NACK": 0, "NL_CHAIN": 0, "NL_HARMONIA": 1}),
 ])
 def test_defines_size_the_registers_as_c_does(knobs: str, want: dict[str, int]) -> None:
     assert p4_defines(parse_params(knobs)) == want

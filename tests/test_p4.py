@@ -41,9 +41,12 @@ import pytest
 from netkv.config.compose import ConfigError
 from netkv.drivers import bmv2
 from netkv.drivers.base import DriverError
-from netkv.protocols import lookup
+from netkv.protocols import lookup, plugins
 from netkv.constants import kvs_mcast_group
 from netkv.wire import codec
+
+#: every protocol's UDP port: what Rack.send keeps of the frames it sees
+NETKV_PORTS = {p.udp_port for p in plugins()}
 
 ROOT = Path(__file__).resolve().parents[1]
 P4SRC = ROOT / "p4src"
@@ -305,6 +308,8 @@ VARIANTS = [
     ("netlr", {"NL_STRICT": 0, "NL_SLOTS": 64}),
     ("netlr", {"NL_ACK_SUPERSEDED": 1, "NL_STAMP": 1, "NL_COLLISION_NACK": 1, "NL_SLOTS": 1}),
     ("netlr", {"NL_CHAIN": 1}),
+    ("netlr", {"NL_HARMONIA": 1}),
+    ("netlr", {"NL_HARMONIA": 1, "NL_COLLISION_NACK": 1, "NL_SLOTS": 4}),
 ]
 
 
@@ -333,7 +338,7 @@ def test_p4_preprocesses(proto: str, defines: dict[str, int], tmp_path: Path) ->
                       r"MC_WMASK|MC_KG|MC_SRV_ACTION|MC_STAT_COUNT|MC_KEYIDX_W|NETMC_N|SC_KEYS|"
                       r"SC_SLOTS|SC_FAITHFUL|SC_STUCK_US|SC_DEFAULT_STUCK_US|SC_LOOP_OUT|SC_LOOP_IN|SC_STAT_COUNT|SC_FORWARD|"
                       r"SC_NODE_AND_LOOP|SC_LEAVE_LOOP|SC_MCAST_GROUP|NL_SLOTS|"
-                      r"NL_STRICT|NL_ACK_SUPERSEDED|NL_STAMP|NL_COLLISION_NACK|NL_CHAIN|NL_MAX_REPLICAS|"
+                      r"NL_STRICT|NL_ACK_SUPERSEDED|NL_STAMP|NL_COLLISION_NACK|NL_CHAIN|NL_HARMONIA|NL_MAX_REPLICAS|"
                       r"NL_STAT_COUNT)\b", out)
     assert not left, f"unexpanded macros: {sorted(set(left))}"
     for a, b in ("{}", "()", "<>"):
@@ -603,7 +608,7 @@ class Rack:
                     if addr[2] == PACKET_OUTGOING or len(pkt) < 42 or pkt[12:14] != b"\x08\x00":
                         continue
                     ports = {int.from_bytes(pkt[34:36], "big"), int.from_bytes(pkt[36:38], "big")}
-                    if ports & {5047, 5050, codec.KVSWITCH_PORT, codec.STARCACHE_PORT}:
+                    if ports & NETKV_PORTS:
                         got.setdefault(i, []).append(pkt)
                         quiet = time.monotonic() + 0.05
         return got

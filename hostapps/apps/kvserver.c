@@ -229,7 +229,7 @@ struct ctl_ctx {
 	 * controller that reaches this server only through its socket (a
 	 * remote rack, over a forwarded socket) */
 	const struct counters *counters;
-	const struct store *st;
+	struct store *st;           /* store_dump, store_merge, store_newest */
 	uint32_t id;
 	const char *mode;
 	const struct nk_dgram *io;
@@ -255,6 +255,107 @@ static int ctl_stats(const struct ctl_ctx *c, char *out, size_t cap)
 	return (int)(3 + n);
 }
 
+/* ---- the store over the control socket ----------------------------------------
+ * Out-of-band state transfer for replica recovery (ControlPlane.copy_store,
+ * newest_version; docs/mininet.md): a written entry is one word
+ * KEYHASH:KEY:VER:VALUE (hex, VER decimal); "written" = a version above
+ * the preload's 1. */
+
+#define DUMP_MAX 4096
+#define DUMP_HEAD 32      /* room for "ok NEXT", written last */
+
+static const uint8_t *ent_value(const struct store *s, const struct ent *e)
+{
+	if (e->slot >= 0 && e->value_len <= s->max_value)
+		return s->pool + (size_t)e->slot * s->max_value;
+	return e->value_len <= CANON_MAX ? canon : NULL;
+}
+
+/* "store_dump FROM [MAX]": the written entries from table index FROM on, at
+ * most MAX: "ok NEXT entry ..." (NEXT: where the next page starts, "end"
+ * after the table's last entry). */
+static int ctl_store_dump(const struct store *s, int argc, char **argv, char *out, size_t cap)
+{
+	uint64_t from, max = 256;
+	if (argc < 2 || argc > 3 || nk_ctl_parse_u64(argv[1], &from) ||
+	    (argc == 3 && (nk_ctl_parse_u64(argv[2], &max) || !max || max > DUMP_MAX)))
+		return snprintf(out, cap, "err usage: store_dump FROM [MAX, 1..%d]", DUMP_MAX);
+	const size_t head = DUMP_HEAD;
+	size_t len = head;
+	uint64_t i = from, n = 0;
+	for (; i <= s->mask && n < max; i++) {
+		const struct ent *e = &s->t[i];
+		const uint8_t *v = e->used && e->ver > 1 ? ent_value(s, e) : NULL;
+		if (!v)
+			continue;
+		size_t need = 8 + 1 + 2u * e->key_len + 1 + 20 + 1 + 2u * e->value_len + 2;
+		if (len + need >= cap)
+			break;                 /* the next page starts here */
+		len += (size_t)snprintf(out + len, cap - len, " %08x:", e->keyhash);
+		len += nk_ctl_hex(e->key, e->key_len, out + len);
+		len += (size_t)snprintf(out + len, cap - len, ":%" PRIu64 ":", e->ver);
+		len += nk_ctl_hex(v, e->value_len, out + len);
+		n++;
+	}
+	char first[DUMP_HEAD + 1];
+	int h = i > s->mask ? snprintf(first, sizeof first, "ok end")
+			    : snprintf(first, sizeof first, "ok %" PRIu64, i);
+	memmove(out + h, out + head, len - head);
+	memcpy(out, first, (size_t)h);
+	out[h + len - head] = '\0';
+	return (int)(h + len - head);
+}
+
+/* "store_merge ENTRY ...": each entry stored where it is newer than what the
+ * store holds (a copy never rolls a key back); "ok APPLIED". */
+static int ctl_store_merge(struct store *s, int argc, char **argv, char *out, size_t cap)
+{
+	static uint8_t value[CANON_MAX > 65536 ? CANON_MAX : 65536];
+	uint64_t applied = 0;
+	for (int a = 1; a < argc; a++) {
+		char *f[5], *p = argv[a];
+		int nf = 0;
+		while (p && nf < 5) {
+			f[nf++] = p;
+			p = strchr(p, ':');
+			if (p)
+				*p++ = '\0';
+		}
+		uint8_t kh[4];
+		uint64_t ver;
+		struct nk_msg m;
+		memset(&m, 0, sizeof m);
+		int klen = nf == 4 ? nk_ctl_unhex(f[1], m.key, sizeof m.key) : -1;
+		int vlen = klen > 0 ? nk_ctl_unhex(f[3], value, sizeof value) : -1;
+		if (vlen < 0 || nk_ctl_unhex(f[0], kh, sizeof kh) != 4 ||
+		    nk_ctl_parse_u64(f[2], &ver) || ver < 2)
+			return snprintf(out, cap, "err entry %d: KEYHASH:KEY:VER:VALUE (hex, "
+					"VER decimal >= 2)", a);
+		m.keyhash = (uint32_t)kh[0] << 24 | (uint32_t)kh[1] << 16 | (uint32_t)kh[2] << 8 | kh[3];
+		m.key_len = (uint8_t)klen;
+		m.value = value;
+		m.value_len = (uint32_t)vlen;
+		uint64_t have;
+		uint32_t have_len;
+		if (st_get(s, &m, &have, &have_len) == 0 && have >= ver)
+			continue;
+		if (st_put(s, &m, ver, (uint32_t)vlen))
+			return snprintf(out, cap, "err store full after %" PRIu64 " entries", applied);
+		applied++;
+	}
+	return snprintf(out, cap, "ok %" PRIu64, applied);
+}
+
+/* "store_newest": the highest version the store holds. */
+static int ctl_store_newest(const struct store *s, char *out, size_t cap)
+{
+	uint64_t top = 0;
+	for (uint64_t i = 0; i <= s->mask; i++)
+		if (s->t[i].used && s->t[i].ver > top)
+			top = s->t[i].ver;
+	return snprintf(out, cap, "ok %" PRIu64, top);
+}
+
 static int ctl_handler(void *ctx, int argc, char **argv, char *out, size_t cap)
 {
 	struct ctl_ctx *c = ctx;
@@ -262,6 +363,12 @@ static int ctl_handler(void *ctx, int argc, char **argv, char *out, size_t cap)
 		return snprintf(out, cap, "ok kvserver");
 	if (!strcmp(argv[0], "stats") && argc == 1)
 		return ctl_stats(c, out, cap);
+	if (!strcmp(argv[0], "store_dump"))
+		return ctl_store_dump(c->st, argc, argv, out, cap);
+	if (!strcmp(argv[0], "store_merge"))
+		return ctl_store_merge(c->st, argc, argv, out, cap);
+	if (!strcmp(argv[0], "store_newest") && argc == 1)
+		return ctl_store_newest(c->st, out, cap);
 	if (!c->ops || !c->ops->server_ctl)
 		return snprintf(out, cap, "err protocol has no server commands");
 	int n = c->ops->server_ctl(c->hst, c->store, argc, argv, out, cap);

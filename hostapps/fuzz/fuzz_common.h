@@ -15,8 +15,9 @@
  *  - pipeline actions name an existing port.
  *
  * Input: byte 0 = flags (bit 0: run fuzz_setup; bit 1: FUZZ_PARAMS_ALT,
- * the protocol's other mode; bit 2: FUZZ_PARAMS_ALT2, a third mode, where
- * the harness defines one), byte 1 = sender node,
+ * the protocol's other mode; bit 2: FUZZ_PARAMS_ALT2, a third mode, and
+ * bit 3: FUZZ_PARAMS_ALT3, a fourth, where the harness defines them),
+ * byte 1 = sender node,
  * then up to FUZZ_MAX_PKTS packets, each a 2-byte big-endian length and
  * that many bytes. State starts fresh for every input, so every finding
  * replays from its input file alone.
@@ -290,7 +291,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 2)
 		return 0;
 	struct rack r;
-#ifdef FUZZ_PARAMS_ALT2
+#if defined(FUZZ_PARAMS_ALT3)
+	rack_init(&r, data[0] & 8 ? FUZZ_PARAMS_ALT3 : data[0] & 4 ? FUZZ_PARAMS_ALT2
+		  : data[0] & 2 ? FUZZ_PARAMS_ALT : FUZZ_PARAMS);
+#elif defined(FUZZ_PARAMS_ALT2)
 	rack_init(&r, data[0] & 4 ? FUZZ_PARAMS_ALT2 : data[0] & 2 ? FUZZ_PARAMS_ALT : FUZZ_PARAMS);
 #else
 	rack_init(&r, data[0] & 2 ? FUZZ_PARAMS_ALT : FUZZ_PARAMS);

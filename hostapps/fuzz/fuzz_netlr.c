@@ -1,10 +1,11 @@
 /* fuzz_netlr.c - libFuzzer harness: NetLR (dirty slots, seq, ack counting,
  * commits, collisions, the replicas' seq rule; the Hermes baseline's
- * INV/ACK/VAL and stalls). */
+ * INV/ACK/VAL and stalls; the Harmonia baseline's dirty set and chain). */
 #define FUZZ_PROTOCOL "netlr"
 #define FUZZ_PARAMS "slots=16;stamp=1;ack_superseded=1;collision_nack=1"
 #define FUZZ_PARAMS_ALT "slots=16;mode=paper" /* input flag bit 1: the paper's ack counter */
 #define FUZZ_PARAMS_ALT2 "slots=16;replication=hermes" /* bit 2: the Hermes baseline */
+#define FUZZ_PARAMS_ALT3 "slots=16;replication=harmonia;collision_nack=1" /* bit 3: Harmonia */
 #include "netkv/bytes.h"
 #include "fuzz_common.h"
 

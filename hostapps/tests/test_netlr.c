@@ -612,6 +612,83 @@ static void test_chain(void)
 	free(c);
 }
 
+/* Harmonia on CR (replication=harmonia, pipeline/netlr_harmonia.c): clean
+ * reads round-robin over every replica, a client's write marks the key
+ * dirty and goes to the head (wherever it was addressed), dirty reads go
+ * to the tail, the tail's completion clears the key whatever its seq (two
+ * writes in flight: the first completion already makes the key clean:
+ * the weakness the paper kept), a colliding write is dropped. */
+static void test_harmonia(void)
+{
+	current = "harmonia";
+	void *st = sw_new("replication=harmonia");
+	for (int i = 0; i < 8; i++)
+		EXPECT_EQ(read_to(st, OID, ID), i % NS);
+	struct nk_msg m = mk(NK_NETLR_OP_WRITE, OID, ID, 7);
+	m.ver = 77;                            /* forged: cleared */
+	uint16_t d;
+	struct nk_actions a = sw(st, &m, CL, NS - 1, &d);
+	EXPECT_EQ(a.fwd, NK_FWD_PORT);
+	EXPECT_EQ(d, 0);                       /* the head, not the tail it named */
+	EXPECT_EQ(a.port, 10);
+	EXPECT_EQ(m.ver, 0);                   /* the head orders it */
+	EXPECT_EQ(reg(st, "dset", ID), OID);
+	for (int i = 0; i < 3; i++)
+		EXPECT_EQ(read_to(st, OID, ID), NS - 1);   /* dirty: the tail */
+	EXPECT_EQ(read_to(st, OID + 1, ID + 1), 0);   /* another key: round-robin */
+	/* a second write of the key while the first is in the chain */
+	m = mk(NK_NETLR_OP_WRITE, OID, ID, 8);
+	EXPECT_EQ(sw(st, &m, CL, 0, NULL).fwd, NK_FWD_PORT);
+	/* a colliding key in the same slot: dropped, counted */
+	m = mk(NK_NETLR_OP_WRITE, OID + 7, ID, 9);
+	EXPECT_EQ(sw(st, &m, CL, 0, NULL).fwd, NK_FWD_DROP);
+	EXPECT_EQ(reg(st, "stats", 3), 1);     /* NL_COLLISIONS */
+	/* chain copies between replicas pass as addressed, the key stays dirty */
+	m = mk(NK_NETLR_OP_WRITE, OID, ID, 7);
+	m.ver = 6;
+	m.epoch = CL;
+	a = sw(st, &m, 1, 2, &d);
+	EXPECT_EQ(a.fwd, NK_FWD_PORT);
+	EXPECT_EQ(d, 2);
+	EXPECT_EQ(m.ver, 6);
+	EXPECT_EQ(reg(st, "dset", ID), OID);
+	/* the first write's completion from the tail: the key is clean though
+	 * the second write is still in flight (no seq compared) */
+	EXPECT_EQ(ack(st, NS - 1, OID, ID, 6, NULL), 1);
+	EXPECT_EQ(reg(st, "dset", ID), 0);
+	EXPECT_EQ(read_to(st, OID, ID), 1);    /* round-robin again: may be stale */
+	/* the second completion is still the client's reply */
+	EXPECT_EQ(ack(st, NS - 1, OID, ID, 7, NULL), 1);
+	EXPECT_EQ(reg(st, "stats", 0), 13);    /* NL_READS */
+	EXPECT_EQ(reg(st, "stats", 1), 3);     /* NL_DIRTY_READS */
+	EXPECT_EQ(reg(st, "stats", 2), 2);     /* NL_WRITES */
+	EXPECT_EQ(reg(st, "stats", 4), 2);     /* NL_ACKS: completions forwarded */
+	EXPECT_EQ(reg(st, "stats", 6), 1);     /* NL_COMMITS: that cleared the key */
+	EXPECT_EQ(reg(st, "seq", 0), 1);       /* the switch orders nothing */
+	/* a forged completion from a client port is dropped */
+	m = mk(NK_NETLR_OP_W_REPLY, OID, ID, 8);
+	EXPECT_EQ(sw(st, &m, CL, CL, NULL).fwd, NK_FWD_DROP);
+	sw_free(st);
+	/* no replica installed (boot_empty): nothing served */
+	st = sw_new("replication=harmonia;boot_empty=1");
+	EXPECT_EQ(read_to(st, OID, ID), -1);
+	m = mk(NK_NETLR_OP_WRITE, OID, ID, 7);
+	EXPECT_EQ(sw(st, &m, CL, 0, NULL).fwd, NK_FWD_DROP);
+	EXPECT_EQ(reg(st, "stats", 8), 2);     /* NL_NO_REPLICA */
+	sw_free(st);
+	/* the hosts are CR's: writes to the head, reads to the tail */
+	void *c = calloc(1, H->client_state_size);
+	struct nk_host_cfg cc = { .n_servers = NS, .n_clients = NC,
+				  .params = "replication=harmonia" };
+	EXPECT_EQ(H->client_init(c, &cc), 0);
+	const uint8_t key[] = "k1";
+	struct nk_req_spec sp = { .kind = NK_KIND_WRITE, .key_len = 2, .home = 2, .key = key };
+	EXPECT_EQ(H->client_request(c, &sp, &m), 0);
+	sp.kind = NK_KIND_READ;
+	EXPECT_EQ(H->client_request(c, &sp, &m), NS - 1);
+	free(c);
+}
+
 /* Hermes (replication=hermes), packet by packet: replica 0 coordinates a
  * write, replica 1 stalls a read of the Invalid key until the VAL, the
  * client gets its W_REPLY once replicas 1..3 acked, a second write to the
@@ -726,6 +803,7 @@ int main(void)
 	test_switch_restart();
 	test_client();
 	test_chain();
+	test_harmonia();
 	test_hermes();
 	printf("test_netlr: %d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;

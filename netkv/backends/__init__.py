@@ -5,7 +5,7 @@ cached), start on a node, hand back a ``SwitchDriver``, stop.
 One line per back-end: its name (``target.switch``), its class, the
 placements it runs on, and the programs it starts (for ``netkv clean``).
 On the simulator the switch is the C pipeline in-process, which is the
-``netkv`` back-end's pipeline; a Tofino back-end would be one more line.
+``netkv`` back-end's pipeline.
 """
 
 from __future__ import annotations
@@ -30,8 +30,11 @@ BACKENDS: dict[str, BackendEntry] = {
                           ("sim", "mininet", "testbed"), ("netkv-switch",)),
     # a source build's simple_switch_grpc is a libtool wrapper that execs
     # .libs/lt-simple_switch_grpc (same pid, new name): both count
-    "bmv2": BackendEntry("netkv.backends.bmv2:Bmv2Backend", ("mininet",),
+    "bmv2": BackendEntry("netkv.backends.bmv2:Bmv2Backend", ("mininet", "testbed"),
                          ("simple_switch_grpc", "lt-simple_switch_grpc")),
+    # untested: no Tofino SDE here (docs/testbed.md "Tofino")
+    "tofino": BackendEntry("netkv.backends.tofino:TofinoBackend", ("testbed",),
+                           ("run_switchd.sh", "bf_switchd")),
 }
 
 

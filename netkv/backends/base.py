@@ -16,6 +16,16 @@ ports and asks its back-end:
    back-end keeps nothing connected without one).
 4. ``stop(proc)``: stop it; its final counters.
 
+A placement that runs the switch on another host (the testbed's switch
+host, over SSH; ``switch_elsewhere``) starts ``command()`` there under its
+own supervision instead of ``start``/``ready``/``stop``, and asks the
+back-end what crosses the SSH channel: ``host_programs`` (checked on the
+host's PATH before anything starts), ``remote_files`` (pushed into the
+remote run folder first), ``unix_sockets`` (waited for, then forwarded here
+under the same name) and ``tcp_ports`` (waited for on the host's loopback,
+forwarded from ports of this machine's loopback, told back through
+``forwarded``) before ``connect``.
+
 A back-end asks the protocol only through its ``ProtocolPlugin`` and never
 learns a protocol's name; a placement never learns a back-end's internals.
 """
@@ -26,11 +36,11 @@ import json
 import signal
 import subprocess
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from netkv.drivers.base import SwitchDriver
+from netkv.drivers.base import DriverError, SwitchDriver
 
 if TYPE_CHECKING:
     from netkv.config.schema import RunConfig
@@ -47,6 +57,15 @@ class SwitchBackend(ABC):
     # its recirculation port is a veth pair (out, in) the placement makes
     # (both ends on the switch node, target.loop)
     loop_port: ClassVar[bool] = False
+    # a program that writes much and reports nothing on exit: its stdout goes
+    # to the log too (a pipe nobody reads would fill and stall it), and a
+    # missing program is named with this hint
+    stdout_to_log: ClassVar[bool] = False
+    install_hint: ClassVar[str] = ""
+
+    # programs its command runs that a remote placement does not push (it
+    # pushes netkv's own): they must be on the switch host's PATH
+    host_programs: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, cfg: "RunConfig", plugin: "ProtocolPlugin", params: str) -> None:
         self.preflight(cfg, plugin)
@@ -87,11 +106,33 @@ class SwitchBackend(ABC):
         log_path = folder / self.log_name
         cmd = self.command(ifaces, folder, tag, loop)
         with open(log_path, "w") as log:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
-        return proc
+            if not self.stdout_to_log:
+                return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+            try:
+                return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
+            except FileNotFoundError:
+                raise DriverError(f"{cmd[0]} not found: {self.install_hint}") from None
 
     def ready(self, proc: subprocess.Popen[str], folder: Path) -> None:  # noqa: B027
         """Wait until the started switch serves (default: at once)."""
+
+    def remote_files(self) -> list[Path]:
+        """Files of this machine the program needs beside it in the run folder
+        when it runs on another host (default: none)."""
+        return []
+
+    def unix_sockets(self) -> list[str]:
+        """Unix sockets the program opens in its run folder (names), which a
+        controller reaches under the same name in the local folder."""
+        return []
+
+    def tcp_ports(self) -> list[int]:
+        """TCP ports ``command()`` listens on, on its host's loopback."""
+        return []
+
+    def forwarded(self, ports: dict[int, int]) -> None:  # noqa: B027
+        """A remote placement forwards each of ``tcp_ports`` from a port of this
+        machine's loopback ({remote: local}): ``connect`` must use those."""
 
     @abstractmethod
     def connect(self, folder: Path, with_controller: bool) -> SwitchDriver | None:
@@ -138,6 +179,14 @@ class SwitchBackend(ABC):
         return inner if isinstance(inner, dict) else {}
 
 
+def switch_elsewhere(cfg: "RunConfig") -> bool:
+    """Whether ``cfg``'s placement runs the switch program on another host
+    (its ``Target.switch_elsewhere``): this machine then only drives it."""
+    from netkv.runner import placement_class
+
+    return placement_class(cfg.target.name).switch_elsewhere
+
+
 def fault_per_egress(p: float) -> float:
     """The simulator charges a fault on each link traversal; a rack's switch
     applies it once per egress, which stands for two traversals (host ->
@@ -148,3 +197,23 @@ def fault_per_egress(p: float) -> float:
 def has_faults(cfg: "RunConfig") -> bool:
     f = cfg.target.faults
     return bool(f.loss or f.duplicate or f.reorder or f.delay_us)
+
+
+def refuse_p4_basics(switch: str, cfg: "RunConfig", plugin: "ProtocolPlugin",
+                     require: Callable[[], None]) -> None:
+    """What every P4 back-end refuses in one line (``TargetUnavailable``):
+    a toolchain ``require`` finds missing (its ``ConfigError``), a protocol
+    without a P4 program, and faults (netkv-switch injects them)."""
+    from netkv.config.compose import ConfigError
+    from netkv.targets.base import TargetUnavailable
+
+    try:
+        require()
+    except ConfigError as exc:
+        raise TargetUnavailable(str(exc)) from None
+    if plugin.p4 is None:
+        raise TargetUnavailable(f"target.switch = '{switch}': protocol = '{plugin.name}' has "
+                                "no P4 program")
+    if has_faults(cfg):
+        raise TargetUnavailable("target.faults (loss, duplicate, reorder, delay_us) are "
+                                "injected by netkv-switch: use target.switch=netkv")

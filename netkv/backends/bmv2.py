@@ -15,6 +15,12 @@ out port's egress queue is set to ``target.loop`` (``set_queue_depth``,
 ``set_queue_rate``) over the Thrift CLI. BMv2's own recirculate() is not
 used: it queues recirculated packets ahead of new ones, and cache packets
 looping back to back would starve the clients (BMV2-NOTES).
+
+On the testbed (``switch_elsewhere``) only ``simple_switch_grpc`` runs on
+the switch host (``host_programs``, checked there over SSH first); this
+machine compiles and drives it, through SSH forwards of the switch's gRPC
+and Thrift ports (``tcp_ports``, ``forwarded``; docs/testbed.md "Switch").
+Never run against a real BMv2: tested with a fake simple_switch_grpc.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from netkv.backends.base import SwitchBackend, has_faults
+from netkv.backends.base import SwitchBackend, refuse_p4_basics, switch_elsewhere
 from netkv.config.compose import ConfigError
 from netkv.drivers import bmv2
 from netkv.drivers.base import BatchedWrites, DriverError, SwitchDriver
@@ -61,29 +67,38 @@ class Bmv2Backend(SwitchBackend):
     name = "bmv2"
     label = bmv2.SWITCH
     loop_port = True
+    stdout_to_log = True
+    install_hint = bmv2.INSTALL_HINT
+
+    # on the testbed: only the switch runs on the switch host; this machine
+    # compiles (p4c-bm2-ss) and drives it (p4runtime-shell, simple_switch_CLI)
+    host_programs = (bmv2.SWITCH,)
 
     @classmethod
     def preflight(cls, cfg: "RunConfig", plugin: "ProtocolPlugin") -> None:
-        try:
-            bmv2.require_bmv2()
-        except ConfigError as exc:
-            raise TargetUnavailable(str(exc)) from None
-        if plugin.p4 is None:
-            raise TargetUnavailable(f"target.switch = 'bmv2': protocol = '{plugin.name}' has "
-                                    "no P4 program")
+        # a switch on another host: that host's programs are the placement's
+        # to check there (first, over SSH), this machine's when prepared
+        refuse_p4_basics(cls.name, cfg, plugin,
+                         (lambda: None) if switch_elsewhere(cfg) else bmv2.require_bmv2)
+        assert plugin.p4 is not None
         ports = plugin.p4.loop_ports or ()
         nodes = cfg.topology.servers + cfg.topology.clients + cfg.protocol.coordinators()[0]
         if any(p == bmv2.CPU_PORT or p < nodes for p in ports):
             raise TargetUnavailable(f"target.switch = 'bmv2': protocol = '{plugin.name}' puts its "
                                     f"loop pair on ports {ports}, which the rack's nodes or the "
                                     f"CPU port ({bmv2.CPU_PORT}) take")
-        if has_faults(cfg):
-            raise TargetUnavailable("target.faults (loss, duplicate, reorder, delay_us) are "
-                                    "injected by netkv-switch: use target.switch=netkv")
 
     def __init__(self, cfg: "RunConfig", plugin: "ProtocolPlugin", params: str) -> None:
         super().__init__(cfg, plugin, params)
         assert plugin.p4 is not None  # preflight
+        self.elsewhere = switch_elsewhere(cfg)
+        if self.elsewhere:
+            missing = [m for m in bmv2.missing_bmv2() if m not in self.host_programs]
+            if missing:
+                raise TargetUnavailable(
+                    f"target.switch=bmv2 on target={cfg.target.name} needs {', '.join(missing)} "
+                    "on this machine (it compiles the program and drives the switch host's "
+                    f"{bmv2.SWITCH} through SSH), not found: {bmv2.INSTALL_HINT}")
         self.p4 = plugin.p4
         self.knobs = parse_params(params)
         try:
@@ -94,7 +109,11 @@ class Bmv2Backend(SwitchBackend):
         # before anything is started: a compile error leaves nothing behind
         self.compiled = bmv2.compile_cached(plugin.name, bmv2.p4src_dir() / self.p4.source,
                                             self.defines)
-        self.endpoint = bmv2.free_endpoint()
+        # where the switch listens (its host's loopback), and where this
+        # machine reaches it: the same on Mininet; on another host the SSH
+        # forwards' local ends (``forwarded``)
+        self.listen = bmv2.free_endpoint()
+        self.endpoint = self.listen
 
     def wants_loop(self) -> bool:
         return self.p4.needs_loop
@@ -109,7 +128,7 @@ class Bmv2Backend(SwitchBackend):
     def command(self, ifaces: Sequence[str], folder: Path, tag: str,
                 loop: tuple[str, str] | None = None) -> list[str]:
         del tag
-        ep = self.endpoint
+        ep = self.listen
         ports = dict(enumerate(ifaces))
         if self.p4.loop_ports is not None:
             if loop is None:
@@ -132,18 +151,24 @@ class Bmv2Backend(SwitchBackend):
         loop = self.cfg.target.loop
         return bmv2.loop_queue_commands(self.p4.loop_ports[0], loop.rate_pps, loop.depth)
 
-    def start(self, ifaces: Sequence[str], folder: Path, tag: str,
-              loop: tuple[str, str] | None = None) -> subprocess.Popen[str]:
-        cmd = self.command(ifaces, folder, tag, loop)
-        with open(folder / self.log_name, "w") as log:
-            try:
-                return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
-            except FileNotFoundError:
-                raise DriverError(f"{bmv2.SWITCH} not found: {bmv2.INSTALL_HINT}") from None
-
     def ready(self, proc: subprocess.Popen[str], folder: Path) -> None:
         wait_listening(proc, self.endpoint.grpc_addr, START_TIMEOUT_S, folder / self.log_name,
                        self.label)
+
+    def remote_files(self) -> list[Path]:
+        """The compiled program beside the switch on its host: the switch
+        gets it over P4Runtime, these copies let an operator there read the
+        tables and registers (simple_switch_CLI) of what runs."""
+        return [self.compiled.json_path, self.compiled.p4info_path]
+
+    def tcp_ports(self) -> list[int]:
+        """gRPC (P4Runtime) and Thrift (the CLI's registers and queues)."""
+        return [int(self.listen.grpc_addr.rpartition(":")[2]), self.listen.thrift_port]
+
+    def forwarded(self, ports: dict[int, int]) -> None:
+        grpc, thrift = self.tcp_ports()
+        self.endpoint = bmv2.Bmv2Endpoint(f"127.0.0.1:{ports[grpc]}", ports[thrift],
+                                          self.listen.device_id)
 
     def setup(self) -> dict[str, Any]:
         nodes = range(self.n_nodes)

@@ -54,6 +54,9 @@ class NetkvSwitchBackend(SwitchBackend):
             cmd += ["--loop", ",".join(loop)]
         return cmd
 
+    def unix_sockets(self) -> list[str]:
+        return [CTL_NAME]
+
     def connect(self, folder: Path, with_controller: bool) -> SwitchDriver:
         del with_controller  # netkv-switch's init installs everything itself
         return NetkvSwitchDriver.wait(folder / CTL_NAME)

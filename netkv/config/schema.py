@@ -277,11 +277,24 @@ class Loop(Strict):
     depth: int = Field(256, ge=1, le=65_536)
 
 
+class Tofino(Strict):
+    """target.switch=tofino (untested here: no SDE): where bf_switchd's
+    P4Runtime server listens, the device id, and the PCIe CPU port and the
+    recirculation port the TNA programs are compiled for (CPU 64 on a 2-pipe
+    Tofino 1, 320 on a 4-pipe one)."""
+
+    grpc_addr: str = Field("127.0.0.1:9559", pattern=r"^[\w.\-]+:\d{1,5}$")
+    device_id: int = Field(0, ge=0, le=2**32 - 1)
+    cpu_port: int = Field(64, ge=0, le=511)
+    recirc_port: int = Field(68, ge=0, le=511)   # a recirculation port (68: pipe 0, Tofino 1)
+
+
 class Target(Strict):
     name: Literal["sim", "mininet", "testbed"]
     description: str = ""
     # the switch back-end (netkv.backends): netkv = the C pipeline (in-process
-    # on the simulator, netkv-switch on a rack); bmv2 = the P4 program
+    # on the simulator, netkv-switch on a rack); bmv2 = the P4 program;
+    # tofino = the TNA program on a Tofino (testbed)
     switch: str = "netkv"
     faults: Faults = Faults()
     # target=mininet (real processes; ignored by the simulator)
@@ -291,6 +304,7 @@ class Target(Strict):
     preload: Literal["auto", "home", "all", "none"] = "auto"
     spin_us: Micros = 0.0  # netkv-switch busy-polls this long after traffic (0 = sleep at once)
     loop: Loop = Loop()  # mininet: the switch's recirculation port
+    tofino: Tofino = Tofino()  # target.switch=tofino (docs/testbed.md "Tofino")
     start_delay_ms: Millis = 20.0  # clients start together this long after all are ready
     # servers' load reports (Pegasus `load_window_us`) cover this long; 0 = one
     # controller epoch (at Mininet's thousands of req/s a 1 ms window holds ~1)

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import inspect
 import json
 import os
 import re
@@ -51,19 +50,20 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from netkv.config.compose import ConfigError
-from netkv.constants import (  # p4src/common/constants.p4 (spec/constants.toml)
+from netkv.constants import (  # noqa: F401 - p4src/common/constants.p4, re-exported
     CPU_CLONE_SESSION,
     CPU_PORT,
     FLOOD_MCAST_GRP,
 )
-from netkv.drivers.base import CpuPacket, DriverError, SwitchDriver
+from netkv.drivers import p4runtime
+from netkv.drivers.base import DriverError
+from netkv.drivers.p4runtime import P4RuntimeDriver
 from netkv.protocols.plugin import P4Semantics, parse_params  # noqa: F401 - re-exported
 
 # ---- what BMv2 needs --------------------------------------------------------------
@@ -165,14 +165,15 @@ def p4_cache_dir() -> Path:
     return Path(base) / "netkv" / "p4"
 
 
-def program_digest(program: str, src: Path, defines: Mapping[str, int]) -> str:
+def program_digest(program: str, src: Path, defines: Mapping[str, int],
+                   compiler_name: str = COMPILER) -> str:
     """What a compiled program depends on: every ``.p4`` under p4src/ (the
     programs include common/), the defines and the compiler binary (path
     and mtime, so a rebuilt p4c recompiles)."""
     h = hashlib.sha256()
     h.update(program.encode() + b"\0" + str(src).encode())
     h.update(json.dumps(sorted((k, int(v)) for k, v in defines.items())).encode())
-    compiler = shutil.which(COMPILER)
+    compiler = shutil.which(compiler_name)
     h.update(f"{compiler}:{os.stat(compiler).st_mtime_ns if compiler else 0}".encode())
     root = p4src_dir()
     for f in sorted(root.rglob("*.p4")):
@@ -265,16 +266,7 @@ def switch_command(
 
 def wait_for_tcp(addr: str, timeout_s: float) -> None:
     """Wait until something listens on ``host:port``."""
-    host, _, port = addr.rpartition(":")
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            with socket.create_connection((host or "127.0.0.1", int(port)), timeout=0.5):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise DriverError(f"BMv2 not listening on {addr} after {timeout_s:.0f} s") from None
-            time.sleep(0.1)
+    p4runtime.wait_for_tcp(addr, timeout_s, "BMv2")
 
 
 # ---- the Thrift CLI (registers) -------------------------------------------------------
@@ -368,262 +360,28 @@ class ThriftRegisters:
 
 # ---- the driver ---------------------------------------------------------------------------
 
-_ACTIVE: "Bmv2Driver | None" = None
 
-
-class Bmv2Driver(SwitchDriver):
+class Bmv2Driver(P4RuntimeDriver):
     """One BMv2 switch: P4Runtime (p4runtime-shell) + Thrift CLI for registers."""
+
+    label = "BMv2"
+    install_hint = INSTALL_HINT
 
     def __init__(self, compiled: CompiledProgram, *, grpc_addr: str = "127.0.0.1:9559",
                  thrift_port: int = 9090, device_id: int = 0, cpu_port: int = CPU_PORT,
                  election_id: tuple[int, int] = (0, 1),
                  semantics: P4Semantics | None = None) -> None:
+        super().__init__(grpc_addr=grpc_addr, device_id=device_id, cpu_port=cpu_port,
+                         election_id=election_id, semantics=semantics)
         self.compiled = compiled
-        # what the program's C twin does on control writes that P4 leaves to us
-        self.semantics = semantics if semantics is not None else P4Semantics()
-        self.grpc_addr = grpc_addr
-        self.device_id = device_id
-        self.cpu_port = cpu_port
-        self.election_id = election_id
         self.regs = ThriftRegisters(compiled.json_path, thrift_port)
-        self._sh: Any = None
-        self._stats = {"packet_in": 0, "packet_out": 0, "table_writes": 0, "reg_writes": 0}
-        self._table_action: dict[str, tuple[str, list[str], list[str]]] = {}
-        self._pktin_ids: dict[int, str] = {}
 
-    # -- lifecycle ------------------------------------------------------------------------
+    def pipeline_config(self, sh: Any) -> Any:
+        return sh.FwdPipeConfig(str(self.compiled.p4info_path), str(self.compiled.json_path))
 
-    @classmethod
-    def connect(cls, compiled: CompiledProgram, *, data_ports: Sequence[int] = (),
-                registers: Sequence[tuple[str, int, int]] = (),
-                node_ports: Mapping[int, int] | None = None,
-                connect_timeout_s: float = 30.0, **kw: Any) -> "Bmv2Driver":
-        """Push ``compiled`` to a running simple_switch_grpc, then install
-        the flood group (``data_ports``), the CPU clone session, the
-        ``node_fwd`` entries node -> port of ``node_ports`` and the
-        ``registers`` the C pipeline's init sets (the protocol's
-        ``P4Program.initial_registers``). ``node_ports`` is what
-        netkv-switch hands its pipeline at init (``cfg->node_port``, the
-        rack plan): the P4 table starts empty, so without it nothing is
-        forwarded."""
-        global _ACTIVE
-        if _ACTIVE is not None:
-            raise DriverError("p4runtime-shell drives one switch per process; close the other first")
-        drv = cls(compiled, **kw)
-        wait_for_tcp(drv.grpc_addr, connect_timeout_s)
-        wait_for_tcp(f"{drv.regs.thrift_ip}:{drv.regs.thrift_port}", connect_timeout_s)
-        try:
-            import p4runtime_sh.shell as sh  # noqa: PLC0415 - optional dependency
-        except ImportError:
-            raise DriverError(f"p4runtime-shell not installed: {INSTALL_HINT}") from None
-        try:
-            kw: dict[str, Any] = {}
-            if "verbose" in inspect.signature(sh.setup).parameters:  # newer releases only
-                kw["verbose"] = False
-            sh.setup(device_id=drv.device_id, grpc_addr=drv.grpc_addr,
-                     election_id=drv.election_id,
-                     config=sh.FwdPipeConfig(str(compiled.p4info_path), str(compiled.json_path)),
-                     **kw)
-        except SystemExit:
-            # setup() already tore its client down
-            raise DriverError(f"P4Runtime setup on {drv.grpc_addr} failed (see the log above)") from None
-        drv._sh = sh
-        _ACTIVE = drv
-        try:
-            drv._index_p4info()
-            if data_ports:
-                drv.mcast_set(FLOOD_MCAST_GRP, data_ports)
-            drv._clone_session(CPU_CLONE_SESSION, [drv.cpu_port])
-            for node, port in sorted((node_ports or {}).items()):
-                drv.table_add("node_fwd", [node], [port])
-            if registers:
-                drv.regs.write(registers)
-        except BaseException:
-            drv.close()
-            raise
-        return drv
-
-    def close(self) -> None:
-        global _ACTIVE
-        sh, self._sh = self._sh, None
-        if sh is not None:
-            try:
-                sh.teardown()
-            finally:
-                if _ACTIVE is self:
-                    _ACTIVE = None
-
-    def _need(self) -> Any:
-        if self._sh is None:
-            raise DriverError("BMv2 driver is closed")
-        return self._sh
-
-    def _index_p4info(self) -> None:
-        from p4runtime_sh.context import P4Type  # noqa: PLC0415
-
-        ctx = self._sh.context
-        p4info = ctx.p4info
-        actions = {a.preamble.id: a for a in p4info.actions}
-        for table in p4info.tables:
-            entry_actions = [
-                actions[ref.id] for ref in table.action_refs
-                if ref.scope != ref.DEFAULT_ONLY and actions[ref.id].preamble.name != "NoAction"
-            ]
-            if len(entry_actions) != 1:
-                continue  # tables with several entry actions are not driven by name
-            act = entry_actions[0]
-            keys = [mf.name for mf in table.match_fields]
-            params = [p.name for p in act.params]
-            info = (act.preamble.name, keys, params)
-            name = table.preamble.name
-            for alias in {name, name.lstrip("."), name.rsplit(".", 1)[-1]}:
-                self._table_action[alias] = info
-        pktin = ctx.get_obj(P4Type.controller_packet_metadata, "packet_in")
-        if pktin is not None:
-            self._pktin_ids = {m.id: m.name for m in pktin.metadata}
-
-    # -- registers (Thrift) ------------------------------------------------------------------
-
-    def reg_read(self, name: str, index: int) -> int:
-        return self.regs.read([(name, int(index))])[0]
-
-    def reg_read_range(self, name: str, first: int, count: int) -> list[int]:
-        return self.regs.read([(name, first + i) for i in range(count)])
-
-    def reg_write(self, name: str, index: int, value: int) -> None:
-        if name in self.semantics.special_registers:
-            self.semantics.reg_write(self.regs, name, int(index), int(value))
-            return
-        self.regs.write([(name, int(index), int(value))])
-        self._stats["reg_writes"] += 1
-
-    def reg_write_many(self, cells: Iterable[tuple[str, int, int]]) -> None:
-        """Several writes in one CLI run (the CLI costs ~100 ms per start),
-        in order; a register the program's semantics treat as a control
-        action stays the action ``reg_write`` makes of it."""
-        plain: list[tuple[str, int, int]] = []
-        for name, index, value in cells:
-            if name in self.semantics.special_registers:
-                self.regs.write(plain)
-                self._stats["reg_writes"] += len(plain)
-                plain = []
-                self.reg_write(name, index, value)
-            else:
-                plain.append((name, int(index), int(value)))
-        self.regs.write(plain)
-        self._stats["reg_writes"] += len(plain)
-
-    # -- tables (P4Runtime) --------------------------------------------------------------------
-
-    def _entry(self, table: str, key: Sequence[int], args: Sequence[int] | None) -> Any:
-        sh = self._need()
-        if table not in self._table_action:
-            raise DriverError(f"BMv2: no table {table!r} with a single entry action")
-        action, keys, params = self._table_action[table]
-        if len(key) != len(keys):
-            raise DriverError(f"BMv2: table {table} takes {len(keys)} key field(s), got {len(key)}")
-        te = sh.TableEntry(table)
-        for kname, kval in zip(keys, key):
-            te.match[kname] = str(int(kval))
-        if args is not None:
-            if len(args) != len(params):
-                raise DriverError(
-                    f"BMv2: action {action} of {table} takes {len(params)} argument(s), got {len(args)}"
-                )
-            te.action = sh.Action(action)
-            for pname, pval in zip(params, args):
-                te.action[pname] = str(int(pval))
-        return te
-
-    def table_add(self, table: str, key: Sequence[int], args: Sequence[int] = ()) -> None:
-        from p4runtime_sh.p4runtime import P4RuntimeWriteException  # noqa: PLC0415
-
-        te = self._entry(table, key, args)
-        self.semantics.before_table_add(self.regs, table, [int(k) for k in key],
-                                        [int(a) for a in args])
-        try:
-            te.insert()
-        except P4RuntimeWriteException as e:
-            if "ALREADY_EXISTS" not in str(e):
-                raise DriverError(f"BMv2: table_add {table} {list(key)}: {e}") from None
-            try:
-                te.modify()
-            except P4RuntimeWriteException as e2:
-                raise DriverError(f"BMv2: table_add {table} {list(key)}: {e2}") from None
-        except Exception as e:  # UserError on a value too wide, ...
-            raise DriverError(f"BMv2: table_add {table} {list(key)}: {e}") from None
-        self._stats["table_writes"] += 1
-
-    def table_delete(self, table: str, key: Sequence[int]) -> None:
-        from p4runtime_sh.p4runtime import P4RuntimeWriteException  # noqa: PLC0415
-
-        te = self._entry(table, key, None)
-        try:
-            te.delete()
-        except (P4RuntimeWriteException, Exception) as e:
-            raise DriverError(f"BMv2: table_delete {table} {list(key)}: {e}") from None
-        self._stats["table_writes"] += 1
-        self.semantics.after_table_delete(self.regs, table, [int(k) for k in key])
-
-    # -- replication (P4Runtime PRE) --------------------------------------------------------------
-
-    def _pre_write(self, entry: Any) -> None:
-        from p4runtime_sh.p4runtime import P4RuntimeWriteException  # noqa: PLC0415
-
-        try:
-            entry.insert()
-        except P4RuntimeWriteException as e:
-            if "ALREADY_EXISTS" not in str(e):
-                raise DriverError(f"BMv2: {e}") from None
-            entry.modify()
-
-    def mcast_set(self, group: int, ports: Sequence[int]) -> None:
-        sh = self._need()
-        entry = sh.MulticastGroupEntry(int(group))
-        if not ports:
-            try:
-                entry.delete()
-            except Exception:  # noqa: BLE001 - deleting an absent group is fine
-                pass
-            return
-        for port in ports:
-            entry.add(int(port))
-        self._pre_write(entry)
-
-    def _clone_session(self, session: int, ports: Sequence[int]) -> None:
-        sh = self._need()
-        entry = sh.CloneSessionEntry(int(session))
-        for port in ports:
-            entry.add(int(port))
-        self._pre_write(entry)
-
-    # -- counters and CPU packets -------------------------------------------------------------------
-
-    def counters(self) -> dict[str, int]:
-        return dict(self._stats)
-
-    def cpu_poll(self, max_packets: int = 64) -> list[CpuPacket]:
-        sh = self._need()
-        out: list[CpuPacket] = []
-        while len(out) < max_packets:
-            msg = sh.client.get_stream_packet("packet", timeout=0)
-            if msg is None:
-                break
-            md = {self._pktin_ids.get(m.metadata_id, str(m.metadata_id)): m.value
-                  for m in msg.packet.metadata}
-            port = int.from_bytes(md.get("ingress_port", b""), "big") if md else 0
-            out.append(CpuPacket(ingress_port=port, frame=bytes(msg.packet.payload)))
-            self._stats["packet_in"] += 1
-        return out
-
-    def packet_out(self, frame: bytes, port: int | None = None) -> None:
-        sh = self._need()
-        pkt = sh.PacketOut(payload=bytes(frame))
-        pkt.metadata["egress_port"] = str(0 if port is None else int(port))
-        pkt.metadata["direct"] = "0" if port is None else "1"
-        pkt.metadata["pad"] = "0"
-        pkt.send()
-        self._stats["packet_out"] += 1
+    def wait_ready(self, timeout_s: float) -> None:
+        wait_for_tcp(self.grpc_addr, timeout_s)
+        wait_for_tcp(f"{self.regs.thrift_ip}:{self.regs.thrift_port}", timeout_s)
 
 
 def start_switch(ports: Mapping[int, str], *, log_file: str | None = None,

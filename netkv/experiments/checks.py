@@ -81,6 +81,9 @@ def _values(table: pl.DataFrame, ref: Ref, exp: Experiment,
     out: list[float | str] = []
     for x in xs:
         v = _cell(table, ref.series, x, metric)
+        if ref.minus is not None and isinstance(v, float):
+            less = _cell(table, ref.minus, x, metric)
+            v = v - less if isinstance(less, float) else less
         out.append(v * ref.times + ref.plus if isinstance(v, float) else v)
     return out
 
@@ -96,6 +99,8 @@ def _label(ref: Ref, x: object, metric: str = "") -> str:
         return _show(ref.value * ref.times + ref.plus, metric)
     times = f"{ref.times:g} x " if ref.times != 1.0 else ""
     plus = f" + {_show(ref.plus, metric)}" if ref.plus else ""
+    if ref.minus is not None:
+        return f"{times}({ref.series} - {ref.minus})@{x}{plus}"
     return f"{times}{ref.series}@{x}{plus}"
 
 
@@ -115,7 +120,8 @@ def pairs(check: Check, exp: Experiment) -> list[tuple[object, object]]:
     right_xs = xs if len(rxs) > 1 or check.right.x == "all" else rxs * len(xs)
     same = (check.left.value is None and check.right.value is None
             and check.left.series == check.right.series
-            and check.left.metric == check.right.metric)
+            and check.left.metric == check.right.metric
+            and check.left.minus == check.right.minus)
     return [(x, rx) for x, rx in zip(xs, right_xs) if not (same and str(x) == str(rx))]
 
 
@@ -125,6 +131,8 @@ def _cells_used(check: Check, todo: list[tuple[object, object]]) -> int:
         for ref, at in ((check.left, x), (check.right, rx)):
             if ref.value is None:
                 used.add((ref.series, str(at)))
+                if ref.minus is not None:
+                    used.add((ref.minus, str(at)))
     return len(used)
 
 

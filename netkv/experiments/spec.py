@@ -108,6 +108,9 @@ class Ref(Strict):
     # added after ``times``, in the metric's stored unit (ns, rps): "about
     # 1 us above" is plus: 1000 on a latency
     plus: float = 0.0
+    # another series' cell at the same x and metric, subtracted before
+    # ``times``: a gap between two series ("the gap grows with x")
+    minus: str | None = None
 
 
 class Check(Strict):
@@ -310,6 +313,11 @@ class Experiment(Strict):
                 for x in named if ref.value is None and ref.x != "all" else []:
                     if x not in self.x.values:
                         raise ValueError(f"check '{check.claim}': x = {x} is not in x.values")
+                if ref.minus is not None and (ref.value is not None
+                                              or ref.minus not in self.series):
+                    raise ValueError(f"check '{check.claim}': minus '{ref.minus}' "
+                                     f"(allowed: a series, on a side that names one: "
+                                     f"{', '.join(self.series)})")
                 if ref.metric is not None and ref.metric not in self.metrics():
                     raise ValueError(f"check '{check.claim}': metric '{ref.metric}' "
                                      f"(allowed: {', '.join(self.metrics())})")

@@ -190,6 +190,12 @@ class MininetControlPlane(ControlPlane):
     def port_up(self, node: int) -> bool:
         return self.rack.port_up(node)
 
+    def copy_store(self, src: int, dst: int) -> int:
+        return self.rack.copy_store(src, dst)
+
+    def newest_version(self, server: int) -> int:
+        return self.rack.newest_version(server)
+
     def flush(self) -> None:
         """Send the register writes still queued (end of an epoch)."""
         flush = getattr(self._switch, "flush", None)  # a BatchedWrites, or a driver as given

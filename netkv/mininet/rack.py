@@ -24,6 +24,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -51,6 +52,10 @@ def node_mac(node: int) -> str:
 # entry for it; nothing answers ARP for it.
 CONTROLLER_IP = "10.255.255.254"
 CONTROLLER_MAC = "02:00:00:ff:ff:fe"
+# copy_store over the kvservers' control sockets: entries per store_dump
+# page, per store_merge line (ctl.h: at most 64 words, 16 KiB a line)
+DUMP_PAGE = 1024
+MERGE_BATCH = 48
 
 
 class MininetMissing(RuntimeError):
@@ -184,6 +189,11 @@ class Rack:
         self.coordinators: list[Any] = []
         self.server_procs: list[subprocess.Popen[str]] = []
         self.crashed: set[int] = set()   # servers whose kvserver was killed (crash_server)
+        self.incarnations: list[int] = [0] * spec.servers   # kvservers started, less one
+        # restarts start their kvserver from this one long-lived thread: a
+        # kvserver stops when the thread that started it ends (its parent
+        # death signal), and a fault's timer thread ends at once
+        self._spawner: ThreadPoolExecutor | None = None
         self.coord_procs: list[subprocess.Popen[str]] = []
         self.net: Any = None
         tag = spec.tag
@@ -229,14 +239,10 @@ class Rack:
     def _start_servers(self, program: str) -> None:
         """kvserver on every server host, and kvserver --mode coord (the
         protocol's coord_handle) on every coordinator host."""
-        common = ["--protocol", self.spec.protocol, "--servers", str(self.spec.servers),
-                  "--clients", str(self.spec.clients), "--tag", self.spec.tag]
+        common = self._common_args()
         for i in range(len(self.servers)):
-            args = [*common, "--id", str(i), "--ctl", str(self.spec.folder / f"server{i}.sock"),
-                    *self.spec.server_args]
-            if self.spec.per_server_args:
-                args += list(self.spec.per_server_args[i])
-            self.server_procs.append(self._launch(self.servers[i], program, f"server{i}", args))
+            self.server_procs.append(self._launch(self.servers[i], program, f"server{i}",
+                                                  self._server_args(i)))
         for i in range(len(self.coordinators)):
             args = [*common, "--mode", "coord", "--id", str(i),
                     "--coords", str(self.spec.coordinators), *self.spec.coordinator_args]
@@ -252,6 +258,17 @@ class Rack:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"kvserver {name} did not start")
                 time.sleep(0.01)
+
+    def _common_args(self) -> list[str]:
+        return ["--protocol", self.spec.protocol, "--servers", str(self.spec.servers),
+                "--clients", str(self.spec.clients), "--tag", self.spec.tag]
+
+    def _server_args(self, i: int) -> list[str]:
+        args = [*self._common_args(), "--id", str(i),
+                "--ctl", str(self.spec.folder / f"server{i}.sock"), *self.spec.server_args]
+        if self.spec.per_server_args:
+            args += list(self.spec.per_server_args[i])
+        return args
 
     def _launch(self, host: Any, program: str, name: str,
                 args: list[str]) -> subprocess.Popen[str]:
@@ -285,6 +302,59 @@ class Rack:
         if p.poll() is None:
             p.kill()
             p.wait()
+
+    def restart_server(self, server: int) -> None:
+        """A crashed replica restarted (target.faults.crashes restart_s): a
+        fresh kvserver with the same arguments, its store preloaded again as
+        at the start (what it wrote before the crash is gone); the
+        protocol's controller sees its port come back and catches it up."""
+        from netkv.native import program_path
+
+        if server not in self.crashed:
+            return
+        old = self.server_procs[server]
+        if old.poll() is None:
+            return
+        stats = self.spec.folder / f"server{server}.json"
+        stats.unlink(missing_ok=True)
+        if self._spawner is None:
+            self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvserver-restart")
+        new = self._spawner.submit(self._launch, self.servers[server], str(program_path("kvserver")),
+                                   f"server{server}", self._server_args(server)).result()
+        # its port counts as up (port_up) only once it serves: its first
+        # stats file is written after its signal handler and control socket
+        deadline = time.monotonic() + 30.0
+        while not stats.exists():
+            if new.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"kvserver {server} did not restart")
+            time.sleep(0.005)
+        self.server_procs[server] = new
+        self.incarnations[server] += 1
+        self.crashed.discard(server)
+
+    def _store_ctl(self, server: int, line: str) -> str:
+        from netkv.drivers.netkv_switch import CtlSocket
+
+        sock = CtlSocket(self.spec.folder / f"server{server}.sock")
+        try:
+            return sock.request(line)
+        finally:
+            sock.close()
+
+    def copy_store(self, src: int, dst: int) -> int:
+        """Out of band (ControlPlane.copy_store): kvserver ``src``'s written
+        entries merged into kvserver ``dst`` where newer, over their control
+        sockets (store_dump pages, store_merge batches); how many moved."""
+        moved, at = 0, "0"
+        while at != "end":
+            at, *entries = self._store_ctl(src, f"store_dump {at} {DUMP_PAGE}").split()
+            for i in range(0, len(entries), MERGE_BATCH):
+                batch = " ".join(entries[i:i + MERGE_BATCH])
+                moved += int(self._store_ctl(dst, f"store_merge {batch}"))
+        return moved
+
+    def newest_version(self, server: int) -> int:
+        return int(self._store_ctl(server, "store_newest"))
 
     def port_up(self, node: int) -> bool:
         """What a switch CPU polling its ports sees of node ``node``: the
@@ -432,6 +502,9 @@ class Rack:
                     p.wait()
         self.server_procs = []
         self.coord_procs = []
+        if self._spawner is not None:
+            self._spawner.shutdown(wait=False)
+            self._spawner = None
         if self.net is not None:
             try:
                 nodes = self.net.hosts + self.net.switches

@@ -26,6 +26,10 @@ controller is the paper's switch CPU (digest §4), every period:
 runs steps 2-5 once before traffic on the workload's exact popularity (the
 fluid model of digest §8.8), so a short run measures the steady state;
 ``cold`` starts empty and learns from traffic, as the paper's controller.
+
+``placement: all`` is the paper's Fig. 9a baseline (Alibaba Tair's hot
+zone): the same K predicted-hot keys, each replicated to all M servers, no
+threshold T.
 """
 
 from __future__ import annotations
@@ -83,6 +87,9 @@ class KVSwitchProtocol(ProtocolBase):
     min_period_queries: int = Field(100_000, ge=1)  # periods with fewer are not planned on (§8.13)
     virtual_nodes: int = Field(16, ge=1, le=MAX_VNODES)
     ring: Ring = "equal_ranges"  # the paper: hash mod M (digest §5)
+    # selective: r = min(⌈L̂/T⌉, M) copies (the paper's KVSwitch); all: every
+    # predicted-hot key on all M servers (Fig. 9a's replicate-to-all baseline)
+    placement: Literal["selective", "all"] = "selective"
 
     @property
     def epoch_ms(self) -> float:
@@ -136,13 +143,29 @@ def fluid_loads(shares: np.ndarray, owners: np.ndarray, rs: np.ndarray, m: int,
                 rest: np.ndarray) -> np.ndarray:
     """Per-server share of the load when key i (share shares[i], owner
     owners[i]) is read round-robin over its r copies; ``rest`` is the load of
-    every other key, by owner."""
+    every other key, by owner. One numpy pass per distinct r: a rack model
+    plans tens of thousands of keys, many times over."""
     import numpy as np
     loads = rest.astype(np.float64).copy()
-    for s, o, r in zip(shares, owners, rs):
-        for srv in placement(int(o), int(r), m):
-            loads[srv] += s / r
+    for r in np.unique(rs):
+        sel = rs == r
+        n = int(r)
+        servers = (owners[sel][:, None] + np.arange(n) * max(1, m // n)) % m   # placement()
+        np.add.at(loads, servers.ravel(), np.repeat(shares[sel] / n, n))
     return loads
+
+
+def plan_threshold(shares: np.ndarray, owners: np.ndarray, m: int, t: float,
+                   epsilon: float, gamma: float, rest: np.ndarray) -> float:
+    """The prewarmed plan's T (a share of the load): lowered by γ from ``t``
+    until the fluid model's max/mean − 1 <= ε, or every key is on all M."""
+    import numpy as np
+    for _ in range(200):
+        rs = np.where(shares > t, np.minimum(np.ceil(shares / t), m), 1).astype(np.int64)
+        if imbalance(fluid_loads(shares, owners, rs, m, rest)) <= epsilon or (rs == m).all():
+            break
+        t *= gamma
+    return t
 
 
 @dataclass
@@ -174,6 +197,29 @@ class KVSwitchStats:
     accuracy: list[float] = field(default_factory=list)
     predicted_share: list[float] = field(default_factory=list)
     true_share: list[float] = field(default_factory=list)
+
+
+#: per-period λ at or below which a learning controller counts as settled
+#: (Fig. 7a's bound on KVSwitch's λ, experiments/kvswitch/fig7.yaml)
+SETTLED_LAMBDA = 0.03
+
+
+def settling(loads: np.ndarray, bound: float = SETTLED_LAMBDA) -> tuple[float, float]:
+    """From Loadcount per period (rows; idle periods left out): λ of the
+    second half of the periods summed (the steady state of a controller
+    learning from traffic), and the first period (1-based) from which every
+    period's λ stays <= ``bound`` (NaN if the last one is above it)."""
+    rows = [r for r in loads if r.sum() > 0]
+    if not rows:
+        return math.nan, math.nan
+    lams = [imbalance_factor(r) for r in rows]
+    settled = math.nan
+    for i in range(len(lams), 0, -1):
+        if lams[i - 1] > bound:
+            break
+        settled = float(i)
+    half = sum(rows[len(rows) // 2:])
+    return imbalance_factor(half), settled
 
 
 def top_predicted(pred: dict[bytes, float], k: int) -> list[tuple[bytes, float]]:
@@ -224,13 +270,13 @@ class KVSwitchController(Controller):
         known = [i for i, info in enumerate(infos) if info is not None]
         owners = np.array([infos[i].owner for i in known])  # type: ignore[union-attr]
         sh = shares[known]
+        if self.proto.placement == "all":
+            self._apply({keys[i]: self.m for i in known}, prewarmed=True)
+            self.prev = {k: float(s) for k, s in self.prewarm}
+            return
         rest = np.full(self.m, (1.0 - sh.sum()) / self.m)
-        for _ in range(200):
-            rs = np.array([copies(s, self.t, self.m) for s in sh])
-            if (imbalance(fluid_loads(sh, owners, rs, self.m, rest)) <= self.proto.epsilon
-                    or (rs == self.m).all()):
-                break
-            self.t *= self.proto.gamma
+        self.t = plan_threshold(sh, owners, self.m, self.t, self.proto.epsilon,
+                                self.proto.gamma, rest)
         want = {keys[i]: copies(float(shares[i]), self.t, self.m) for i in known}
         self._apply({k: r for k, r in want.items() if r > 1}, prewarmed=True)
         self.prev = {k: float(s) for k, s in self.prewarm}
@@ -276,6 +322,11 @@ class KVSwitchController(Controller):
         self._judge_prediction()
         imb = imbalance(loads)
         self.stats.imbalance_history.append(imb)
+        if self.proto.placement == "all":
+            # replicate-to-all: no threshold, every predicted-hot key seen
+            # this period or the last on all M servers
+            self._apply({k: self.m for k, v in top if v > 0})
+            return
         if imb > self.proto.epsilon:
             self.t *= self.proto.gamma
             self.calm = 0
@@ -400,9 +451,11 @@ class KVSwitchController(Controller):
             "installed_fraction": len(self.hot) / self.k,
             "replicas_per_server": self.replicas_per_server(),
             "replicas_fraction": self.replicas_per_server() / self.k,
-            "threshold_t": self.t,
+            # replicate-to-all has no threshold
+            "threshold_t": self.t if self.proto.placement == "selective" else math.nan,
             "periods": self.stats.periods,
         }
+        out["lambda_switch_settled"], out["periods_to_settle"] = settling(loads)
         if self.stats.accuracy:
             out["prediction_accuracy"] = float(np.mean(self.stats.accuracy))
             out["predicted_share"] = float(np.mean(self.stats.predicted_share))

@@ -24,6 +24,9 @@ This controller is the paper's switch CPU (digest §4):
 ``replication: cr`` is the chain-replication baseline on the same hosts and
 wire format: the switch only forwards, the chain is static. ``replication:
 hermes`` (the invalidation baseline) likewise: static membership.
+``replication: harmonia`` (Harmonia on CR, the in-switch baseline; NOT
+linearizable as the paper ran it, ``CAVEATS``): the same static chain, the
+switch's round-robin table installed at start.
 """
 
 from __future__ import annotations
@@ -58,8 +61,10 @@ class NetLRProtocol(ProtocolBase):
     #: netlr, or the chain-replication baseline on the same hosts (head
     #: orders writes, tail replies and serves reads; the switch forwards), or
     #: Hermes (any replica coordinates a write: INV, ACKs, VAL; reads served
-    #: locally unless the key is Invalid; the switch forwards)
-    replication: Literal["netlr", "cr", "hermes"] = "netlr"
+    #: locally unless the key is Invalid; the switch forwards), or Harmonia on
+    #: CR (the switch tracks keys with writes in flight: their reads go to the
+    #: tail, other reads to any replica; NOT linearizable, performance-only)
+    replication: Literal["netlr", "cr", "hermes", "harmonia"] = "netlr"
     slots: int = Field(131_072, ge=1, le=MAX_SLOTS)   # hash slots (paper: 128K)
     ack_superseded: bool = False    # strict: forward an older write's ack, flagged
     stamp: bool = False             # strict: reads carry the switch's seq
@@ -265,6 +270,18 @@ class NetLRController(Controller):
                 self.stats.crep_moved += 1
 
 
+#: printed by every run of the Harmonia baseline and kept in its provenance
+HARMONIA_CAVEAT = ("replication=harmonia is NOT linearizable (performance-only, as the NetLR paper "
+                   "ran it: the dirty set is cleared without comparing seqs, and replicas serve reads "
+                   "without checking the last committed seq)")
+
+
+def caveats(cfg: "RunConfig") -> list[str]:
+    """What a run does not guarantee (ProtocolPlugin.caveats)."""
+    p = cfg.protocol
+    return [HARMONIA_CAVEAT] if isinstance(p, NetLRProtocol) and p.replication == "harmonia" else []
+
+
 def wire_key(key: bytes) -> bytes:
     """The 4 B object id the client sends for a workload key
     (hostapps/src/host/netlr.c nl_wire_key: CRC32, 0 becoming 1)."""
@@ -318,6 +335,7 @@ PLUGIN = ProtocolPlugin(
     rack_controller=rack_controller_factory,
     refusals=REFUSALS,
     p4=P4_PROGRAM,
+    caveats=caveats,
 )
 
 

@@ -22,14 +22,15 @@ def p4_defines(params: Params) -> dict[str, int]:
     repl = params.get("replication") or "netlr"
     if not 1 <= slots <= MAX_SLOTS or slots & (slots - 1):
         raise ValueError(f"netlr slots must be a power of two in 1..{MAX_SLOTS} (got {slots})")
-    if mode not in ("strict", "paper") or repl not in ("netlr", "cr", "hermes"):
-        raise ValueError(f"netlr mode strict|paper, replication netlr|cr|hermes "
+    if mode not in ("strict", "paper") or repl not in ("netlr", "cr", "hermes", "harmonia"):
+        raise ValueError(f"netlr mode strict|paper, replication netlr|cr|hermes|harmonia "
                          f"(got {mode}, {repl})")
-    # CR and Hermes: the switch forwards only (netlr.c's chain)
+    # CR and Hermes: the switch forwards only (netlr.c's chain); Harmonia:
+    # netlr_harmonia.c's dirty set and read routing
     return {"NL_SLOTS": slots, "NL_STRICT": int(mode == "strict"),
             "NL_ACK_SUPERSEDED": _flag(params, "ack_superseded"), "NL_STAMP": _flag(params, "stamp"),
             "NL_COLLISION_NACK": _flag(params, "collision_nack"),
-            "NL_CHAIN": int(repl in ("cr", "hermes"))}
+            "NL_CHAIN": int(repl in ("cr", "hermes")), "NL_HARMONIA": int(repl == "harmonia")}
 
 
 def p4_initial_registers(n_servers: int, params: Params) -> list[tuple[str, int, int]]:

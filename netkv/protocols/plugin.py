@@ -133,6 +133,11 @@ def _no_dead_knobs(cfg: "RunConfig") -> set[str]:
     return set()
 
 
+def _no_caveats(cfg: "RunConfig") -> list[str]:
+    del cfg
+    return []
+
+
 @dataclass(frozen=True)
 class ProtocolPlugin:
     """One protocol, as the rest of netkv sees it."""
@@ -159,3 +164,7 @@ class ProtocolPlugin:
     #: what its switch refuses at the trust boundary (docs/security.md), read
     #: into the dataset after every point: reason -> (register, index)
     refusals: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+    #: what a run of this config does not guarantee though the protocol's
+    #: name suggests it (a baseline run without its consistency): one line
+    #: each, printed by the run and kept in its provenance.json ("caveats")
+    caveats: Callable[["RunConfig"], list[str]] = _no_caveats

@@ -105,6 +105,9 @@ class Target(ABC):
     # two racks of this placement cannot be up at once (the same hosts and
     # ports): the SLO reference's rack is then up only before the protocol's
     one_rack_at_a_time: bool = False
+    # the switch program runs on another host (the testbed's switch host):
+    # a back-end checks there only what this machine needs to drive it
+    switch_elsewhere: bool = False
 
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg

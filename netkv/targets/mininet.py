@@ -110,9 +110,6 @@ def check_config(cfg: RunConfig, target: str = "mininet") -> None:
     if crashes and target != "mininet":
         raise TargetUnavailable(f"target.faults.crashes on target={target}: not applied there "
                                 "yet (allowed: [])")
-    if any(c.restart_s is not None for c in crashes):
-        raise TargetUnavailable(f"target.faults.crashes restart_s on target={target}: a "
-                                "restarted kvserver is not brought back yet (allowed: null)")
     if cfg.workload.multiget.enabled and cfg.record_history:
         raise TargetUnavailable(f"record_history with multigets: target={target} records "
                                 "single-key histories only (allowed: false)")
@@ -165,6 +162,7 @@ class MininetTarget(Target):
         self.points_run = 0
         # target.faults.crashes count from the first point's start instant
         self.crash_clock_ns: int | None = None
+        self.restarted: set[int] = set()   # servers whose restart_s has passed
         # req_ids go on over the points (servers with at-most-once remember them)
         self.next_req_id = [1] * cfg.topology.clients
         pargs = ("--params", self.params) if self.params else ()
@@ -304,6 +302,7 @@ class MininetTarget(Target):
         m = topo.clients
         self.rack.check_alive()
         before = self.rack.server_stats()
+        lives = list(self.rack.incarnations)
         refused_before = self._switch_refusals()
         switch_before = self.switch_counters()
         drain_s = max(topo.drain_ms / 1e3, 0.05)
@@ -373,11 +372,15 @@ class MininetTarget(Target):
         # only from the rack's start, so every recorded point so far goes in
         self.histories += history
         after = self.rack.server_stats()
+        # a server restarted during the point counts from its new process's
+        # start: what the killed one did since the point began left no dump
+        before = [b if lives[i] == self.rack.incarnations[i] else {}
+                  for i, b in enumerate(before)]
         # what the switch and the servers dropped: a bad point vs a slow protocol
         point_noise = {**noise.switch_noise(switch_before, self.switch_counters()),
                        **noise.server_noise(before, after)}
-        served = np.array([a["served"] - b["served"] for a, b in zip(after, before, strict=True)],
-                          dtype=np.int64)
+        served = np.array([a["served"] - b.get("served", 0)
+                           for a, b in zip(after, before, strict=True)], dtype=np.int64)
         # the trust boundary (docs/security.md): what the switch refused and
         # the servers ignored during this point, by reason
         refused = {k: v - refused_before[k] for k, v in self._switch_refusals().items()}
@@ -417,21 +420,30 @@ class MininetTarget(Target):
         )
 
     def _schedule_crashes(self, start_ns: int) -> list[threading.Timer]:
-        """target.faults.crashes: kill each server's kvserver at its ``at_s``,
-        counted from the first point's start (Rack.crash_server)."""
+        """target.faults.crashes: kill each server's kvserver at its ``at_s``
+        and start a fresh one at its ``restart_s`` (if any), counted from the
+        first point's start (Rack.crash_server, Rack.restart_server)."""
         if self.crash_clock_ns is None:
             self.crash_clock_ns = start_ns
         timers = []
         for crash in self.cfg.target.faults.crashes:
-            if crash.server in self.rack.crashed:
-                continue
-            due_ns = self.crash_clock_ns + int(crash.at_s * 1e9)
-            delay = (due_ns - time.clock_gettime_ns(time.CLOCK_MONOTONIC)) / 1e9
-            timer = threading.Timer(max(0.0, delay), self.rack.crash_server, args=(crash.server,))
-            timer.daemon = True
-            timer.start()
-            timers.append(timer)
+            events = []
+            if crash.server not in self.rack.crashed and crash.server not in self.restarted:
+                events.append((crash.at_s, self.rack.crash_server))
+            if crash.restart_s is not None and crash.server not in self.restarted:
+                events.append((crash.restart_s, self._restart))
+            for at_s, action in events:
+                due_ns = self.crash_clock_ns + int(at_s * 1e9)
+                delay = (due_ns - time.clock_gettime_ns(time.CLOCK_MONOTONIC)) / 1e9
+                timer = threading.Timer(max(0.0, delay), action, args=(crash.server,))
+                timer.daemon = True
+                timer.start()
+                timers.append(timer)
         return timers
+
+    def _restart(self, server: int) -> None:
+        self.rack.restart_server(server)
+        self.restarted.add(server)
 
     def _start_capture(self) -> RackCapture | None:
         """capture=true: this point's switch ports and hosts (netkv.mininet.capture)."""

@@ -18,9 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from netkv.backends import backend_class
 from netkv.native import NativeBuildMissing, program_path
 from netkv.targets.base import TargetUnavailable
 from netkv.testbed import stacks
+from netkv.testbed.inventory import Host
+from netkv.testbed.ssh import Ssh
 from netkv.targets.mininet import MininetTarget
 
 STATE_ROOT = Path(os.environ.get("NETKV_TESTBED_STATE", "/run/netkv/testbed"))
@@ -50,6 +53,7 @@ class TestbedTarget(MininetTarget):
 
     name = "testbed"
     one_rack_at_a_time = True   # every rack runs on the inventory's hosts
+    switch_elsewhere = True     # on the inventory's switch host
 
     def check_placement(self) -> None:
         inv = self.cfg.inventory
@@ -83,6 +87,27 @@ class TestbedTarget(MininetTarget):
             raise TargetUnavailable(f"target=testbed: known_hosts file "
                                     f"{self.cfg.inventory.known_hosts} not found (host keys "
                                     "are pinned)")
+        self.check_switch_host(switch)
+
+    def check_switch_host(self, switch: Host) -> None:
+        """The programs the switch back-end runs there and netkv does not
+        push are on the switch host's PATH: one line naming host and
+        program, before anything is compiled or started."""
+        need = backend_class(self.cfg.target.switch).host_programs
+        if not need:
+            return
+        with tempfile.TemporaryDirectory(prefix="nkchk", dir="/tmp") as control:
+            ssh = Ssh(switch, self.cfg.inventory.known_hosts, Path(control))
+            try:
+                missing = ssh.missing(need)
+            finally:
+                ssh.close()
+        if missing:
+            path = f" (PATH: inventory path {switch.path} first)" if switch.path else ""
+            raise TargetUnavailable(f"target.switch={self.cfg.target.switch}: switch host "
+                                    f"{switch.name!r} ({switch.ssh}) has no {missing[0]} on its "
+                                    f"PATH{path}: install it there, or list its folder in the "
+                                    "host's inventory path")
 
     def new_state(self) -> Any:
         return LocalState.create()

@@ -35,6 +35,30 @@ def alive(state_root: Path, tag: str) -> bool:
     return True
 
 
+def program_names() -> tuple[str, ...]:
+    """Every program a testbed run starts on a host: netkv's own and each
+    switch back-end's (``netkv.backends.BACKENDS``)."""
+    from netkv.backends import programs
+    from netkv.testbed.stacks import DPDK_PROGRAMS, PROGRAMS
+
+    return tuple(dict.fromkeys((*PROGRAMS, *DPDK_PROGRAMS, *programs())))
+
+
+def kill_and_remove(folder: str, tag: str) -> str:
+    """The remote command that stops run ``tag``'s programs and removes its
+    run folder: the pids it recorded (if still carrying the tag: a pid may
+    have been reused), then any process of a known program name whose
+    command line names the folder (one whose pid file was never written,
+    e.g. a switch started by a lifeline that died at once)."""
+    q, t = shlex.quote(folder), shlex.quote(tag)
+    names = "|".join(program_names())
+    return (f"for f in {q}/*.pid; do [ -f \"$f\" ] || continue; p=$(cat \"$f\"); "
+            f"grep -qa -- {t} /proc/$p/cmdline 2>/dev/null && kill -9 $p; done; "
+            f"for p in $(pgrep -f -- {q}/ 2>/dev/null); do "
+            f"n=$(tr '\\0' '\\n' < /proc/$p/cmdline 2>/dev/null | head -n1); "
+            f"case \"${{n##*/}}\" in {names}) kill -9 $p;; esac; done; rm -rf {q}")
+
+
 def clean_inventory(inv: Inventory, state_root: Path, force: bool = False) -> list[str]:
     removed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="nkclean", dir="/tmp") as control:
@@ -50,10 +74,7 @@ def clean_inventory(inv: Inventory, state_root: Path, force: bool = False) -> li
                 tag = folder.rsplit("/run-", 1)[-1]
                 if not force and alive(state_root, tag):
                     continue  # a live run's
-                q, t = shlex.quote(folder), shlex.quote(tag)
-                ssh.run(f"for f in {q}/*.pid; do [ -f \"$f\" ] || continue; p=$(cat \"$f\"); "
-                        f"grep -qa -- {t} /proc/$p/cmdline 2>/dev/null && kill -9 $p; done; "
-                        f"rm -rf {q}", check=False)
+                ssh.run(kill_and_remove(folder, tag), check=False)
                 removed.append(f"{host.name}:{folder}")
             ssh.close()
     for folder in state_root.glob("nk*") if state_root.exists() else []:

@@ -93,9 +93,16 @@ class Host(Strict):
     vma: Vma | None = None                   # None: the inventory's
     build: Build | None = None               # None: the inventory's
     workdir: str = "/tmp/netkv-testbed"      # remote folder for binaries and run state
+    # folders put first on PATH for netkv's commands there: where programs
+    # netkv does not push live (e.g. BMv2's simple_switch_grpc in /opt/p4/bin)
+    path: list[str] = []
 
     @model_validator(mode="after")
     def _loop_pair(self) -> "Host":
+        bad = [p for p in self.path if not p.startswith("/") or ":" in p]
+        if bad:
+            raise ValueError(f"host {self.name!r}: path entry {bad[0]!r} (allowed: absolute "
+                             "folders without ':')")
         if self.loop and (len(self.loop) != 2 or self.loop[0] == self.loop[1]):
             raise ValueError(f"host {self.name!r}: loop = {self.loop} (allowed: two "
                              "interfaces, out and in, wired to each other)")

@@ -17,7 +17,9 @@ target is the Mininet target with another rack:
    wired to the hosts used, the kvservers on the servers (and ``kvserver
    --mode coord`` on the coordinator hosts a protocol asks for), each under a
    lifeline (``ssh.lifeline``) and on the host's stack
-   (``netkv.testbed.stacks``), their control sockets forwarded here;
+   (``netkv.testbed.stacks``), their control sockets forwarded here (the
+   switch back-end's: its Unix sockets or loopback TCP ports, as it declares
+   them; ``SwitchBackend``);
 5. a load point's kvclients start over SSH and are sent one start instant
    in CLOCK_REALTIME (``@ns``: hosts' real-time clocks must be synchronised,
    e.g. by PTP/NTP; in the namespace rack they share one clock);
@@ -31,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+import socket
 import subprocess
 import threading
 import time
@@ -42,13 +45,27 @@ from typing import TYPE_CHECKING, Any
 # the rack plan and the controller's address are the Mininet rack's (io.h)
 from netkv.mininet.rack import CONTROLLER_IP, CONTROLLER_MAC, node_ip, node_mac
 from netkv.testbed import build, stacks
+from netkv.testbed.clean import kill_and_remove
 from netkv.testbed.inventory import Host, Inventory
 from netkv.testbed.ssh import RemoteError, Ssh, lifeline
 
 if TYPE_CHECKING:
     from netkv.mininet.rack import RackSpec
 
-PROGRAMS = ("kvserver", "kvclient", "netkv-switch")
+PROGRAMS = stacks.PROGRAMS
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` different TCP ports of this machine's loopback, free right now
+    (a forward's local ends): all held open until all are chosen."""
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def build_id(paths: Sequence[Path]) -> str:
@@ -73,6 +90,9 @@ class SshRack:
         servers = inventory.with_role("server")
         clients = inventory.with_role("client")
         self.servers: list[Host] = servers[: spec.servers]
+        # kvservers restarted per server (target.faults.crashes is refused
+        # on the testbed: never), read by MininetTarget.run_point
+        self.incarnations: list[int] = [0] * len(self.servers)
         self.clients: list[Host] = clients[: spec.clients]
         self.coordinators: list[Host] = inventory.with_role("coordinator")[: spec.coordinators]
         self.switch_host = inventory.with_role("switch")[0]
@@ -274,19 +294,24 @@ class SshRack:
         rrun = self.remote_run[host.name]
         log = f"{rrun}/{label}.log"
         cmd = lifeline(self._remote_argv(host.name, argv), f"{rrun}/{label}.pid")
-        proc = self.ssh[host.name].popen(f"{cmd} 2>{shlex.quote(log)}", stdin=subprocess.PIPE,
+        # the whole lifeline's stderr, the program's with it (a redirect after
+        # the command string would bind to its last word, the `exit`)
+        proc = self.ssh[host.name].popen(f"{{ {cmd}; }} 2>{shlex.quote(log)}",
+                                         stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.lifelines[label] = proc
         self.logs[label] = (host.name, log)
         return proc
 
     def _forward(self, host: Host, pairs: list[tuple[Path, str]], label: str) -> None:
-        fwd = self.ssh[host.name].forward(pairs)
+        self._check_forward(host, self.ssh[host.name].forward(pairs), f"{label}'s control socket")
+
+    def _check_forward(self, host: Host, fwd: subprocess.Popen[str], what: str) -> None:
         self.forwards.append(fwd)
         time.sleep(0.05)
         if fwd.poll() is not None:
             err = fwd.stderr.read() if fwd.stderr else ""
-            raise RemoteError(f"host {host.name!r}: cannot forward {label}'s control socket: "
+            raise RemoteError(f"host {host.name!r}: cannot forward {what}: "
                               f"{' '.join(err.split())}")
 
     def _wait_socket(self, host: Host, remote: str, label: str, timeout_s: float = 30.0) -> None:
@@ -302,20 +327,53 @@ class SshRack:
             time.sleep(0.1)
 
     def _start_switch(self) -> None:
+        """The back-end's program on the switch host: its files pushed first,
+        then what it opens (Unix sockets, loopback TCP ports) waited for
+        there and forwarded here over SSH; the back-end is told the local
+        ends (``SwitchBackend`` documents the interface)."""
         backend = self.spec.backend
-        rrun = self.remote_run[self.switch_host.name]
+        sw = self.switch_host
+        rrun = self.remote_run[sw.name]
+        for f in backend.remote_files():
+            self.ssh[sw.name].copy_to(f, f"{rrun}/{f.name}")
         # the inventory's loop pair, for a protocol whose plug-in needs one
         # (preflight refused it on a switch without); only then: the pair
         # outlives a run, and a switch still letting go of it (the previous
         # run's, reached over SSH) would keep the next one from opening it
-        sw, p4 = self.switch_host, backend.plugin.p4
+        p4 = backend.plugin.p4
         needs = backend.loop_port and p4 is not None and p4.needs_loop
         loop = (sw.loop[0], sw.loop[1]) if needs and len(sw.loop) == 2 else None
         argv = backend.command(self.switch_ports, Path(rrun), self.spec.tag, loop)
-        self._lifeline("switch", self.switch_host, argv)
-        remote = f"{rrun}/switch.sock"
-        self._wait_socket(self.switch_host, remote, backend.label)
-        self._forward(self.switch_host, [(self.folder / "switch.sock", remote)], "the switch")
+        self._lifeline("switch", sw, argv)
+        for name in backend.unix_sockets():
+            remote = f"{rrun}/{name}"
+            self._wait_socket(sw, remote, backend.label)
+            self._forward(sw, [(self.folder / name, remote)], "the switch")
+        if ports := backend.tcp_ports():
+            self._wait_listening(sw, ports, backend.label)
+            local = dict(zip(ports, free_ports(len(ports)), strict=True))
+            fwd = self.ssh[sw.name].forward_tcp({v: k for k, v in local.items()})
+            self._check_forward(sw, fwd, f"{backend.label}'s ports {ports}")
+            backend.forwarded(local)
+
+    def _wait_listening(self, host: Host, ports: Sequence[int], label: str,
+                        timeout_s: float = 30.0) -> None:
+        """Until every port listens on the host (read from /proc/net/tcp and
+        tcp6, which every Linux host has; any address: BMv2's Thrift server
+        binds them all). Waited for there, not through the forward: a
+        forward's local end accepts at once whether or not the remote end
+        listens yet."""
+        probe = "".join(f"grep -qE ':{p:04X} 0+:0000 0A ' /proc/net/tcp /proc/net/tcp6 2>/dev/null"
+                        " || { echo no; exit 0; }; " for p in ports) + "echo ok"
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.check_alive()
+            if self.ssh[host.name].run(probe, check=False).stdout.strip() == "ok":
+                return
+            if time.monotonic() > deadline:
+                raise RemoteError(f"{label} on host {host.name!r} is not listening on ports "
+                                  f"{list(ports)} after {timeout_s:g} s")
+            time.sleep(0.1)
 
     def _start_servers(self) -> None:
         for i, host in enumerate(self.servers):
@@ -515,15 +573,11 @@ class SshRack:
         """Kill what the lifelines missed (recorded pids still carrying this
         run's tag: a pid may have been reused), remove the run folders, end
         the SSH masters."""
-        tag = shlex.quote(self.spec.tag)
-
         def clean(name: str) -> None:
-            q = shlex.quote(self.remote_run[name])
             ssh = self.ssh[name]
             try:
-                ssh.run(f"for f in {q}/*.pid; do [ -f \"$f\" ] || continue; p=$(cat \"$f\"); "
-                        f"grep -qa -- {tag} /proc/$p/cmdline 2>/dev/null && kill -9 $p; done; "
-                        f"rm -rf {q}", check=False, timeout_s=20)
+                ssh.run(kill_and_remove(self.remote_run[name], self.spec.tag), check=False,
+                        timeout_s=20)
             except RemoteError:
                 pass  # unreachable now: `netkv clean` finds it later
             ssh.close()

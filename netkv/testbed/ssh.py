@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,9 @@ class Ssh:
         return opts
 
     def argv(self, command: str, multiplex: bool = True) -> list[str]:
+        if self.host.path:  # the inventory's folders first (programs netkv does not push)
+            dirs = ":".join(shlex.quote(d) for d in self.host.path)
+            command = f'PATH={dirs}:"$PATH"; export PATH; {command}'
         return ["ssh", *self.options(multiplex), self.host.ssh, command]
 
     def describe(self, stderr: str, rc: int) -> str:
@@ -146,13 +149,32 @@ class Ssh:
     def forward(self, sockets: Sequence[tuple[Path, str]]) -> subprocess.Popen[str]:
         """Forward local Unix sockets to remote ones (its own connection: a
         forward stays up as long as this process)."""
+        return self._forward([f"{local}:{remote}" for local, remote in sockets])
+
+    def forward_tcp(self, ports: Mapping[int, int]) -> subprocess.Popen[str]:
+        """Forward TCP ports of this machine's loopback to ports of the host's
+        loopback ({local: remote}): nothing listens beyond 127.0.0.1 here,
+        and the remote end is reached inside the SSH channel."""
+        return self._forward([f"127.0.0.1:{local}:127.0.0.1:{remote}"
+                              for local, remote in ports.items()])
+
+    def _forward(self, specs: Sequence[str]) -> subprocess.Popen[str]:
         argv = ["ssh", *self.options(multiplex=False), "-N",
                 "-o", "ExitOnForwardFailure=yes", "-o", "StreamLocalBindUnlink=yes"]
-        for local, remote in sockets:
-            argv += ["-L", f"{local}:{remote}"]
+        for spec in specs:
+            argv += ["-L", spec]
         argv.append(self.host.ssh)
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
+
+    def missing(self, programs: Sequence[str]) -> list[str]:
+        """The programs not found on the host's PATH (as netkv's commands
+        there see it: the inventory's ``path`` first)."""
+        if not programs:
+            return []
+        names = " ".join(shlex.quote(p) for p in programs)
+        res = self.run(f'for p in {names}; do command -v "$p" >/dev/null || echo "$p"; done')
+        return res.stdout.split()
 
     def close(self) -> None:
         """End the multiplexed master connection."""

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from netkv.testbed.inventory import Host, Inventory
 
 STACK_PROGRAMS = ("kvserver", "kvclient")
+PROGRAMS = (*STACK_PROGRAMS, "netkv-switch")   # what a run starts on hosts (kernel stack)
 DPDK_PROGRAMS = tuple(f"{p}-dpdk" for p in STACK_PROGRAMS)
 
 

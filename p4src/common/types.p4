@@ -1,5 +1,5 @@
 /*
- * types.p4 - what every netkv v1model program shares: the controller
+ * types.p4 - what every netkv program (v1model and TNA) shares: the controller
  * (packet-in / packet-out) headers, the one headers struct, the metadata,
  * the rack addressing plan and the forwarding modes.
  *
@@ -7,7 +7,8 @@
  * never validates the headers of the other protocols (its parser does not
  * enter them; see parser.p4 and the NETKV_PARSE_* switches).
  *
- * Requires <core.p4>, <v1model.p4> and headers.p4 to be included first.
+ * Requires <core.p4>, the architecture (<v1model.p4> or <tna.p4>) and headers.p4
+ * to be included first. NETKV_TNA (tna/shell.p4) adds the bridge header.
  */
 #ifndef NETKV_TYPES_P4
 #define NETKV_TYPES_P4
@@ -45,8 +46,22 @@ header packet_out_t {
     bit<8>  pad;
 }
 
+#ifdef NETKV_TNA
+/* TNA: what the ingress hands the egress (tna/shell.p4): TNA metadata does
+ * not cross the traffic manager, so it travels as a header in front. */
+header netkv_bridge_t {
+    bit<16> in_port;        /* the rack port the packet entered on */
+    bit<8>  cpu_reason;
+    bit<3>  fwd;
+    bit<5>  pad;
+}
+#endif
+
 /* ---- headers ------------------------------------------------------------------------ */
 struct headers_t {
+#ifdef NETKV_TNA
+    netkv_bridge_t   bridge;
+#endif
     packet_out_t     packet_out;
     packet_in_t      packet_in;
     ethernet_t       ethernet;

@@ -40,6 +40,15 @@
  *                          forwarded flagged SUPERSEDED; else dropped
  *          commit = dset[id] = 0 and this ack forwarded to the client
  *   anything else (R_REPLY, NACK)        forwarded to its destination
+ * NL_HARMONIA (Harmonia on CR, netlr_harmonia.c; NOT linearizable, the
+ * paper's performance-only baseline): the same dset marks keys with a write
+ * in flight, with no seq: a client's WRITE is checked for a collision as
+ * above, marks its key and goes to the head (replica 0), stats[WRITES]; a
+ * READ of a dirty key goes to the tail (replica n_servers - 1), of a clean
+ * one round-robin; a replica's W_REPLY clears the key if dset[id] == oid,
+ * whatever its seq (stats[COMMITS]), and is forwarded to the client in any
+ * case (stats[ACKS]); the chain's copies between replicas are forwarded by
+ * destination.
  * A multicast copy is addressed to the node behind its egress port (as
  * netkv-switch rewrites each copy): replica r is behind port r.
  *
@@ -55,7 +64,8 @@
  * P4Program turns the params into these, netkv/protocols/netlr_p4.py):
  *   -DNL_SLOTS=131072 (slots, a power of two <= 2^20) -DNL_STRICT=1 (mode:
  *   1 strict, 0 paper) -DNL_ACK_SUPERSEDED=0 -DNL_STAMP=0
- *   -DNL_COLLISION_NACK=0 -DNL_CHAIN=0 (replication: 1 = cr)
+ *   -DNL_COLLISION_NACK=0 -DNL_CHAIN=0 (replication: 1 = cr or hermes)
+ *   -DNL_HARMONIA=0 (replication: 1 = harmonia)
  * Both modes keep every register, so the controller finds the same names in
  * either (as netlr.c does). netlr.c's boot_empty (no replica live until the
  * controller installs them) is what a P4 switch's zeroed registers are
@@ -95,13 +105,19 @@
 #ifndef NL_CHAIN
 #define NL_CHAIN 0
 #endif
+#ifndef NL_HARMONIA
+#define NL_HARMONIA 0
+#endif
 #if NL_SLOTS < 1 || NL_SLOTS > 1048576 || (NL_SLOTS & (NL_SLOTS - 1)) != 0
 #error "NL_SLOTS (slots) must be a power of two in 1..2^20"
 #endif
 #if (NL_STRICT != 0 && NL_STRICT != 1) || (NL_ACK_SUPERSEDED != 0 && NL_ACK_SUPERSEDED != 1) || \
     (NL_STAMP != 0 && NL_STAMP != 1) || (NL_COLLISION_NACK != 0 && NL_COLLISION_NACK != 1) || \
-    (NL_CHAIN != 0 && NL_CHAIN != 1)
-#error "NL_STRICT, NL_ACK_SUPERSEDED, NL_STAMP, NL_COLLISION_NACK, NL_CHAIN: 0 or 1"
+    (NL_CHAIN != 0 && NL_CHAIN != 1) || (NL_HARMONIA != 0 && NL_HARMONIA != 1)
+#error "NL_STRICT, NL_ACK_SUPERSEDED, NL_STAMP, NL_COLLISION_NACK, NL_CHAIN, NL_HARMONIA: 0 or 1"
+#endif
+#if NL_CHAIN == 1 && NL_HARMONIA == 1
+#error "NL_CHAIN and NL_HARMONIA: one replication at a time"
 #endif
 
 #define NL_MAX_REPLICAS 8           /* LiveMask / AckMask width (artifact MAX_NUM_REPLICA) */
@@ -220,10 +236,12 @@ control NetlrIngress(inout headers_t hdr, inout metadata_t meta,
                 }
                 bit<32> id = hdr.netlr.id & (bit<32>)(NL_SLOTS - 1);
                 bit<32> oid = hdr.netlr.oid;
-                if (meta.from_cpu == 1 || NL_CHAIN == 1) {
+                if (meta.from_cpu == 1 || NL_CHAIN == 1 ||
+                    (NL_HARMONIA == 1 && meta.origin != ORIGIN_CLIENT &&
+                     op != NETLR_OP_W_REPLY)) {
                     /* the controller addresses replicas itself; chain
                      * replication's hosts address the head, the next
-                     * replica, the tail */
+                     * replica, the tail (Harmonia's chain copies too) */
                     want_route = true;
                 } else if (request && oid == 0) {
                     stat(NL_STAT_BAD_OID);
@@ -238,7 +256,16 @@ control NetlrIngress(inout headers_t hdr, inout metadata_t meta,
                         bit<32> d;
                         dset.read(d, id);
                         if (d == oid) {
-                            crep.read(rep, id);
+                            if (NL_HARMONIA == 1) {
+                                /* the tail, once membership is installed */
+                                bit<8> n;
+                                num_replica.read(n, 0);
+                                if (n != 0) {
+                                    rep = n8 - 1;
+                                }
+                            } else {
+                                crep.read(rep, id);
+                            }
                             stat(NL_STAT_DIRTY_READS);
                         } else {
                             bit<8> n;
@@ -296,6 +323,13 @@ control NetlrIngress(inout headers_t hdr, inout metadata_t meta,
                         } else if (n == 0) {
                             stat(NL_STAT_NO_REPLICA);
                             meta.fwd = FWD_DROP;
+                        } else if (NL_HARMONIA == 1) {
+                            /* marked dirty, to the head; no seq: the head orders */
+                            dset.write(id, oid);
+                            stat(NL_STAT_WRITES);
+                            meta.dst_node = 0;
+                            meta.fwd = FWD_NODE;
+                            want_route = true;
                         } else {
                             bit<32> s;
                             seq.read(s, 0);
@@ -319,6 +353,20 @@ control NetlrIngress(inout headers_t hdr, inout metadata_t meta,
                             meta.fwd = FWD_MCAST;
                         }
                     }
+                } else if (NL_HARMONIA == 1 && op == NETLR_OP_W_REPLY &&
+                           meta.src_node < (bit<16>)n8) {
+                    /* the tail's completion: clears its key whatever its
+                     * seq (paper §7.1), the client's reply in any case */
+                    stat(NL_STAT_ACKS);
+                    @atomic {
+                        bit<32> d;
+                        dset.read(d, id);
+                        if (oid != 0 && d == oid) {
+                            dset.write(id, 0);
+                            stat(NL_STAT_COMMITS);
+                        }
+                    }
+                    want_route = true;
                 } else if (op == NETLR_OP_W_REPLY && meta.src_node < (bit<16>)n8) {
                     /* RepID[src]: a replica's id is its node */
                     bit<8> r = (bit<8>)meta.src_node;

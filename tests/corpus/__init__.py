@@ -38,6 +38,7 @@ PROTOCOLS = (
     "pegasus",
     "netcache",
     "starcache",
+    "netlr",
 )
 
 

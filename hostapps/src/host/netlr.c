@@ -20,7 +20,8 @@
  * Keys are handled in arrival order (digest §5 "per-key FIFO"): the
  * simulator's by-key dispatch or one worker.
  *
- * replication=cr: chain replication, the baseline (cr_write below).
+ * replication=cr: chain replication, the baseline (cr_write below);
+ * replication=harmonia runs the same chain (the switch routes the reads).
  * replication=hermes: Hermes, the invalidation baseline (netlr_hermes.c).
  *
  * Client: the switch routes every request (reads to a replica, writes to
@@ -41,13 +42,15 @@
 #include "netkv/host.h"
 #include "netkv/wire.h"
 
-/* replication=netlr (default), cr (the chain-replication baseline) or
- * hermes (the invalidation baseline) */
+/* replication=netlr (default), cr (the chain-replication baseline),
+ * hermes (the invalidation baseline) or harmonia (Harmonia on CR: these
+ * same CR replicas and clients, the switch routes reads and tracks the
+ * dirty set, pipeline/netlr_harmonia.c) */
 static int nl_repl_mode(const char *params, uint32_t *cr, uint32_t *hermes)
 {
 	char mode[16] = "netlr";
 	nkp_get(params, "replication", mode, sizeof mode);
-	*cr = !strcmp(mode, "cr");
+	*cr = !strcmp(mode, "cr") || !strcmp(mode, "harmonia");
 	*hermes = !strcmp(mode, "hermes");
 	return *cr || *hermes || !strcmp(mode, "netlr") ? 0 : -1;
 }

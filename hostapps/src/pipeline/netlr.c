@@ -40,6 +40,8 @@
  * writes and the tail for reads, replicas the next in the chain), keeping
  * the trust rule and clearing client-set seqs. replication=hermes (the
  * invalidation baseline, host/netlr_hermes.c): the same, forward only.
+ * replication=harmonia (netlr_harmonia.c): Harmonia on CR, the in-switch
+ * baseline, performance-only (not linearizable, as the paper ran it).
  * Other params: slots (power of 2, default 131072), ack_superseded
  * (strict: forward an older write's ack flagged SUPERSEDED once some
  * replica acked the newer one), stamp (strict: READs carry the current seq,
@@ -54,52 +56,8 @@
 #include <string.h>
 
 #include "netkv/bytes.h"
-#include "netkv/pipeline.h"
-#include "netkv/wire.h"
+#include "netlr.h"
 #include "peg_params.h"
-
-#define NETLR_MAX_NODES 4096
-#define NETLR_MAX_REPLICAS 8
-#define NETLR_MAX_SLOTS (1u << 20)
-#define NETLR_GROUP 1
-#define NETLR_NO_REPLICA 0xFF
-
-enum netlr_stat {
-	NL_READS = 0,         /* client READs routed */
-	NL_DIRTY_READS,       /* ... of a dirty key, sent to CRep */
-	NL_WRITES,            /* client WRITEs multicast */
-	NL_COLLISIONS,        /* WRITEs whose slot held another key: dropped (or NACKed) */
-	NL_ACKS,              /* W_REPLYs counted */
-	NL_STALE_ACKS,        /* W_REPLYs dropped: clean key, older seq, other epoch */
-	NL_COMMITS,           /* W_REPLYs forwarded to the client as the commit */
-	NL_SUPERSEDED,        /* older writes' acks forwarded flagged SUPERSEDED */
-	NL_NO_REPLICA,        /* requests dropped: no live replica */
-	NL_BAD_OID,           /* requests for the reserved oid 0: dropped */
-	NL_HOST_SERVER_OP,    /* replies/NACKs from a client port: dropped */
-	NL_NO_ROUTE,
-	NL_FORGED_FIELDS,     /* client requests carrying seq, flags or epoch: cleared */
-	NL_NSTATS
-};
-
-#define NL_NREGS 14
-
-struct netlr_state {
-	uint32_t slots, strict, ack_superseded, stamp, collision_nack, chain;
-	uint32_t n_servers, n_nodes;
-	struct nk_trust trust;
-	uint16_t node_port[NETLR_MAX_NODES];
-	/* per slot */
-	uint32_t *dset, *lseq, *maxseq;
-	uint8_t *crep, *numcrep, *ackmask;
-	/* global */
-	uint32_t seq;
-	uint8_t num_replica, dst_rep_idx, live_mask, pin;
-	uint16_t epoch;
-	uint8_t rr[NETLR_MAX_REPLICAS];    /* get_dst_rep_table */
-	uint64_t stats[NL_NSTATS];
-	struct nk_reg_desc regs[NL_NREGS];
-	unsigned nregs;
-};
 
 static void nl_fini(void *st)
 {
@@ -135,7 +93,8 @@ static int nl_init(void *st, const struct nk_pipeline_cfg *cfg)
 	    nkp_u64(cfg->params, "boot_empty", 0, &boot_empty) ||
 	    nkp_trust(cfg->params, cfg->n_servers, &s->trust) ||
 	    (strcmp(mode, "strict") && strcmp(mode, "paper")) ||
-	    (strcmp(repl, "netlr") && strcmp(repl, "cr") && strcmp(repl, "hermes")))
+	    (strcmp(repl, "netlr") && strcmp(repl, "cr") && strcmp(repl, "hermes") &&
+	     strcmp(repl, "harmonia")))
 		return NK_PIPE_EINVAL;
 	if (slots < 1 || slots > NETLR_MAX_SLOTS || (slots & (slots - 1)) ||
 	    cfg->n_servers > NETLR_MAX_REPLICAS || cfg->n_nodes > NETLR_MAX_NODES)
@@ -146,6 +105,7 @@ static int nl_init(void *st, const struct nk_pipeline_cfg *cfg)
 	s->stamp = stamp != 0;
 	s->collision_nack = nack != 0;
 	s->chain = !strcmp(repl, "cr") || !strcmp(repl, "hermes");  /* forward only */
+	s->harmonia = !strcmp(repl, "harmonia");
 	s->n_servers = cfg->n_servers;
 	s->n_nodes = NETLR_MAX_NODES;
 	s->dset = calloc(s->slots, sizeof(uint32_t));
@@ -253,7 +213,7 @@ static int nl_table_del(void *st, const char *table, const uint64_t *key, unsign
 
 /* ---- data plane ------------------------------------------------------------- */
 
-static void forward(struct netlr_state *s, struct nk_pkt_meta *meta, struct nk_actions *act)
+void nl_forward(struct netlr_state *s, struct nk_pkt_meta *meta, struct nk_actions *act)
 {
 	nk_fwd_to_node(s->node_port, s->n_nodes, meta, act);
 	if (act->fwd == NK_FWD_DROP)
@@ -266,7 +226,7 @@ static uint32_t oid_of(const struct nk_msg *m)
 }
 
 /* The next live replica, round-robin (DstRepIdx wraps at num_replica). */
-static uint32_t round_robin(struct netlr_state *s)
+uint32_t nl_round_robin(struct netlr_state *s)
 {
 	uint32_t n = s->num_replica;
 	if (!n)
@@ -278,8 +238,8 @@ static uint32_t round_robin(struct netlr_state *s)
 	return s->rr[i];
 }
 
-static void route_to(struct netlr_state *s, uint32_t rep, struct nk_pkt_meta *meta,
-		     struct nk_actions *act)
+void nl_route_to(struct netlr_state *s, uint32_t rep, struct nk_pkt_meta *meta,
+		 struct nk_actions *act)
 {
 	if (rep >= s->n_servers) {
 		s->stats[NL_NO_REPLICA]++;
@@ -287,7 +247,7 @@ static void route_to(struct netlr_state *s, uint32_t rep, struct nk_pkt_meta *me
 		return;
 	}
 	meta->dst = (uint16_t)rep;
-	forward(s, meta, act);
+	nl_forward(s, meta, act);
 }
 
 static void nl_read(struct netlr_state *s, struct nk_msg *m, uint32_t id, uint32_t oid,
@@ -299,35 +259,40 @@ static void nl_read(struct netlr_state *s, struct nk_msg *m, uint32_t id, uint32
 		rep = s->crep[id];
 		s->stats[NL_DIRTY_READS]++;
 	} else {
-		rep = round_robin(s);
+		rep = nl_round_robin(s);
 	}
 	if (s->strict && s->stamp) {
 		m->ver = s->seq;
 		m->flags |= NK_NETLR_FLAG_STAMPED;
 	}
-	route_to(s, rep, meta, act);
+	nl_route_to(s, rep, meta, act);
+}
+
+/* A WRITE whose slot tracks another key's write (a hash collision):
+ * dropped as the paper does, or NACKed back to its client. */
+void nl_collided(struct netlr_state *s, struct nk_msg *m, struct nk_pkt_meta *meta,
+		 struct nk_actions *act)
+{
+	s->stats[NL_COLLISIONS]++;
+	if (!s->collision_nack) {
+		act->fwd = NK_FWD_DROP;
+		return;
+	}
+	m->op = NK_NETLR_OP_NACK;
+	m->kind = NK_KIND_CONTROL;
+	m->value_len = 0;
+	m->value = NULL;
+	meta->dst = meta->src;
+	act->switch_reply = 1;
+	nl_forward(s, meta, act);
 }
 
 static void nl_write(struct netlr_state *s, struct nk_msg *m, uint32_t id, uint32_t oid,
 		     struct nk_pkt_meta *meta, struct nk_actions *act)
 {
 	uint32_t d = s->dset[id];
-	if (d && d != oid) {
-		/* hash collision: the slot tracks another key's write */
-		s->stats[NL_COLLISIONS]++;
-		if (s->collision_nack) {
-			m->op = NK_NETLR_OP_NACK;
-			m->kind = NK_KIND_CONTROL;
-			m->value_len = 0;
-			m->value = NULL;
-			meta->dst = meta->src;
-			act->switch_reply = 1;
-			forward(s, meta, act);
-		} else {
-			act->fwd = NK_FWD_DROP;
-		}
-		return;
-	}
+	if (d && d != oid)
+		return nl_collided(s, m, meta, act);
 	if (!s->num_replica) {
 		s->stats[NL_NO_REPLICA]++;
 		act->fwd = NK_FWD_DROP;
@@ -359,7 +324,7 @@ static void commit(struct netlr_state *s, uint32_t id, struct nk_pkt_meta *meta,
 {
 	s->dset[id] = 0;
 	s->stats[NL_COMMITS]++;
-	forward(s, meta, act);         /* this ack is the client's reply */
+	nl_forward(s, meta, act);         /* this ack is the client's reply */
 }
 
 static void nl_ack(struct netlr_state *s, struct nk_msg *m, uint32_t id, uint32_t oid,
@@ -400,7 +365,7 @@ static void nl_ack(struct netlr_state *s, struct nk_msg *m, uint32_t id, uint32_
 		/* a replica that acked the newer write now serves the key */
 		m->flags |= NK_NETLR_FLAG_SUPERSEDED;
 		s->stats[NL_SUPERSEDED]++;
-		forward(s, meta, act);
+		nl_forward(s, meta, act);
 		return;
 	}
 	drop_ack(s, act);
@@ -423,7 +388,7 @@ static void nl_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 	struct netlr_state *s = st;
 	memset(act, 0, sizeof(*act));
 	if (m->proto != NK_PROTO_NETLR) {
-		forward(s, meta, act);
+		nl_forward(s, meta, act);
 		return;
 	}
 	enum nk_origin from = nk_origin_of(&s->trust, s->node_port, meta);
@@ -439,11 +404,17 @@ static void nl_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 		 * hosts address the head, the next replica, the tail */
 		if (from == NK_ORIGIN_CLIENT)
 			clear_switch_fields(s, m);
-		forward(s, meta, act);
+		nl_forward(s, meta, act);
 		return;
 	}
 	uint32_t id = m->keyhash & (s->slots - 1);
 	uint32_t oid = oid_of(m);
+	if (s->harmonia) {
+		if (from == NK_ORIGIN_CLIENT)
+			clear_switch_fields(s, m);
+		nl_harmonia(s, m, id, oid, from == NK_ORIGIN_CLIENT, meta, act);
+		return;
+	}
 	if (request) {
 		if (from == NK_ORIGIN_CLIENT)
 			clear_switch_fields(s, m);  /* seq and stamps are the switch's */
@@ -462,7 +433,7 @@ static void nl_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 		nl_ack(s, m, id, oid, meta, act);
 		return;
 	}
-	forward(s, meta, act);                 /* R_REPLY, NACK: to the client */
+	nl_forward(s, meta, act);                 /* R_REPLY, NACK: to the client */
 }
 
 const struct nk_pipeline_ops nk_pipeline_netlr = {

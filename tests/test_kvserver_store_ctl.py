@@ -1,0 +1,83 @@
+"""kvserver's store over its control socket (apps/kvserver.c; the Mininet
+side of ControlPlane.copy_store and newest_version, docs/mininet.md):
+store_dump pages the written entries (version above the preload's 1),
+store_merge applies only newer versions, store_newest is the top version,
+a malformed entry is refused in one line."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from netkv.drivers.base import DriverError
+from netkv.drivers.netkv_switch import CtlSocket
+from netkv.native import NativeBuildMissing, program_path
+
+V16 = bytes(range(16)).hex()
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def ctl(tmp_path: Path):  # type: ignore[no-untyped-def]
+    try:
+        kv = str(program_path("kvserver"))
+    except NativeBuildMissing as exc:
+        pytest.skip(str(exc))
+    path = tmp_path / "kv.sock"
+    p = subprocess.Popen([kv, "--protocol", "netlr", "--id", "0", "--servers", "1",
+                          "--clients", "1", "--keys", "100", "--key-size", "16",
+                          "--value-size", "16", "--preload", "all", "--port", str(_free_port()),
+                          "--ctl", str(path)], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not path.exists():
+            assert p.poll() is None and time.monotonic() < deadline, "kvserver did not start"
+            time.sleep(0.01)
+        sock = CtlSocket(path)
+        yield sock
+        sock.close()
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+
+
+def dump(ctl: CtlSocket, page: int) -> list[str]:
+    out, at = [], "0"
+    while at != "end":
+        at, *entries = ctl.request(f"store_dump {at} {page}").split()
+        out += entries
+    return out
+
+
+def test_merge_dump_and_newest(ctl: CtlSocket) -> None:
+    assert dump(ctl, 4) == []                       # the preload (version 1) is not written
+    assert ctl.request("store_newest") == "1"
+    entries = [f"{kh:08x}:{kh:08x}:{5 + kh}:{V16}" for kh in range(1, 8)]
+    assert ctl.request("store_merge " + " ".join(entries)) == "7"
+    assert sorted(dump(ctl, 2)) == sorted(entries)    # paged 2 at a time
+    assert ctl.request("store_newest") == "12"
+    # newer only: an older copy of key 1 is ignored, a newer one applied
+    older, newer = f"00000001:00000001:3:{V16}", f"00000001:00000001:9:{'ff' * 16}"
+    assert ctl.request(f"store_merge {older} {newer}") == "1"
+    assert f"00000001:00000001:9:{'ff' * 16}" in dump(ctl, 100)
+    # the check can fail: the same merge again moves nothing
+    assert ctl.request(f"store_merge {newer}") == "0"
+
+
+@pytest.mark.parametrize("bad", ["1:2:3:00", "00000001:zz:5:00", "00000001:00000001:1:00",
+                                 "00000001:00000001:5:00:extra", "00000001:00000001:5"])
+def test_a_malformed_entry_is_refused_in_one_line(ctl: CtlSocket, bad: str) -> None:
+    with pytest.raises(DriverError, match=r"KEYHASH:KEY:VER:VALUE") as e:
+        ctl.request(f"store_merge {bad}")
+    assert "\n" not in str(e.value)
+    assert dump(ctl, 10) == []
