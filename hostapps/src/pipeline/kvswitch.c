@@ -460,6 +460,13 @@ static void hot_write(struct kvswitch_state *s, uint32_t slot, struct nk_msg *m,
 	act->mcast_group = (uint16_t)nk_kvs_mcast_group(owner, r);
 }
 
+/* a client's request; everything else is a reply, a push or a confirm */
+static int ks_is_request(uint8_t op)
+{
+	return op == NK_KVSWITCH_OP_GET || op == NK_KVSWITCH_OP_SET ||
+	       op == NK_KVSWITCH_OP_DEL;
+}
+
 static void ks_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 		       struct nk_actions *act)
 {
@@ -470,8 +477,7 @@ static void ks_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 		return;
 	}
 	enum nk_origin from = ks_origin(s, meta);
-	int request = m->op == NK_KVSWITCH_OP_GET || m->op == NK_KVSWITCH_OP_SET ||
-		      m->op == NK_KVSWITCH_OP_DEL;
+	int request = ks_is_request(m->op);
 	if (from == NK_ORIGIN_CLIENT && !request) {
 		/* a forged ACK would validate a stale replica; forged pushes,
 		 * updates and replies would plant values or answer others */
@@ -533,8 +539,7 @@ static void ks_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 static int ks_order_free_pkt(const void *st, const struct nk_msg *m)
 {
 	(void)st;
-	return m->proto == NK_PROTO_KVSWITCH && m->op != NK_KVSWITCH_OP_GET &&
-	       m->op != NK_KVSWITCH_OP_SET && m->op != NK_KVSWITCH_OP_DEL &&
+	return m->proto == NK_PROTO_KVSWITCH && !ks_is_request(m->op) &&
 	       m->op != NK_KVSWITCH_OP_UPDATE_ACK;
 }
 
