@@ -393,7 +393,9 @@ def print_summary(cfg: RunConfig, outcome: SearchOutcome, path: Path, console: C
                  f"{res.latency_ns['p99'] / 1e3:.1f}", f"{spread:.2f}"]
     else:
         cells = ["none met", "-", "-", "-"]
-    table.add_row(cfg.protocol.name, cfg.target.name, f"{cfg.workload.alpha:g}",
+    variant = protocol_plugin(cfg.protocol.name).variant(cfg)
+    label = f"{cfg.protocol.name} ({variant})" if variant else cfg.protocol.name
+    table.add_row(label, cfg.target.name, f"{cfg.workload.alpha:g}",
                   f"{cfg.workload.write_ratio:g}", str(cfg.topology.servers),
                   f"{outcome.slo_ns / 1e3:.1f}", *cells)
     console.print(table)

@@ -196,3 +196,26 @@ def test_summary_warns_when_the_reference_misses_its_own_bound():
     assert "misses its own bound in 1 of 2 measurement(s)" in summary([quiet, noisy])
     assert "noise floor" not in summary([quiet, quiet])
     assert "noise floor" not in summary([])
+
+
+def test_summary_labels_a_baseline_by_its_scheme():
+    """A baseline sharing a protocol's code (Harmonia on NetLR's, CliMC on
+    NetMC's) is named in the summary's protocol cell, the protocol itself not."""
+    from io import StringIO
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from netkv.config.compose import load
+    from netkv.runner import print_summary
+
+    def cell(overrides: list[str]) -> str:
+        buf = StringIO()
+        out = search_throughput(mm1_point, MU, slo(kind="fixed", p99_us=100.0))
+        print_summary(load(overrides), out, Path("runs/x"), Console(file=buf, width=200))
+        return buf.getvalue()
+
+    assert "netlr (harmonia)" in cell(["protocol=netlr", "servers=4", "protocol.replication=harmonia"])
+    assert "netmc (climc)" in cell(["protocol=netmc", "protocol.scheme=climc"])
+    plain = cell(["protocol=netlr", "servers=4"])
+    assert "netlr" in plain and "(" not in plain.split("netlr", 1)[1].split("\n", 1)[0]

@@ -282,6 +282,12 @@ def caveats(cfg: "RunConfig") -> list[str]:
     return [HARMONIA_CAVEAT] if isinstance(p, NetLRProtocol) and p.replication == "harmonia" else []
 
 
+def variant(cfg: "RunConfig") -> str:
+    """The baseline this run is (ProtocolPlugin.variant): "" for NetLR."""
+    p = cfg.protocol
+    return p.replication if isinstance(p, NetLRProtocol) and p.replication != "netlr" else ""
+
+
 def wire_key(key: bytes) -> bytes:
     """The 4 B object id the client sends for a workload key
     (hostapps/src/host/netlr.c nl_wire_key: CRC32, 0 becoming 1)."""
@@ -336,6 +342,7 @@ PLUGIN = ProtocolPlugin(
     refusals=REFUSALS,
     p4=P4_PROGRAM,
     caveats=caveats,
+    variant=variant,
 )
 
 

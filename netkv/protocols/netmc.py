@@ -140,6 +140,12 @@ def sim_controller_factory(cfg: "RunConfig"):  # type: ignore[no-untyped-def]
     return factory
 
 
+def variant(cfg: "RunConfig") -> str:
+    """The baseline this run is (ProtocolPlugin.variant): "" for NetMC."""
+    p = cfg.protocol
+    return p.scheme if isinstance(p, NetmcProtocol) and p.scheme != "netmc" else ""
+
+
 PLUGIN = ProtocolPlugin(
     name="netmc",
     summary="NetMC: multigets split in the switch (and its CliMC and CoordiMC baselines)",
@@ -153,6 +159,7 @@ PLUGIN = ProtocolPlugin(
     p4=P4Program("netmc/netmc.p4", defines=p4_defines),
     dead_knobs=dead_knobs,
     refusals=REFUSALS,
+    variant=variant,
 )
 
 

@@ -168,3 +168,7 @@ class ProtocolPlugin:
     #: name suggests it (a baseline run without its consistency): one line
     #: each, printed by the run and kept in its provenance.json ("caveats")
     caveats: Callable[["RunConfig"], list[str]] = _no_caveats
+    #: which of the protocol's schemes this run is when it is not the
+    #: protocol itself (a baseline sharing its code: "harmonia", "climc"),
+    #: so the summary does not label a baseline's numbers with its name
+    variant: Callable[["RunConfig"], str] = _no_params
