@@ -217,5 +217,6 @@ def test_summary_labels_a_baseline_by_its_scheme():
 
     assert "netlr (harmonia)" in cell(["protocol=netlr", "servers=4", "protocol.replication=harmonia"])
     assert "netmc (climc)" in cell(["protocol=netmc", "protocol.scheme=climc"])
+    assert "kvswitch (replicate-to-all)" in cell(["protocol=kvswitch", "protocol.placement=all"])
     plain = cell(["protocol=netlr", "servers=4"])
     assert "netlr" in plain and "(" not in plain.split("netlr", 1)[1].split("\n", 1)[0]

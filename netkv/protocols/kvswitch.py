@@ -573,6 +573,12 @@ class KVSwitchP4(P4Semantics):
             regs.reset(list(PERIOD_REGISTERS))
 
 
+def variant(cfg: "RunConfig") -> str:
+    """The baseline this run is (ProtocolPlugin.variant): Fig. 9a's replicate-to-all."""
+    p = cfg.protocol
+    return "replicate-to-all" if isinstance(p, KVSwitchProtocol) and p.placement == "all" else ""
+
+
 PLUGIN = ProtocolPlugin(
     name="kvswitch",
     summary="KVSwitch prediction-driven selective replication (Electronics 2019)",
@@ -586,6 +592,7 @@ PLUGIN = ProtocolPlugin(
     rack_controller=mininet_controller_factory,
     p4=P4Program("kvswitch/kvswitch.p4", defines=p4_defines, semantics=KVSwitchP4),
     refusals=REFUSALS,
+    variant=variant,
 )
 
 
