@@ -325,12 +325,23 @@ class Rack:
         # stats file is written after its signal handler and control socket
         deadline = time.monotonic() + 30.0
         while not stats.exists():
-            if new.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"kvserver {server} did not restart")
+            if new.poll() is not None:
+                raise RuntimeError(f"kvserver {server} exited with {new.returncode} before "
+                                   f"serving: {self._log_tail(f'server{server}')}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"kvserver {server} did not serve within 30 s of its restart")
             time.sleep(0.005)
         self.server_procs[server] = new
         self.incarnations[server] += 1
         self.crashed.discard(server)
+
+    def _log_tail(self, name: str) -> str:
+        """The last line a program of the rack wrote to its log (the cause of its exit)."""
+        try:
+            lines = (self.spec.folder / f"{name}.log").read_text(errors="replace").split("\n")
+        except OSError:
+            return "no log"
+        return next((x.strip() for x in reversed(lines) if x.strip()), "empty log")[-300:]
 
     def _store_ctl(self, server: int, line: str) -> str:
         from netkv.drivers.netkv_switch import CtlSocket

@@ -25,6 +25,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from netkv.protocols.base import ControlPlane, Controller
 from netkv.quantile import latency_summary, quantiles
 from netkv.results import noise
 from netkv.targets.base import PointResult, Target, TargetUnavailable
+from netkv.targets.faults import FaultClock, FaultEvent, FaultRun
 
 CONTROLLER_NICE = 10  # the controller thread's nice value during a point
 
@@ -160,9 +162,8 @@ class MininetTarget(Target):
         self.last_final: dict[str, Any] = {}
         self.histories: list[Path] = []   # kvclient CSV histories since the rack started
         self.points_run = 0
-        # target.faults.crashes count from the first point's start instant
-        self.crash_clock_ns: int | None = None
-        self.restarted: set[int] = set()   # servers whose restart_s has passed
+        # target.faults events count from the first point's start instant
+        self.faults = FaultClock()
         # req_ids go on over the points (servers with at-most-once remember them)
         self.next_req_id = [1] * cfg.topology.clients
         pargs = ("--params", self.params) if self.params else ()
@@ -336,11 +337,11 @@ class MininetTarget(Target):
         failure: list[BaseException] = []
         ctl_thread: threading.Thread | None = None
 
-        crash_timers: list[threading.Timer] = []
+        faults: list[FaultRun] = []
 
         def started(start_ns: int) -> None:
             nonlocal ctl_thread
-            crash_timers.extend(self._schedule_crashes(start_ns))
+            faults.append(self.faults.start(start_ns, self._fault_events()))
             if self.controller is not None:
                 ctl_thread = threading.Thread(target=self._control_loop,
                                               args=(stop, start_ns, failure), daemon=True)
@@ -354,13 +355,14 @@ class MininetTarget(Target):
                 start_delay_ms=cfg.target.start_delay_ms, on_start=started)
         finally:
             stop.set()
-            for timer in crash_timers:   # not due yet: the next point schedules it again
-                timer.cancel()
-                timer.join()
             if ctl_thread is not None:
                 ctl_thread.join(timeout=10)
             if capture is not None:
                 self.last_capture = {"files": capture.stop()}
+            # what is not due yet, the next point runs
+            fault_failures = [f for f in (run.stop() for run in faults) if f is not None]
+        if fault_failures:   # the point did not run the faults it was configured with
+            raise fault_failures[0]
         if failure:
             raise RuntimeError(f"the {cfg.protocol.name} controller failed: "
                                f"{failure[0]!r}") from failure[0]
@@ -419,31 +421,20 @@ class MininetTarget(Target):
                                 if self.controller is not None else {}),
         )
 
-    def _schedule_crashes(self, start_ns: int) -> list[threading.Timer]:
+    def _fault_events(self) -> list[FaultEvent]:
         """target.faults.crashes: kill each server's kvserver at its ``at_s``
         and start a fresh one at its ``restart_s`` (if any), counted from the
         first point's start (Rack.crash_server, Rack.restart_server)."""
-        if self.crash_clock_ns is None:
-            self.crash_clock_ns = start_ns
-        timers = []
-        for crash in self.cfg.target.faults.crashes:
-            events = []
-            if crash.server not in self.rack.crashed and crash.server not in self.restarted:
-                events.append((crash.at_s, self.rack.crash_server))
-            if crash.restart_s is not None and crash.server not in self.restarted:
-                events.append((crash.restart_s, self._restart))
-            for at_s, action in events:
-                due_ns = self.crash_clock_ns + int(at_s * 1e9)
-                delay = (due_ns - time.clock_gettime_ns(time.CLOCK_MONOTONIC)) / 1e9
-                timer = threading.Timer(max(0.0, delay), action, args=(crash.server,))
-                timer.daemon = True
-                timer.start()
-                timers.append(timer)
-        return timers
-
-    def _restart(self, server: int) -> None:
-        self.rack.restart_server(server)
-        self.restarted.add(server)
+        events = []
+        for i, crash in enumerate(self.cfg.target.faults.crashes):
+            s = crash.server
+            events.append(FaultEvent(("crash", i), crash.at_s, f"server {s}'s crash at "
+                                     f"{crash.at_s:g} s", partial(self.rack.crash_server, s)))
+            if crash.restart_s is not None:
+                events.append(FaultEvent(("restart", i), crash.restart_s,
+                                         f"server {s}'s restart at {crash.restart_s:g} s",
+                                         partial(self.rack.restart_server, s)))
+        return events
 
     def _start_capture(self) -> RackCapture | None:
         """capture=true: this point's switch ports and hosts (netkv.mininet.capture)."""
