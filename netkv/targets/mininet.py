@@ -112,6 +112,18 @@ def check_config(cfg: RunConfig, target: str = "mininet") -> None:
     if crashes and target != "mininet":
         raise TargetUnavailable(f"target.faults.crashes on target={target}: not applied there "
                                 "yet (allowed: [])")
+    if cfg.target.faults.switch_outages:
+        if target != "mininet":
+            raise TargetUnavailable(f"target.faults.switch_outages on target={target}: not "
+                                    "applied there yet (allowed: [])")
+        if not backend_class(cfg.target.switch).restartable:
+            raise TargetUnavailable(f"target.faults.switch_outages with target.switch="
+                                    f"{cfg.target.switch}: its program cannot be restarted "
+                                    "here yet (allowed: [])")
+        if cfg.capture:
+            raise TargetUnavailable("target.faults.switch_outages with capture=true: the "
+                                    "switch's capture does not survive its restart "
+                                    "(allowed: [])")
     if cfg.workload.multiget.enabled and cfg.record_history:
         raise TargetUnavailable(f"record_history with multigets: target={target} records "
                                 "single-key histories only (allowed: false)")
@@ -164,6 +176,11 @@ class MininetTarget(Target):
         self.points_run = 0
         # target.faults events count from the first point's start instant
         self.faults = FaultClock()
+        # a switch outage (target.faults.switch_outages) and the control loop
+        # take turns: no epoch while the switch is down or being reconnected
+        self.switch_lock = threading.Lock()
+        self.switch_restarts = 0      # switch restarts so far
+        self.restarts_installed = 0   # those the controller has reinstalled after
         # req_ids go on over the points (servers with at-most-once remember them)
         self.next_req_id = [1] * cfg.topology.clients
         pargs = ("--params", self.params) if self.params else ()
@@ -304,6 +321,7 @@ class MininetTarget(Target):
         self.rack.check_alive()
         before = self.rack.server_stats()
         lives = list(self.rack.incarnations)
+        switch_life = self.switch_restarts
         refused_before = self._switch_refusals()
         switch_before = self.switch_counters()
         drain_s = max(topo.drain_ms / 1e3, 0.05)
@@ -378,6 +396,9 @@ class MininetTarget(Target):
         # start: what the killed one did since the point began left no dump
         before = [b if lives[i] == self.rack.incarnations[i] else {}
                   for i, b in enumerate(before)]
+        if switch_life != self.switch_restarts:
+            # restarted during the point: its counters start from the new program's
+            switch_before, refused_before = {}, {}
         # what the switch and the servers dropped: a bad point vs a slow protocol
         point_noise = {**noise.switch_noise(switch_before, self.switch_counters()),
                        **noise.server_noise(before, after)}
@@ -385,7 +406,7 @@ class MininetTarget(Target):
                            for a, b in zip(after, before, strict=True)], dtype=np.int64)
         # the trust boundary (docs/security.md): what the switch refused and
         # the servers ignored during this point, by reason
-        refused = {k: v - refused_before[k] for k, v in self._switch_refusals().items()}
+        refused = {k: v - refused_before.get(k, 0) for k, v in self._switch_refusals().items()}
         for why in ("ignored", "bad"):
             refused[f"servers.{why}"] = sum(a.get(why, 0) - b.get(why, 0)
                                             for a, b in zip(after, before, strict=True))
@@ -434,7 +455,37 @@ class MininetTarget(Target):
                 events.append(FaultEvent(("restart", i), crash.restart_s,
                                          f"server {s}'s restart at {crash.restart_s:g} s",
                                          partial(self.rack.restart_server, s)))
+        for i, outage in enumerate(self.cfg.target.faults.switch_outages):
+            events.append(FaultEvent(("switch down", i), outage.at_s,
+                                     f"the switch's outage at {outage.at_s:g} s",
+                                     self._switch_outage))
+            if outage.restart_s is not None:
+                events.append(FaultEvent(("switch up", i), outage.restart_s,
+                                         f"the switch's restart at {outage.restart_s:g} s",
+                                         self._switch_restart))
         return events
+
+    def _switch_outage(self) -> None:
+        """The switch program killed: every packet reaching it is lost."""
+        with self.switch_lock:
+            self.rack.stop_switch()
+            if self.driver is not None:
+                self.driver.close()
+                self.driver = None
+
+    def _switch_restart(self) -> None:
+        """A fresh switch program, its state empty; the controller installs
+        its state again at its next epoch (``Controller.start``, as on the
+        simulator), with a connection of its own."""
+        with self.switch_lock:
+            self.rack.start_switch()
+            folder = self.state.folder
+            self.driver = self.backend.connect(folder, self.controller is not None)
+            if has_faults(self.cfg):
+                self.backend.apply_faults(self.driver)
+            if self.plane is not None:
+                self.plane.attach(*self.backend.controller_driver(self.driver, folder))
+            self.switch_restarts += 1
 
     def _start_capture(self) -> RackCapture | None:
         """capture=true: this point's switch ports and hosts (netkv.mininet.capture)."""
@@ -471,8 +522,14 @@ class MininetTarget(Target):
                 now = time.clock_gettime_ns(time.CLOCK_MONOTONIC) / 1e9
                 if stop.wait(max(0.0, next_t - now)):
                     return
-                self.controller.epoch(self.plane.now_s)
-                self.plane.flush()
+                with self.switch_lock:
+                    if not self.rack.switch_down:
+                        if self.restarts_installed != self.switch_restarts:
+                            # the switch is back empty: install as at the start
+                            self.restarts_installed = self.switch_restarts
+                            self.controller.start()
+                        self.controller.epoch(self.plane.now_s)
+                        self.plane.flush()
                 now = time.clock_gettime_ns(time.CLOCK_MONOTONIC) / 1e9
                 next_t = max(next_t + epoch_s, now + 0.2 * epoch_s)
         except BaseException as exc:  # reported by run_point
