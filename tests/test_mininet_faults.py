@@ -238,3 +238,32 @@ def test_switch_outages_refused_in_one_line_where_not_applied() -> None:
         check_config(load([*NETLR_RACK, *OUTAGE, "capture=true"]))
     with pytest.raises(TargetUnavailable, match="target.switch=bmv2: its program cannot"):
         check_config(load([*NETLR_RACK, *OUTAGE, "target.switch=bmv2"]))
+
+
+@skip
+def test_an_outage_across_two_points_without_a_controller() -> None:
+    """hash (no controller: netkv-switch's init installs its whole state):
+    the switch is killed in the first point and restarted at a time that
+    falls between the two points, so the second point applies it before its
+    traffic starts and is served in full; the first lost what was issued
+    after the kill."""
+    import time
+
+    from netkv.config.compose import load
+    from netkv.runner import make_target
+
+    cfg = load([*HASH_RACK, "target.faults.switch_outages=[{at_s: 0.3, restart_s: 2.0}]"])
+    with make_target(cfg) as target:
+        tag = target.state.tag
+        first = target.run_point(300.0, seed=1)      # 1 s (target.min_duration_s)
+        assert target.rack.switch_down        # still down between the points
+        origin = target.faults.origin_ns
+        assert origin is not None
+        time.sleep(max(0.0, (origin + 2.1e9 - time.clock_gettime_ns(time.CLOCK_MONOTONIC)) / 1e9))
+        second = target.run_point(300.0, seed=2)
+        assert target.switch_restarts == 1 and not target.rack.switch_down
+    print({"first": (first.issued, first.completed), "second": (second.issued, second.completed)})
+    assert 0.2 * first.issued < first.completed < 0.4 * first.issued   # killed at 0.3 of 1 s
+    assert second.completed == second.issued > 100
+    links, procs = _leftovers(tag)
+    assert links == [] and procs == [], (links, procs)

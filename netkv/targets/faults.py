@@ -2,8 +2,8 @@
 
 Each event (a replica's crash or restart, the switch's outage or restart)
 is due at a time counted from the first point's start and fires once per
-rack, in the point whose wall time it falls in (or at the start of the next
-point, if it fell between two). A point runs its due events in time order
+rack, in the point whose wall time it falls in (or before the next point's
+traffic starts, if it fell between two). A point runs its due events in time order
 on one thread; an event that fails stops the rest, and the point reports it
 (``FaultFailed``): a replica left down or a switch never restarted would
 otherwise pass for the protocol's behaviour.
@@ -39,6 +39,28 @@ class FaultClock:
         self.origin_ns: int | None = None
         self.fired: set[Hashable] = set()
 
+    def fire(self, event: FaultEvent) -> FaultFailed | None:
+        """Apply ``event`` now; the failure, one line, if it failed."""
+        try:
+            event.action()
+        except Exception as exc:  # noqa: BLE001 - any cause, reported by the point
+            cause = " ".join(str(exc).split()) or type(exc).__name__
+            return FaultFailed(f"target.faults: {event.what} failed: {cause}")
+        self.fired.add(event.key)
+        return None
+
+    def catch_up(self, events: list[FaultEvent]) -> None:
+        """Before a point's traffic: apply the events that fell due between
+        points (a switch restarted then serves the point from its start)."""
+        if self.origin_ns is None:
+            return
+        now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        for e in sorted(events, key=lambda e: e.at_s):
+            if e.key not in self.fired and self.origin_ns + int(e.at_s * 1e9) <= now:
+                failure = self.fire(e)
+                if failure is not None:
+                    raise failure
+
     def start(self, start_ns: int, events: list[FaultEvent]) -> "FaultRun":
         """Run the events not fired yet, from the point starting at ``start_ns``."""
         if self.origin_ns is None:
@@ -65,13 +87,9 @@ class FaultRun:
             delay = (due_ns - time.clock_gettime_ns(time.CLOCK_MONOTONIC)) / 1e9
             if self._stop.wait(max(0.0, delay)):
                 return
-            try:
-                event.action()
-            except Exception as exc:  # noqa: BLE001 - any cause, reported by the point
-                cause = " ".join(str(exc).split()) or type(exc).__name__
-                self.failure = FaultFailed(f"target.faults: {event.what} failed: {cause}")
+            self.failure = self.clock.fire(event)
+            if self.failure is not None:
                 return
-            self.clock.fired.add(event.key)
 
     def stop(self) -> FaultFailed | None:
         """Stop scheduling (an event under way finishes first); the failure

@@ -318,6 +318,7 @@ class MininetTarget(Target):
         cfg = self.cfg
         topo = cfg.topology
         m = topo.clients
+        self.faults.catch_up(self._fault_events())   # what fell due between points
         self.rack.check_alive()
         before = self.rack.server_stats()
         lives = list(self.rack.incarnations)
