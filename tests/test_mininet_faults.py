@@ -11,6 +11,9 @@
   switch (epoch, resync, seq, membership); the history across the outage
   is linearizable by both checkers, a doctored one refused by both; without
   the controller's restart handling, writes after it go unanswered.
+- hash (no controller) with an outage whose restart falls between two
+  points: applied before the second point's traffic, which is served whole.
+- Switch outages are refused in one line where they are not applied.
 """
 
 from __future__ import annotations
