@@ -104,8 +104,12 @@ def measure_point(target: Target, cfg: RunConfig, run_dir: RunDir, key: str,
     """One point (captured when cfg.capture), with the machine's busyness
     during it (netkv.results.noise); on real packets measured again while
     the hypervisor stole more than ``slo.max_steal`` of the CPU time (at
-    most ``slo.steal_retries`` times; ``steal_remeasured`` counts them)."""
-    again = cfg.slo.steal_retries if target.real_time else 0
+    most ``slo.steal_retries`` times; ``steal_remeasured`` counts them).
+    Not with timed faults (crashes, switch outages): they fire once per
+    rack, so a second try would measure a run without them."""
+    faults = cfg.target.faults
+    timed = bool(faults.crashes or faults.switch_outages)
+    again = cfg.slo.steal_retries if target.real_time and not timed else 0
     return noise.measure_until_calm(
         lambda: capture.run_point(target, cfg, run_dir.path, key, offered_rps, seed),
         cfg.slo.max_steal, again)

@@ -45,8 +45,10 @@ SWITCH_RESTART = ["target.faults.switch_outages=[{at_s:0.03,restart_s:0.05}]",
 REGS = ("num_replica", "LiveMask", "PIN", "seq", "epoch")
 
 
-def run(overrides: list[str], rate: float = 200_000, path: Path | None = None):
-    """One point; the switch's global registers as of the controller's last epoch."""
+def run(overrides: list[str], rate: float = 200_000, path: Path | None = None,
+        on_epoch=None):  # type: ignore[no-untyped-def]
+    """One point; the switch's global registers as of the controller's last
+    epoch (``on_epoch(engine)`` is called after each epoch too)."""
     cfg = load(overrides)
     inner = netlr.sim_controller_factory(cfg)
     regs: dict[str, int] = {}
@@ -58,6 +60,8 @@ def run(overrides: list[str], rate: float = 200_000, path: Path | None = None):
         def epoch(eng, t_s: float) -> None:  # type: ignore[no-untyped-def]
             step(eng, t_s)
             regs.update({n: epochs.controller.plane.switch.reg_read(n, 0) for n in REGS})
+            if on_epoch is not None:
+                on_epoch(eng)
 
         epochs.epoch = epoch
         return epochs

@@ -204,3 +204,24 @@ def test_the_simulator_never_remeasures() -> None:
     from netkv.targets.sim import SimTarget
 
     assert SimTarget.real_time is False and MininetTarget.real_time is True
+
+
+def test_a_run_with_timed_faults_is_never_remeasured(monkeypatch) -> None:
+    """Crashes and switch outages fire once per rack: a second try of a
+    stolen point would measure it without them."""
+    from types import SimpleNamespace
+
+    from netkv import runner
+    from netkv.config.compose import load
+    from netkv.results import noise
+
+    tries: list[int] = []
+    monkeypatch.setattr(noise, "measure_until_calm",
+                        lambda run, max_steal, again: tries.append(again))
+    real = SimpleNamespace(real_time=True)
+    run_dir = SimpleNamespace(path=None)
+    for faults, expected in (([], 2), (["target.faults.crashes=[{server: 1, at_s: 0.5}]"], 0),
+                             (["target.faults.switch_outages=[{at_s: 0.5}]"], 0)):
+        cfg = load(["target=mininet", "servers=4", *faults])
+        runner.measure_point(real, cfg, run_dir, "k", 100.0, 1)  # type: ignore[arg-type]
+        assert tries[-1] == expected, faults

@@ -692,7 +692,8 @@ static void test_harmonia(void)
 /* Hermes (replication=hermes), packet by packet: replica 0 coordinates a
  * write, replica 1 stalls a read of the Invalid key until the VAL, the
  * client gets its W_REPLY once replicas 1..3 acked, a second write to the
- * key stalls at the coordinator and is NACKed once the key is Valid. */
+ * key stalls at the coordinator and starts there once the key is Valid
+ * (its INVs carry its request's cookie and value). */
 static void test_hermes(void)
 {
 	current = "hermes";
@@ -730,23 +731,35 @@ static void test_hermes(void)
 	EXPECT_EQ(H->server_handle(r1, &s1, &inv, CL, out, NK_HOST_MAX_OUT), 0);
 	/* a second write at the coordinator stalls */
 	struct nk_msg w2 = mk(NK_NETLR_OP_WRITE, OID, ID, 7);
+	static const uint8_t v2[NK_NETLR_VALUE_LEN] = "second write!!!";
+	w2.value = v2;
+	w2.value_len = NK_NETLR_VALUE_LEN;
+	w2.cookie = 99;
 	EXPECT_EQ(H->server_handle(co, &s0, &w2, CL, out, NK_HOST_MAX_OUT), 0);
 	/* acks: two are not enough; a duplicate does not count twice */
 	EXPECT_EQ(H->server_handle(co, &s0, &ack, 1, out, NK_HOST_MAX_OUT), 0);
 	EXPECT_EQ(H->server_handle(co, &s0, &ack, 1, out, NK_HOST_MAX_OUT), 0);
 	EXPECT_EQ(H->server_handle(co, &s0, &ack, 2, out, NK_HOST_MAX_OUT), 0);
 	/* the last: W_REPLY to the client, VAL to 1..3, then the stalled read
-	 * answered and the stalled write NACKed */
+	 * answered and the stalled write started: its INVs at timestamp
+	 * (version 2, coordinator 0), its value stored */
 	int n = H->server_handle(co, &s0, &ack, 3, out, NK_HOST_MAX_OUT);
-	EXPECT_EQ(n, 1 + (NS - 1) + 2);
+	EXPECT_EQ(n, 1 + (NS - 1) + 1 + (NS - 1));
 	EXPECT_EQ(out[0].msg.op, NK_NETLR_OP_W_REPLY);
 	EXPECT_EQ(out[0].msg.req_id, 5);
 	EXPECT_EQ(out[0].dst, CL);
 	EXPECT_EQ(out[1].msg.op, NK_NETLR_OP_VAL);
 	EXPECT_EQ(out[NS].msg.op, NK_NETLR_OP_R_REPLY);
 	EXPECT_EQ(out[NS].msg.req_id, 6);
-	EXPECT_EQ(out[NS + 1].msg.op, NK_NETLR_OP_NACK);
-	EXPECT_EQ(out[NS + 1].msg.req_id, 7);
+	for (int i = 0; i < NS - 1; i++) {
+		const struct nk_msg *iv = &out[NS + 1 + i].msg;
+		EXPECT_EQ(iv->op, NK_NETLR_OP_INV);
+		EXPECT_EQ(iv->req_id, 7);
+		EXPECT_EQ(iv->ver, 2u << 8);
+		EXPECT_EQ(iv->cookie, 99);
+		EXPECT_EQ(out[NS + 1 + i].dst, i + 1);
+	}
+	EXPECT_EQ(t0.ver, 2u << 8);
 	uint8_t buf[64];
 	for (int i = 0; i < n; i++)
 		EXPECT_EQ(nk_wire_encode(&out[i].msg, buf, sizeof buf), NK_NETLR_LEN);
@@ -768,7 +781,7 @@ static void test_hermes(void)
 	EXPECT_EQ(H->server_handle(r1, &s1, &r, CL, out, NK_HOST_MAX_OUT), 1);
 	char text[128], *argv[1] = { "stats" };
 	EXPECT_EQ(H->server_ctl(co, &s0, 1, argv, text, sizeof text), 0);
-	EXPECT(!strcmp(text, "ok writes=1 commits=1 stalled=2 full=0"));
+	EXPECT(!strcmp(text, "ok writes=2 commits=1 stalled=2 started=1 full=0"));
 	H->server_fini(co);
 	H->server_fini(r1);
 	free(co);

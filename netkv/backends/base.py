@@ -57,6 +57,9 @@ class SwitchBackend(ABC):
     # its recirculation port is a veth pair (out, in) the placement makes
     # (both ends on the switch node, target.loop)
     loop_port: ClassVar[bool] = False
+    # target.faults.switch_outages: the placement may kill its program and
+    # start it again on the same ports (state empty), then ``connect`` again
+    restartable: ClassVar[bool] = False
     # a program that writes much and reports nothing on exit: its stdout goes
     # to the log too (a pipe nobody reads would fill and stall it), and a
     # missing program is named with this hint

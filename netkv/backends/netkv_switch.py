@@ -23,6 +23,7 @@ class NetkvSwitchBackend(SwitchBackend):
     captures = True
     label = "netkv-switch"
     loop_port = True
+    restartable = True
 
     def args(self) -> list[str]:
         t = self.cfg.target

@@ -262,7 +262,7 @@ class Faults(Strict):
     delay_us: Micros = 0.0  # constant extra one-way delay per hop
     links: Literal["all", "clients", "servers"] = "all"
     crashes: list[ServerCrash] = []
-    switch_outages: list[SwitchOutage] = []  # simulator only
+    switch_outages: list[SwitchOutage] = []  # simulator, and mininet with netkv-switch
 
 
 class Loop(Strict):

@@ -40,7 +40,7 @@ class CtlSocket:
             except OSError:
                 if time.monotonic() > deadline:
                     raise DriverError(f"control socket {path} not answering") from None
-                time.sleep(0.05)
+                time.sleep(0.01)   # a restarted switch is waited for mid-point
 
     def reply_line(self, context: str) -> str:
         """The switch's next reply line (``context`` names what was sent, for

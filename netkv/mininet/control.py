@@ -127,6 +127,17 @@ class MininetControlPlane(ControlPlane):
     def switch(self) -> SwitchDriver:
         return self._switch
 
+    def attach(self, driver: SwitchDriver, owned: bool) -> None:
+        """After a switch restart: the new program's driver (the old one's
+        connection died with it; its queued writes are moot)."""
+        if self._own:
+            try:
+                self._switch.close()
+            except OSError:
+                pass   # the dead program's socket
+        self._own = owned
+        self._switch = driver if isinstance(driver, BatchedWrites) else BatchedWrites(driver)
+
     def cpu_messages(self, max_packets: int = 4096) -> list[tuple[int, Msg]]:
         out: list[tuple[int, Msg]] = []
         while len(out) < max_packets:

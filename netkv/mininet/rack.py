@@ -148,10 +148,25 @@ def _make_switch_class() -> Any:
                 # a userspace switch forwards what the kernel left unchecksummed
                 subprocess.run(["ethtool", "-K", iface, "tx", "off"], capture_output=True)
             self.loop = make_loop(self.tag) if self.backend.wants_loop() else None
+            self.boot()
+
+        def boot(self) -> None:
+            """Start the back-end's program on the ports (its state as at a
+            power-on: what the pipeline's init installs) and wait until it serves."""
+            ifaces = [intf.name for intf in switch_ports(self)]
+            for name in self.backend.unix_sockets():   # a killed one's, if any
+                (self.folder / name).unlink(missing_ok=True)
             self.proc = self.backend.start(ifaces, self.folder, self.tag, self.loop)
             if self.state:
                 self.state.add_pid(self.proc.pid)
             self.backend.ready(self.proc, self.folder)
+
+        def halt(self) -> None:
+            """A switch outage: the program killed (SIGKILL, no last word);
+            its ports stay, and what reaches them is lost until ``boot``."""
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
 
         def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 - Mininet's name
             if self.proc is not None:
@@ -189,6 +204,7 @@ class Rack:
         self.coordinators: list[Any] = []
         self.server_procs: list[subprocess.Popen[str]] = []
         self.crashed: set[int] = set()   # servers whose kvserver was killed (crash_server)
+        self.switch_down = False         # the switch program killed (stop_switch)
         self.incarnations: list[int] = [0] * spec.servers   # kvservers started, less one
         # restarts start their kvserver from this one long-lived thread: a
         # kvserver stops when the thread that started it ends (its parent
@@ -317,20 +333,49 @@ class Rack:
             return
         stats = self.spec.folder / f"server{server}.json"
         stats.unlink(missing_ok=True)
-        if self._spawner is None:
-            self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvserver-restart")
-        new = self._spawner.submit(self._launch, self.servers[server], str(program_path("kvserver")),
-                                   f"server{server}", self._server_args(server)).result()
+        new = self._spawn(self._launch, self.servers[server], str(program_path("kvserver")),
+                          f"server{server}", self._server_args(server))
         # its port counts as up (port_up) only once it serves: its first
         # stats file is written after its signal handler and control socket
         deadline = time.monotonic() + 30.0
         while not stats.exists():
-            if new.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"kvserver {server} did not restart")
+            if new.poll() is not None:
+                raise RuntimeError(f"kvserver {server} exited with {new.returncode} before "
+                                   f"serving: {self._log_tail(f'server{server}')}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"kvserver {server} did not serve within 30 s of its restart")
             time.sleep(0.005)
         self.server_procs[server] = new
         self.incarnations[server] += 1
         self.crashed.discard(server)
+
+    def stop_switch(self) -> None:
+        """A switch outage (target.faults.switch_outages): the switch program
+        killed; every packet reaching the switch is lost until start_switch."""
+        self.switch_down = True
+        self.switch.halt()
+
+    def start_switch(self) -> None:
+        """The switch restarted: a fresh program on the same ports, its state
+        empty (the pipeline's init only: the controller installs the rest),
+        started from the rack's long-lived thread (its parent death signal)."""
+        self._spawn(self.switch.boot)
+        self.switch_down = False
+
+    def _spawn(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` on the rack's long-lived thread: a program started
+        there outlives the fault thread that asked for it."""
+        if self._spawner is None:
+            self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="restart")
+        return self._spawner.submit(fn, *args).result()
+
+    def _log_tail(self, name: str) -> str:
+        """The last line a program of the rack wrote to its log (the cause of its exit)."""
+        try:
+            lines = (self.spec.folder / f"{name}.log").read_text(errors="replace").split("\n")
+        except OSError:
+            return "no log"
+        return next((x.strip() for x in reversed(lines) if x.strip()), "empty log")[-300:]
 
     def _store_ctl(self, server: int, line: str) -> str:
         from netkv.drivers.netkv_switch import CtlSocket
@@ -382,7 +427,7 @@ class Rack:
                 log = (self.spec.folder / f"coord{i}.log").read_text()[-500:]
                 raise RuntimeError(f"coordinator {i} exited with {p.returncode}: {log.strip()}")
         sw = self.switch
-        if sw.proc is None or sw.proc.poll() is not None:
+        if not self.switch_down and (sw.proc is None or sw.proc.poll() is not None):
             try:
                 log = Path(sw.log_path).read_text(errors="replace")[-500:]
             except OSError:

@@ -25,6 +25,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from netkv.protocols.base import ControlPlane, Controller
 from netkv.quantile import latency_summary, quantiles
 from netkv.results import noise
 from netkv.targets.base import PointResult, Target, TargetUnavailable
+from netkv.targets.faults import FaultClock, FaultEvent, FaultRun
 
 CONTROLLER_NICE = 10  # the controller thread's nice value during a point
 
@@ -110,6 +112,18 @@ def check_config(cfg: RunConfig, target: str = "mininet") -> None:
     if crashes and target != "mininet":
         raise TargetUnavailable(f"target.faults.crashes on target={target}: not applied there "
                                 "yet (allowed: [])")
+    if cfg.target.faults.switch_outages:
+        if target != "mininet":
+            raise TargetUnavailable(f"target.faults.switch_outages on target={target}: not "
+                                    "applied there yet (allowed: [])")
+        if not backend_class(cfg.target.switch).restartable:
+            raise TargetUnavailable(f"target.faults.switch_outages with target.switch="
+                                    f"{cfg.target.switch}: its program cannot be restarted "
+                                    "here yet (allowed: [])")
+        if cfg.capture:
+            raise TargetUnavailable("target.faults.switch_outages with capture=true: the "
+                                    "switch's capture does not survive its restart "
+                                    "(allowed: [])")
     if cfg.workload.multiget.enabled and cfg.record_history:
         raise TargetUnavailable(f"record_history with multigets: target={target} records "
                                 "single-key histories only (allowed: false)")
@@ -160,9 +174,13 @@ class MininetTarget(Target):
         self.last_final: dict[str, Any] = {}
         self.histories: list[Path] = []   # kvclient CSV histories since the rack started
         self.points_run = 0
-        # target.faults.crashes count from the first point's start instant
-        self.crash_clock_ns: int | None = None
-        self.restarted: set[int] = set()   # servers whose restart_s has passed
+        # target.faults events count from the first point's start instant
+        self.faults = FaultClock()
+        # a switch outage (target.faults.switch_outages) and the control loop
+        # take turns: no epoch while the switch is down or being reconnected
+        self.switch_lock = threading.Lock()
+        self.switch_restarts = 0      # switch restarts so far
+        self.restarts_installed = 0   # those the controller has reinstalled after
         # req_ids go on over the points (servers with at-most-once remember them)
         self.next_req_id = [1] * cfg.topology.clients
         pargs = ("--params", self.params) if self.params else ()
@@ -300,9 +318,11 @@ class MininetTarget(Target):
         cfg = self.cfg
         topo = cfg.topology
         m = topo.clients
+        self.faults.catch_up(self._fault_events())   # what fell due between points
         self.rack.check_alive()
         before = self.rack.server_stats()
         lives = list(self.rack.incarnations)
+        switch_life = self.switch_restarts
         refused_before = self._switch_refusals()
         switch_before = self.switch_counters()
         drain_s = max(topo.drain_ms / 1e3, 0.05)
@@ -336,11 +356,11 @@ class MininetTarget(Target):
         failure: list[BaseException] = []
         ctl_thread: threading.Thread | None = None
 
-        crash_timers: list[threading.Timer] = []
+        faults: list[FaultRun] = []
 
         def started(start_ns: int) -> None:
             nonlocal ctl_thread
-            crash_timers.extend(self._schedule_crashes(start_ns))
+            faults.append(self.faults.start(start_ns, self._fault_events()))
             if self.controller is not None:
                 ctl_thread = threading.Thread(target=self._control_loop,
                                               args=(stop, start_ns, failure), daemon=True)
@@ -354,13 +374,14 @@ class MininetTarget(Target):
                 start_delay_ms=cfg.target.start_delay_ms, on_start=started)
         finally:
             stop.set()
-            for timer in crash_timers:   # not due yet: the next point schedules it again
-                timer.cancel()
-                timer.join()
             if ctl_thread is not None:
                 ctl_thread.join(timeout=10)
             if capture is not None:
                 self.last_capture = {"files": capture.stop()}
+            # what is not due yet, the next point runs
+            fault_failures = [f for f in (run.stop() for run in faults) if f is not None]
+        if fault_failures:   # the point did not run the faults it was configured with
+            raise fault_failures[0]
         if failure:
             raise RuntimeError(f"the {cfg.protocol.name} controller failed: "
                                f"{failure[0]!r}") from failure[0]
@@ -376,6 +397,9 @@ class MininetTarget(Target):
         # start: what the killed one did since the point began left no dump
         before = [b if lives[i] == self.rack.incarnations[i] else {}
                   for i, b in enumerate(before)]
+        if switch_life != self.switch_restarts:
+            # restarted during the point: its counters start from the new program's
+            switch_before, refused_before = {}, {}
         # what the switch and the servers dropped: a bad point vs a slow protocol
         point_noise = {**noise.switch_noise(switch_before, self.switch_counters()),
                        **noise.server_noise(before, after)}
@@ -383,7 +407,7 @@ class MininetTarget(Target):
                            for a, b in zip(after, before, strict=True)], dtype=np.int64)
         # the trust boundary (docs/security.md): what the switch refused and
         # the servers ignored during this point, by reason
-        refused = {k: v - refused_before[k] for k, v in self._switch_refusals().items()}
+        refused = {k: v - refused_before.get(k, 0) for k, v in self._switch_refusals().items()}
         for why in ("ignored", "bad"):
             refused[f"servers.{why}"] = sum(a.get(why, 0) - b.get(why, 0)
                                             for a, b in zip(after, before, strict=True))
@@ -419,31 +443,50 @@ class MininetTarget(Target):
                                 if self.controller is not None else {}),
         )
 
-    def _schedule_crashes(self, start_ns: int) -> list[threading.Timer]:
+    def _fault_events(self) -> list[FaultEvent]:
         """target.faults.crashes: kill each server's kvserver at its ``at_s``
         and start a fresh one at its ``restart_s`` (if any), counted from the
         first point's start (Rack.crash_server, Rack.restart_server)."""
-        if self.crash_clock_ns is None:
-            self.crash_clock_ns = start_ns
-        timers = []
-        for crash in self.cfg.target.faults.crashes:
-            events = []
-            if crash.server not in self.rack.crashed and crash.server not in self.restarted:
-                events.append((crash.at_s, self.rack.crash_server))
-            if crash.restart_s is not None and crash.server not in self.restarted:
-                events.append((crash.restart_s, self._restart))
-            for at_s, action in events:
-                due_ns = self.crash_clock_ns + int(at_s * 1e9)
-                delay = (due_ns - time.clock_gettime_ns(time.CLOCK_MONOTONIC)) / 1e9
-                timer = threading.Timer(max(0.0, delay), action, args=(crash.server,))
-                timer.daemon = True
-                timer.start()
-                timers.append(timer)
-        return timers
+        events = []
+        for i, crash in enumerate(self.cfg.target.faults.crashes):
+            s = crash.server
+            events.append(FaultEvent(("crash", i), crash.at_s, f"server {s}'s crash at "
+                                     f"{crash.at_s:g} s", partial(self.rack.crash_server, s)))
+            if crash.restart_s is not None:
+                events.append(FaultEvent(("restart", i), crash.restart_s,
+                                         f"server {s}'s restart at {crash.restart_s:g} s",
+                                         partial(self.rack.restart_server, s)))
+        for i, outage in enumerate(self.cfg.target.faults.switch_outages):
+            events.append(FaultEvent(("switch down", i), outage.at_s,
+                                     f"the switch's outage at {outage.at_s:g} s",
+                                     self._switch_outage))
+            if outage.restart_s is not None:
+                events.append(FaultEvent(("switch up", i), outage.restart_s,
+                                         f"the switch's restart at {outage.restart_s:g} s",
+                                         self._switch_restart))
+        return events
 
-    def _restart(self, server: int) -> None:
-        self.rack.restart_server(server)
-        self.restarted.add(server)
+    def _switch_outage(self) -> None:
+        """The switch program killed: every packet reaching it is lost."""
+        with self.switch_lock:
+            self.rack.stop_switch()
+            if self.driver is not None:
+                self.driver.close()
+                self.driver = None
+
+    def _switch_restart(self) -> None:
+        """A fresh switch program, its state empty; the controller installs
+        its state again at its next epoch (``Controller.start``, as on the
+        simulator), with a connection of its own."""
+        with self.switch_lock:
+            self.rack.start_switch()
+            folder = self.state.folder
+            self.driver = self.backend.connect(folder, self.controller is not None)
+            if has_faults(self.cfg):
+                self.backend.apply_faults(self.driver)
+            if self.plane is not None:
+                self.plane.attach(*self.backend.controller_driver(self.driver, folder))
+            self.switch_restarts += 1
 
     def _start_capture(self) -> RackCapture | None:
         """capture=true: this point's switch ports and hosts (netkv.mininet.capture)."""
@@ -480,8 +523,14 @@ class MininetTarget(Target):
                 now = time.clock_gettime_ns(time.CLOCK_MONOTONIC) / 1e9
                 if stop.wait(max(0.0, next_t - now)):
                     return
-                self.controller.epoch(self.plane.now_s)
-                self.plane.flush()
+                with self.switch_lock:
+                    if not self.rack.switch_down:
+                        if self.restarts_installed != self.switch_restarts:
+                            # the switch is back empty: install as at the start
+                            self.restarts_installed = self.switch_restarts
+                            self.controller.start()
+                        self.controller.epoch(self.plane.now_s)
+                        self.plane.flush()
                 now = time.clock_gettime_ns(time.CLOCK_MONOTONIC) / 1e9
                 next_t = max(next_t + epoch_s, now + 0.2 * epoch_s)
         except BaseException as exc:  # reported by run_point

@@ -176,10 +176,12 @@ static int nl_server_ctl(void *st, struct nk_store *store, int argc, char **argv
 	(void)store;
 	if (argc == 1 && !strcmp(argv[0], "stats")) {
 		if (s->hermes)
-			snprintf(out, cap, "ok writes=%llu commits=%llu stalled=%llu full=%llu",
+			snprintf(out, cap,
+				 "ok writes=%llu commits=%llu stalled=%llu started=%llu full=%llu",
 				 (unsigned long long)s->hm.writes,
 				 (unsigned long long)s->hm.commits,
-				 (unsigned long long)s->hm.stalled, (unsigned long long)s->hm.full);
+				 (unsigned long long)s->hm.stalled,
+				 (unsigned long long)s->hm.started, (unsigned long long)s->hm.full);
 		else
 			snprintf(out, cap, "ok stale=%llu nacks=%llu refused=%llu",
 				 (unsigned long long)s->stale, (unsigned long long)s->nacks,

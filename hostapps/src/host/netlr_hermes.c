@@ -5,7 +5,8 @@
  *
  * Any replica coordinates a write: the one the client sends it to.
  *   - WRITE (client): the key must be Valid here with no write of ours in
- *     flight, else the write stalls. The coordinator picks the timestamp
+ *     flight, else the write stalls until it is, and then runs here as if
+ *     it had just arrived (Hermes). The coordinator picks the timestamp
  *     (version + 1, its id), packed into the 32-bit seq as version << 8 |
  *     id so that timestamps compare as integers (preloaded keys are at 1);
  *     applies it, and sends INV with the value to every other replica.
@@ -16,10 +17,10 @@
  *     Valid here and VAL goes to the other replicas.
  *   - VAL: the key turns Valid if the timestamp is still the newest seen.
  *   - READ (client): served locally when Valid, else stalled until Valid.
- * Stalled reads are answered when their key turns Valid. A stalled write
- * is then answered NACK and its client resends it (to its next replica):
- * a write is applied only while handling the client's own packet, so the
- * simulator's history ties each stored version to the write that made it.
+ * Stalled reads are answered when their key turns Valid, in arrival order
+ * with the stalled writes, which then start. A write so started sends its
+ * INVs with its own request's cookie: the simulator ties the version it
+ * stores to that request (and routes its ACKs and W_REPLY with it).
  * Membership is static (every replica live); no replay of writes whose
  * coordinator fails, and no retransmission of INV/ACK/VAL: a lost message
  * leaves its key Invalid (its reads stall). Runs are loss-free.
@@ -145,13 +146,21 @@ static int hm_stall(struct hm_state *h, const struct nk_msg *in, uint16_t src)
 	q->client_id = in->client_id;
 	q->op = in->op;
 	q->used = 1;
+	/* a write's value, to apply when it starts (the simulator's messages
+	 * carry lengths only) */
+	q->has_value = in->op == NK_NETLR_OP_WRITE && in->value && in->value_len == NK_NETLR_VALUE_LEN;
+	if (q->has_value)
+		memcpy(q->value, in->value, NK_NETLR_VALUE_LEN);
 	h->stalled++;
 	return 0;
 }
 
-/* Answer the stalled requests whose key is now Valid (reads: R_REPLY;
- * writes, once nothing of ours is in flight on the key: NACK), in arrival
- * order, as far as out has room. */
+static int hm_write(struct hm_state *h, struct nk_store *store, const struct nk_msg *in,
+		    uint16_t src, int found, uint64_t stored, struct nk_host_out *out);
+
+/* Answer the stalled reads whose key is now Valid (R_REPLY) and start the
+ * stalled writes whose key is Valid with nothing of ours in flight, in
+ * arrival order, as far as out has room (a write needs n - 1). */
 static int hm_drain(struct hm_state *h, struct nk_store *store, struct nk_host_out *out,
 		    int max_out)
 {
@@ -165,7 +174,7 @@ static int hm_drain(struct hm_state *h, struct nk_store *store, struct nk_host_o
 		int write = q->op == NK_NETLR_OP_WRITE;
 		if (c && (c->invalid || write))
 			continue;
-		if (k >= max_out) {
+		if (k + (int)h->n > max_out) {
 			h->ready = 1;          /* the rest on the next message */
 			break;
 		}
@@ -182,15 +191,22 @@ static int hm_drain(struct hm_state *h, struct nk_store *store, struct nk_host_o
 		m.cookie = q->cookie;  /* answers that request, not the one in hand */
 		m.frag_cnt = 1;
 		m.nkeys = 1;
+		m.kind = (uint8_t)nk_wire_kind(NK_PROTO_NETLR, m.op);
 		uint64_t ver = 0;
 		uint32_t vlen = 0;
 		int found = store->ops->get(store->impl, &m, &ver, &vlen) == 0;
-		hm_msg(h, &m, &out[k], write ? NK_NETLR_OP_NACK : NK_NETLR_OP_R_REPLY,
-		       write ? 0 : found ? ver : 0, q->src);
-		if (!write && !found)
+		q->used = 0;
+		if (write) {
+			m.value_len = NK_NETLR_VALUE_LEN;
+			m.value = q->has_value ? q->value : NULL;
+			h->started++;
+			k += hm_write(h, store, &m, q->src, found, ver, out + k);
+			continue;
+		}
+		hm_msg(h, &m, &out[k], NK_NETLR_OP_R_REPLY, found ? ver : 0, q->src);
+		if (!found)
 			out[k].msg.result = NK_RESULT_NOT_FOUND;
 		k++;
-		q->used = 0;
 	}
 	while (h->head != h->tail && !h->stall[h->head % HM_STALLS].used)
 		h->head++;
@@ -214,13 +230,13 @@ static int hm_write(struct hm_state *h, struct nk_store *store, const struct nk_
 	struct hm_key *k = h->n > 1 ? hm_add(h, oid) : NULL;
 	if ((h->n > 1 && !k) || store->ops->put(store->impl, in, ts, NK_NETLR_VALUE_LEN)) {
 		h->full++;
-		hm_msg(h, in, &out[0], NK_NETLR_OP_NACK, 0, NK_DST_SRC);
+		hm_msg(h, in, &out[0], NK_NETLR_OP_NACK, 0, src);   /* src: also when started stalled */
 		return 1;
 	}
 	h->writes++;
 	if (!k) {                       /* one replica: nothing to invalidate */
 		h->commits++;
-		hm_msg(h, in, &out[0], NK_NETLR_OP_W_REPLY, ts, NK_DST_SRC);
+		hm_msg(h, in, &out[0], NK_NETLR_OP_W_REPLY, ts, src);
 		return 1;
 	}
 	k->ts = k->own_ts = ts;

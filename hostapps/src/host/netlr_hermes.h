@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "netkv/host.h"
+#include "netkv/wire.h"
 
 #define HM_KEY_BITS 14
 #define HM_KEYS (1u << HM_KEY_BITS)  /* keys not Valid at one replica */
@@ -34,6 +35,8 @@ struct hm_stall {
 	uint32_t oid, keyhash, req_id;
 	uint16_t src, client_id;
 	uint8_t op, used;
+	uint8_t has_value;      /* a write: its value bytes are kept (real packets) */
+	uint8_t value[NK_NETLR_VALUE_LEN];
 };
 
 struct hm_state {
@@ -42,6 +45,7 @@ struct hm_state {
 	uint32_t head, tail;            /* stall ring: [head, tail) */
 	uint8_t ready;                  /* a key turned Valid: drain the stalls */
 	uint64_t stalled, full, stale_acks, writes, commits;
+	uint64_t started;                /* stalled writes started once their key was Valid */
 	struct hm_key key[HM_KEYS];
 	struct hm_stall stall[HM_STALLS];
 };

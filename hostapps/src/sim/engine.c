@@ -683,6 +683,31 @@ static void pkt_set_cookie(const struct nk_sim *s, struct pkt *p, uint64_t cooki
 	}
 }
 
+/* History: a client's write the host logic started while handling another
+ * packet (a Hermes write stalled until its key turned Valid) is reported
+ * by an output carrying that write's cookie with an OK result; the version
+ * its key now holds at this server, if nobody owns it yet, is that
+ * write's. (A stalled read's reply carries its read's cookie: not a write.) */
+static void own_started_writes(struct nk_sim *s, struct server *sv, uint64_t cookie, int n)
+{
+	for (int i = 0; i < n; i++) {
+		const struct nk_msg *m = &s->hout[i].msg;
+		uint64_t slot = m->cookie >> COOKIE_SERIAL_BITS;
+		if (!m->cookie || m->cookie == cookie || m->result != NK_RESULT_OK || !slot ||
+		    slot - 1 >= s->slot_cap)
+			continue;
+		const struct slot *sl = &s->slots[slot - 1];
+		if (!sl->live || !sl->write ||
+		    (sl->serial & COOKIE_SERIAL_MASK) != (m->cookie & COOKIE_SERIAL_MASK))
+			continue;
+		uint64_t ver = 0;
+		uint32_t vlen = 0;
+		if (sv->nkstore.ops->get(sv->nkstore.impl, m, &ver, &vlen) == 0 &&
+		    !vown_get(s, m->keyhash, ver))
+			vown_put(s, m->keyhash, ver, sl->serial);
+	}
+}
+
 static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 {
 	if (s->switch_down) {  /* a stopped switch forwards nothing */
@@ -869,6 +894,8 @@ static void start_service(struct nk_sim *s, uint32_t sid, uint32_t pi)
 				       NK_HOST_MAX_OUT);
 	if (n == 0)
 		s->st.server_ignored++;
+	if (s->cfg.record_history)
+		own_started_writes(s, sv, cookie, n);
 	if (track) {
 		sv->nkstore.ops->get(sv->nkstore.impl, &p->m, &ver_after, &vlen_scratch);
 		if (ver_after != ver_before) {
