@@ -340,6 +340,7 @@ class SimEngine:
         c.client_max_rps = top.client_max_rps
         c.switch_mpps = top.switch_mpps
         c.tx_ns = srv.tx_ns
+        c.racks = top.racks if top.kind == "racks" else 0
         err = ffi.new("char[256]")
         ptr = self.lib.nk_sim_new(c, workload.ptr, err, 256)
         if ptr == ffi.NULL:
@@ -512,6 +513,35 @@ class SimEngine:
         return n
 
     # -- switch driver surface (for controllers) -------------------------
+
+    # -- several switches (topology.kind = racks) ---------------------------
+
+    @property
+    def switches(self) -> int:
+        """1, or 1 + racks: 0 is the spine, 1 + r rack r's leaf."""
+        return int(self.lib.nk_sim_switches(self._ptr))
+
+    def select_switch(self, sw: int) -> None:
+        """The switch the controller hooks below (registers, tables, groups,
+        CPU channel) act on from now on (0 at start)."""
+        if self.lib.nk_sim_select_switch(self._ptr, sw):
+            raise ValueError(f"switch {sw}: allowed 0..{self.switches - 1}")
+
+    def switch_stats(self) -> dict[str, np.ndarray]:
+        """Per switch: packets its pipeline processed, packets it dropped."""
+        n = self.switches
+        packets = np.zeros(n, dtype=np.uint64)
+        dropped = np.zeros(n, dtype=np.uint64)
+        self.lib.nk_sim_switch_stats(self._ptr, self.ffi.from_buffer("uint64_t[]", packets),
+                                     self.ffi.from_buffer("uint64_t[]", dropped), n)
+        return {"packets": packets, "dropped": dropped}
+
+    def trunk_port(self, sw: int, peer: int) -> int:
+        """The port of switch sw toward switch peer (spine <-> leaf)."""
+        port = int(self.lib.nk_sim_trunk_port(self._ptr, sw, peer))
+        if port < 0:
+            raise ValueError(f"no trunk from switch {sw} to switch {peer}")
+        return port
 
     def reg_read(self, name: str, idx: int = 0) -> int:
         val = self.ffi.new("uint64_t *")

@@ -40,6 +40,12 @@ class HistoryData:
 
 def check_config(cfg: RunConfig) -> None:
     """Refuse, before anything is written, what the simulator cannot run."""
+    if cfg.topology.kind == "racks" and cfg.capture:
+        raise SimError("capture with topology.kind=racks: one switch's ports only (allowed: "
+                       "capture=false, or topology.kind=rack)")
+    if cfg.topology.kind == "racks" and cfg.target.faults.switch_outages:
+        raise SimError("target.faults.switch_outages with topology.kind=racks: not modelled "
+                       "(allowed: [])")
     if cfg.workload.kind == "trace" and cfg.workload.trace:
         keys, _ = read_trace(cfg.workload.trace)
         if len(keys) and int(keys.max()) >= cfg.workload.keys:

@@ -28,6 +28,15 @@
  * (n_coords, usually 0), the controller S+M+C. Ports: port p < S+M+C
  * reaches node p; port S+M+C is the CPU port, S+M+C+1 recirculation.
  *
+ * Racks (racks = R >= 2): 1 + R switches, each with its own pipeline state,
+ * node -> port map and multicast groups, all running the same pipeline:
+ * switch 0, the spine, has the clients and coordinators; switch 1 + r, rack
+ * r's leaf, servers r*S/R .. (r+1)*S/R - 1. Every switch numbers its ports
+ * as above (a node port is wired only on the switch the node is on), then
+ * its trunk ports from S+M+C+2: the spine's trunk r reaches leaf r, a leaf's
+ * trunk 0 the spine. Each switch's node_fwd starts with the nodes it does
+ * not have behind the trunk toward them (nk_sim_trunk_port).
+ *
  * Epochs: nk_sim_run_until(t) processes every event up to t and returns;
  * the caller (Python) runs the protocol's controller through the reg/table/
  * cpu hooks, then calls run_until again.
@@ -155,7 +164,12 @@ struct nk_sim_cfg {
 	 * on the core that frees first, so a host with c cores does up to c of
 	 * the costs above at once (a multiget's packets stay on one core) */
 	uint32_t client_cores;
+	/* switches: 0 or 1 = one rack on one switch; R >= 2 = a spine and R
+	 * leaves of n_servers / R servers each (above) */
+	uint32_t racks;
 };
+
+#define NK_SIM_MAX_RACKS 64u  /* topology.racks (schema.py says the same) */
 
 struct nk_sim_stats {
 	double now_s;
@@ -333,6 +347,20 @@ int nk_sim_capture(struct nk_sim *sim, const char *dir, uint32_t snaplen, uint64
  * writing: the capture's cost); flushes the files. Returns the file count. */
 uint32_t nk_sim_capture_stats(struct nk_sim *sim, uint64_t *packets, uint64_t *missed,
 			      uint64_t *busy_ns, uint32_t n);
+
+/* ---- several switches (racks >= 2) ------------------------------------------ */
+/* 1, or 1 + racks (0 = the spine, 1 + r = rack r's leaf). */
+uint32_t nk_sim_switches(const struct nk_sim *sim);
+/* The switch the controller hooks (reg_*, table_*, mcast_set, cpu_recv,
+ * cpu_send) act on from now on; 0 at start. 0, or -1: no such switch. */
+int nk_sim_select_switch(struct nk_sim *sim, uint32_t sw);
+/* Per switch: packets its pipeline processed, and packets it dropped
+ * (pipeline drops, no route, an empty group). Returns the switch count;
+ * n entries at most are written to each. */
+uint32_t nk_sim_switch_stats(const struct nk_sim *sim, uint64_t *packets, uint64_t *dropped,
+			     uint32_t n);
+/* The port of switch sw toward switch peer (spine <-> leaf), or -1. */
+int nk_sim_trunk_port(const struct nk_sim *sim, uint32_t sw, uint32_t peer);
 
 /* Node/port numbering used by the sim. */
 uint32_t nk_sim_cpu_port(const struct nk_sim *sim);

@@ -8,7 +8,12 @@
  * clients (arrivals, slots, timeouts, replies), the main loop, and the API.
  *
  * Nodes: servers 0..S-1, clients S..S+M-1. Ports: port p < S+M reaches node
- * p; then the CPU port, then the recirculation port.
+ * p; then the CPU port, then the recirculation port. With racks (cfg.racks
+ * >= 2) there are 1 + R switches: switch 0 the spine (clients and
+ * coordinators on it), switch 1 + r rack r's leaf (servers r*S/R ..); every
+ * switch numbers its ports the same way, node ports wired only for the
+ * nodes attached to it, then trunk ports: the spine's trunk r reaches leaf
+ * r, a leaf's trunk 0 the spine.
  */
 #include <errno.h>
 #include <math.h>
@@ -32,6 +37,9 @@
 #define PRE_ALIAS 8u  /* draw and prefetch the alias entry this many arrivals ahead */
 #define PRE_RANK 4u   /* resolve and prefetch the rank entry this many ahead */
 #define KEY_CACHE_RANKS (1u << 15)  /* key bytes kept for the hottest ranks */
+/* trunks a packet may cross (leaf -> spine -> leaf is 2): a node_fwd loop
+ * between switches ends in a drop, as an IP TTL ends it, not in recursion */
+#define TRUNK_HOPS 4u
 
 enum ev_type {
 	EV_SWITCH_IN = 1,
@@ -62,6 +70,8 @@ struct pkt {
 	uint32_t worker;    /* by-key dispatch: the worker serving it */
 	uint16_t src, dst;  /* node ids */
 	uint16_t ingress;   /* switch ingress port */
+	uint16_t sw;        /* the switch it enters (or last entered) */
+	uint8_t hops;       /* trunks crossed since it left a host (TRUNK_HOPS) */
 	uint16_t wire_len;
 	uint8_t from_cpu;
 	uint8_t recirculated;
@@ -142,14 +152,31 @@ struct mcast_group {
 	uint32_t n;
 };
 
+/* One switch: its own pipeline state, node -> port map (node_fwd),
+ * multicast groups and controller channel, as each physical switch has. */
+struct sw {
+	void *pstate;
+	uint16_t *node_port;
+	struct nk_pipeline_cfg pcfg;  /* to restart the pipeline with */
+	struct mcast_group *mcast;    /* MAX_MCAST_GROUPS */
+	struct cpu_item *cpuq;
+	uint32_t cpu_head, cpu_len;
+	uint64_t switch_free;         /* ps: its FIFO is free from then (switch_mpps) */
+	uint64_t recirc_free;         /* ps: its recirculation port is free from then */
+	uint64_t packets, drops;      /* processed; dropped by it (pipeline, no route) */
+};
+
 struct nk_sim {
 	struct nk_sim_cfg cfg;
 	const struct nk_workload *wl;
 	const struct nk_pipeline_ops *pipe;
 	const struct nk_host_ops *host;
-	void *pstate;
-	struct nk_pipeline_cfg pcfg;  /* to restart the pipeline with */
-	uint16_t *node_port;
+	struct sw *sw;                /* n_sw switches: [0] the only one, or the spine */
+	uint32_t n_sw, ctl_sw;        /* ctl_sw: the one the controller hooks act on */
+	uint32_t R, per_rack;         /* racks (0: one switch) and servers per rack */
+	uint32_t trunk_port;          /* first trunk port (n_nodes + 2) */
+	uint64_t *trunk_free;         /* 2R links: [r] spine -> leaf r, [R + r] leaf r -> spine */
+	uint64_t *trunk_bytes;
 	uint8_t order_free;           /* the pipeline's, unless a switch outage is scheduled */
 	uint8_t in_order;             /* every packet meets the switch in time order (outage, switch_mpps) */
 	uint8_t switch_down;
@@ -188,7 +215,6 @@ struct nk_sim {
 	uint64_t *down_bytes;       /* per port: ... on its downlink */
 	uint64_t client_gap_ps;     /* 1 / client_max_rps (0 = unlimited) */
 	uint64_t switch_pkt_ps;     /* 1 / switch_mpps (0 = unlimited) */
-	uint64_t switch_free;       /* ps: the switch's FIFO is free from then */
 	uint64_t ser_fx;            /* serialization: ps per byte << 16 (0 = none) */
 	double recirc_ps_per_byte;
 	uint64_t link_ps, switch_ps, extra_ps, cpu_ps;
@@ -199,11 +225,9 @@ struct nk_sim {
 
 	struct server *srv;
 	struct client *cli;
-	struct mcast_group mcast[MAX_MCAST_GROUPS];
 
-	/* controller channel */
-	struct cpu_item *cpuq;
-	uint32_t cpu_head, cpu_len, cpu_cap;
+	/* controller channel: capacity of each switch's */
+	uint32_t cpu_cap;
 
 	/* workload */
 	struct nk_rank_info *ranks; /* sim-private copy when dynamics are on */
@@ -569,7 +593,7 @@ static void deliver(struct nk_sim *s, uint32_t pi, uint64_t arr, uint32_t type)
 	}
 	if (type == EV_SWITCH_IN && (s->order_free ||
 	    (!s->in_order && s->pipe->order_free_pkt &&
-	     s->pipe->order_free_pkt(s->pstate, &s->pk[pi].m)))) {
+	     s->pipe->order_free_pkt(s->sw[s->pk[pi].sw].pstate, &s->pk[pi].m)))) {
 		if (arr <= s->end)
 			switch_in(s, pi, arr);
 		else
@@ -590,6 +614,13 @@ static inline uint64_t *client_core(struct nk_sim *s, struct client *c)
 	return best;
 }
 
+/* the switch a host node is wired to: a server's rack leaf, else the
+ * spine (or the only switch) */
+static inline uint16_t host_switch(const struct nk_sim *s, uint32_t node)
+{
+	return (uint16_t)(s->R && node < s->S ? 1 + node / s->per_rack : 0);
+}
+
 /* host node -> switch; returns when the packet left the host (a client
  * sends at most client_max_rps packets per second: later ones wait) */
 static uint64_t host_send(struct nk_sim *s, uint32_t pi, uint64_t t)
@@ -597,6 +628,8 @@ static uint64_t host_send(struct nk_sim *s, uint32_t pi, uint64_t t)
 	struct pkt *p = &s->pk[pi];
 	p->wire_len = wire_len(s, &p->m);
 	p->ingress = p->src;
+	p->sw = host_switch(s, p->src);
+	p->hops = 0;
 	if (s->client_gap_ps && p->src >= s->S && p->src < s->S + s->M) {
 		struct client *c = &s->cli[p->src - s->S];
 		if (t < c->tx_next)
@@ -610,12 +643,51 @@ static uint64_t host_send(struct nk_sim *s, uint32_t pi, uint64_t t)
 
 /* ---- the switch ------------------------------------------------------------------ */
 
+static void switch_drop(struct nk_sim *s, uint32_t pi)
+{
+	s->sw[s->pk[pi].sw].drops++;
+	count_drop(s, &s->st.drop_switch);
+	pkt_free(s, pi);
+}
+
+/* Out of a trunk port: to the spine's leaf, or a leaf's spine, entering it
+ * on its trunk port toward this switch. */
+static void trunk_send(struct nk_sim *s, uint32_t pi, uint32_t trunk, uint64_t t)
+{
+	struct pkt *p = &s->pk[pi];
+	uint32_t link, peer, in;
+	if (p->sw == 0 && trunk < s->R) {
+		link = trunk;
+		peer = 1 + trunk;
+		in = s->trunk_port;
+	} else if (p->sw > 0 && trunk == 0) {
+		link = s->R + p->sw - 1;
+		peer = 0;
+		in = s->trunk_port + p->sw - 1;
+	} else {
+		switch_drop(s, pi);  /* no such link */
+		return;
+	}
+	if (++p->hops > TRUNK_HOPS) {
+		switch_drop(s, pi);  /* a forwarding loop */
+		return;
+	}
+	p->sw = (uint16_t)peer;
+	p->ingress = (uint16_t)in;
+	link_send(s, pi, t, &s->trunk_free[link], &s->trunk_bytes[link], EV_SWITCH_IN,
+		  s->cfg.fault_links == NK_FAULT_LINKS_ALL);
+}
+
 static void egress(struct nk_sim *s, uint32_t pi, uint16_t port, uint64_t t)
 {
 	struct pkt *p = &s->pk[pi];
 	if (s->cap && port == s->cpu_port)
 		cap_frame(s, port, t, p);
 	if (port < s->n_nodes) {
+		if (s->R && host_switch(s, port) != p->sw) {
+			switch_drop(s, pi);  /* that node is not wired to this switch */
+			return;
+		}
 		p->dst = port;  /* the port reaches exactly one node */
 		if (s->cap)
 			cap_frame(s, port, t, p);
@@ -623,7 +695,7 @@ static void egress(struct nk_sim *s, uint32_t pi, uint16_t port, uint64_t t)
 		link_send(s, pi, t, &s->down_free[port], &s->down_bytes[port], EV_HOST_IN,
 			  s->fault_down[port]);
 	} else if (port == s->recirc_port) {
-		uint64_t *f = &s->down_free[port];
+		uint64_t *f = &s->sw[p->sw].recirc_free;
 		uint64_t depart = t > *f ? t : *f;
 		if (s->recirc_ps_per_byte > 0)
 			depart += (uint64_t)(p->wire_len * s->recirc_ps_per_byte + 0.5);
@@ -639,18 +711,20 @@ static void egress(struct nk_sim *s, uint32_t pi, uint16_t port, uint64_t t)
 		else
 			pkt_free(s, pi);
 	} else if (port == s->cpu_port) {
+		struct sw *w = &s->sw[p->sw];
 		s->st.cpu_packets++;
-		if (s->cpu_len == s->cpu_cap) {
+		if (w->cpu_len == s->cpu_cap) {
 			s->st.cpu_dropped++;
 		} else {
-			struct cpu_item *ci = &s->cpuq[(s->cpu_head + s->cpu_len++) % s->cpu_cap];
+			struct cpu_item *ci = &w->cpuq[(w->cpu_head + w->cpu_len++) % s->cpu_cap];
 			ci->m = p->m;
 			ci->src = p->src;
 		}
 		pkt_free(s, pi);
+	} else if (port >= s->trunk_port && port < s->n_ports) {
+		trunk_send(s, pi, port - s->trunk_port, t);
 	} else {
-		count_drop(s, &s->st.drop_switch);
-		pkt_free(s, pi);
+		switch_drop(s, pi);
 	}
 }
 
@@ -691,14 +765,16 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 		return;
 	}
 	struct pkt *p = &s->pk[pi];
+	struct sw *w = &s->sw[p->sw];
 	if (s->switch_pkt_ps) {
 		/* switch_mpps: one packet at a time, in arrival order */
-		if (t_in < s->switch_free)
-			t_in = s->switch_free;
+		if (t_in < w->switch_free)
+			t_in = w->switch_free;
 		t_in += s->switch_pkt_ps;
-		s->switch_free = t_in;
+		w->switch_free = t_in;
 	}
 	s->st.switch_packets++;
+	w->packets++;
 	uint64_t cookie = pkt_cookie(p);
 	struct nk_pkt_meta meta = {
 		.now_ns = t_in / PS_PER_NS,
@@ -718,7 +794,7 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 	struct nk_msg received;
 	if (!s->pipe->never_to_cpu)
 		received = p->m;
-	s->pipe->process(s->pstate, &p->m, &meta, &act);
+	s->pipe->process(w->pstate, &p->m, &meta, &act);
 	p->dst = meta.dst;
 	if (meta.cookie != cookie)
 		pkt_set_cookie(s, p, meta.cookie);
@@ -748,10 +824,9 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 		break;
 	case NK_FWD_MCAST: {
 		const struct mcast_group *g =
-			act.mcast_group < MAX_MCAST_GROUPS ? &s->mcast[act.mcast_group] : NULL;
+			act.mcast_group < MAX_MCAST_GROUPS ? &w->mcast[act.mcast_group] : NULL;
 		if (!g || !g->n) {
-			count_drop(s, &s->st.drop_switch);
-			pkt_free(s, pi);
+			switch_drop(s, pi);
 			break;
 		}
 		for (uint32_t i = 1; i < g->n; i++) {
@@ -767,8 +842,9 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 	}
 	default:
 		if (!act.held)
-			count_drop(s, &s->st.drop_switch);
-		pkt_free(s, pi);
+			switch_drop(s, pi);
+		else
+			pkt_free(s, pi);
 		break;
 	}
 }
@@ -1573,17 +1649,18 @@ static void timeout(struct nk_sim *s, uint32_t si)
  * multicast groups are gone until the controller installs them again. */
 static void switch_restart(struct nk_sim *s)
 {
+	struct sw *w = &s->sw[0];  /* outages are refused with racks */
 	if (!s->switch_down)
 		return;
 	if (s->pipe->fini)
-		s->pipe->fini(s->pstate);
-	memset(s->pstate, 0, s->pipe->state_size);
-	if (s->pipe->init(s->pstate, &s->pcfg))
+		s->pipe->fini(w->pstate);
+	memset(w->pstate, 0, s->pipe->state_size);
+	if (s->pipe->init(w->pstate, &w->pcfg))
 		return;  /* it initialised once with the same config */
 	for (uint32_t g = 0; g < MAX_MCAST_GROUPS; g++) {
-		free(s->mcast[g].ports);
-		s->mcast[g].ports = NULL;
-		s->mcast[g].n = 0;
+		free(w->mcast[g].ports);
+		w->mcast[g].ports = NULL;
+		w->mcast[g].n = 0;
 	}
 	s->switch_down = 0;
 	s->st.switch_restarts++;
@@ -1725,10 +1802,20 @@ void nk_sim_free(struct nk_sim *s)
 			free(s->cli[i].core_free);
 		}
 	}
-	if (s->pstate && s->pipe && s->pipe->fini)
-		s->pipe->fini(s->pstate);
-	free(s->node_port);
-	free(s->pstate);
+	for (uint32_t k = 0; s->sw && k < s->n_sw; k++) {
+		struct sw *w = &s->sw[k];
+		if (w->pstate && s->pipe && s->pipe->fini && w->pcfg.node_port)
+			s->pipe->fini(w->pstate);
+		free(w->node_port);
+		free(w->pstate);
+		free(w->cpuq);
+		for (uint32_t g = 0; w->mcast && g < MAX_MCAST_GROUPS; g++)
+			free(w->mcast[g].ports);
+		free(w->mcast);
+	}
+	free(s->sw);
+	free(s->trunk_free);
+	free(s->trunk_bytes);
 	free(s->srv);
 	free(s->ops);
 	free(s->vown);
@@ -1751,9 +1838,6 @@ void nk_sim_free(struct nk_sim *s)
 	free(s->down_bytes);
 	free(s->fault_up);
 	free(s->fault_down);
-	free(s->cpuq);
-	for (uint32_t g = 0; g < MAX_MCAST_GROUPS; g++)
-		free(s->mcast[g].ports);
 	if (s->ranks_owned)
 		free(s->ranks);
 	nk_hist_free(&s->hist);
@@ -1824,31 +1908,58 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 	s->n_nodes = s->S + s->M + s->C;
 	s->cpu_port = s->n_nodes;
 	s->recirc_port = s->n_nodes + 1;
-	s->n_ports = s->n_nodes + 2;
-
-	/* pipeline */
-	/* node_fwd: hosts are on their own port; node S+M is the controller,
-	 * reached through the CPU port */
-	uint16_t *node_port = malloc((s->n_nodes + 1) * sizeof(uint16_t));
-	s->pstate = calloc(1, s->pipe->state_size);
-	if (!node_port || !s->pstate) {
-		free(node_port);
-		FAIL("out of memory (pipeline state)");
+	if (cfg->racks > 1) {
+		if (cfg->racks > NK_SIM_MAX_RACKS || s->S % cfg->racks)
+			FAIL("topology.racks: %u for %u servers (allowed: 2..%u dividing the servers)",
+			     cfg->racks, s->S, NK_SIM_MAX_RACKS);
+		s->R = cfg->racks;
+		s->per_rack = s->S / s->R;
 	}
-	for (uint32_t i = 0; i < s->n_nodes; i++)
-		node_port[i] = (uint16_t)i;
-	node_port[s->n_nodes] = (uint16_t)s->cpu_port;
-	struct nk_pipeline_cfg pc = {
-		.n_servers = s->S, .n_clients = s->M, .n_nodes = s->n_nodes + 1, .node_port = node_port,
-		.cpu_port = (uint16_t)s->cpu_port, .recirc_port = (uint16_t)s->recirc_port,
-		.seed = nk_mix64(cfg->seed ^ 0x70697065ULL), .params = cfg->params,
-	};
-	int rc = s->pipe->init(s->pstate, &pc);
-	s->node_port = node_port;  /* kept: a restart initialises the pipeline again */
-	s->pcfg = pc;
+	s->trunk_port = s->n_nodes + 2;
+	s->n_ports = s->trunk_port + s->R;
+	s->n_sw = 1 + s->R;
 	s->order_free = s->pipe->order_free;
-	if (rc)
-		FAIL("protocol %s: pipeline init failed (%d)", cfg->protocol, rc);
+
+	/* switches */
+	s->cpu_cap = cfg->cpu_queue ? cfg->cpu_queue : 1;
+	s->sw = calloc(s->n_sw, sizeof(*s->sw));
+	s->trunk_free = calloc(2 * s->R + 1, sizeof(uint64_t));
+	s->trunk_bytes = calloc(2 * s->R + 1, sizeof(uint64_t));
+	if (!s->sw || !s->trunk_free || !s->trunk_bytes)
+		FAIL("out of memory (switches)");
+	for (uint32_t k = 0; k < s->n_sw; k++) {
+		struct sw *w = &s->sw[k];
+		/* node_fwd: a host wired to this switch is on its own port, any
+		 * other behind the trunk toward it (a leaf: the spine; the spine:
+		 * the server's leaf); node S+M+C is the controller, reached
+		 * through the CPU port */
+		uint16_t *node_port = malloc((s->n_nodes + 1) * sizeof(uint16_t));
+		w->pstate = calloc(1, s->pipe->state_size);
+		w->mcast = calloc(MAX_MCAST_GROUPS, sizeof(*w->mcast));
+		w->cpuq = malloc(s->cpu_cap * sizeof(*w->cpuq));
+		if (!node_port || !w->pstate || !w->mcast || !w->cpuq) {
+			free(node_port);
+			FAIL("out of memory (pipeline state)");
+		}
+		for (uint32_t i = 0; i < s->n_nodes; i++) {
+			uint32_t at = host_switch(s, i);
+			node_port[i] = (uint16_t)(at == k ? i
+					 : k ? s->trunk_port : s->trunk_port + at - 1);
+		}
+		node_port[s->n_nodes] = (uint16_t)s->cpu_port;
+		struct nk_pipeline_cfg pc = {
+			.n_servers = s->S, .n_clients = s->M, .n_nodes = s->n_nodes + 1,
+			.node_port = node_port,
+			.cpu_port = (uint16_t)s->cpu_port, .recirc_port = (uint16_t)s->recirc_port,
+			.seed = nk_mix64(cfg->seed ^ 0x70697065ULL ^ ((uint64_t)k << 40)),
+			.params = cfg->params,
+		};
+		w->node_port = node_port;  /* kept: a restart initialises the pipeline again */
+		w->pcfg = pc;
+		int rc = s->pipe->init(w->pstate, &pc);
+		if (rc)
+			FAIL("protocol %s: pipeline init failed (%d)", cfg->protocol, rc);
+	}
 
 	/* hosts */
 	s->srv = calloc(s->S + s->C, sizeof(*s->srv));
@@ -1981,12 +2092,6 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 		s->mget_max = cfg->mget_max;
 		s->mbuf_len = s->mget_max * wl->cfg.key_size;
 	}
-
-	/* controller channel */
-	s->cpu_cap = cfg->cpu_queue ? cfg->cpu_queue : 1;
-	s->cpuq = malloc(s->cpu_cap * sizeof(*s->cpuq));
-	if (!s->cpuq)
-		FAIL("out of memory (cpu channel)");
 
 	/* workload */
 	if (cfg->dyn_kind != NK_DYN_NONE && wl->cfg.kind != NK_WL_TRACE) {
@@ -2152,7 +2257,8 @@ uint32_t nk_sim_timeline(const struct nk_sim *s, uint64_t *issued, uint64_t *com
 
 int nk_sim_reg_read(struct nk_sim *s, const char *name, uint32_t idx, uint64_t *val)
 {
-	return s->pipe->reg_read ? s->pipe->reg_read(s->pstate, name, idx, val) : NK_PIPE_ENOENT;
+	void *st = s->sw[s->ctl_sw].pstate;
+	return s->pipe->reg_read ? s->pipe->reg_read(st, name, idx, val) : NK_PIPE_ENOENT;
 }
 
 int nk_sim_reg_read_range(struct nk_sim *s, const char *name, uint32_t first, uint32_t count,
@@ -2168,20 +2274,22 @@ int nk_sim_reg_read_range(struct nk_sim *s, const char *name, uint32_t first, ui
 
 int nk_sim_reg_write(struct nk_sim *s, const char *name, uint32_t idx, uint64_t val)
 {
-	return s->pipe->reg_write ? s->pipe->reg_write(s->pstate, name, idx, val) : NK_PIPE_ENOENT;
+	void *st = s->sw[s->ctl_sw].pstate;
+	return s->pipe->reg_write ? s->pipe->reg_write(st, name, idx, val) : NK_PIPE_ENOENT;
 }
 
 int nk_sim_table_add(struct nk_sim *s, const char *table, const uint64_t *key, unsigned nkey,
 		     const uint64_t *args, unsigned nargs)
 {
-	return s->pipe->table_add ? s->pipe->table_add(s->pstate, table, key, nkey, args, nargs)
+	void *st = s->sw[s->ctl_sw].pstate;
+	return s->pipe->table_add ? s->pipe->table_add(st, table, key, nkey, args, nargs)
 				  : NK_PIPE_ENOENT;
 }
 
 int nk_sim_table_del(struct nk_sim *s, const char *table, const uint64_t *key, unsigned nkey)
 {
-	return s->pipe->table_del ? s->pipe->table_del(s->pstate, table, key, nkey)
-				  : NK_PIPE_ENOENT;
+	void *st = s->sw[s->ctl_sw].pstate;
+	return s->pipe->table_del ? s->pipe->table_del(st, table, key, nkey) : NK_PIPE_ENOENT;
 }
 
 int nk_sim_mcast_set(struct nk_sim *s, uint32_t group, const uint16_t *ports, uint32_t n)
@@ -2198,22 +2306,24 @@ int nk_sim_mcast_set(struct nk_sim *s, uint32_t group, const uint16_t *ports, ui
 			return -1;
 		memcpy(p, ports, n * sizeof(uint16_t));
 	}
-	free(s->mcast[group].ports);
-	s->mcast[group].ports = p;
-	s->mcast[group].n = n;
+	struct mcast_group *g = &s->sw[s->ctl_sw].mcast[group];
+	free(g->ports);
+	g->ports = p;
+	g->n = n;
 	return 0;
 }
 
 uint32_t nk_sim_cpu_recv(struct nk_sim *s, struct nk_msg *out, uint16_t *src, uint32_t max)
 {
+	struct sw *w = &s->sw[s->ctl_sw];
 	uint32_t n = 0;
-	while (n < max && s->cpu_len) {
-		struct cpu_item *ci = &s->cpuq[s->cpu_head];
+	while (n < max && w->cpu_len) {
+		struct cpu_item *ci = &w->cpuq[w->cpu_head];
 		out[n] = ci->m;
 		if (src)
 			src[n] = ci->src;
-		s->cpu_head = (s->cpu_head + 1) % s->cpu_cap;
-		s->cpu_len--;
+		w->cpu_head = (w->cpu_head + 1) % s->cpu_cap;
+		w->cpu_len--;
 		n++;
 	}
 	return n;
@@ -2292,6 +2402,8 @@ int nk_sim_cpu_send(struct nk_sim *s, const struct nk_msg *m, uint16_t dst)
 	p->src = (uint16_t)s->n_nodes;  /* the controller's node id */
 	p->dst = dst;
 	p->ingress = (uint16_t)s->cpu_port;
+	p->sw = (uint16_t)s->ctl_sw;
+	p->hops = 0;
 	p->from_cpu = 1;
 	p->wire_len = wire_len(s, m);
 	if (heap_push(s, s->now, EV_SWITCH_IN, pi))
@@ -2321,8 +2433,8 @@ int nk_sim_schedule_crash(struct nk_sim *s, uint32_t server, double t_ns, double
 
 int nk_sim_schedule_switch_outage(struct nk_sim *s, double t_ns, double restart_ns)
 {
-	if (t_ns < 0)
-		return -1;
+	if (t_ns < 0 || s->R)
+		return -1;  /* with racks: not modelled (which switch?) */
 	uint64_t t = (uint64_t)(t_ns * PS_PER_NS);
 	if (t < s->now)
 		t = s->now;
@@ -2397,6 +2509,10 @@ int nk_sim_capture(struct nk_sim *s, const char *dir, uint32_t snaplen, uint64_t
 		   uint64_t max_packets, char *err, size_t errlen)
 {
 	cap_close(s);
+	if (s->R) {
+		snprintf(err, errlen, "capture: one switch only (allowed: topology.kind = rack)");
+		return -1;
+	}
 	s->cap = calloc(s->n_nodes + 1, sizeof(*s->cap));
 	s->cap_buf = calloc(1, CAP_BUF_LEN);
 	if (!s->cap || !s->cap_buf) {
@@ -2432,6 +2548,38 @@ uint32_t nk_sim_capture_stats(struct nk_sim *s, uint64_t *packets, uint64_t *mis
 		busy_ns[k] = s->cap[k].busy_ns;
 	}
 	return k;
+}
+
+uint32_t nk_sim_switches(const struct nk_sim *s)
+{
+	return s->n_sw;
+}
+
+int nk_sim_select_switch(struct nk_sim *s, uint32_t sw)
+{
+	if (sw >= s->n_sw)
+		return -1;
+	s->ctl_sw = sw;
+	return 0;
+}
+
+uint32_t nk_sim_switch_stats(const struct nk_sim *s, uint64_t *packets, uint64_t *dropped,
+			     uint32_t n)
+{
+	for (uint32_t k = 0; k < s->n_sw && k < n; k++) {
+		if (packets)
+			packets[k] = s->sw[k].packets;
+		if (dropped)
+			dropped[k] = s->sw[k].drops;
+	}
+	return s->n_sw;
+}
+
+int nk_sim_trunk_port(const struct nk_sim *s, uint32_t sw, uint32_t peer)
+{
+	if (!s->R || sw >= s->n_sw || peer >= s->n_sw || (sw && peer) || sw == peer)
+		return -1;
+	return (int)(sw ? s->trunk_port : s->trunk_port + peer - 1);
 }
 
 uint32_t nk_sim_cpu_port(const struct nk_sim *s)
