@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from netkv.native import NativeBuildMissing, library_path
-from netkv.protocols import kvswitch as ks
+from netkv.protocols import kvswitch_plan as ks
 from netkv.protocols import kvswitch_racks as kr
 
 try:

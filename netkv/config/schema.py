@@ -466,7 +466,13 @@ class RunConfig(Strict):
     @model_validator(mode="after")
     def _servers_within_protocol_limit(self) -> "RunConfig":
         limit = self.protocol.max_servers
-        if self.topology.servers > limit:
+        top = self.topology
+        if top.kind == "racks" and max(top.racks, top.servers // top.racks) > limit:
+            # every switch's pipeline sees its racks (the spine) or its servers (a leaf)
+            raise ValueError(
+                f"servers = {top.servers} in {top.racks} racks (allowed: at most {limit} racks "
+                f"and {limit} servers per rack for protocol {self.protocol.name})")
+        if top.kind == "rack" and top.servers > limit:
             raise ValueError(
                 f"servers = {self.topology.servers} (allowed: 1..{limit} for protocol "
                 f"{self.protocol.name})"

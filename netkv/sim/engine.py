@@ -536,13 +536,6 @@ class SimEngine:
                                      self.ffi.from_buffer("uint64_t[]", dropped), n)
         return {"packets": packets, "dropped": dropped}
 
-    def trunk_port(self, sw: int, peer: int) -> int:
-        """The port of switch sw toward switch peer (spine <-> leaf)."""
-        port = int(self.lib.nk_sim_trunk_port(self._ptr, sw, peer))
-        if port < 0:
-            raise ValueError(f"no trunk from switch {sw} to switch {peer}")
-        return port
-
     def reg_read(self, name: str, idx: int = 0) -> int:
         val = self.ffi.new("uint64_t *")
         rc = self.lib.nk_sim_reg_read(self._ptr, name.encode(), idx, val)

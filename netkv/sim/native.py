@@ -124,7 +124,6 @@ uint32_t nk_sim_switches(const struct nk_sim *sim);
 int nk_sim_select_switch(struct nk_sim *sim, uint32_t sw);
 uint32_t nk_sim_switch_stats(const struct nk_sim *sim, uint64_t *packets, uint64_t *dropped,
                              uint32_t n);
-int nk_sim_trunk_port(const struct nk_sim *sim, uint32_t sw, uint32_t peer);
 uint32_t nk_sim_cpu_port(const struct nk_sim *sim);
 uint32_t nk_sim_recirc_port(const struct nk_sim *sim);
 size_t nk_sim_abi_sizeof(const char *name);

@@ -20,6 +20,7 @@ import numpy as np
 from netkv.config.schema import RunConfig
 from netkv.sim import native
 from netkv.sim.history import write_history
+from netkv.sim.racks import SwitchEpochs
 from netkv.sim.engine import (Controller, SimEngine, SimError, Stats, Workload, capacity_factors,
                               read_trace, value_classes)
 from netkv.config.multiget import size_weights
@@ -142,12 +143,31 @@ class SimTarget(Target):
         return np.asarray(capacity_factors(self.cfg), dtype=np.float64) * (
             srv.workers * 1e9 / per_request_ns)
 
+    def _controller(self, eng: SimEngine) -> Controller | None:
+        """The protocol's controller; with racks one per switch, each
+        given that switch's view (netkv.sim.racks)."""
+        if not self.controller_factory:
+            return None
+        if eng.switches == 1:
+            return self.controller_factory(eng)
+        return SwitchEpochs(eng, self.controller_factory)
+
+    @staticmethod
+    def _reg_sum(eng: SimEngine, reg: str, idx: int) -> int:
+        """A refusal counter over every switch."""
+        total = 0
+        for sw in range(eng.switches):
+            eng.select_switch(sw)
+            total += eng.reg_read(reg, idx)
+        eng.select_switch(0)
+        return total
+
     def run_point(self, offered_rps: float, seed: int) -> PointResult:
         with SimEngine(self.cfg, self.workload, offered_rps, seed, self.params) as eng:
             if self.capture_dir is not None:
                 lim = self.cfg.capture_limits
                 eng.capture(self.capture_dir, lim.snaplen, int(lim.max_mb * 1e6), lim.max_packets)
-            controller = self.controller_factory(eng) if self.controller_factory else None
+            controller = self._controller(eng)
             epoch_ms = getattr(self.cfg.protocol, "epoch_ms", None)
             st = eng.run(controller, epoch_ms / 1e3 if controller and epoch_ms else None)
             lower, counts = eng.histogram()
@@ -155,7 +175,7 @@ class SimTarget(Target):
             self.last_engine_stats = st
             if self.capture_dir is not None:
                 self.last_capture = {"files": eng.capture_stats()}
-            refused = {f"switch.{why}": eng.reg_read(reg, idx)
+            refused = {f"switch.{why}": self._reg_sum(eng, reg, idx)
                        for why, (reg, idx) in self.refusals.items()}
             refused["servers.ignored"] = st.server_ignored
             # servers get messages, not bytes, here: nothing can fail to decode

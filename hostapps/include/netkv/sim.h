@@ -28,14 +28,19 @@
  * (n_coords, usually 0), the controller S+M+C. Ports: port p < S+M+C
  * reaches node p; port S+M+C is the CPU port, S+M+C+1 recirculation.
  *
- * Racks (racks = R >= 2): 1 + R switches, each with its own pipeline state,
- * node -> port map and multicast groups, all running the same pipeline:
- * switch 0, the spine, has the clients and coordinators; switch 1 + r, rack
- * r's leaf, servers r*S/R .. (r+1)*S/R - 1. Every switch numbers its ports
- * as above (a node port is wired only on the switch the node is on), then
- * its trunk ports from S+M+C+2: the spine's trunk r reaches leaf r, a leaf's
- * trunk 0 the spine. Each switch's node_fwd starts with the nodes it does
- * not have behind the trunk toward them (nk_sim_trunk_port).
+ * Racks (racks = R >= 2, P = S/R servers a rack): 1 + R switches, each
+ * with its own pipeline state, node -> port map and multicast groups, all
+ * running the same pipeline: switch 0, the spine, has the clients and
+ * coordinators; switch 1 + r, rack r's leaf, servers r*P .. r*P + P - 1,
+ * linked to the spine by one trunk. Each pipeline (and its controller)
+ * sees its switch as one rack's, numbered as above with its own "servers":
+ * the spine's are the R racks (node r, port r: the trunk to leaf r), a
+ * leaf's its P servers (node i = server r*P + i); then the M clients (on a
+ * leaf all behind the uplink), the coordinators, the controller, CPU and
+ * recirculation ports. The engine translates at each switch's edge; what
+ * the spine sends to rack r goes to the server of the same index in rack r
+ * as the node it was addressed to (a redirected read is served there by
+ * the owner's index).
  *
  * Epochs: nk_sim_run_until(t) processes every event up to t and returns;
  * the caller (Python) runs the protocol's controller through the reg/table/
@@ -359,10 +364,8 @@ int nk_sim_select_switch(struct nk_sim *sim, uint32_t sw);
  * n entries at most are written to each. */
 uint32_t nk_sim_switch_stats(const struct nk_sim *sim, uint64_t *packets, uint64_t *dropped,
 			     uint32_t n);
-/* The port of switch sw toward switch peer (spine <-> leaf), or -1. */
-int nk_sim_trunk_port(const struct nk_sim *sim, uint32_t sw, uint32_t peer);
 
-/* Node/port numbering used by the sim. */
+/* Node/port numbering used by the sim (of the selected switch). */
 uint32_t nk_sim_cpu_port(const struct nk_sim *sim);
 uint32_t nk_sim_recirc_port(const struct nk_sim *sim);
 

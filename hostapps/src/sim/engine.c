@@ -10,10 +10,9 @@
  * Nodes: servers 0..S-1, clients S..S+M-1. Ports: port p < S+M reaches node
  * p; then the CPU port, then the recirculation port. With racks (cfg.racks
  * >= 2) there are 1 + R switches: switch 0 the spine (clients and
- * coordinators on it), switch 1 + r rack r's leaf (servers r*S/R ..); every
- * switch numbers its ports the same way, node ports wired only for the
- * nodes attached to it, then trunk ports: the spine's trunk r reaches leaf
- * r, a leaf's trunk 0 the spine.
+ * coordinators on it), switch 1 + r rack r's leaf (servers r*P .. with P =
+ * S/R). Each switch's pipeline sees itself as one rack's switch (sim.h
+ * "Racks"): its own node ids and ports, translated here at its edge.
  */
 #include <errno.h>
 #include <math.h>
@@ -37,9 +36,6 @@
 #define PRE_ALIAS 8u  /* draw and prefetch the alias entry this many arrivals ahead */
 #define PRE_RANK 4u   /* resolve and prefetch the rank entry this many ahead */
 #define KEY_CACHE_RANKS (1u << 15)  /* key bytes kept for the hottest ranks */
-/* trunks a packet may cross (leaf -> spine -> leaf is 2): a node_fwd loop
- * between switches ends in a drop, as an IP TTL ends it, not in recursion */
-#define TRUNK_HOPS 4u
 
 enum ev_type {
 	EV_SWITCH_IN = 1,
@@ -71,7 +67,6 @@ struct pkt {
 	uint16_t src, dst;  /* node ids */
 	uint16_t ingress;   /* switch ingress port */
 	uint16_t sw;        /* the switch it enters (or last entered) */
-	uint8_t hops;       /* trunks crossed since it left a host (TRUNK_HOPS) */
 	uint16_t wire_len;
 	uint8_t from_cpu;
 	uint8_t recirculated;
@@ -156,6 +151,8 @@ struct mcast_group {
  * multicast groups and controller channel, as each physical switch has. */
 struct sw {
 	void *pstate;
+	uint16_t *g2l;                /* racks: global node (and controller) -> its node id here */
+	uint32_t n_local, cpu_port, recirc_port;  /* its nodes 0..n_local-1, then CPU, recirc */
 	uint16_t *node_port;
 	struct nk_pipeline_cfg pcfg;  /* to restart the pipeline with */
 	struct mcast_group *mcast;    /* MAX_MCAST_GROUPS */
@@ -174,7 +171,6 @@ struct nk_sim {
 	struct sw *sw;                /* n_sw switches: [0] the only one, or the spine */
 	uint32_t n_sw, ctl_sw;        /* ctl_sw: the one the controller hooks act on */
 	uint32_t R, per_rack;         /* racks (0: one switch) and servers per rack */
-	uint32_t trunk_port;          /* first trunk port (n_nodes + 2) */
 	uint64_t *trunk_free;         /* 2R links: [r] spine -> leaf r, [R + r] leaf r -> spine */
 	uint64_t *trunk_bytes;
 	uint8_t order_free;           /* the pipeline's, unless a switch outage is scheduled */
@@ -621,15 +617,29 @@ static inline uint16_t host_switch(const struct nk_sim *s, uint32_t node)
 	return (uint16_t)(s->R && node < s->S ? 1 + node / s->per_rack : 0);
 }
 
+/* Racks: switch k's node id l as a global node. The spine's node r < R is
+ * rack r; a packet it sends there goes to the server of the same index in
+ * that rack as `orig` (the global node it was addressed to), so a read
+ * redirected to another rack is served by the owner's index there. */
+static uint32_t sw_global(const struct nk_sim *s, uint32_t k, uint32_t l, uint32_t orig)
+{
+	const struct sw *w = &s->sw[k];
+	uint32_t P = s->per_rack;
+	if (l >= w->n_local)
+		return l == w->n_local ? s->n_nodes : NK_NODE_NONE;  /* its controller */
+	if (k == 0)
+		return l < s->R ? l * P + (orig < s->S ? orig % P : 0) : s->S + (l - s->R);
+	return l < P ? (k - 1) * P + l : s->S + (l - P);
+}
+
 /* host node -> switch; returns when the packet left the host (a client
  * sends at most client_max_rps packets per second: later ones wait) */
 static uint64_t host_send(struct nk_sim *s, uint32_t pi, uint64_t t)
 {
 	struct pkt *p = &s->pk[pi];
 	p->wire_len = wire_len(s, &p->m);
-	p->ingress = p->src;
 	p->sw = host_switch(s, p->src);
-	p->hops = 0;
+	p->ingress = s->R ? s->sw[p->sw].g2l[p->src] : p->src;
 	if (s->client_gap_ps && p->src >= s->S && p->src < s->S + s->M) {
 		struct client *c = &s->cli[p->src - s->S];
 		if (t < c->tx_next)
@@ -650,42 +660,56 @@ static void switch_drop(struct nk_sim *s, uint32_t pi)
 	pkt_free(s, pi);
 }
 
-/* Out of a trunk port: to the spine's leaf, or a leaf's spine, entering it
- * on its trunk port toward this switch. */
-static void trunk_send(struct nk_sim *s, uint32_t pi, uint32_t trunk, uint64_t t)
+/* Over the trunk from the spine to leaf `leaf` (0-based), or from a leaf to
+ * the spine, entering the peer on its port toward this switch: the spine's
+ * port of that rack; a leaf's port of the sending client (all of them are
+ * behind its uplink), or of the first client for anything else. */
+static void trunk_send(struct nk_sim *s, uint32_t pi, uint32_t leaf, uint64_t t)
 {
 	struct pkt *p = &s->pk[pi];
-	uint32_t link, peer, in;
-	if (p->sw == 0 && trunk < s->R) {
-		link = trunk;
-		peer = 1 + trunk;
-		in = s->trunk_port;
-	} else if (p->sw > 0 && trunk == 0) {
-		link = s->R + p->sw - 1;
-		peer = 0;
-		in = s->trunk_port + p->sw - 1;
+	/* no loop: a leaf has no node id for another rack's servers, so what
+	 * it sends up is for a client, which the spine has on its own port */
+	uint32_t link;
+	if (p->sw == 0) {
+		link = leaf;
+		p->sw = (uint16_t)(1 + leaf);
+		uint32_t in = s->sw[p->sw].g2l[p->src];
+		p->ingress = (uint16_t)(in >= s->per_rack && in < s->sw[p->sw].n_local ? in
+										: s->per_rack);
 	} else {
-		switch_drop(s, pi);  /* no such link */
-		return;
+		link = s->R + p->sw - 1;
+		p->ingress = (uint16_t)(p->sw - 1);
+		p->sw = 0;
 	}
-	if (++p->hops > TRUNK_HOPS) {
-		switch_drop(s, pi);  /* a forwarding loop */
-		return;
-	}
-	p->sw = (uint16_t)peer;
-	p->ingress = (uint16_t)in;
 	link_send(s, pi, t, &s->trunk_free[link], &s->trunk_bytes[link], EV_SWITCH_IN,
 		  s->cfg.fault_links == NK_FAULT_LINKS_ALL);
+}
+
+/* Racks: out of switch k's node port l: to the host if it is wired here,
+ * else over the trunk toward its switch. */
+static void egress_view(struct nk_sim *s, uint32_t pi, uint32_t l, uint64_t t)
+{
+	struct pkt *p = &s->pk[pi];
+	uint32_t g = sw_global(s, p->sw, l, p->dst);
+	p->dst = (uint16_t)g;
+	uint32_t at = host_switch(s, g);
+	if (at != p->sw) {
+		trunk_send(s, pi, p->sw ? 0 : at - 1, t);
+		return;
+	}
+	p->wire_len = wire_len(s, &p->m);
+	link_send(s, pi, t, &s->down_free[g], &s->down_bytes[g], EV_HOST_IN, s->fault_down[g]);
 }
 
 static void egress(struct nk_sim *s, uint32_t pi, uint16_t port, uint64_t t)
 {
 	struct pkt *p = &s->pk[pi];
+	struct sw *w = &s->sw[p->sw];
 	if (s->cap && port == s->cpu_port)
 		cap_frame(s, port, t, p);
-	if (port < s->n_nodes) {
-		if (s->R && host_switch(s, port) != p->sw) {
-			switch_drop(s, pi);  /* that node is not wired to this switch */
+	if (port < w->n_local) {
+		if (s->R) {
+			egress_view(s, pi, port, t);
 			return;
 		}
 		p->dst = port;  /* the port reaches exactly one node */
@@ -694,15 +718,15 @@ static void egress(struct nk_sim *s, uint32_t pi, uint16_t port, uint64_t t)
 		p->wire_len = wire_len(s, &p->m);
 		link_send(s, pi, t, &s->down_free[port], &s->down_bytes[port], EV_HOST_IN,
 			  s->fault_down[port]);
-	} else if (port == s->recirc_port) {
-		uint64_t *f = &s->sw[p->sw].recirc_free;
+	} else if (port == w->recirc_port) {
+		uint64_t *f = &w->recirc_free;
 		uint64_t depart = t > *f ? t : *f;
 		if (s->recirc_ps_per_byte > 0)
 			depart += (uint64_t)(p->wire_len * s->recirc_ps_per_byte + 0.5);
 		*f = depart;
 		p->recirculated = 1;
 		s->st.recirculated++;
-		p->ingress = (uint16_t)s->recirc_port;
+		p->ingress = (uint16_t)w->recirc_port;
 		/* through the heap, even for an order-free pipeline: run at once,
 		 * a multiget's whole chain of passes would book this port ahead
 		 * of packets that reach it earlier (a false FIFO queue) */
@@ -710,19 +734,16 @@ static void egress(struct nk_sim *s, uint32_t pi, uint16_t port, uint64_t t)
 			heap_push(s, depart, EV_SWITCH_IN, pi);
 		else
 			pkt_free(s, pi);
-	} else if (port == s->cpu_port) {
-		struct sw *w = &s->sw[p->sw];
+	} else if (port == w->cpu_port) {
 		s->st.cpu_packets++;
 		if (w->cpu_len == s->cpu_cap) {
 			s->st.cpu_dropped++;
 		} else {
 			struct cpu_item *ci = &w->cpuq[(w->cpu_head + w->cpu_len++) % s->cpu_cap];
 			ci->m = p->m;
-			ci->src = p->src;
+			ci->src = s->R ? w->g2l[p->src] : p->src;
 		}
 		pkt_free(s, pi);
-	} else if (port >= s->trunk_port && port < s->n_ports) {
-		trunk_send(s, pi, port - s->trunk_port, t);
 	} else {
 		switch_drop(s, pi);
 	}
@@ -779,8 +800,8 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 	struct nk_pkt_meta meta = {
 		.now_ns = t_in / PS_PER_NS,
 		.ingress_port = p->ingress,
-		.src = p->src,
-		.dst = p->dst,
+		.src = s->R ? w->g2l[p->src] : p->src,
+		.dst = !s->R ? p->dst : p->dst <= s->n_nodes ? w->g2l[p->dst] : NK_NODE_NONE,
 		.wire_len = p->wire_len,
 		.from_cpu = p->from_cpu,
 		.recirculated = p->recirculated,
@@ -795,7 +816,7 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 	if (!s->pipe->never_to_cpu)
 		received = p->m;
 	s->pipe->process(w->pstate, &p->m, &meta, &act);
-	p->dst = meta.dst;
+	p->dst = s->R ? (uint16_t)sw_global(s, p->sw, meta.dst, p->dst) : meta.dst;
 	if (meta.cookie != cookie)
 		pkt_set_cookie(s, p, meta.cookie);
 	p->recirculated = 0;
@@ -812,7 +833,7 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 			if (!s->pipe->never_to_cpu)
 				s->pk[ci].m = received;
 			s->pk[ci].next = NONE32;
-			egress(s, ci, (uint16_t)s->cpu_port, t);
+			egress(s, ci, (uint16_t)w->cpu_port, t);
 		}
 	}
 	switch (act.fwd) {
@@ -820,7 +841,7 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 		egress(s, pi, act.port, t);
 		break;
 	case NK_FWD_RECIRC:
-		egress(s, pi, (uint16_t)s->recirc_port, t);
+		egress(s, pi, (uint16_t)w->recirc_port, t);
 		break;
 	case NK_FWD_MCAST: {
 		const struct mcast_group *g =
@@ -1807,6 +1828,7 @@ void nk_sim_free(struct nk_sim *s)
 		if (w->pstate && s->pipe && s->pipe->fini && w->pcfg.node_port)
 			s->pipe->fini(w->pstate);
 		free(w->node_port);
+		free(w->g2l);
 		free(w->pstate);
 		free(w->cpuq);
 		for (uint32_t g = 0; w->mcast && g < MAX_MCAST_GROUPS; g++)
@@ -1915,8 +1937,7 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 		s->R = cfg->racks;
 		s->per_rack = s->S / s->R;
 	}
-	s->trunk_port = s->n_nodes + 2;
-	s->n_ports = s->trunk_port + s->R;
+	s->n_ports = s->n_nodes + 2;
 	s->n_sw = 1 + s->R;
 	s->order_free = s->pipe->order_free;
 
@@ -1929,28 +1950,38 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 		FAIL("out of memory (switches)");
 	for (uint32_t k = 0; k < s->n_sw; k++) {
 		struct sw *w = &s->sw[k];
-		/* node_fwd: a host wired to this switch is on its own port, any
-		 * other behind the trunk toward it (a leaf: the spine; the spine:
-		 * the server's leaf); node S+M+C is the controller, reached
-		 * through the CPU port */
-		uint16_t *node_port = malloc((s->n_nodes + 1) * sizeof(uint16_t));
+		/* its servers: the racks (the spine), its rack's (a leaf), or all;
+		 * then the clients and coordinators, then its controller */
+		uint32_t srv = !s->R ? s->S : k ? s->per_rack : s->R;
+		w->n_local = srv + s->M + s->C;
+		w->cpu_port = w->n_local;
+		w->recirc_port = w->n_local + 1;
+		/* node_fwd: node l on port l; the controller behind the CPU port */
+		uint16_t *node_port = malloc((w->n_local + 1) * sizeof(uint16_t));
+		w->g2l = malloc((s->n_nodes + 1) * sizeof(uint16_t));
 		w->pstate = calloc(1, s->pipe->state_size);
 		w->mcast = calloc(MAX_MCAST_GROUPS, sizeof(*w->mcast));
 		w->cpuq = malloc(s->cpu_cap * sizeof(*w->cpuq));
-		if (!node_port || !w->pstate || !w->mcast || !w->cpuq) {
+		if (!node_port || !w->g2l || !w->pstate || !w->mcast || !w->cpuq) {
 			free(node_port);
 			FAIL("out of memory (pipeline state)");
 		}
-		for (uint32_t i = 0; i < s->n_nodes; i++) {
-			uint32_t at = host_switch(s, i);
-			node_port[i] = (uint16_t)(at == k ? i
-					 : k ? s->trunk_port : s->trunk_port + at - 1);
+		for (uint32_t i = 0; i <= w->n_local; i++)
+			node_port[i] = (uint16_t)(i < w->n_local ? i : w->cpu_port);
+		for (uint32_t g = 0; g <= s->n_nodes; g++) {
+			uint32_t l = g;
+			if (s->R && g >= s->S)
+				l = srv + (g - s->S);  /* clients, coordinators, controller */
+			else if (s->R && !k)
+				l = g / s->per_rack;   /* a server: its rack */
+			else if (s->R)
+				l = host_switch(s, g) == k ? g % s->per_rack : NK_NODE_NONE;
+			w->g2l[g] = (uint16_t)l;
 		}
-		node_port[s->n_nodes] = (uint16_t)s->cpu_port;
 		struct nk_pipeline_cfg pc = {
-			.n_servers = s->S, .n_clients = s->M, .n_nodes = s->n_nodes + 1,
+			.n_servers = srv, .n_clients = s->M, .n_nodes = w->n_local + 1,
 			.node_port = node_port,
-			.cpu_port = (uint16_t)s->cpu_port, .recirc_port = (uint16_t)s->recirc_port,
+			.cpu_port = (uint16_t)w->cpu_port, .recirc_port = (uint16_t)w->recirc_port,
 			.seed = nk_mix64(cfg->seed ^ 0x70697065ULL ^ ((uint64_t)k << 40)),
 			.params = cfg->params,
 		};
@@ -2297,7 +2328,7 @@ int nk_sim_mcast_set(struct nk_sim *s, uint32_t group, const uint16_t *ports, ui
 	if (group >= MAX_MCAST_GROUPS)
 		return -1;
 	for (uint32_t i = 0; i < n; i++)
-		if (ports[i] >= s->n_ports)
+		if (ports[i] > s->sw[s->ctl_sw].recirc_port)
 			return -1;
 	uint16_t *p = NULL;
 	if (n) {
@@ -2400,10 +2431,9 @@ int nk_sim_cpu_send(struct nk_sim *s, const struct nk_msg *m, uint16_t dst)
 	struct pkt *p = &s->pk[pi];
 	p->m = *m;
 	p->src = (uint16_t)s->n_nodes;  /* the controller's node id */
-	p->dst = dst;
-	p->ingress = (uint16_t)s->cpu_port;
+	p->dst = s->R ? (uint16_t)sw_global(s, s->ctl_sw, dst, NK_NODE_NONE) : dst;
+	p->ingress = (uint16_t)s->sw[s->ctl_sw].cpu_port;
 	p->sw = (uint16_t)s->ctl_sw;
-	p->hops = 0;
 	p->from_cpu = 1;
 	p->wire_len = wire_len(s, m);
 	if (heap_push(s, s->now, EV_SWITCH_IN, pi))
@@ -2575,21 +2605,14 @@ uint32_t nk_sim_switch_stats(const struct nk_sim *s, uint64_t *packets, uint64_t
 	return s->n_sw;
 }
 
-int nk_sim_trunk_port(const struct nk_sim *s, uint32_t sw, uint32_t peer)
-{
-	if (!s->R || sw >= s->n_sw || peer >= s->n_sw || (sw && peer) || sw == peer)
-		return -1;
-	return (int)(sw ? s->trunk_port : s->trunk_port + peer - 1);
-}
-
 uint32_t nk_sim_cpu_port(const struct nk_sim *s)
 {
-	return s->cpu_port;
+	return s->sw[s->ctl_sw].cpu_port;
 }
 
 uint32_t nk_sim_recirc_port(const struct nk_sim *s)
 {
-	return s->recirc_port;
+	return s->sw[s->ctl_sw].recirc_port;
 }
 
 /* ---- ABI check for bindings (cffi ABI mode re-declares these structs) ------ */
