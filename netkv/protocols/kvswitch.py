@@ -489,13 +489,23 @@ def _viewed_keymap(keymap: Callable[[bytes], KeyInfo | None],
 def sim_controller_factory(cfg: "RunConfig"):  # type: ignore[no-untyped-def]
     """``factory(engine)``: one rack's controller. With racks the simulator
     calls it once per switch with that switch's view (netkv.sim.racks): the
-    spine plans over racks on the workload's popularity; a leaf, prewarmed,
-    on what reaches it after the spine's plan (its keys' owners are their
-    index in the rack), or, cold, learns it from its own traffic."""
+    spine plans over racks on the workload's popularity, a leaf on what
+    reaches it after the spine's plan (its keys' owners are their index in
+    the rack), both prewarmed and held. Read-only: a push names replicas
+    by the switch's node ids, and a server reads them as servers, so
+    writes, cold mode and re-plans are not modelled across racks."""
     from netkv.sim.control import SimControlPlane, SimEpochs
+    from netkv.sim.engine import SimError
 
     proto = cfg.protocol
     assert isinstance(proto, KVSwitchProtocol)
+    if cfg.topology.kind == "racks":
+        if cfg.workload.write_ratio > 0 or proto.mode != "prewarmed":
+            raise SimError(f"protocol kvswitch with topology.kind=racks: write_ratio = "
+                           f"{cfg.workload.write_ratio:g}, protocol.mode = {proto.mode} "
+                           "(allowed: 0 and prewarmed: pushes across racks are not modelled)")
+        # the plans held: no period is planned on
+        proto = proto.model_copy(update={"min_period_queries": 2**62})
     memo: list[tuple[object, Callable[[bytes], KeyInfo | None], list[tuple[bytes, float]]]] = []
     leaves: dict[int, list[list[tuple[bytes, float]]]] = {}
 
