@@ -346,6 +346,7 @@ class SimEngine:
         if ptr == ffi.NULL:
             raise SimError(ffi.string(err).decode())
         self._ptr = ffi.gc(ptr, self.lib.nk_sim_free)
+        self._switch = 0  # the switch the controller hooks act on (select_switch)
         self.offered_rps = offered_rps
         self.seed = seed
         for crash in faults.crashes:
@@ -524,8 +525,11 @@ class SimEngine:
     def select_switch(self, sw: int) -> None:
         """The switch the controller hooks below (registers, tables, groups,
         CPU channel) act on from now on (0 at start)."""
+        if sw == self._switch:
+            return
         if self.lib.nk_sim_select_switch(self._ptr, sw):
             raise ValueError(f"switch {sw}: allowed 0..{self.switches - 1}")
+        self._switch = sw
 
     def switch_stats(self) -> dict[str, np.ndarray]:
         """Per switch: packets its pipeline processed, packets it dropped."""

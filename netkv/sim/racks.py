@@ -104,9 +104,13 @@ class SwitchView:
         attr = getattr(self._engine, name)
         if not callable(attr):
             return attr
+        engine, sw = self._engine, self.switch
 
         def on_this_switch(*args: Any, **kwargs: Any) -> Any:
-            return getattr(self._select(), name)(*args, **kwargs)
+            engine.select_switch(sw)
+            return attr(*args, **kwargs)
+        # kept: a controller installing thousands of keys calls these often
+        setattr(self, name, on_this_switch)
         return on_this_switch
 
 
