@@ -186,3 +186,13 @@ def test_kvswitch_over_racks_is_read_only_and_prewarmed(extra, capsys, tmp_path)
         code = exc.code
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "racks" in err[0], err
+
+
+def test_switch_rate_bound_is_the_busiest_switchs():
+    # switch_mpps bounds each switch: the spine, which sees every packet,
+    # saturates first (the sum over 3 switches would bound at half of it)
+    cfg = load([*BASE, *RACKS, "topology.switch_mpps=10"])
+    with SimTarget(cfg) as target:
+        res = target.run_point(20_000, 3)
+    st = target.last_engine_stats
+    assert res.resource_bounds_rps["switch"] == pytest.approx(10e6 * st.issued / (2 * st.completed))

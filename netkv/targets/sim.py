@@ -87,11 +87,13 @@ class SimTarget(Target):
             hint = min(hint, top.client_max_rps * (top.clients - top.hostile_clients))
         return hint
 
-    def resource_bounds_rps(self, st: Stats, up: np.ndarray, down: np.ndarray) -> dict[str, float]:
+    def resource_bounds_rps(self, st: Stats, up: np.ndarray, down: np.ndarray,
+                            switch_packets: int | None = None) -> dict[str, float]:
         """The fluid bound of each finite rate besides the servers': the
         offered load at which it is busy all the time, from what one request
         cost it at this point (packets a client sent, packets the switch
-        processed, bytes on the busiest link)."""
+        processed, bytes on the busiest link). ``switch_packets``: the
+        busiest switch's, with racks (each switch has its own rate)."""
         top = self.cfg.topology
         out: dict[str, float] = {}
         if st.issued <= 0:
@@ -99,8 +101,9 @@ class SimTarget(Target):
         if top.client_max_rps > 0 and st.client_packets > 0:
             honest = top.clients - top.hostile_clients
             out["clients"] = honest * top.client_max_rps * st.issued / st.client_packets
-        if top.switch_mpps > 0 and st.switch_packets > 0:
-            out["switch"] = top.switch_mpps * 1e6 * st.issued / st.switch_packets
+        packets = st.switch_packets if switch_packets is None else switch_packets
+        if top.switch_mpps > 0 and packets > 0:
+            out["switch"] = top.switch_mpps * 1e6 * st.issued / packets
         busiest = max(float(up.max(initial=0.0)), float(down.max(initial=0.0)))
         if top.link_gbps > 0 and busiest > 0:
             out["links"] = top.link_gbps * 1e9 / 8 * st.issued / busiest
@@ -202,7 +205,8 @@ class SimTarget(Target):
                 forged_replies=st.forged_replies,
                 hostile_sent=st.hostile_sent,
                 server_capacity_rps=self.server_capacity_rps(),
-                resource_bounds_rps=self.resource_bounds_rps(st, up, down),
+                resource_bounds_rps=self.resource_bounds_rps(
+                    st, up, down, int(eng.switch_stats()["packets"].max())),
                 controller_metrics=metrics(controller),
                 client_packets=st.client_packets,
                 request_keys=st.req_keys,
