@@ -196,3 +196,15 @@ def test_switch_rate_bound_is_the_busiest_switchs():
         res = target.run_point(20_000, 3)
     st = target.last_engine_stats
     assert res.resource_bounds_rps["switch"] == pytest.approx(10e6 * st.issued / (2 * st.completed))
+
+
+def test_link_bound_counts_the_trunks():
+    # a rack's trunk carries all of its servers' traffic: the busiest link
+    cfg = load([*BASE, *RACKS, "topology.link_gbps=25"])
+    with SimTarget(cfg) as target, SimEngine(cfg, target.workload, 20_000, seed=3) as eng:
+        st = eng.run()
+        sw, (up, down) = eng.switch_stats(), eng.link_bytes()
+        trunk = float(max(sw["trunk_up_bytes"].max(), sw["trunk_down_bytes"].max()))
+        assert trunk > max(up.max(), down.max())
+        res = target.run_point(20_000, 3)
+    assert res.resource_bounds_rps["links"] == pytest.approx(25e9 / 8 * st.issued / trunk)

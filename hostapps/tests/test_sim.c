@@ -205,9 +205,18 @@ int main(void)
 		CHECK(nk_sim_cpu_port(s) == 4 + 4, "leaf: 4 servers, 4 clients, then CPU");
 		nk_sim_run(s);
 		nk_sim_stats(s, &st);
-		uint64_t rc[16], pk[5], dr[5];
+		uint64_t rc[16], pk[5], dr[5], tu[5], td[5], hu[24], hd[24];
 		nk_sim_server_counts(s, rc);
-		CHECK(nk_sim_switch_stats(s, pk, dr, 5) == 5, "switch stats");
+		CHECK(nk_sim_switch_stats(s, pk, dr, tu, td, 5) == 5, "switch stats");
+		nk_sim_link_bytes(s, hu, hd, 24);
+		/* a rack's trunk carries its servers' replies up, requests down */
+		for (uint32_t k = 0; k < 4; k++)
+			CHECK(tu[1 + k] == hu[4 * k] + hu[4 * k + 1] + hu[4 * k + 2] + hu[4 * k + 3] &&
+				      td[1 + k] == hd[4 * k] + hd[4 * k + 1] + hd[4 * k + 2] +
+							   hd[4 * k + 3],
+			      "trunk %u: %llu up, %llu down", k, (unsigned long long)tu[1 + k],
+			      (unsigned long long)td[1 + k]);
+		CHECK(tu[0] == 0 && td[0] == 0, "the spine has no trunk of its own");
 		CHECK(st.completed == st.issued && st.issued == one.issued && st.dropped == 0,
 		      "racks: %llu of %llu", (unsigned long long)st.completed,
 		      (unsigned long long)st.issued);

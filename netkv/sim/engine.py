@@ -532,13 +532,14 @@ class SimEngine:
         self._switch = sw
 
     def switch_stats(self) -> dict[str, np.ndarray]:
-        """Per switch: packets its pipeline processed, packets it dropped."""
+        """Per switch: packets its pipeline processed, packets it dropped,
+        and a leaf's trunk bytes toward the spine (up) and from it (down)."""
         n = self.switches
-        packets = np.zeros(n, dtype=np.uint64)
-        dropped = np.zeros(n, dtype=np.uint64)
-        self.lib.nk_sim_switch_stats(self._ptr, self.ffi.from_buffer("uint64_t[]", packets),
-                                     self.ffi.from_buffer("uint64_t[]", dropped), n)
-        return {"packets": packets, "dropped": dropped}
+        out = {name: np.zeros(n, dtype=np.uint64)
+               for name in ("packets", "dropped", "trunk_up_bytes", "trunk_down_bytes")}
+        self.lib.nk_sim_switch_stats(self._ptr, *(self.ffi.from_buffer("uint64_t[]", a)
+                                                  for a in out.values()), n)
+        return out
 
     def reg_read(self, name: str, idx: int = 0) -> int:
         val = self.ffi.new("uint64_t *")

@@ -123,7 +123,7 @@ uint32_t nk_sim_capture_stats(struct nk_sim *sim, uint64_t *packets, uint64_t *m
 uint32_t nk_sim_switches(const struct nk_sim *sim);
 int nk_sim_select_switch(struct nk_sim *sim, uint32_t sw);
 uint32_t nk_sim_switch_stats(const struct nk_sim *sim, uint64_t *packets, uint64_t *dropped,
-                             uint32_t n);
+                             uint64_t *up_bytes, uint64_t *down_bytes, uint32_t n);
 uint32_t nk_sim_cpu_port(const struct nk_sim *sim);
 uint32_t nk_sim_recirc_port(const struct nk_sim *sim);
 size_t nk_sim_abi_sizeof(const char *name);

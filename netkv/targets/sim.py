@@ -175,6 +175,10 @@ class SimTarget(Target):
             st = eng.run(controller, epoch_ms / 1e3 if controller and epoch_ms else None)
             lower, counts = eng.histogram()
             up, down = eng.link_bytes()
+            sw = eng.switch_stats()
+            # the trunks too (racks): a rack's trunk carries all of its traffic
+            up = np.concatenate([up, sw["trunk_up_bytes"].astype(np.float64)])
+            down = np.concatenate([down, sw["trunk_down_bytes"].astype(np.float64)])
             self.last_engine_stats = st
             if self.capture_dir is not None:
                 self.last_capture = {"files": eng.capture_stats()}
@@ -206,7 +210,7 @@ class SimTarget(Target):
                 hostile_sent=st.hostile_sent,
                 server_capacity_rps=self.server_capacity_rps(),
                 resource_bounds_rps=self.resource_bounds_rps(
-                    st, up, down, int(eng.switch_stats()["packets"].max())),
+                    st, up, down, int(sw["packets"].max())),
                 controller_metrics=metrics(controller),
                 client_packets=st.client_packets,
                 request_keys=st.req_keys,

@@ -359,11 +359,13 @@ uint32_t nk_sim_switches(const struct nk_sim *sim);
 /* The switch the controller hooks (reg_*, table_*, mcast_set, cpu_recv,
  * cpu_send) act on from now on; 0 at start. 0, or -1: no such switch. */
 int nk_sim_select_switch(struct nk_sim *sim, uint32_t sw);
-/* Per switch: packets its pipeline processed, and packets it dropped
- * (pipeline drops, no route, an empty group). Returns the switch count;
- * n entries at most are written to each. */
+/* Per switch: packets its pipeline processed, packets it dropped
+ * (pipeline drops, no route, an empty group), and for a leaf the bytes
+ * serialized on its trunk toward the spine (up) and from it (down; 0 for
+ * the spine). Returns the switch count; n entries at most are written to
+ * each (any may be NULL). */
 uint32_t nk_sim_switch_stats(const struct nk_sim *sim, uint64_t *packets, uint64_t *dropped,
-			     uint32_t n);
+			     uint64_t *up_bytes, uint64_t *down_bytes, uint32_t n);
 
 /* Node/port numbering used by the sim (of the selected switch). */
 uint32_t nk_sim_cpu_port(const struct nk_sim *sim);

@@ -681,6 +681,7 @@ static void trunk_send(struct nk_sim *s, uint32_t pi, uint32_t leaf, uint64_t t)
 		p->ingress = (uint16_t)(p->sw - 1);
 		p->sw = 0;
 	}
+	p->wire_len = wire_len(s, &p->m);  /* as the pipeline left it */
 	link_send(s, pi, t, &s->trunk_free[link], &s->trunk_bytes[link], EV_SWITCH_IN,
 		  s->cfg.fault_links == NK_FAULT_LINKS_ALL);
 }
@@ -2594,13 +2595,18 @@ int nk_sim_select_switch(struct nk_sim *s, uint32_t sw)
 }
 
 uint32_t nk_sim_switch_stats(const struct nk_sim *s, uint64_t *packets, uint64_t *dropped,
-			     uint32_t n)
+			     uint64_t *up_bytes, uint64_t *down_bytes, uint32_t n)
 {
 	for (uint32_t k = 0; k < s->n_sw && k < n; k++) {
 		if (packets)
 			packets[k] = s->sw[k].packets;
 		if (dropped)
 			dropped[k] = s->sw[k].drops;
+		/* a leaf's trunk: toward the spine, and from it */
+		if (up_bytes)
+			up_bytes[k] = k ? s->trunk_bytes[s->R + k - 1] : 0;
+		if (down_bytes)
+			down_bytes[k] = k ? s->trunk_bytes[k - 1] : 0;
 	}
 	return s->n_sw;
 }
