@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from netkv.native import NativeBuildMissing, library_path
-from netkv.protocols import kvswitch as ks
+from netkv.protocols import kvswitch_plan as ks
 from netkv.protocols import kvswitch_racks as kr
 
 try:
@@ -70,3 +70,23 @@ def test_a_skewed_workload_over_racks() -> None:
 def test_bad_arguments_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert kr.main(["--racks", "0"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_leaf_prewarm_is_what_reaches_each_leaf() -> None:
+    """The popularity a prewarmed leaf plans on (kvswitch.leaf_prewarm): the
+    one hot key of test_one_hot_key_needs_both_levels lands on both racks,
+    a quarter of the load at each, which is 0.25 / (0.25 + 2 x 0.125) = half
+    of what reaches a leaf; a cold key reaches its owner's rack only."""
+    from netkv.config.compose import load
+    from netkv.protocols.kvswitch import leaf_prewarm
+
+    proto = load(["protocol=kvswitch", "protocol.hot_keys=10"]).protocol
+    shares = [(b"hot", 0.5), (b"cold", 1e-9)]
+    per_leaf = leaf_prewarm(shares, np.array([0, 3]), 2, 2, proto)
+    assert [k for k, _ in per_leaf[0]] == [b"hot"]
+    assert [k for k, _ in per_leaf[1]] == [b"hot", b"cold"]
+    assert per_leaf[0][0][1] == pytest.approx(0.5, rel=1e-6)
+    assert per_leaf[1][0][1] == pytest.approx(0.5, rel=1e-6)
+    # with the spine's copies counted twice, the load would not add up
+    _rs, reach = kr.after_spine(np.array([0.5, 1e-9]), np.array([0, 3]), 2, 2, 10, 0.05, 0.8)
+    assert sum(float(load.sum()) for _, load in reach) == pytest.approx(0.5 + 1e-9)

@@ -173,6 +173,77 @@ int main(void)
 	rmdir(capdir);
 	h.duration_s = 0.2;
 
+	/* racks: a spine and 4 leaves of 4 servers; the same requests reach
+	 * the same servers through two switches, each switch counting its own;
+	 * what the spine sends for its node 0 (rack 0) to rack 1 is served by
+	 * the server of the same index there */
+	{
+		struct nk_sim_cfg r = h;
+		r.duration_s = 0.05;
+		r.window_s = 0;
+		s = nk_sim_new(&r, wl16, err, sizeof(err));
+		nk_sim_run(s);
+		struct nk_sim_stats one;
+		nk_sim_stats(s, &one);
+		uint64_t one_counts[16];
+		nk_sim_server_counts(s, one_counts);
+		CHECK(nk_sim_switches(s) == 1, "one switch");
+		nk_sim_free(s);
+		r.racks = 3;
+		CHECK(nk_sim_new(&r, wl16, err, sizeof(err)) == NULL && strstr(err, "racks"),
+		      "3 racks for 16 servers refused: %s", err);
+		r.racks = 4;
+		s = nk_sim_new(&r, wl16, err, sizeof(err));
+		CHECK(s != NULL, "racks: %s", err);
+		CHECK(nk_sim_switches(s) == 5 && nk_sim_select_switch(s, 5) < 0, "5 switches");
+		CHECK(nk_sim_schedule_switch_outage(s, 1e6, 2e6) < 0, "no outages with racks");
+		CHECK(nk_sim_capture(s, "/tmp", 128, 1u << 20, 10, err, sizeof(err)) < 0,
+		      "no capture with racks");
+		nk_sim_select_switch(s, 0);
+		CHECK(nk_sim_cpu_port(s) == 4 + 4, "spine: 4 racks, 4 clients, then CPU");
+		nk_sim_select_switch(s, 2);
+		CHECK(nk_sim_cpu_port(s) == 4 + 4, "leaf: 4 servers, 4 clients, then CPU");
+		nk_sim_run(s);
+		nk_sim_stats(s, &st);
+		uint64_t rc[16], pk[5], dr[5], tu[5], td[5], hu[24], hd[24];
+		nk_sim_server_counts(s, rc);
+		CHECK(nk_sim_switch_stats(s, pk, dr, tu, td, 5) == 5, "switch stats");
+		nk_sim_link_bytes(s, hu, hd, 24);
+		/* a rack's trunk carries its servers' replies up, requests down */
+		for (uint32_t k = 0; k < 4; k++)
+			CHECK(tu[1 + k] == hu[4 * k] + hu[4 * k + 1] + hu[4 * k + 2] + hu[4 * k + 3] &&
+				      td[1 + k] == hd[4 * k] + hd[4 * k + 1] + hd[4 * k + 2] +
+							   hd[4 * k + 3],
+			      "trunk %u: %llu up, %llu down", k, (unsigned long long)tu[1 + k],
+			      (unsigned long long)td[1 + k]);
+		CHECK(tu[0] == 0 && td[0] == 0, "the spine has no trunk of its own");
+		CHECK(st.completed == st.issued && st.issued == one.issued && st.dropped == 0,
+		      "racks: %llu of %llu", (unsigned long long)st.completed,
+		      (unsigned long long)st.issued);
+		CHECK(!memcmp(rc, one_counts, sizeof(rc)), "the same servers as on one switch");
+		CHECK(pk[0] == 2 * st.completed, "spine %llu packets", (unsigned long long)pk[0]);
+		for (uint32_t k = 0; k < 4; k++) {
+			uint64_t rack = rc[4 * k] + rc[4 * k + 1] + rc[4 * k + 2] + rc[4 * k + 3];
+			CHECK(pk[1 + k] == 2 * rack && dr[1 + k] == 0, "leaf %u: %llu packets", k,
+			      (unsigned long long)pk[1 + k]);
+		}
+		CHECK(st.mean_ns > one.mean_ns + 2 * (1000 + 500), "two more hops: %g vs %g",
+		      st.mean_ns, one.mean_ns);
+		nk_sim_free(s);
+		s = nk_sim_new(&r, wl16, err, sizeof(err));
+		uint64_t key = 0, port = 1;
+		nk_sim_select_switch(s, 0);
+		CHECK(nk_sim_table_add(s, "node_fwd", &key, 1, &port, 1) == 0, "node_fwd");
+		nk_sim_run(s);
+		nk_sim_server_counts(s, rc);
+		for (uint32_t i = 0; i < 4; i++)
+			CHECK(rc[i] == 0 && rc[4 + i] == one_counts[4 + i] + one_counts[i] &&
+				      rc[8 + i] == one_counts[8 + i],
+			      "rack 0 -> rack 1: server %u's requests at server %u (%llu)", i, 4 + i,
+			      (unsigned long long)rc[4 + i]);
+		nk_sim_free(s);
+	}
+
 	/* speed: hash, 16 servers, 1M keys, zipf 0.99 at 80% of capacity */
 	struct nk_workload *wlp = mkwl(16, 1000000, 0.99);
 	struct nk_sim_cfg p = h;

@@ -30,6 +30,8 @@ Gbps = Annotated[float, Field(ge=0.0, le=1e4)]
 
 MAX_KEYS = 1 << 27  # the simulator and kvserver hold per-key tables in memory (~40 B a key)
 MAX_SERVERS = 256
+MAX_RACKS = 64  # topology.racks (sim.h NK_SIM_MAX_RACKS)
+MAX_TOTAL_SERVERS = MAX_RACKS * 32  # servers over every rack (the engine's node ids are 16-bit)
 MAX_CLIENTS = 1024
 MAX_DURATION_S = 3600.0
 MAX_VALUE_BYTES = 1 << 20

@@ -18,7 +18,9 @@ from netkv.config.base import (
     MAX_CLIENTS,
     MAX_DURATION_S,
     MAX_KEYS,
+    MAX_RACKS,
     MAX_SERVERS,
+    MAX_TOTAL_SERVERS,
     MAX_VALUE_BYTES,
     Alpha,
     Frac,
@@ -179,8 +181,11 @@ class ServerModel(Strict):
 
 
 class Topology(Strict):
-    kind: Literal["rack"] = "rack"
-    servers: int = Field(ge=1, le=MAX_SERVERS)
+    # rack: one switch. racks (simulator): a spine with the clients and
+    # `racks` leaves of servers / racks servers each (docs/simulator.md)
+    kind: Literal["rack", "racks"] = "rack"
+    servers: int = Field(ge=1, le=MAX_TOTAL_SERVERS)
+    racks: int = Field(1, ge=1, le=MAX_RACKS)
     clients: int = Field(ge=1, le=MAX_CLIENTS)
     link_latency_ns: Nanos = 1_000.0
     link_gbps: Gbps = 25.0
@@ -224,6 +229,22 @@ class Topology(Strict):
     hostile_rps: Pos = 20_000.0
 
     @model_validator(mode="after")
+    def _racks_divide_servers(self) -> "Topology":
+        if self.kind == "rack" and self.servers > MAX_SERVERS:
+            raise ValueError(f"servers = {self.servers} (allowed: 1..{MAX_SERVERS} on one rack; "
+                             "more with topology.kind=racks)")
+        if self.kind == "rack" and self.racks != 1:
+            raise ValueError(f"topology.racks = {self.racks} (allowed: 1 with topology.kind=rack)")
+        if self.kind == "racks":
+            if self.racks < 2 or self.servers % self.racks:
+                raise ValueError(f"topology.racks = {self.racks} for {self.servers} servers "
+                                 f"(allowed: 2..{MAX_RACKS}, dividing the servers)")
+            if self.servers // self.racks > MAX_SERVERS:
+                raise ValueError(f"servers = {self.servers} in {self.racks} racks (allowed: at "
+                                 f"most {MAX_SERVERS} servers per rack)")
+        return self
+
+    @model_validator(mode="after")
     def _hostile_fewer_than_clients(self) -> "Topology":
         if self.hostile_clients >= self.clients:
             raise ValueError(f"hostile_clients {self.hostile_clients}: allowed 0..{self.clients - 1} "
@@ -232,7 +253,7 @@ class Topology(Strict):
 
 
 class ServerCrash(Strict):
-    server: int = Field(ge=0, lt=MAX_SERVERS)
+    server: int = Field(ge=0, lt=MAX_TOTAL_SERVERS)
     at_s: Annotated[float, Field(ge=0.0, le=MAX_DURATION_S)]
     restart_s: Annotated[float, Field(ge=0.0, le=MAX_DURATION_S)] | None = None  # None = stays down
 
@@ -411,7 +432,7 @@ class RunConfig(Strict):
     name: str = Field(min_length=1, max_length=200, pattern=NAME_PATTERN)
     alpha: Alpha
     write_ratio: Frac
-    servers: int = Field(ge=1, le=MAX_SERVERS)
+    servers: int = Field(ge=1, le=MAX_TOTAL_SERVERS)
     clients: int = Field(ge=1, le=MAX_CLIENTS)
     seed: int = Field(ge=0, lt=1 << 63)
     duration: Annotated[float, Field(gt=0.0, le=MAX_DURATION_S)]
@@ -445,7 +466,13 @@ class RunConfig(Strict):
     @model_validator(mode="after")
     def _servers_within_protocol_limit(self) -> "RunConfig":
         limit = self.protocol.max_servers
-        if self.topology.servers > limit:
+        top = self.topology
+        if top.kind == "racks" and max(top.racks, top.servers // top.racks) > limit:
+            # every switch's pipeline sees its racks (the spine) or its servers (a leaf)
+            raise ValueError(
+                f"servers = {top.servers} in {top.racks} racks (allowed: at most {limit} racks "
+                f"and {limit} servers per rack for protocol {self.protocol.name})")
+        if top.kind == "rack" and top.servers > limit:
             raise ValueError(
                 f"servers = {self.topology.servers} (allowed: 1..{limit} for protocol "
                 f"{self.protocol.name})"

@@ -45,6 +45,7 @@ from netkv import retries
 from netkv.config.base import MAX_VNODES, Pos, ProtocolBase, Ring
 from netkv.constants import KVS_M, KVS_VER_SHIFT, kvs_mcast_group
 from netkv.loadstats import imbalance_factor
+from netkv.protocols.kvswitch_plan import copies, imbalance, placement, plan_threshold
 from netkv.protocols.base import ControlPlane, Controller
 from netkv.protocols.plugin import (
     P4Program,
@@ -118,54 +119,6 @@ def key_words(key: bytes) -> tuple[int, int]:
 
 def words_key(k0: int, k1: int) -> bytes:
     return k0.to_bytes(8, "big") + k1.to_bytes(8, "big")
-
-
-def placement(owner: int, r: int, m: int) -> list[int]:
-    """Owner first, then r − 1 replicas on the ring with step ⌊M/r⌋ (digest §4.5)."""
-    step = max(1, m // r)
-    return [owner] + [(owner + j * step) % m for j in range(1, r)]
-
-
-def copies(load: float, t: float, m: int) -> int:
-    """r = min(⌈L̂/T⌉, M) for L̂ > T, else 1 (not installed)."""
-    if load <= t or t <= 0:
-        return 1
-    return min(math.ceil(load / t), m)
-
-
-def imbalance(loads: np.ndarray) -> float:
-    """max/mean − 1 of the server loads (0 when idle)."""
-    mean = float(loads.mean()) if len(loads) else 0.0
-    return float(loads.max()) / mean - 1.0 if mean > 0 else 0.0
-
-
-def fluid_loads(shares: np.ndarray, owners: np.ndarray, rs: np.ndarray, m: int,
-                rest: np.ndarray) -> np.ndarray:
-    """Per-server share of the load when key i (share shares[i], owner
-    owners[i]) is read round-robin over its r copies; ``rest`` is the load of
-    every other key, by owner. One numpy pass per distinct r: a rack model
-    plans tens of thousands of keys, many times over."""
-    import numpy as np
-    loads = rest.astype(np.float64).copy()
-    for r in np.unique(rs):
-        sel = rs == r
-        n = int(r)
-        servers = (owners[sel][:, None] + np.arange(n) * max(1, m // n)) % m   # placement()
-        np.add.at(loads, servers.ravel(), np.repeat(shares[sel] / n, n))
-    return loads
-
-
-def plan_threshold(shares: np.ndarray, owners: np.ndarray, m: int, t: float,
-                   epsilon: float, gamma: float, rest: np.ndarray) -> float:
-    """The prewarmed plan's T (a share of the load): lowered by γ from ``t``
-    until the fluid model's max/mean − 1 <= ε, or every key is on all M."""
-    import numpy as np
-    for _ in range(200):
-        rs = np.where(shares > t, np.minimum(np.ceil(shares / t), m), 1).astype(np.int64)
-        if imbalance(fluid_loads(shares, owners, rs, m, rest)) <= epsilon or (rs == m).all():
-            break
-        t *= gamma
-    return t
 
 
 @dataclass
@@ -503,22 +456,80 @@ def _shares(workload: "Workload", n: int) -> list[float]:
     return [float(x) for x in p[:n]]
 
 
+def leaf_prewarm(shares: list[tuple[bytes, float]], owner: "np.ndarray", racks: int,
+                 per_rack: int, proto: KVSwitchProtocol) -> list[list[tuple[bytes, float]]]:
+    """Per rack, the popularity its leaf sees after the spine's prewarmed
+    plan (kvswitch_racks.after_spine): the K keys bringing it the most load,
+    as shares of its load, most popular first. ``owner``: each key's
+    server over all racks."""
+    import numpy as np
+
+    from netkv.protocols.kvswitch_racks import after_spine
+    sh = np.array([s for _, s in shares])
+    _rs, reach = after_spine(sh, owner, racks, per_rack, proto.hot_keys, proto.epsilon,
+                             proto.gamma)
+    cold = (1.0 - float(sh.sum())) / (racks * per_rack)
+    out = []
+    for keys, load in reach:
+        total = per_rack * cold + float(load.sum())
+        top = np.argsort(-load, kind="stable")[:proto.hot_keys]
+        out.append([(shares[int(keys[i])][0], float(load[i] / total)) for i in top])
+    return out
+
+
+def _viewed_keymap(keymap: Callable[[bytes], KeyInfo | None],
+                   home_of: Callable[[int], int]) -> Callable[[bytes], KeyInfo | None]:
+    """The keymap with each owner as one switch of several sees it."""
+    def get(key: bytes) -> KeyInfo | None:
+        info = keymap(key)
+        return None if info is None else KeyInfo(info.keyhash, home_of(info.owner))
+    return get
+
+
 def sim_controller_factory(cfg: "RunConfig"):  # type: ignore[no-untyped-def]
+    """``factory(engine)``: one rack's controller. With racks the simulator
+    calls it once per switch with that switch's view (netkv.sim.racks): the
+    spine plans over racks on the workload's popularity, a leaf on what
+    reaches it after the spine's plan (its keys' owners are their index in
+    the rack), both prewarmed and held. Read-only: a push names replicas
+    by the switch's node ids, and a server reads them as servers, so
+    writes, cold mode and re-plans are not modelled across racks."""
     from netkv.sim.control import SimControlPlane, SimEpochs
+    from netkv.sim.engine import SimError
 
     proto = cfg.protocol
     assert isinstance(proto, KVSwitchProtocol)
+    if cfg.topology.kind == "racks":
+        if cfg.workload.write_ratio > 0 or proto.mode != "prewarmed":
+            raise SimError(f"protocol kvswitch with topology.kind=racks: write_ratio = "
+                           f"{cfg.workload.write_ratio:g}, protocol.mode = {proto.mode} "
+                           "(allowed: 0 and prewarmed: pushes across racks are not modelled)")
+        # the plans held: no period is planned on
+        proto = proto.model_copy(update={"min_period_queries": 2**62})
     memo: list[tuple[object, Callable[[bytes], KeyInfo | None], list[tuple[bytes, float]]]] = []
+    leaves: dict[int, list[list[tuple[bytes, float]]]] = {}
 
     def factory(engine: "SimEngine") -> "SimEpochs":
         plane = SimControlPlane(engine)
         wl = engine.workload
-        if not memo or memo[0][0] is not wl:
-            keymap, shares = sim_keymap(wl, engine.ffi, engine.lib, keymap_ranks(wl, proto))
-            memo[:] = [(wl, keymap, shares)]
+        base = getattr(wl, "base", wl)  # a switch's view of it (racks): homes over all
+        if not memo or memo[0][0] is not base:
+            keymap, shares = sim_keymap(base, engine.ffi, engine.lib, keymap_ranks(base, proto))
+            memo[:] = [(base, keymap, shares)]
+            leaves.clear()
         _wl, keymap, shares = memo[0]
-        prewarm = shares[:proto.hot_keys] if proto.mode == "prewarmed" else None
-        controller = KVSwitchController(plane, proto, keymap, prewarm, popularity=shares)
+        if base is not wl:
+            keymap = _viewed_keymap(keymap, wl.home_of)
+        popularity = shares
+        if getattr(engine, "role", "rack") == "leaf":
+            if id(base) not in leaves:
+                owner = base.rank_info()["home"][:len(shares)].astype("int64")
+                leaves.clear()
+                leaves[id(base)] = leaf_prewarm(shares, owner, engine.racks, engine.per_rack,
+                                                proto)
+            popularity = leaves[id(base)][engine.rack]
+        prewarm = popularity[:proto.hot_keys] if proto.mode == "prewarmed" else None
+        controller = KVSwitchController(plane, proto, keymap, prewarm, popularity=popularity)
         controller.start()
         factory.last = controller  # type: ignore[attr-defined]
         return SimEpochs(controller)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from netkv.loadstats import imbalance_factor
-from netkv.protocols.kvswitch import fluid_loads, plan_threshold
+from netkv.protocols.kvswitch_plan import fluid_loads, plan_threshold
 
 LEVELS = {"original": (False, False), "leaves": (False, True), "spine": (True, False),
           "spine+leaves": (True, True)}
@@ -67,6 +67,26 @@ def _level(shares: np.ndarray, owners: np.ndarray, m: int, k: int, epsilon: floa
     return rs
 
 
+def after_spine(shares: np.ndarray, owner: np.ndarray, racks: int, per_rack: int, k: int,
+                epsilon: float, gamma: float,
+                spine: bool = True) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+    """The spine's plan (copies per key over racks) and what reaches each
+    leaf after it: per leaf, the keys (indexes into ``shares``) and the
+    share of the whole load each brings there (key i's share / r on each of
+    its r racks, at the owner's index). The rest of the load (1 − Σ shares)
+    is spread evenly over every server (equal ranges)."""
+    n = racks * per_rack
+    cold = (1.0 - float(shares.sum())) / n
+    rack = owner // per_rack
+    rs = (_level(shares, rack, racks, k, epsilon, gamma, np.full(racks, cold * per_rack))
+          if spine else np.ones(len(shares), dtype=np.int64))
+    copies = np.repeat(np.arange(len(shares)), rs)
+    ordinal = np.arange(len(copies)) - np.repeat(np.cumsum(rs) - rs, rs)
+    at_rack = (rack[copies] + ordinal * np.maximum(1, racks // rs[copies])) % racks
+    load = shares[copies] / rs[copies]
+    return rs, [(copies[at_rack == j], load[at_rack == j]) for j in range(racks)]
+
+
 def plan_racks(shares: np.ndarray, owner: np.ndarray, racks: int, per_rack: int, k: int,
                epsilon: float, gamma: float, spine: bool = True,
                leaves: bool = True) -> RackPlan:
@@ -75,22 +95,13 @@ def plan_racks(shares: np.ndarray, owner: np.ndarray, racks: int, per_rack: int,
     spread evenly over every server (equal ranges, the controller's
     assumption). ``owner``: each key's server, 0..racks·per_rack − 1, rack
     = owner // per_rack."""
-    n = racks * per_rack
-    cold = (1.0 - float(shares.sum())) / n
-    rack, idx = owner // per_rack, owner % per_rack
-    rs = (_level(shares, rack, racks, k, epsilon, gamma, np.full(racks, cold * per_rack))
-          if spine else np.ones(len(shares), dtype=np.int64))
-    # what reaches each leaf: key i's share / r on each of its r racks, at
-    # the owner's index there
-    copies = np.repeat(np.arange(len(shares)), rs)
-    ordinal = np.arange(len(copies)) - np.repeat(np.cumsum(rs) - rs, rs)
-    at_rack = (rack[copies] + ordinal * np.maximum(1, racks // rs[copies])) % racks
-    load = shares[copies] / rs[copies]
+    cold = (1.0 - float(shares.sum())) / (racks * per_rack)
+    idx = owner % per_rack
+    rs, reach = after_spine(shares, owner, racks, per_rack, k, epsilon, gamma, spine)
     loads = np.zeros((racks, per_rack))
     leaf_keys = []
-    for j in range(racks):
-        sel = at_rack == j
-        sh, ow = load[sel], idx[copies[sel]]
+    for j, (keys, sh) in enumerate(reach):
+        ow = idx[keys]
         total = per_rack * cold + float(sh.sum())
         rest = np.full(per_rack, cold)
         r_leaf = (_level(sh / total, ow, per_rack, k, epsilon, gamma, rest / total)

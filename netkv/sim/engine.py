@@ -340,11 +340,13 @@ class SimEngine:
         c.client_max_rps = top.client_max_rps
         c.switch_mpps = top.switch_mpps
         c.tx_ns = srv.tx_ns
+        c.racks = top.racks if top.kind == "racks" else 0
         err = ffi.new("char[256]")
         ptr = self.lib.nk_sim_new(c, workload.ptr, err, 256)
         if ptr == ffi.NULL:
             raise SimError(ffi.string(err).decode())
         self._ptr = ffi.gc(ptr, self.lib.nk_sim_free)
+        self._switch = 0  # the switch the controller hooks act on (select_switch)
         self.offered_rps = offered_rps
         self.seed = seed
         for crash in faults.crashes:
@@ -512,6 +514,32 @@ class SimEngine:
         return n
 
     # -- switch driver surface (for controllers) -------------------------
+
+    # -- several switches (topology.kind = racks) ---------------------------
+
+    @property
+    def switches(self) -> int:
+        """1, or 1 + racks: 0 is the spine, 1 + r rack r's leaf."""
+        return int(self.lib.nk_sim_switches(self._ptr))
+
+    def select_switch(self, sw: int) -> None:
+        """The switch the controller hooks below (registers, tables, groups,
+        CPU channel) act on from now on (0 at start)."""
+        if sw == self._switch:
+            return
+        if self.lib.nk_sim_select_switch(self._ptr, sw):
+            raise ValueError(f"switch {sw}: allowed 0..{self.switches - 1}")
+        self._switch = sw
+
+    def switch_stats(self) -> dict[str, np.ndarray]:
+        """Per switch: packets its pipeline processed, packets it dropped,
+        and a leaf's trunk bytes toward the spine (up) and from it (down)."""
+        n = self.switches
+        out = {name: np.zeros(n, dtype=np.uint64)
+               for name in ("packets", "dropped", "trunk_up_bytes", "trunk_down_bytes")}
+        self.lib.nk_sim_switch_stats(self._ptr, *(self.ffi.from_buffer("uint64_t[]", a)
+                                                  for a in out.values()), n)
+        return out
 
     def reg_read(self, name: str, idx: int = 0) -> int:
         val = self.ffi.new("uint64_t *")

@@ -67,7 +67,7 @@ struct nk_sim_cfg {
     double window_s; uint32_t record_history;
     uint32_t hostile_clients; double hostile_rps;
     double client_max_rps; double switch_mpps; double tx_ns;
-    uint32_t client_cores;
+    uint32_t client_cores; uint32_t racks;
 };
 
 struct nk_sim_stats {
@@ -120,6 +120,10 @@ int nk_sim_capture(struct nk_sim *sim, const char *dir, uint32_t snaplen, uint64
                    uint64_t max_packets, char *err, size_t errlen);
 uint32_t nk_sim_capture_stats(struct nk_sim *sim, uint64_t *packets, uint64_t *missed,
                               uint64_t *busy_ns, uint32_t n);
+uint32_t nk_sim_switches(const struct nk_sim *sim);
+int nk_sim_select_switch(struct nk_sim *sim, uint32_t sw);
+uint32_t nk_sim_switch_stats(const struct nk_sim *sim, uint64_t *packets, uint64_t *dropped,
+                             uint64_t *up_bytes, uint64_t *down_bytes, uint32_t n);
 uint32_t nk_sim_cpu_port(const struct nk_sim *sim);
 uint32_t nk_sim_recirc_port(const struct nk_sim *sim);
 size_t nk_sim_abi_sizeof(const char *name);

@@ -101,6 +101,9 @@ def controller_epoch_ms(cfg: RunConfig) -> float | None:
 
 def check_config(cfg: RunConfig, target: str = "mininet") -> None:
     """Refuse, before anything is written, what this placement cannot run."""
+    if cfg.topology.kind != "rack":
+        raise TargetUnavailable(f"topology.kind = {cfg.topology.kind} on target={target}: one "
+                                "switch only for now (allowed: rack; racks runs on target=sim)")
     if cfg.workload.kind == "trace" or not isinstance(cfg.workload.value_size, int):
         raise TargetUnavailable(f"target={target}: kvclient supports zipf/uniform/ycsb workloads "
                                 "with one fixed value_size for now")

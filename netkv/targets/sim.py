@@ -20,6 +20,7 @@ import numpy as np
 from netkv.config.schema import RunConfig
 from netkv.sim import native
 from netkv.sim.history import write_history
+from netkv.sim.racks import SwitchEpochs
 from netkv.sim.engine import (Controller, SimEngine, SimError, Stats, Workload, capacity_factors,
                               read_trace, value_classes)
 from netkv.config.multiget import size_weights
@@ -40,6 +41,12 @@ class HistoryData:
 
 def check_config(cfg: RunConfig) -> None:
     """Refuse, before anything is written, what the simulator cannot run."""
+    if cfg.topology.kind == "racks" and cfg.capture:
+        raise SimError("capture with topology.kind=racks: one switch's ports only (allowed: "
+                       "capture=false, or topology.kind=rack)")
+    if cfg.topology.kind == "racks" and cfg.target.faults.switch_outages:
+        raise SimError("target.faults.switch_outages with topology.kind=racks: not modelled "
+                       "(allowed: [])")
     if cfg.workload.kind == "trace" and cfg.workload.trace:
         keys, _ = read_trace(cfg.workload.trace)
         if len(keys) and int(keys.max()) >= cfg.workload.keys:
@@ -80,11 +87,13 @@ class SimTarget(Target):
             hint = min(hint, top.client_max_rps * (top.clients - top.hostile_clients))
         return hint
 
-    def resource_bounds_rps(self, st: Stats, up: np.ndarray, down: np.ndarray) -> dict[str, float]:
+    def resource_bounds_rps(self, st: Stats, up: np.ndarray, down: np.ndarray,
+                            switch_packets: int | None = None) -> dict[str, float]:
         """The fluid bound of each finite rate besides the servers': the
         offered load at which it is busy all the time, from what one request
         cost it at this point (packets a client sent, packets the switch
-        processed, bytes on the busiest link)."""
+        processed, bytes on the busiest link). ``switch_packets``: the
+        busiest switch's, with racks (each switch has its own rate)."""
         top = self.cfg.topology
         out: dict[str, float] = {}
         if st.issued <= 0:
@@ -92,8 +101,9 @@ class SimTarget(Target):
         if top.client_max_rps > 0 and st.client_packets > 0:
             honest = top.clients - top.hostile_clients
             out["clients"] = honest * top.client_max_rps * st.issued / st.client_packets
-        if top.switch_mpps > 0 and st.switch_packets > 0:
-            out["switch"] = top.switch_mpps * 1e6 * st.issued / st.switch_packets
+        packets = st.switch_packets if switch_packets is None else switch_packets
+        if top.switch_mpps > 0 and packets > 0:
+            out["switch"] = top.switch_mpps * 1e6 * st.issued / packets
         busiest = max(float(up.max(initial=0.0)), float(down.max(initial=0.0)))
         if top.link_gbps > 0 and busiest > 0:
             out["links"] = top.link_gbps * 1e9 / 8 * st.issued / busiest
@@ -136,20 +146,43 @@ class SimTarget(Target):
         return np.asarray(capacity_factors(self.cfg), dtype=np.float64) * (
             srv.workers * 1e9 / per_request_ns)
 
+    def _controller(self, eng: SimEngine) -> Controller | None:
+        """The protocol's controller; with racks one per switch, each
+        given that switch's view (netkv.sim.racks)."""
+        if not self.controller_factory:
+            return None
+        if eng.switches == 1:
+            return self.controller_factory(eng)
+        return SwitchEpochs(eng, self.controller_factory)
+
+    @staticmethod
+    def _reg_sum(eng: SimEngine, reg: str, idx: int) -> int:
+        """A refusal counter over every switch."""
+        total = 0
+        for sw in range(eng.switches):
+            eng.select_switch(sw)
+            total += eng.reg_read(reg, idx)
+        eng.select_switch(0)
+        return total
+
     def run_point(self, offered_rps: float, seed: int) -> PointResult:
         with SimEngine(self.cfg, self.workload, offered_rps, seed, self.params) as eng:
             if self.capture_dir is not None:
                 lim = self.cfg.capture_limits
                 eng.capture(self.capture_dir, lim.snaplen, int(lim.max_mb * 1e6), lim.max_packets)
-            controller = self.controller_factory(eng) if self.controller_factory else None
+            controller = self._controller(eng)
             epoch_ms = getattr(self.cfg.protocol, "epoch_ms", None)
             st = eng.run(controller, epoch_ms / 1e3 if controller and epoch_ms else None)
             lower, counts = eng.histogram()
             up, down = eng.link_bytes()
+            sw = eng.switch_stats()
+            # the trunks too (racks): a rack's trunk carries all of its traffic
+            up = np.concatenate([up, sw["trunk_up_bytes"].astype(np.float64)])
+            down = np.concatenate([down, sw["trunk_down_bytes"].astype(np.float64)])
             self.last_engine_stats = st
             if self.capture_dir is not None:
                 self.last_capture = {"files": eng.capture_stats()}
-            refused = {f"switch.{why}": eng.reg_read(reg, idx)
+            refused = {f"switch.{why}": self._reg_sum(eng, reg, idx)
                        for why, (reg, idx) in self.refusals.items()}
             refused["servers.ignored"] = st.server_ignored
             # servers get messages, not bytes, here: nothing can fail to decode
@@ -176,7 +209,8 @@ class SimTarget(Target):
                 forged_replies=st.forged_replies,
                 hostile_sent=st.hostile_sent,
                 server_capacity_rps=self.server_capacity_rps(),
-                resource_bounds_rps=self.resource_bounds_rps(st, up, down),
+                resource_bounds_rps=self.resource_bounds_rps(
+                    st, up, down, int(sw["packets"].max())),
                 controller_metrics=metrics(controller),
                 client_packets=st.client_packets,
                 request_keys=st.req_keys,

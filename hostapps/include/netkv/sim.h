@@ -28,6 +28,20 @@
  * (n_coords, usually 0), the controller S+M+C. Ports: port p < S+M+C
  * reaches node p; port S+M+C is the CPU port, S+M+C+1 recirculation.
  *
+ * Racks (racks = R >= 2, P = S/R servers a rack): 1 + R switches, each
+ * with its own pipeline state, node -> port map and multicast groups, all
+ * running the same pipeline: switch 0, the spine, has the clients and
+ * coordinators; switch 1 + r, rack r's leaf, servers r*P .. r*P + P - 1,
+ * linked to the spine by one trunk. Each pipeline (and its controller)
+ * sees its switch as one rack's, numbered as above with its own "servers":
+ * the spine's are the R racks (node r, port r: the trunk to leaf r), a
+ * leaf's its P servers (node i = server r*P + i); then the M clients (on a
+ * leaf all behind the uplink), the coordinators, the controller, CPU and
+ * recirculation ports. The engine translates at each switch's edge; what
+ * the spine sends to rack r goes to the server of the same index in rack r
+ * as the node it was addressed to (a redirected read is served there by
+ * the owner's index).
+ *
  * Epochs: nk_sim_run_until(t) processes every event up to t and returns;
  * the caller (Python) runs the protocol's controller through the reg/table/
  * cpu hooks, then calls run_until again.
@@ -155,7 +169,12 @@ struct nk_sim_cfg {
 	 * on the core that frees first, so a host with c cores does up to c of
 	 * the costs above at once (a multiget's packets stay on one core) */
 	uint32_t client_cores;
+	/* switches: 0 or 1 = one rack on one switch; R >= 2 = a spine and R
+	 * leaves of n_servers / R servers each (above) */
+	uint32_t racks;
 };
+
+#define NK_SIM_MAX_RACKS 64u  /* topology.racks (schema.py says the same) */
 
 struct nk_sim_stats {
 	double now_s;
@@ -334,7 +353,21 @@ int nk_sim_capture(struct nk_sim *sim, const char *dir, uint32_t snaplen, uint64
 uint32_t nk_sim_capture_stats(struct nk_sim *sim, uint64_t *packets, uint64_t *missed,
 			      uint64_t *busy_ns, uint32_t n);
 
-/* Node/port numbering used by the sim. */
+/* ---- several switches (racks >= 2) ------------------------------------------ */
+/* 1, or 1 + racks (0 = the spine, 1 + r = rack r's leaf). */
+uint32_t nk_sim_switches(const struct nk_sim *sim);
+/* The switch the controller hooks (reg_*, table_*, mcast_set, cpu_recv,
+ * cpu_send) act on from now on; 0 at start. 0, or -1: no such switch. */
+int nk_sim_select_switch(struct nk_sim *sim, uint32_t sw);
+/* Per switch: packets its pipeline processed, packets it dropped
+ * (pipeline drops, no route, an empty group), and for a leaf the bytes
+ * serialized on its trunk toward the spine (up) and from it (down; 0 for
+ * the spine). Returns the switch count; n entries at most are written to
+ * each (any may be NULL). */
+uint32_t nk_sim_switch_stats(const struct nk_sim *sim, uint64_t *packets, uint64_t *dropped,
+			     uint64_t *up_bytes, uint64_t *down_bytes, uint32_t n);
+
+/* Node/port numbering used by the sim (of the selected switch). */
 uint32_t nk_sim_cpu_port(const struct nk_sim *sim);
 uint32_t nk_sim_recirc_port(const struct nk_sim *sim);
 

@@ -8,7 +8,11 @@
  * clients (arrivals, slots, timeouts, replies), the main loop, and the API.
  *
  * Nodes: servers 0..S-1, clients S..S+M-1. Ports: port p < S+M reaches node
- * p; then the CPU port, then the recirculation port.
+ * p; then the CPU port, then the recirculation port. With racks (cfg.racks
+ * >= 2) there are 1 + R switches: switch 0 the spine (clients and
+ * coordinators on it), switch 1 + r rack r's leaf (servers r*P .. with P =
+ * S/R). Each switch's pipeline sees itself as one rack's switch (sim.h
+ * "Racks"): its own node ids and ports, translated here at its edge.
  */
 #include <errno.h>
 #include <math.h>
@@ -62,6 +66,7 @@ struct pkt {
 	uint32_t worker;    /* by-key dispatch: the worker serving it */
 	uint16_t src, dst;  /* node ids */
 	uint16_t ingress;   /* switch ingress port */
+	uint16_t sw;        /* the switch it enters (or last entered) */
 	uint16_t wire_len;
 	uint8_t from_cpu;
 	uint8_t recirculated;
@@ -142,14 +147,32 @@ struct mcast_group {
 	uint32_t n;
 };
 
+/* One switch: its own pipeline state, node -> port map (node_fwd),
+ * multicast groups and controller channel, as each physical switch has. */
+struct sw {
+	void *pstate;
+	uint16_t *g2l;                /* racks: global node (and controller) -> its node id here */
+	uint32_t n_local, cpu_port, recirc_port;  /* its nodes 0..n_local-1, then CPU, recirc */
+	uint16_t *node_port;
+	struct nk_pipeline_cfg pcfg;  /* to restart the pipeline with */
+	struct mcast_group *mcast;    /* MAX_MCAST_GROUPS */
+	struct cpu_item *cpuq;
+	uint32_t cpu_head, cpu_len;
+	uint64_t switch_free;         /* ps: its FIFO is free from then (switch_mpps) */
+	uint64_t recirc_free;         /* ps: its recirculation port is free from then */
+	uint64_t packets, drops;      /* processed; dropped by it (pipeline, no route) */
+};
+
 struct nk_sim {
 	struct nk_sim_cfg cfg;
 	const struct nk_workload *wl;
 	const struct nk_pipeline_ops *pipe;
 	const struct nk_host_ops *host;
-	void *pstate;
-	struct nk_pipeline_cfg pcfg;  /* to restart the pipeline with */
-	uint16_t *node_port;
+	struct sw *sw;                /* n_sw switches: [0] the only one, or the spine */
+	uint32_t n_sw, ctl_sw;        /* ctl_sw: the one the controller hooks act on */
+	uint32_t R, per_rack;         /* racks (0: one switch) and servers per rack */
+	uint64_t *trunk_free;         /* 2R links: [r] spine -> leaf r, [R + r] leaf r -> spine */
+	uint64_t *trunk_bytes;
 	uint8_t order_free;           /* the pipeline's, unless a switch outage is scheduled */
 	uint8_t in_order;             /* every packet meets the switch in time order (outage, switch_mpps) */
 	uint8_t switch_down;
@@ -188,7 +211,6 @@ struct nk_sim {
 	uint64_t *down_bytes;       /* per port: ... on its downlink */
 	uint64_t client_gap_ps;     /* 1 / client_max_rps (0 = unlimited) */
 	uint64_t switch_pkt_ps;     /* 1 / switch_mpps (0 = unlimited) */
-	uint64_t switch_free;       /* ps: the switch's FIFO is free from then */
 	uint64_t ser_fx;            /* serialization: ps per byte << 16 (0 = none) */
 	double recirc_ps_per_byte;
 	uint64_t link_ps, switch_ps, extra_ps, cpu_ps;
@@ -199,11 +221,9 @@ struct nk_sim {
 
 	struct server *srv;
 	struct client *cli;
-	struct mcast_group mcast[MAX_MCAST_GROUPS];
 
-	/* controller channel */
-	struct cpu_item *cpuq;
-	uint32_t cpu_head, cpu_len, cpu_cap;
+	/* controller channel: capacity of each switch's */
+	uint32_t cpu_cap;
 
 	/* workload */
 	struct nk_rank_info *ranks; /* sim-private copy when dynamics are on */
@@ -569,7 +589,7 @@ static void deliver(struct nk_sim *s, uint32_t pi, uint64_t arr, uint32_t type)
 	}
 	if (type == EV_SWITCH_IN && (s->order_free ||
 	    (!s->in_order && s->pipe->order_free_pkt &&
-	     s->pipe->order_free_pkt(s->pstate, &s->pk[pi].m)))) {
+	     s->pipe->order_free_pkt(s->sw[s->pk[pi].sw].pstate, &s->pk[pi].m)))) {
 		if (arr <= s->end)
 			switch_in(s, pi, arr);
 		else
@@ -590,13 +610,36 @@ static inline uint64_t *client_core(struct nk_sim *s, struct client *c)
 	return best;
 }
 
+/* the switch a host node is wired to: a server's rack leaf, else the
+ * spine (or the only switch) */
+static inline uint16_t host_switch(const struct nk_sim *s, uint32_t node)
+{
+	return (uint16_t)(s->R && node < s->S ? 1 + node / s->per_rack : 0);
+}
+
+/* Racks: switch k's node id l as a global node. The spine's node r < R is
+ * rack r; a packet it sends there goes to the server of the same index in
+ * that rack as `orig` (the global node it was addressed to), so a read
+ * redirected to another rack is served by the owner's index there. */
+static uint32_t sw_global(const struct nk_sim *s, uint32_t k, uint32_t l, uint32_t orig)
+{
+	const struct sw *w = &s->sw[k];
+	uint32_t P = s->per_rack;
+	if (l >= w->n_local)
+		return l == w->n_local ? s->n_nodes : NK_NODE_NONE;  /* its controller */
+	if (k == 0)
+		return l < s->R ? l * P + (orig < s->S ? orig % P : 0) : s->S + (l - s->R);
+	return l < P ? (k - 1) * P + l : s->S + (l - P);
+}
+
 /* host node -> switch; returns when the packet left the host (a client
  * sends at most client_max_rps packets per second: later ones wait) */
 static uint64_t host_send(struct nk_sim *s, uint32_t pi, uint64_t t)
 {
 	struct pkt *p = &s->pk[pi];
 	p->wire_len = wire_len(s, &p->m);
-	p->ingress = p->src;
+	p->sw = host_switch(s, p->src);
+	p->ingress = s->R ? s->sw[p->sw].g2l[p->src] : p->src;
 	if (s->client_gap_ps && p->src >= s->S && p->src < s->S + s->M) {
 		struct client *c = &s->cli[p->src - s->S];
 		if (t < c->tx_next)
@@ -610,27 +653,81 @@ static uint64_t host_send(struct nk_sim *s, uint32_t pi, uint64_t t)
 
 /* ---- the switch ------------------------------------------------------------------ */
 
+static void switch_drop(struct nk_sim *s, uint32_t pi)
+{
+	s->sw[s->pk[pi].sw].drops++;
+	count_drop(s, &s->st.drop_switch);
+	pkt_free(s, pi);
+}
+
+/* Over the trunk from the spine to leaf `leaf` (0-based), or from a leaf to
+ * the spine, entering the peer on its port toward this switch: the spine's
+ * port of that rack; a leaf's port of the sending client (all of them are
+ * behind its uplink), or of the first client for anything else. */
+static void trunk_send(struct nk_sim *s, uint32_t pi, uint32_t leaf, uint64_t t)
+{
+	struct pkt *p = &s->pk[pi];
+	/* no loop: a leaf has no node id for another rack's servers, so what
+	 * it sends up is for a client, which the spine has on its own port */
+	uint32_t link;
+	if (p->sw == 0) {
+		link = leaf;
+		p->sw = (uint16_t)(1 + leaf);
+		uint32_t in = s->sw[p->sw].g2l[p->src];
+		p->ingress = (uint16_t)(in >= s->per_rack && in < s->sw[p->sw].n_local ? in
+										: s->per_rack);
+	} else {
+		link = s->R + p->sw - 1;
+		p->ingress = (uint16_t)(p->sw - 1);
+		p->sw = 0;
+	}
+	p->wire_len = wire_len(s, &p->m);  /* as the pipeline left it */
+	link_send(s, pi, t, &s->trunk_free[link], &s->trunk_bytes[link], EV_SWITCH_IN,
+		  s->cfg.fault_links == NK_FAULT_LINKS_ALL);
+}
+
+/* Racks: out of switch k's node port l: to the host if it is wired here,
+ * else over the trunk toward its switch. */
+static void egress_view(struct nk_sim *s, uint32_t pi, uint32_t l, uint64_t t)
+{
+	struct pkt *p = &s->pk[pi];
+	uint32_t g = sw_global(s, p->sw, l, p->dst);
+	p->dst = (uint16_t)g;
+	uint32_t at = host_switch(s, g);
+	if (at != p->sw) {
+		trunk_send(s, pi, p->sw ? 0 : at - 1, t);
+		return;
+	}
+	p->wire_len = wire_len(s, &p->m);
+	link_send(s, pi, t, &s->down_free[g], &s->down_bytes[g], EV_HOST_IN, s->fault_down[g]);
+}
+
 static void egress(struct nk_sim *s, uint32_t pi, uint16_t port, uint64_t t)
 {
 	struct pkt *p = &s->pk[pi];
+	struct sw *w = &s->sw[p->sw];
 	if (s->cap && port == s->cpu_port)
 		cap_frame(s, port, t, p);
-	if (port < s->n_nodes) {
+	if (port < w->n_local) {
+		if (s->R) {
+			egress_view(s, pi, port, t);
+			return;
+		}
 		p->dst = port;  /* the port reaches exactly one node */
 		if (s->cap)
 			cap_frame(s, port, t, p);
 		p->wire_len = wire_len(s, &p->m);
 		link_send(s, pi, t, &s->down_free[port], &s->down_bytes[port], EV_HOST_IN,
 			  s->fault_down[port]);
-	} else if (port == s->recirc_port) {
-		uint64_t *f = &s->down_free[port];
+	} else if (port == w->recirc_port) {
+		uint64_t *f = &w->recirc_free;
 		uint64_t depart = t > *f ? t : *f;
 		if (s->recirc_ps_per_byte > 0)
 			depart += (uint64_t)(p->wire_len * s->recirc_ps_per_byte + 0.5);
 		*f = depart;
 		p->recirculated = 1;
 		s->st.recirculated++;
-		p->ingress = (uint16_t)s->recirc_port;
+		p->ingress = (uint16_t)w->recirc_port;
 		/* through the heap, even for an order-free pipeline: run at once,
 		 * a multiget's whole chain of passes would book this port ahead
 		 * of packets that reach it earlier (a false FIFO queue) */
@@ -638,19 +735,18 @@ static void egress(struct nk_sim *s, uint32_t pi, uint16_t port, uint64_t t)
 			heap_push(s, depart, EV_SWITCH_IN, pi);
 		else
 			pkt_free(s, pi);
-	} else if (port == s->cpu_port) {
+	} else if (port == w->cpu_port) {
 		s->st.cpu_packets++;
-		if (s->cpu_len == s->cpu_cap) {
+		if (w->cpu_len == s->cpu_cap) {
 			s->st.cpu_dropped++;
 		} else {
-			struct cpu_item *ci = &s->cpuq[(s->cpu_head + s->cpu_len++) % s->cpu_cap];
+			struct cpu_item *ci = &w->cpuq[(w->cpu_head + w->cpu_len++) % s->cpu_cap];
 			ci->m = p->m;
-			ci->src = p->src;
+			ci->src = s->R ? w->g2l[p->src] : p->src;
 		}
 		pkt_free(s, pi);
 	} else {
-		count_drop(s, &s->st.drop_switch);
-		pkt_free(s, pi);
+		switch_drop(s, pi);
 	}
 }
 
@@ -716,20 +812,22 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 		return;
 	}
 	struct pkt *p = &s->pk[pi];
+	struct sw *w = &s->sw[p->sw];
 	if (s->switch_pkt_ps) {
 		/* switch_mpps: one packet at a time, in arrival order */
-		if (t_in < s->switch_free)
-			t_in = s->switch_free;
+		if (t_in < w->switch_free)
+			t_in = w->switch_free;
 		t_in += s->switch_pkt_ps;
-		s->switch_free = t_in;
+		w->switch_free = t_in;
 	}
 	s->st.switch_packets++;
+	w->packets++;
 	uint64_t cookie = pkt_cookie(p);
 	struct nk_pkt_meta meta = {
 		.now_ns = t_in / PS_PER_NS,
 		.ingress_port = p->ingress,
-		.src = p->src,
-		.dst = p->dst,
+		.src = s->R ? w->g2l[p->src] : p->src,
+		.dst = !s->R ? p->dst : p->dst <= s->n_nodes ? w->g2l[p->dst] : NK_NODE_NONE,
 		.wire_len = p->wire_len,
 		.from_cpu = p->from_cpu,
 		.recirculated = p->recirculated,
@@ -743,8 +841,8 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 	struct nk_msg received;
 	if (!s->pipe->never_to_cpu)
 		received = p->m;
-	s->pipe->process(s->pstate, &p->m, &meta, &act);
-	p->dst = meta.dst;
+	s->pipe->process(w->pstate, &p->m, &meta, &act);
+	p->dst = s->R ? (uint16_t)sw_global(s, p->sw, meta.dst, p->dst) : meta.dst;
 	if (meta.cookie != cookie)
 		pkt_set_cookie(s, p, meta.cookie);
 	p->recirculated = 0;
@@ -761,7 +859,7 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 			if (!s->pipe->never_to_cpu)
 				s->pk[ci].m = received;
 			s->pk[ci].next = NONE32;
-			egress(s, ci, (uint16_t)s->cpu_port, t);
+			egress(s, ci, (uint16_t)w->cpu_port, t);
 		}
 	}
 	switch (act.fwd) {
@@ -769,14 +867,13 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 		egress(s, pi, act.port, t);
 		break;
 	case NK_FWD_RECIRC:
-		egress(s, pi, (uint16_t)s->recirc_port, t);
+		egress(s, pi, (uint16_t)w->recirc_port, t);
 		break;
 	case NK_FWD_MCAST: {
 		const struct mcast_group *g =
-			act.mcast_group < MAX_MCAST_GROUPS ? &s->mcast[act.mcast_group] : NULL;
+			act.mcast_group < MAX_MCAST_GROUPS ? &w->mcast[act.mcast_group] : NULL;
 		if (!g || !g->n) {
-			count_drop(s, &s->st.drop_switch);
-			pkt_free(s, pi);
+			switch_drop(s, pi);
 			break;
 		}
 		for (uint32_t i = 1; i < g->n; i++) {
@@ -792,8 +889,9 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 	}
 	default:
 		if (!act.held)
-			count_drop(s, &s->st.drop_switch);
-		pkt_free(s, pi);
+			switch_drop(s, pi);
+		else
+			pkt_free(s, pi);
 		break;
 	}
 }
@@ -1600,17 +1698,18 @@ static void timeout(struct nk_sim *s, uint32_t si)
  * multicast groups are gone until the controller installs them again. */
 static void switch_restart(struct nk_sim *s)
 {
+	struct sw *w = &s->sw[0];  /* outages are refused with racks */
 	if (!s->switch_down)
 		return;
 	if (s->pipe->fini)
-		s->pipe->fini(s->pstate);
-	memset(s->pstate, 0, s->pipe->state_size);
-	if (s->pipe->init(s->pstate, &s->pcfg))
+		s->pipe->fini(w->pstate);
+	memset(w->pstate, 0, s->pipe->state_size);
+	if (s->pipe->init(w->pstate, &w->pcfg))
 		return;  /* it initialised once with the same config */
 	for (uint32_t g = 0; g < MAX_MCAST_GROUPS; g++) {
-		free(s->mcast[g].ports);
-		s->mcast[g].ports = NULL;
-		s->mcast[g].n = 0;
+		free(w->mcast[g].ports);
+		w->mcast[g].ports = NULL;
+		w->mcast[g].n = 0;
 	}
 	s->switch_down = 0;
 	s->st.switch_restarts++;
@@ -1752,10 +1851,21 @@ void nk_sim_free(struct nk_sim *s)
 			free(s->cli[i].core_free);
 		}
 	}
-	if (s->pstate && s->pipe && s->pipe->fini)
-		s->pipe->fini(s->pstate);
-	free(s->node_port);
-	free(s->pstate);
+	for (uint32_t k = 0; s->sw && k < s->n_sw; k++) {
+		struct sw *w = &s->sw[k];
+		if (w->pstate && s->pipe && s->pipe->fini && w->pcfg.node_port)
+			s->pipe->fini(w->pstate);
+		free(w->node_port);
+		free(w->g2l);
+		free(w->pstate);
+		free(w->cpuq);
+		for (uint32_t g = 0; w->mcast && g < MAX_MCAST_GROUPS; g++)
+			free(w->mcast[g].ports);
+		free(w->mcast);
+	}
+	free(s->sw);
+	free(s->trunk_free);
+	free(s->trunk_bytes);
 	free(s->srv);
 	free(s->ops);
 	free(s->vown);
@@ -1778,9 +1888,6 @@ void nk_sim_free(struct nk_sim *s)
 	free(s->down_bytes);
 	free(s->fault_up);
 	free(s->fault_down);
-	free(s->cpuq);
-	for (uint32_t g = 0; g < MAX_MCAST_GROUPS; g++)
-		free(s->mcast[g].ports);
 	if (s->ranks_owned)
 		free(s->ranks);
 	nk_hist_free(&s->hist);
@@ -1851,31 +1958,67 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 	s->n_nodes = s->S + s->M + s->C;
 	s->cpu_port = s->n_nodes;
 	s->recirc_port = s->n_nodes + 1;
-	s->n_ports = s->n_nodes + 2;
-
-	/* pipeline */
-	/* node_fwd: hosts are on their own port; node S+M is the controller,
-	 * reached through the CPU port */
-	uint16_t *node_port = malloc((s->n_nodes + 1) * sizeof(uint16_t));
-	s->pstate = calloc(1, s->pipe->state_size);
-	if (!node_port || !s->pstate) {
-		free(node_port);
-		FAIL("out of memory (pipeline state)");
+	if (cfg->racks > 1) {
+		if (cfg->racks > NK_SIM_MAX_RACKS || s->S % cfg->racks)
+			FAIL("topology.racks: %u for %u servers (allowed: 2..%u dividing the servers)",
+			     cfg->racks, s->S, NK_SIM_MAX_RACKS);
+		s->R = cfg->racks;
+		s->per_rack = s->S / s->R;
 	}
-	for (uint32_t i = 0; i < s->n_nodes; i++)
-		node_port[i] = (uint16_t)i;
-	node_port[s->n_nodes] = (uint16_t)s->cpu_port;
-	struct nk_pipeline_cfg pc = {
-		.n_servers = s->S, .n_clients = s->M, .n_nodes = s->n_nodes + 1, .node_port = node_port,
-		.cpu_port = (uint16_t)s->cpu_port, .recirc_port = (uint16_t)s->recirc_port,
-		.seed = nk_mix64(cfg->seed ^ 0x70697065ULL), .params = cfg->params,
-	};
-	int rc = s->pipe->init(s->pstate, &pc);
-	s->node_port = node_port;  /* kept: a restart initialises the pipeline again */
-	s->pcfg = pc;
+	s->n_ports = s->n_nodes + 2;
+	s->n_sw = 1 + s->R;
 	s->order_free = s->pipe->order_free;
-	if (rc)
-		FAIL("protocol %s: pipeline init failed (%d)", cfg->protocol, rc);
+
+	/* switches */
+	s->cpu_cap = cfg->cpu_queue ? cfg->cpu_queue : 1;
+	s->sw = calloc(s->n_sw, sizeof(*s->sw));
+	s->trunk_free = calloc(2 * s->R + 1, sizeof(uint64_t));
+	s->trunk_bytes = calloc(2 * s->R + 1, sizeof(uint64_t));
+	if (!s->sw || !s->trunk_free || !s->trunk_bytes)
+		FAIL("out of memory (switches)");
+	for (uint32_t k = 0; k < s->n_sw; k++) {
+		struct sw *w = &s->sw[k];
+		/* its servers: the racks (the spine), its rack's (a leaf), or all;
+		 * then the clients and coordinators, then its controller */
+		uint32_t srv = !s->R ? s->S : k ? s->per_rack : s->R;
+		w->n_local = srv + s->M + s->C;
+		w->cpu_port = w->n_local;
+		w->recirc_port = w->n_local + 1;
+		/* node_fwd: node l on port l; the controller behind the CPU port */
+		uint16_t *node_port = malloc((w->n_local + 1) * sizeof(uint16_t));
+		w->g2l = malloc((s->n_nodes + 1) * sizeof(uint16_t));
+		w->pstate = calloc(1, s->pipe->state_size);
+		w->mcast = calloc(MAX_MCAST_GROUPS, sizeof(*w->mcast));
+		w->cpuq = malloc(s->cpu_cap * sizeof(*w->cpuq));
+		if (!node_port || !w->g2l || !w->pstate || !w->mcast || !w->cpuq) {
+			free(node_port);
+			FAIL("out of memory (pipeline state)");
+		}
+		for (uint32_t i = 0; i <= w->n_local; i++)
+			node_port[i] = (uint16_t)(i < w->n_local ? i : w->cpu_port);
+		for (uint32_t g = 0; g <= s->n_nodes; g++) {
+			uint32_t l = g;
+			if (s->R && g >= s->S)
+				l = srv + (g - s->S);  /* clients, coordinators, controller */
+			else if (s->R && !k)
+				l = g / s->per_rack;   /* a server: its rack */
+			else if (s->R)
+				l = host_switch(s, g) == k ? g % s->per_rack : NK_NODE_NONE;
+			w->g2l[g] = (uint16_t)l;
+		}
+		struct nk_pipeline_cfg pc = {
+			.n_servers = srv, .n_clients = s->M, .n_nodes = w->n_local + 1,
+			.node_port = node_port,
+			.cpu_port = (uint16_t)w->cpu_port, .recirc_port = (uint16_t)w->recirc_port,
+			.seed = nk_mix64(cfg->seed ^ 0x70697065ULL ^ ((uint64_t)k << 40)),
+			.params = cfg->params,
+		};
+		w->node_port = node_port;  /* kept: a restart initialises the pipeline again */
+		w->pcfg = pc;
+		int rc = s->pipe->init(w->pstate, &pc);
+		if (rc)
+			FAIL("protocol %s: pipeline init failed (%d)", cfg->protocol, rc);
+	}
 
 	/* hosts */
 	s->srv = calloc(s->S + s->C, sizeof(*s->srv));
@@ -2008,12 +2151,6 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 		s->mget_max = cfg->mget_max;
 		s->mbuf_len = s->mget_max * wl->cfg.key_size;
 	}
-
-	/* controller channel */
-	s->cpu_cap = cfg->cpu_queue ? cfg->cpu_queue : 1;
-	s->cpuq = malloc(s->cpu_cap * sizeof(*s->cpuq));
-	if (!s->cpuq)
-		FAIL("out of memory (cpu channel)");
 
 	/* workload */
 	if (cfg->dyn_kind != NK_DYN_NONE && wl->cfg.kind != NK_WL_TRACE) {
@@ -2179,7 +2316,8 @@ uint32_t nk_sim_timeline(const struct nk_sim *s, uint64_t *issued, uint64_t *com
 
 int nk_sim_reg_read(struct nk_sim *s, const char *name, uint32_t idx, uint64_t *val)
 {
-	return s->pipe->reg_read ? s->pipe->reg_read(s->pstate, name, idx, val) : NK_PIPE_ENOENT;
+	void *st = s->sw[s->ctl_sw].pstate;
+	return s->pipe->reg_read ? s->pipe->reg_read(st, name, idx, val) : NK_PIPE_ENOENT;
 }
 
 int nk_sim_reg_read_range(struct nk_sim *s, const char *name, uint32_t first, uint32_t count,
@@ -2195,20 +2333,22 @@ int nk_sim_reg_read_range(struct nk_sim *s, const char *name, uint32_t first, ui
 
 int nk_sim_reg_write(struct nk_sim *s, const char *name, uint32_t idx, uint64_t val)
 {
-	return s->pipe->reg_write ? s->pipe->reg_write(s->pstate, name, idx, val) : NK_PIPE_ENOENT;
+	void *st = s->sw[s->ctl_sw].pstate;
+	return s->pipe->reg_write ? s->pipe->reg_write(st, name, idx, val) : NK_PIPE_ENOENT;
 }
 
 int nk_sim_table_add(struct nk_sim *s, const char *table, const uint64_t *key, unsigned nkey,
 		     const uint64_t *args, unsigned nargs)
 {
-	return s->pipe->table_add ? s->pipe->table_add(s->pstate, table, key, nkey, args, nargs)
+	void *st = s->sw[s->ctl_sw].pstate;
+	return s->pipe->table_add ? s->pipe->table_add(st, table, key, nkey, args, nargs)
 				  : NK_PIPE_ENOENT;
 }
 
 int nk_sim_table_del(struct nk_sim *s, const char *table, const uint64_t *key, unsigned nkey)
 {
-	return s->pipe->table_del ? s->pipe->table_del(s->pstate, table, key, nkey)
-				  : NK_PIPE_ENOENT;
+	void *st = s->sw[s->ctl_sw].pstate;
+	return s->pipe->table_del ? s->pipe->table_del(st, table, key, nkey) : NK_PIPE_ENOENT;
 }
 
 int nk_sim_mcast_set(struct nk_sim *s, uint32_t group, const uint16_t *ports, uint32_t n)
@@ -2216,7 +2356,7 @@ int nk_sim_mcast_set(struct nk_sim *s, uint32_t group, const uint16_t *ports, ui
 	if (group >= MAX_MCAST_GROUPS)
 		return -1;
 	for (uint32_t i = 0; i < n; i++)
-		if (ports[i] >= s->n_ports)
+		if (ports[i] > s->sw[s->ctl_sw].recirc_port)
 			return -1;
 	uint16_t *p = NULL;
 	if (n) {
@@ -2225,22 +2365,24 @@ int nk_sim_mcast_set(struct nk_sim *s, uint32_t group, const uint16_t *ports, ui
 			return -1;
 		memcpy(p, ports, n * sizeof(uint16_t));
 	}
-	free(s->mcast[group].ports);
-	s->mcast[group].ports = p;
-	s->mcast[group].n = n;
+	struct mcast_group *g = &s->sw[s->ctl_sw].mcast[group];
+	free(g->ports);
+	g->ports = p;
+	g->n = n;
 	return 0;
 }
 
 uint32_t nk_sim_cpu_recv(struct nk_sim *s, struct nk_msg *out, uint16_t *src, uint32_t max)
 {
+	struct sw *w = &s->sw[s->ctl_sw];
 	uint32_t n = 0;
-	while (n < max && s->cpu_len) {
-		struct cpu_item *ci = &s->cpuq[s->cpu_head];
+	while (n < max && w->cpu_len) {
+		struct cpu_item *ci = &w->cpuq[w->cpu_head];
 		out[n] = ci->m;
 		if (src)
 			src[n] = ci->src;
-		s->cpu_head = (s->cpu_head + 1) % s->cpu_cap;
-		s->cpu_len--;
+		w->cpu_head = (w->cpu_head + 1) % s->cpu_cap;
+		w->cpu_len--;
 		n++;
 	}
 	return n;
@@ -2317,8 +2459,9 @@ int nk_sim_cpu_send(struct nk_sim *s, const struct nk_msg *m, uint16_t dst)
 	struct pkt *p = &s->pk[pi];
 	p->m = *m;
 	p->src = (uint16_t)s->n_nodes;  /* the controller's node id */
-	p->dst = dst;
-	p->ingress = (uint16_t)s->cpu_port;
+	p->dst = s->R ? (uint16_t)sw_global(s, s->ctl_sw, dst, NK_NODE_NONE) : dst;
+	p->ingress = (uint16_t)s->sw[s->ctl_sw].cpu_port;
+	p->sw = (uint16_t)s->ctl_sw;
 	p->from_cpu = 1;
 	p->wire_len = wire_len(s, m);
 	if (heap_push(s, s->now, EV_SWITCH_IN, pi))
@@ -2348,8 +2491,8 @@ int nk_sim_schedule_crash(struct nk_sim *s, uint32_t server, double t_ns, double
 
 int nk_sim_schedule_switch_outage(struct nk_sim *s, double t_ns, double restart_ns)
 {
-	if (t_ns < 0)
-		return -1;
+	if (t_ns < 0 || s->R)
+		return -1;  /* with racks: not modelled (which switch?) */
 	uint64_t t = (uint64_t)(t_ns * PS_PER_NS);
 	if (t < s->now)
 		t = s->now;
@@ -2424,6 +2567,10 @@ int nk_sim_capture(struct nk_sim *s, const char *dir, uint32_t snaplen, uint64_t
 		   uint64_t max_packets, char *err, size_t errlen)
 {
 	cap_close(s);
+	if (s->R) {
+		snprintf(err, errlen, "capture: one switch only (allowed: topology.kind = rack)");
+		return -1;
+	}
 	s->cap = calloc(s->n_nodes + 1, sizeof(*s->cap));
 	s->cap_buf = calloc(1, CAP_BUF_LEN);
 	if (!s->cap || !s->cap_buf) {
@@ -2461,14 +2608,44 @@ uint32_t nk_sim_capture_stats(struct nk_sim *s, uint64_t *packets, uint64_t *mis
 	return k;
 }
 
+uint32_t nk_sim_switches(const struct nk_sim *s)
+{
+	return s->n_sw;
+}
+
+int nk_sim_select_switch(struct nk_sim *s, uint32_t sw)
+{
+	if (sw >= s->n_sw)
+		return -1;
+	s->ctl_sw = sw;
+	return 0;
+}
+
+uint32_t nk_sim_switch_stats(const struct nk_sim *s, uint64_t *packets, uint64_t *dropped,
+			     uint64_t *up_bytes, uint64_t *down_bytes, uint32_t n)
+{
+	for (uint32_t k = 0; k < s->n_sw && k < n; k++) {
+		if (packets)
+			packets[k] = s->sw[k].packets;
+		if (dropped)
+			dropped[k] = s->sw[k].drops;
+		/* a leaf's trunk: toward the spine, and from it */
+		if (up_bytes)
+			up_bytes[k] = k ? s->trunk_bytes[s->R + k - 1] : 0;
+		if (down_bytes)
+			down_bytes[k] = k ? s->trunk_bytes[k - 1] : 0;
+	}
+	return s->n_sw;
+}
+
 uint32_t nk_sim_cpu_port(const struct nk_sim *s)
 {
-	return s->cpu_port;
+	return s->sw[s->ctl_sw].cpu_port;
 }
 
 uint32_t nk_sim_recirc_port(const struct nk_sim *s)
 {
-	return s->recirc_port;
+	return s->sw[s->ctl_sw].recirc_port;
 }
 
 /* ---- ABI check for bindings (cffi ABI mode re-declares these structs) ------ */
