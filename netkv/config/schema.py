@@ -442,6 +442,13 @@ class RunConfig(Strict):
             check_out_dir(out)
         return out
 
+    def _largest_value(self, size: int, limit: int) -> int:
+        """The largest value below `size` whose largest packet fits `limit` B:
+        it need not grow with the value (a protocol whose client splits large
+        writes into packets of a bounded size; none splits above 128 KiB)."""
+        return next(v for v in range(min(size, 1 << 17), -1, -1)
+                    if self.protocol.payload_bytes(self.workload.key_size, v) <= limit)
+
     @model_validator(mode="after")
     def _servers_within_protocol_limit(self) -> "RunConfig":
         limit = self.protocol.max_servers
@@ -453,8 +460,7 @@ class RunConfig(Strict):
         limit = MAX_UDP_PAYLOAD.get(self.target.name)
         size = self.workload.max_value_size()
         if limit is not None and self.protocol.payload_bytes(self.workload.key_size, size) > limit:
-            fit = max(v for v in range(0, limit + 1)
-                      if self.protocol.payload_bytes(self.workload.key_size, v) <= limit)
+            fit = self._largest_value(size, limit)
             raise ValueError(
                 f"workload.value_size = {size} (allowed: 0..{fit} on target {self.target.name} "
                 f"with protocol {self.protocol.name} and key_size {self.workload.key_size}: "
@@ -462,13 +468,12 @@ class RunConfig(Strict):
         limit = HOST_DGRAM_PAYLOAD
         if (self.target.name in HOST_TARGETS and self.workload.write_ratio > 0
                 and self.protocol.payload_bytes(self.workload.key_size, size) > limit):
-            fit = max(v for v in range(0, limit + 1)
-                      if self.protocol.payload_bytes(self.workload.key_size, v) <= limit)
+            fit = self._largest_value(size, limit)
             raise ValueError(
                 f"workload.value_size = {size} with write_ratio > 0 (allowed: 0..{fit} on "
                 f"target {self.target.name} with protocol {self.protocol.name} and key_size "
-                f"{self.workload.key_size}: kvclient sends a write as one {limit} B UDP "
-                "payload; larger values need write_ratio=0)")
+                f"{self.workload.key_size}: kvclient sends each packet of a write as one "
+                f"{limit} B UDP payload at most; larger values need write_ratio=0)")
         windows = (self.duration * 1e3 + self.topology.drain_ms) / self.topology.timeline_ms \
             if self.topology.timeline_ms > 0 else 0
         if windows > MAX_TIMELINE_WINDOWS:
