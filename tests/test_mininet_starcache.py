@@ -204,18 +204,19 @@ def test_doctor_breaks_the_session_property() -> None:
 
 
 @skip
-def test_multi_packet_writes_on_real_packets(tmp_path: Path) -> None:
-    """1800 B values (2 packets with 64 B keys), 20% writes: kvclient sends
-    each write as its 2 W_REQ fragments (docs/starcache.md, "Multi-packet
-    items"), netkv-switch counts it once (FRAG 0), the home kvserver applies
-    it once both are in and its 2 W_REP fragments replace the key's cache
-    packets. Every request completes; every read returns, byte for byte,
-    the preloaded value or one written to its key; no client reads a value
-    older than its own acknowledged write (netkv.lincheck.session), and the
-    check fails on the same history doctored with one stale read."""
+@pytest.mark.parametrize("value_size", [1800, 5664])
+def test_multi_packet_writes_on_real_packets(value_size: int, tmp_path: Path) -> None:
+    """1800 B values (2 packets with 64 B keys; 5664 B: 5), 20% writes:
+    kvclient sends each write as its W_REQ fragments (docs/starcache.md,
+    "Multi-packet items"), netkv-switch counts it once (FRAG 0), the home
+    kvserver applies it once all are in and its W_REP fragments replace the
+    key's cache packets. Every request completes; every read returns, byte
+    for byte, the preloaded value or one written to its key; no client reads
+    a value older than its own acknowledged write (netkv.lincheck.session),
+    and the check fails on the same history doctored with one stale read."""
     res, counters, sw, fetched = _run(
-        "starcache", "protocol.cache_size=8", "workload.value_size=1800", "write_ratio=0.2",
-        "record_history=true", history_dir=str(tmp_path))
+        "starcache", "protocol.cache_size=8", f"workload.value_size={value_size}",
+        "write_ratio=0.2", "record_history=true", history_dir=str(tmp_path))
     rows = _rows(tmp_path)
     writes, reads = _history(tmp_path)
     nw = sum(1 for r in rows if r["op"] == "w")
