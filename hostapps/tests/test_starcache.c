@@ -964,8 +964,26 @@ static void test_item_replaced_mid_answer(void)
 	EXPECT_EQ(rd(&r, "ack", 2), 1);
 	EXPECT_EQ(r.H->client_reply(r.cli, &n0), NK_REPLY_RETRY);
 	EXPECT_EQ(req(&r, 0, "k-two", 10).op, NK_STARCACHE_OP_CRN_REQ);
+	/* a read resent after a timeout asks the server, and a cache packet
+	 * still answering its first attempt is not mixed in */
+	struct nk_msg t = req(&r, 0, "k-two", 14);
+	EXPECT_EQ(t.op, NK_STARCACHE_OP_R_REQ);
+	EXPECT_EQ(sw_in(&r, &t, CL, 1, 0, 0).act.held, 1);
+	struct nk_msg t0 = out[0].msg;
+	sw_in(&r, &t0, NS + NC, CTL, 1, 0);
+	EXPECT_EQ(t0.req_id, 14);
+	EXPECT_EQ(r.H->client_reply(r.cli, &t0), NK_REPLY_IGNORE);
+	EXPECT_EQ(req(&r, 0, "k-two", 14).op, NK_STARCACHE_OP_CRN_REQ);   /* the timeout's resend */
+	struct nk_msg t1 = out[1].msg;
+	sw_in(&r, &t1, NS + NC, CTL, 1, 0);
+	EXPECT_EQ(t1.req_id, 14);
+	EXPECT_EQ(r.H->client_reply(r.cli, &t1), NK_REPLY_IGNORE);
+	struct nk_msg crn = req(&r, 0, "k-two", 14);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &crn, CL, w, NK_HOST_MAX_OUT), 2);
+	EXPECT_EQ(r.H->client_reply(r.cli, &w[0].msg), NK_REPLY_IGNORE);
+	EXPECT_EQ(r.H->client_reply(r.cli, &w[1].msg), NK_REPLY_DONE);
 	/* the next read gets the new item whole */
-	struct nk_msg b = req(&r, 0, "k-two", 12);
+	struct nk_msg b = req(&r, 0, "k-two", 20);
 	EXPECT_EQ(sw_in(&r, &b, CL, 1, 0, 0).act.held, 1);
 	struct nk_msg n1 = out[1].msg;
 	EXPECT_EQ(sw_in(&r, &n1, NS + NC, CTL, 1, 0).act.fwd, NK_FWD_MCAST);

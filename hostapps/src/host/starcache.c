@@ -19,7 +19,8 @@
  * the key of each outstanding SEQ, and when a read reply carries another key
  * (an HKEY collision, or a cache slot reused by another key) it asks again
  * with a correction request (CRN_REQ), which the switch passes to the
- * server.
+ * server; any resend of a read is one (an earlier attempt may still be
+ * parked, its fragments of another version).
  * Multi-packet items (digest 8.7): a value that does not fit one packet
  * with its key (SC_ITEM_BYTES) leaves the server as FLAG fragments of
  * SC_ITEM_BYTES - key bytes each, FRAG = 0..FLAG-1; at the switch each
@@ -418,7 +419,13 @@ static uint16_t sc_client_request(void *st, const struct nk_req_spec *sp, struct
 	struct sc_client *c = st;
 	struct sc_pending *p = &c->p[sp->req_id % SC_PENDING];
 	int w = sp->kind == NK_KIND_WRITE;
-	int correct = p->live && p->req_id == sp->req_id && p->correct;
+	/* a resend of a read (after RETRY or a timeout) asks the server: the
+	 * first attempt may still be parked, and its cache-served fragments,
+	 * of another version of the item after a write, would mix with the
+	 * new attempt's (cache-served replies are ignored from then on) */
+	int correct = p->live && p->req_id == sp->req_id && (p->correct || !w);
+	if (correct)
+		p->correct = 1;
 	if (!(p->live && p->req_id == sp->req_id)) {
 		p->req_id = sp->req_id;
 		p->live = 1;
