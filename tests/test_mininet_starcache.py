@@ -5,7 +5,9 @@ StarCacheController fetching the hottest keys into the loop through
 MininetControlPlane, as ``python -m netkv run target=mininet
 protocol=starcache`` builds it. Real kvclients must get reads answered by
 cache packets (switch-served), and the busiest server must carry less than
-with NoCache (hash) on the same rack and the same request stream."""
+with NoCache (hash) on the same rack and the same request stream. Items of
+several packets are read and written (each write its W_REQ fragments),
+every byte checked and the session property held on the history."""
 
 from __future__ import annotations
 
@@ -91,9 +93,8 @@ def test_multi_packet_items_loop_as_fragments_through_the_real_port() -> None:
     """1800 B values with 64 B keys: each cached item is 2 cache packets of
     at most 1438 B of key + value (docs/starcache.md, "Multi-packet items")
     looping through the veth pair; a parked read is answered by 2 visits and
-    the real kvclient completes it once it has both fragments. (A larger
-    value is refused on Mininet: a write carrying it must fit one UDP
-    payload, and requests are not fragmented.)"""
+    the real kvclient completes it once it has both fragments. (Writes of
+    such items: test_multi_packet_writes_on_real_packets.)"""
     res, counters, sw, fetched = _run("starcache", "protocol.cache_size=8",
                                       "workload.value_size=1800")
     assert fetched == 8
@@ -149,8 +150,8 @@ def test_multi_packet_reads_return_the_stored_bytes(tmp_path: Path) -> None:
     byte's position (netkv/valpat.h), the StarCache client sums each
     fragment's bytes at its place (FRAG x 1374 B) and the history records
     NK_VALUE_CORRUPT when they disagree (kvserver filling every fragment from
-    the value's start did). Writes of such items cannot be sent here (a
-    W_REQ is one datagram of at most 1472 B: docs/starcache.md)."""
+    the value's start did). Read-only here; writes of such items:
+    test_multi_packet_writes_on_real_packets."""
     res, _, sw, _ = _run("starcache", "protocol.cache_size=8", "workload.value_size=1800",
                          history_dir=str(tmp_path))
     assert res.completed == res.issued, (res.issued, res.completed, res.timeouts)

@@ -52,9 +52,10 @@ Protocol = Annotated[Union[config_models()], Field(discriminator="name")]  # typ
 # kvserver and kvclient hold a frame in 2,048 B (NK_FRAME_MAX) less Ethernet,
 # IPv4 and UDP headers; the simulator models sizes and has no buffers.
 MAX_UDP_PAYLOAD = {"mininet": 2048 - 14 - 20 - 8}
-# kvclient encodes a request into one datagram of at most this much UDP
-# payload (NK_DGRAM_PAYLOAD_MAX: a 1,500 B IPv4 packet) on the targets with
-# real hosts; a larger write would be counted as a send error and never sent
+# kvclient encodes each packet of a request into one datagram of at most
+# this much UDP payload (NK_DGRAM_PAYLOAD_MAX: a 1,500 B IPv4 packet) on the
+# targets with real hosts (a protocol may split a write into several: host.h
+# client_split); a larger packet would be counted as a send error, never sent
 HOST_DGRAM_PAYLOAD = 1472
 HOST_TARGETS = ("mininet", "testbed")
 MAX_TIMELINE_WINDOWS = 1_000_000  # the simulator's per-window tables (engine.c)
