@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 import shutil
 import socket
 import subprocess
@@ -28,17 +29,19 @@ except ImportError:
     from tests.corpus import N_SERVERS, NODES, Case, View, all_cases, view
     from tests.test_p4 import Rack, program_defines
 
-LOOP = NODES + 1      # the recirculation port: after the CPU port, as netkv-switch numbers it
+LOOP = Rack.LOOP      # the recirculation port: after the CPU port, as netkv-switch numbers it
 CASES = all_cases()
 IDS = [c.name for c in CASES]
 
 
-def _setup(sw: SwitchDriver, case: Case) -> None:
+def _setup(sw: SwitchDriver, case: Case, port: Callable[[int], int] = int) -> None:
+    """The case's tables, registers and PRE groups (their ports as ``port``
+    numbers them for the switch: BMv2's loop and CPU ports differ)."""
     for table, key, args in case.tables:
         sw.table_add(table, key, args)
     sw.reg_write_many(case.registers)
     for group, ports in case.groups.items():
-        sw.mcast_set(group, ports)
+        sw.mcast_set(group, [port(p) for p in ports])
 
 
 def _registers(sw: SwitchDriver, case: Case) -> dict[tuple[str, int], int]:
@@ -215,16 +218,8 @@ class SwitchRack(Rack):
             raise
         return self
 
-    def tx_sock(self, port: int) -> socket.socket:
-        return self.loop_socks[1] if port == LOOP and self.loop_socks else self.socks[port]
-
-    def rx_socks(self) -> dict[socket.socket, int]:
-        return {**super().rx_socks(), **({self.loop_socks[0]: LOOP} if self.loop_socks else {})}
-
     def __exit__(self, *exc: object) -> None:
-        super().__exit__(*exc)       # driver, switch process, sockets
-        for s in self.loop_socks:
-            s.close()
+        super().__exit__(*exc)       # driver, switch process, sockets (the loop's too)
         for _, host in self.ifs + self.loop_ifs:
             _ip("ip", "link", "del", host, check=False)
         _ip("ip", "netns", "del", self.ns, check=False)
@@ -257,13 +252,113 @@ def test_corpus_through_netkv_switch(case: Case, tmp_path: Path) -> None:
 def test_corpus_through_bmv2(case: Case, tmp_path: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root to create veth pairs for simple_switch_grpc")
-    p4 = lookup(case.protocol).p4
-    if p4 is not None and p4.needs_loop:
-        pytest.skip("the BMv2 corpus rack has no loop pair (port LOOP) yet")
     from netkv.protocols.plugin import parse_params
 
     params = parse_params(case.params)
     with Rack(tmp_path, case.protocol, program_defines(case.protocol, params), params) as rack:
         assert rack.drv is not None
-        _setup(rack.drv, case)
+        _setup(rack.drv, case, rack.program_port)
         _through(rack, case)
+
+
+class _FakeSock:
+    def __init__(self, *a: object) -> None:
+        self.bound = ""
+
+    def bind(self, addr: tuple[str, int]) -> None:
+        self.bound = addr[0]
+
+    def setblocking(self, flag: bool) -> None:
+        pass
+
+    def recv(self, n: int) -> bytes:
+        raise BlockingIOError
+
+    def close(self) -> None:
+        pass
+
+
+class _FakeDriver:
+    def __init__(self, calls: list[tuple[object, ...]]) -> None:
+        self.calls = calls
+
+    def table_add(self, table: str, key: object, args: object = ()) -> None:
+        self.calls.append(("table_add", table))
+
+    def reg_write_many(self, cells: object) -> None:
+        self.calls.append(("reg_write_many",))
+
+    def mcast_set(self, group: int, ports: list[int]) -> None:
+        self.calls.append(("mcast_set", group, list(ports)))
+
+    def close(self) -> None:
+        self.calls.append(("close",))
+
+
+@pytest.mark.parametrize("protocol", ["starcache", "hash"])
+def test_bmv2_corpus_rack_builds_the_loop_pair_with_its_queue(
+        protocol: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The BMv2 corpus rack with its programs faked (BMv2 and p4c are not
+    installed here, so the corpus never ran through BMv2): StarCache's
+    program gets its loop pair as netkv/backends/bmv2.py gives it one, the
+    switch ends on the program's loop ports (510 out, 511 in), their host
+    ends the rack's port LOOP (watched, fed), the out port's queue depth and
+    rate set over the Thrift CLI after the program is pushed, a PRE group's
+    LOOP member the out port; all removed after. hash gets none of it."""
+    from netkv.config.schema import Loop
+    from netkv.drivers import bmv2
+
+    calls: list[tuple[object, ...]] = []
+    monkeypatch.setattr(subprocess, "run",
+                        lambda cmd, **kw: calls.append(("run", *cmd)) or
+                        subprocess.CompletedProcess(cmd, 0, b"", b""))
+    monkeypatch.setattr(socket, "socket", _FakeSock)
+    monkeypatch.setattr(bmv2, "compile_program", lambda program, src, build, defines:
+                        bmv2.CompiledProgram(program, tmp_path / "p.json",
+                                             tmp_path / "p.p4info.txtpb", dict(defines)))
+
+    class Proc:
+        def terminate(self) -> None:
+            calls.append(("terminate",))
+
+        def wait(self, timeout: float) -> int:
+            return 0
+
+    monkeypatch.setattr(bmv2, "start_switch", lambda ports, **kw: calls.append(
+        ("start", dict(ports))) or Proc())
+    monkeypatch.setattr(bmv2.Bmv2Driver, "connect", staticmethod(
+        lambda compiled, **kw: calls.append(("connect",)) or _FakeDriver(calls)))
+    monkeypatch.setattr(bmv2, "cli_run", lambda port, cmds, **kw: calls.append(
+        ("cli", port, list(cmds))) or "")
+    case = next(c for c in CASES if c.protocol == protocol and c.groups) \
+        if protocol == "starcache" else next(c for c in CASES if c.protocol == protocol)
+    with Rack(tmp_path, protocol, program_defines(protocol), {}) as rack:
+        assert rack.drv is not None
+        _setup(rack.drv, case, rack.program_port)   # type: ignore[arg-type]
+        socks = {s.bound: s for s in rack.socks + rack.loop_socks}   # type: ignore[attr-defined]
+        loop = protocol == "starcache"
+        if loop:
+            assert rack.tx_sock(LOOP) is socks["nkhli"]
+            assert rack.rx_socks()[socks["nkhlo"]] == LOOP   # type: ignore[index]
+        else:
+            assert rack.loop_socks == [] and LOOP not in rack.rx_socks().values()
+    start = next(c[1] for c in calls if c[0] == "start")
+    pairs = [c[3::4] for c in calls if c[:3] == ("run", "ip", "link") and c[3] == "add"]
+    cli = [c for c in calls if c[0] == "cli"]
+    nodes = {i: f"nkp{i}" for i in range(NODES)}
+    if not loop:
+        assert start == nodes and cli == [("cli", 9090, [])]
+        assert not any("nkplo" in c or "nkpli" in c for c in calls)
+        return
+    assert start == {**nodes, 510: "nkplo", 511: "nkpli"}
+    assert ("run", "ip", "link", "add", "nkplo", "type", "veth", "peer", "name", "nkhlo") in calls
+    assert ("run", "ip", "link", "add", "nkpli", "type", "veth", "peer", "name", "nkhli") in calls
+    assert len(pairs) == NODES + 2
+    d = Loop()
+    assert cli == [("cli", 9090, [f"set_queue_depth {d.depth} 510",
+                                  f"set_queue_rate {round(d.rate_pps)} 510"])]
+    assert calls.index(cli[0]) > calls.index(("connect",))    # after the program
+    groups = [c for c in calls if c[0] == "mcast_set"]
+    assert groups and all(c[2][-1] == 510 and LOOP not in c[2] for c in groups), groups
+    assert ("run", "ip", "link", "del", "nkplo") in calls[calls.index(("close",)):]
+    assert ("run", "ip", "link", "del", "nkpli") in calls[calls.index(("close",)):]

@@ -5,7 +5,9 @@ StarCacheController fetching the hottest keys into the loop through
 MininetControlPlane, as ``python -m netkv run target=mininet
 protocol=starcache`` builds it. Real kvclients must get reads answered by
 cache packets (switch-served), and the busiest server must carry less than
-with NoCache (hash) on the same rack and the same request stream."""
+with NoCache (hash) on the same rack and the same request stream. Items of
+several packets are read and written (each write its W_REQ fragments),
+every byte checked and the session property held on the history."""
 
 from __future__ import annotations
 
@@ -15,8 +17,10 @@ from pathlib import Path
 import pytest
 
 try:
+    from test_hostile_mininet import _rows as history_rows
     from test_mininet_hash import REASON, _leftovers
 except ImportError:
+    from tests.test_hostile_mininet import _rows as history_rows
     from tests.test_mininet_hash import REASON, _leftovers
 
 pytestmark = pytest.mark.mininet
@@ -89,9 +93,8 @@ def test_multi_packet_items_loop_as_fragments_through_the_real_port() -> None:
     """1800 B values with 64 B keys: each cached item is 2 cache packets of
     at most 1438 B of key + value (docs/starcache.md, "Multi-packet items")
     looping through the veth pair; a parked read is answered by 2 visits and
-    the real kvclient completes it once it has both fragments. (A larger
-    value is refused on Mininet: a write carrying it must fit one UDP
-    payload, and requests are not fragmented.)"""
+    the real kvclient completes it once it has both fragments. (Writes of
+    such items: test_multi_packet_writes_on_real_packets.)"""
     res, counters, sw, fetched = _run("starcache", "protocol.cache_size=8",
                                       "workload.value_size=1800")
     assert fetched == 8
@@ -147,8 +150,8 @@ def test_multi_packet_reads_return_the_stored_bytes(tmp_path: Path) -> None:
     byte's position (netkv/valpat.h), the StarCache client sums each
     fragment's bytes at its place (FRAG x 1374 B) and the history records
     NK_VALUE_CORRUPT when they disagree (kvserver filling every fragment from
-    the value's start did). Writes of such items cannot be sent here (a
-    W_REQ is one datagram of at most 1472 B: docs/starcache.md)."""
+    the value's start did). Read-only here; writes of such items:
+    test_multi_packet_writes_on_real_packets."""
     res, _, sw, _ = _run("starcache", "protocol.cache_size=8", "workload.value_size=1800",
                          history_dir=str(tmp_path))
     assert res.completed == res.issued, (res.issued, res.completed, res.timeouts)
@@ -157,3 +160,84 @@ def test_multi_packet_reads_return_the_stored_bytes(tmp_path: Path) -> None:
     assert len(reads) == res.issued
     assert check_read_values(writes, reads) == 0     # every one the preloaded value
     assert sw["served"] > 100, sw   # many of them came from the loop
+
+
+def _session(rows: list[dict[str, int | str]]):  # type: ignore[no-untyped-def]
+    """netkv.lincheck.session's check by value ids on kvclient's history rows."""
+    import numpy as np
+
+    from netkv.lincheck.session import check_read_your_writes_by_value
+
+    col = {c: np.array([r[c] for r in rows]) for c in ("client", "key", "invoke_ns",
+                                                       "complete_ns")}
+    return check_read_your_writes_by_value(
+        col["client"], np.array([r["op"] == "w" for r in rows]), col["key"], col["invoke_ns"],
+        col["complete_ns"], np.array([r["status"] == "ok" for r in rows]),
+        np.array([r["value"] for r in rows], np.uint64))
+
+
+def _rows(folder: Path) -> list[dict[str, int | str]]:
+    return history_rows(sorted(folder.glob("history-*.csv")))  # type: ignore[no-any-return]
+
+
+def doctor(rows: list[dict[str, int | str]]) -> list[dict[str, int | str]]:
+    """The history with one read after its client's own acknowledged write
+    of the key made to return the preloaded value (id 0): a stale read."""
+    out = [dict(r) for r in rows]
+    acked: dict[tuple[int, int], int] = {}
+    for r in sorted(out, key=lambda r: int(r["invoke_ns"])):
+        ck = (int(r["client"]), int(r["key"]))
+        if r["op"] == "w" and r["status"] == "ok":
+            acked[ck] = min(acked.get(ck, 1 << 63), int(r["complete_ns"]))
+        elif r["op"] == "r" and r["status"] == "ok" and acked.get(ck, 1 << 63) < int(r["invoke_ns"]):
+            r["value"] = 0
+            return out
+    raise AssertionError("no read after its client's own acknowledged write")
+
+
+def test_doctor_breaks_the_session_property() -> None:
+    w = {"client": 0, "op": "w", "key": 3, "invoke_ns": 10, "complete_ns": 20, "value": 7,
+         "status": "ok"}
+    r = {"client": 0, "op": "r", "key": 3, "invoke_ns": 30, "complete_ns": 40, "value": 7,
+         "status": "ok"}
+    assert _session([w, r]).ok
+    assert not _session(doctor([w, r])).ok
+
+
+@skip
+@pytest.mark.parametrize("value_size", [1800, 5664])
+def test_multi_packet_writes_on_real_packets(value_size: int, tmp_path: Path) -> None:
+    """1800 B values (2 packets with 64 B keys; 5664 B: 5), 20% writes:
+    kvclient sends each write as its W_REQ fragments (docs/starcache.md,
+    "Multi-packet items"), netkv-switch counts it once (FRAG 0), the home
+    kvserver applies it once all are in and its W_REP fragments replace the
+    key's cache packets. Every request completes; every read returns, byte
+    for byte, the preloaded value or one written to its key; no client reads
+    a value older than its own acknowledged write (netkv.lincheck.session),
+    and the check fails on the same history doctored with one stale read."""
+    res, counters, sw, fetched = _run(
+        "starcache", "protocol.cache_size=8", f"workload.value_size={value_size}",
+        "write_ratio=0.2", "record_history=true", history_dir=str(tmp_path))
+    rows = _rows(tmp_path)
+    writes, reads = _history(tmp_path)
+    nw = sum(1 for r in rows if r["op"] == "w")
+    print(f"issued {res.issued}, writes {nw}, served {sw['served']}, invalidations "
+          f"{sw['invalidations']}, revalidations {sw['revalidations']}, superseded "
+          f"{sw['superseded']}, stale_updates {sw['stale_updates']}, loop drops "
+          f"{sw['loop_drops']}")
+    assert fetched >= 8         # the watchdog may fetch a key again
+    assert res.completed == res.issued, (res.issued, res.completed, res.timeouts)
+    assert nw > 0.15 * res.issued and len(rows) == res.issued
+    # once per write of a cached key (about half the writes at alpha 1.2),
+    # not once per fragment
+    assert 0.3 * nw < sw["invalidations"] <= nw, (sw, nw)
+    assert sw["revalidations"] > 0.8 * sw["invalidations"], sw
+    assert sw["served"] > 100, sw
+    written = check_read_values(writes, reads)
+    assert written > 20, written                  # reads did return written items
+    ses = _session(rows)
+    print(f"session: {ses.reads_checked} reads after the client's own write")
+    assert ses.ok, [str(v) for v in ses.violations[:5]]
+    assert ses.reads_checked > 10, ses.reads_checked
+    assert not _session(doctor(rows)).ok
+    assert counters["recirc_drop"] == 0, counters

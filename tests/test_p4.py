@@ -39,6 +39,7 @@ from typing import Any
 import pytest
 
 from netkv.config.compose import ConfigError
+from netkv.config.schema import Loop
 from netkv.drivers import bmv2
 from netkv.drivers.base import DriverError
 from netkv.protocols import lookup, plugins
@@ -510,7 +511,20 @@ def frame(src: int, dst: int, payload: bytes, *, sport: int, dport: int) -> byte
 
 class Rack:
     """veth pairs nkp<i> (switch side) <-> nkh<i> (host side), raw sockets on
-    the host sides, simple_switch_grpc on the switch sides."""
+    the host sides, simple_switch_grpc on the switch sides.
+
+    A program with a loop pair (its plug-in's ``P4Program.loop_ports``:
+    StarCache's recirculation port, a loopback veth pair with its queue
+    rate, as netkv/backends/bmv2.py builds it) gets it on its ports: the out
+    port (510) on nkplo, whose host end nkhlo the test watches (what enters
+    the loop), the in port (511) on nkpli, whose host end nkhli the test
+    feeds (cache packets coming round); the rack's port ``LOOP`` stands for
+    both. After the program is pushed, the out port's queue is set as the
+    back-end sets it (``bmv2.loop_queue_commands``, target.loop's defaults)."""
+
+    #: the rack's recirculation port, numbered as netkv-switch numbers it
+    #: (after the CPU port, NODES): tests/corpus/starcache.py's LOOP
+    LOOP = NODES + 1
 
     def __init__(self, tmp: Path, program: str, defines: dict[str, int],
                  params: dict[str, Any] | None = None) -> None:
@@ -519,17 +533,42 @@ class Rack:
         self.proc: subprocess.Popen | None = None
         self.drv: bmv2.Bmv2Driver | None = None
         self.socks: list[socket.socket] = []
+        self.loop_socks: list[socket.socket] = []
         p4 = lookup(program).p4
         assert p4 is not None
         self.p4 = p4
+        self.loop_ifs = [("nkplo", "nkhlo"), ("nkpli", "nkhli")] if p4.needs_loop else []
         self.compiled = bmv2.compile_program(program, bmv2.p4src_dir() / p4.source,
                                              tmp / "build", defines)
         self.program = program
         self.params = {k: str(v) for k, v in (params or {}).items()}
 
+    def switch_ports(self) -> dict[int, str]:
+        """BMv2's port -> interface: the nodes', and the loop pair's ends on
+        the program's loop ports."""
+        ports = {i: sw for i, (sw, _) in enumerate(self.ifs)}
+        if self.p4.loop_ports is not None:
+            ports.update(zip(self.p4.loop_ports, (sw for sw, _ in self.loop_ifs)))
+        return ports
+
+    def loop_queue(self) -> list[str]:
+        """The CLI commands that make the loop's out port a recirculation
+        port (none without a loop): target.loop's defaults."""
+        if self.p4.loop_ports is None:
+            return []
+        loop = Loop()
+        return bmv2.loop_queue_commands(self.p4.loop_ports[0], loop.rate_pps, loop.depth)
+
+    def program_port(self, port: int) -> int:
+        """The program's number for the rack's port (a PRE group member):
+        ``LOOP`` is the loop's out port, the CPU port BMv2's."""
+        if port == self.LOOP and self.p4.loop_ports is not None:
+            return self.p4.loop_ports[0]
+        return bmv2.CPU_PORT if port == NODES else port
+
     def __enter__(self) -> "Rack":
         try:
-            for sw, host in self.ifs:
+            for n, (sw, host) in enumerate(self.ifs + self.loop_ifs):
                 subprocess.run(["ip", "link", "del", sw], capture_output=True)
                 subprocess.run(["ip", "link", "add", sw, "type", "veth", "peer", "name", host],
                                check=True)
@@ -540,8 +579,8 @@ class Rack:
                 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
                 s.bind((host, 0))
                 s.setblocking(False)
-                self.socks.append(s)
-            self.proc = bmv2.start_switch({i: sw for i, (sw, _) in enumerate(self.ifs)},
+                (self.socks if n < NODES else self.loop_socks).append(s)
+            self.proc = bmv2.start_switch(self.switch_ports(),
                                           log_file=str(self.tmp / "switch.log"),
                                           grpc_addr="127.0.0.1:9559", thrift_port=9090)
             self.drv = bmv2.Bmv2Driver.connect(
@@ -550,6 +589,7 @@ class Rack:
                 semantics=self.p4.semantics())
             for n in range(NODES):
                 self.drv.table_add("node_fwd", [n], [n])
+            bmv2.cli_run(9090, self.loop_queue())
             time.sleep(0.2)
             self.drain()
         except BaseException:
@@ -566,18 +606,21 @@ class Rack:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-        for s in self.socks:
+        for s in self.socks + self.loop_socks:
             s.close()
-        for sw, _ in self.ifs:
+        for sw, _ in self.ifs + self.loop_ifs:
             subprocess.run(["ip", "link", "del", sw], capture_output=True)
 
     def tx_sock(self, port: int) -> socket.socket:
-        """The socket whose frames enter switch port ``port``."""
-        return self.socks[port]
+        """The socket whose frames enter switch port ``port`` (``LOOP``: the
+        loop's in end)."""
+        return self.loop_socks[1] if port == self.LOOP and self.loop_socks else self.socks[port]
 
     def rx_socks(self) -> dict[socket.socket, int]:
-        """Each socket that sees what the switch sends, and the port it stands for."""
-        return {s: i for i, s in enumerate(self.socks)}
+        """Each socket that sees what the switch sends, and the port it stands
+        for (the loop's out end: ``LOOP``)."""
+        return {**{s: i for i, s in enumerate(self.socks)},
+                **({self.loop_socks[0]: self.LOOP} if self.loop_socks else {})}
 
     def drain(self) -> None:
         for s in self.rx_socks():

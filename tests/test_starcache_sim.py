@@ -24,7 +24,7 @@ except NativeBuildMissing as exc:  # pragma: no cover - depends on the build
     pytest.skip(f"libnetkv not built: {exc}", allow_module_level=True)
 
 from netkv.cli import main
-from netkv.constants import ScStat
+from netkv.constants import SC_WRITE_MAX, ScStat
 from netkv.protocols import lookup
 from netkv.protocols import starcache as sc
 from netkv.sim.engine import SimEngine
@@ -102,21 +102,28 @@ def test_request_table_limit_is_validated(capsys: pytest.CaptureFixture[str]) ->
     assert "131072" in err and "65536" in err
 
 
-def test_mininet_refuses_a_write_above_one_payload(capsys: pytest.CaptureFixture[str]) -> None:
-    """Writes are not fragmented (docs/starcache.md, our choice): on Mininet a
-    W_REQ is one datagram of at most 1472 B (kvclient), so with writes a value
-    above 1472 - 34 - key is refused in one line naming the limit and the
-    sizes allowed; the largest allowed one is accepted, and without writes
-    multi-packet values are (the server fragments its replies)."""
-    code = main(["run", "target=mininet", "protocol=starcache", "write_ratio=0.1",
-                 "workload.value_size=1375"])
-    err = capsys.readouterr().err
-    assert code == 2
-    assert err.strip().count("\n") == 0
-    assert "workload.value_size = 1375 with write_ratio > 0" in err, err
-    assert "allowed: 0..1374" in err and "one 1472 B UDP payload" in err, err
-    load(["target=mininet", "protocol=starcache", "write_ratio=0.1", "workload.value_size=1374"])
-    load(["target=mininet", "protocol=starcache", "workload.value_size=1800"])
+def test_mininet_refuses_a_write_above_what_a_client_splits(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """On Mininet kvclient sends a packet of at most 1472 B of UDP payload;
+    a write of a multi-packet item goes as its fragments (docs/starcache.md,
+    "Multi-packet items"), each within it, up to SC_WRITE_MAX value bytes
+    (the largest a server reassembles): a larger value is refused in one
+    line naming the sizes allowed; multi-packet writes below it are
+    accepted. A protocol whose writes are one packet keeps its limit."""
+    for ratio in ("0.1", "0"):
+        code = main(["run", "target=mininet", "protocol=starcache", f"write_ratio={ratio}",
+                     f"workload.value_size={SC_WRITE_MAX + 1}"])
+        err = capsys.readouterr().err
+        assert code == 2
+        assert err.strip().count("\n") == 0
+        assert f"workload.value_size = {SC_WRITE_MAX + 1} (allowed: 0..{SC_WRITE_MAX}" in err, err
+    for v in (1374, 1375, 5664, SC_WRITE_MAX):
+        load(["target=mininet", "protocol=starcache", "write_ratio=0.1",
+              f"workload.value_size={v}"])
+    # a protocol whose writes are one packet is still held to one payload
+    code = main(["run", "target=mininet", "protocol=hash", "write_ratio=0.1",
+                 "workload.value_size=1500"])
+    assert code == 2 and "allowed: 0..1362" in capsys.readouterr().err
 
 
 def test_pipeline_params_follow_the_config() -> None:

@@ -219,7 +219,35 @@ struct resender {
 	struct nk_dgram *io;
 	int port;
 	uint8_t *keybuf, *valbuf;
+	struct nk_host_out *out;     /* NK_HOST_MAX_REQ_OUT packets of a split request */
 };
+
+/* Queue request m (to dst) as the packets the host logic sends it as: one,
+ * or several where its wire format splits it (client_split: StarCache's
+ * multi-packet writes, value bytes pointing into m's), the first into
+ * `first`. Returns the packets queued, 0 if none. */
+static int queue_request(const struct nk_host_ops *ops, void *hst, const struct nk_msg *m,
+			 uint16_t dst, struct nk_host_out *out, struct nk_dgram *io, uint8_t *first,
+			 uint16_t port)
+{
+	int np = 1;
+	if (ops->client_split) {
+		np = ops->client_split(hst, m, dst, out, NK_HOST_MAX_REQ_OUT);
+	} else {
+		out[0].msg = *m;
+		out[0].dst = dst;
+	}
+	int queued = 0;
+	for (int i = 0; i < np; i++) {
+		uint8_t *b = i ? nk_dgram_tx_slot(io) : first;
+		int len = b ? nk_wire_encode(&out[i].msg, b, NK_DGRAM_PAYLOAD_MAX) : -1;
+		if (len < 0)
+			continue;  /* a fragment never seen: the client's timeout resends */
+		nk_dgram_tx_commit(io, (uint32_t)len, nk_node_ip(out[i].dst), port);
+		queued++;
+	}
+	return queued;
+}
 
 /* Send request q again with its own req_id (after RETRY or a timeout).
  * 1 if the datagram was handed to the stack. */
@@ -234,10 +262,9 @@ static int resend(const struct resender *rs, const struct req *q)
 		rq.value = rs->valbuf;
 	}
 	uint8_t *pkt = nk_dgram_tx_slot(rs->io);
-	int n = pkt ? nk_wire_encode(&rq, pkt, NK_DGRAM_PAYLOAD_MAX) : -1;
-	if (n <= 0)
+	if (!pkt || queue_request(rs->ops, rs->hst, &rq, dst, rs->out, rs->io, pkt,
+				  (uint16_t)rs->port) <= 0)
 		return 0;
-	nk_dgram_tx_commit(rs->io, (uint32_t)n, nk_node_ip(dst), (uint16_t)rs->port);
 	return nk_dgram_tx_flush(rs->io) > 0;
 }
 
@@ -659,7 +686,7 @@ int main(int argc, char **argv)
 	static struct nk_host_out mout[NK_HOST_MAX_REQ_OUT];
 	const struct resender rs = {.ops = ops, .hst = hst, .wl = wl, .key_size = key_size,
 				    .client_id = id, .io = io, .port = port,
-				    .keybuf = keybuf, .valbuf = valbuf};
+				    .keybuf = keybuf, .valbuf = valbuf, .out = mout};
 
 	struct nk_rng rng;
 	nk_rng_seed(&rng, seed, 0xC11E + id);
@@ -804,15 +831,14 @@ int main(int argc, char **argv)
 						       q->value_id);
 					m.value = valbuf;
 				}
-				int n = nk_wire_encode(&m, b, NK_DGRAM_PAYLOAD_MAX);
-				if (n < 0) {
+				int n = queue_request(ops, hst, &m, dst, mout, io, b, (uint16_t)port);
+				if (n <= 0) {
 					send_err++;
 					q->state = S_FREE;
 					next_send += (uint64_t)nk_rng_exp(&rng, mean_gap);
 					continue;
 				}
-				nk_dgram_tx_commit(io, (uint32_t)n, nk_node_ip(dst), (uint16_t)port);
-				npk++;
+				npk += (uint32_t)n;
 			} else {
 				memset(b, 0, payload);
 				nk_put64(b, rid);

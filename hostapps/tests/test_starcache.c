@@ -498,10 +498,9 @@ static void test_trust(void)
 	sw_in(&r, &m, CL, 1, 0, 0);
 	EXPECT_EQ(rd(&r, "stats", SC_STAT_FORGED_FIELDS), 0);
 	EXPECT_EQ(rd(&r, "stats", SC_STAT_WRONG_HOME), 0);
-	/* an uncached write claiming FLAG ("cached: attach the value"), FRAG, CACHED */
+	/* an uncached write claiming FLAG 1 ("cached: attach the value") and CACHED */
 	m = req(&r, 1, "k-cold", 3);
-	m.frag_cnt = 9;
-	m.frag_idx = 3;
+	m.frag_cnt = 1;
 	m.flags = 1;
 	o = sw_in(&r, &m, CL, 1, 0, 0);
 	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
@@ -509,12 +508,22 @@ static void test_trust(void)
 	EXPECT_EQ(m.frag_idx, 0);
 	EXPECT_EQ(m.flags, 0);
 	EXPECT_EQ(serve(&r, &m).value_len, 0);   /* the server attaches nothing */
+	/* a fragment of a multi-packet write claiming CACHED (the switch's
+	 * "attach"): FLAG and FRAG are the write's shape and stay, CACHED goes */
+	m = req(&r, 1, "k-cold", 33);
+	m.frag_cnt = 9;
+	m.frag_idx = 3;
+	m.flags = 1;
+	sw_in(&r, &m, CL, 1, 0, 0);
+	EXPECT_EQ(m.frag_cnt, 9);
+	EXPECT_EQ(m.frag_idx, 3);
+	EXPECT_EQ(m.flags, 0);
 	/* a read with CACHED set */
 	m = req(&r, 0, "k-cold", 4);
 	m.flags = 1;
 	sw_in(&r, &m, CL, 1, 0, 0);
 	EXPECT_EQ(m.flags, 0);
-	EXPECT_EQ(rd(&r, "stats", SC_STAT_FORGED_FIELDS), 2);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_FORGED_FIELDS), 3);
 	/* a write of the cached key sent to server 0: the switch sends it to
 	 * its home (server 1), whose reply alone revalidates the key */
 	m = req(&r, 1, "k-hot", 5);
@@ -750,6 +759,12 @@ static void test_multi_packet(void)
 	EXPECT_EQ(crn.op, NK_STARCACHE_OP_CRN_REQ);
 	EXPECT_EQ(sw_in(&r, &crn, CL, 1, 0, 0).act.fwd, NK_FWD_PORT);
 	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &crn, CL, out, NK_HOST_MAX_OUT), 3);
+	/* a cache packet still answering the first attempt: not mixed with the
+	 * server's fragments (it may be another version of the item) */
+	struct nk_msg late = cp[1];
+	late.req_id = 12;
+	EXPECT_EQ(late.flags, 1);
+	EXPECT_EQ(r.H->client_reply(r.cli, &late), NK_REPLY_IGNORE);
 	EXPECT_EQ(r.H->client_reply(r.cli, &out[2].msg), NK_REPLY_IGNORE);
 	EXPECT_EQ(r.H->client_reply(r.cli, &out[0].msg), NK_REPLY_IGNORE);
 	EXPECT_EQ(r.H->client_reply(r.cli, &out[1].msg), NK_REPLY_DONE);
@@ -782,6 +797,204 @@ static void test_multi_packet(void)
 	rig_free(&r);
 }
 
+/* A write of a multi-packet item (our choice, docs/starcache.md): the
+ * client sends it as FLAG W_REQ fragments; the switch counts FRAG 0 and
+ * marks it CACHED; the server applies the whole value once every fragment
+ * is in, in any order, and its W_REP fragments replace the loop's. */
+static void split_write(struct rig *r, const char *key, uint32_t id, const uint8_t *val,
+			uint32_t vlen, struct nk_host_out *w)
+{
+	struct nk_msg m = req(r, 1, key, id);
+	m.value_len = vlen;
+	m.value = val;
+	EXPECT_EQ(r->H->client_split(r->cli, &m, 1, w, NK_HOST_MAX_REQ_OUT),
+		  (int)((vlen + 1432) / 1433));
+}
+
+static void test_multi_packet_write(void)
+{
+	current = "multi_packet_write";
+	struct rig r;
+	rig_init(&r, "keys=4;slots=4");
+	seed(&r, "k-big", 1000);   /* one cache packet until the write */
+	EXPECT_EQ(cache_add(&r, "k-big", 1), 0);
+	struct out o;
+	struct nk_host_out out[NK_HOST_MAX_OUT], w[NK_HOST_MAX_REQ_OUT];
+	fetch(&r, "k-big", &o);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_VALID);
+	static uint8_t val[3000];
+	for (size_t i = 0; i < sizeof val; i++)
+		val[i] = (uint8_t)(i * 13 + 1);
+	/* a read or a one-packet write is one packet */
+	struct nk_msg one = req(&r, 1, "k-big", 29);
+	EXPECT_EQ(r.H->client_split(r.cli, &one, 1, w, NK_HOST_MAX_REQ_OUT), 1);
+	EXPECT_EQ(w[0].msg.frag_cnt, 0);
+	split_write(&r, "k-big", 30, val, sizeof val, w);
+	for (int i = 0; i < 3; i++) {
+		EXPECT_EQ(w[i].dst, 1);
+		EXPECT_EQ(w[i].msg.op, NK_STARCACHE_OP_W_REQ);
+		EXPECT_EQ(w[i].msg.frag_cnt, 3);
+		EXPECT_EQ(w[i].msg.frag_idx, i);
+		EXPECT(w[i].msg.value == val + i * 1433);
+		EXPECT_EQ(w[i].value_off, i * 1433u);
+		uint8_t buf[2048];
+		EXPECT(nk_wire_encode(&w[i].msg, buf, sizeof buf) <= 1472);   /* one datagram */
+	}
+	one.value_len = sizeof val;
+	EXPECT_EQ(r.H->client_split(r.cli, &one, 1, out, 2), 0);   /* no room */
+	/* the switch: FRAG 0 invalidates, is counted and marked CACHED; the
+	 * others pass untouched */
+	for (int i = 0; i < 3; i++) {
+		o = sw_in(&r, &w[i].msg, CL, 1, 0, 0);
+		EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+		EXPECT_EQ(w[i].msg.flags, i == 0);
+		EXPECT_EQ(w[i].msg.frag_cnt, 3);
+	}
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
+	EXPECT_EQ(rd(&r, "pending_writes", 1), 1);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_INVALIDATIONS), 1);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_FORGED_FIELDS), 0);
+	/* the server: out of order, a duplicate; applied on the last */
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[2].msg, CL, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[2].msg, CL, out, NK_HOST_MAX_OUT), 0);
+	struct nk_msg probe = req(&r, 0, "k-big", 0);
+	uint64_t ver = 0;
+	uint32_t vlen = 0;
+	EXPECT_EQ(ts_ops.get(&r.store, &probe, &ver, &vlen), 0);
+	EXPECT_EQ(vlen, 1000);                  /* not applied yet */
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, CL, out, NK_HOST_MAX_OUT), 3);
+	EXPECT_EQ(ts_ops.get(&r.store, &probe, &ver, &vlen), 0);
+	EXPECT_EQ(vlen, 3000);
+	EXPECT_EQ(ver, 2);
+	uint32_t same = 0;
+	for (int i = 0; i < 3; i++) {
+		struct nk_msg *f = &out[i].msg;
+		EXPECT_EQ(f->op, NK_STARCACHE_OP_W_REP);
+		EXPECT_EQ(f->frag_cnt, 3);
+		EXPECT_EQ(f->frag_idx, i);
+		EXPECT_EQ(f->value_len, i < 2 ? 1433u : 3000u - 2 * 1433u);
+		same += f->value && !memcmp(f->value, val + i * 1433, f->value_len);
+		EXPECT_EQ(sw_in(&r, f, 1, CL, 0, 0).act.fwd, NK_FWD_MCAST);
+	}
+	EXPECT_EQ(same, 3);                     /* the written bytes, each at its place */
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_VALID);
+	EXPECT_EQ(rd(&r, "pending_writes", 1), 0);
+	EXPECT_EQ(rd(&r, "stale", 1), 1);       /* the fetched item's packet goes */
+	EXPECT_EQ(rd(&r, "inloop", 1), 4);
+	EXPECT_EQ(r.H->client_reply(r.cli, &out[0].msg), NK_REPLY_DONE);
+
+	/* an uncached key's multi-packet write: nothing attached */
+	seed(&r, "k-cold", 100);
+	split_write(&r, "k-cold", 31, val, sizeof val, w);
+	int n = 0;
+	for (int i = 0; i < 3; i++) {
+		sw_in(&r, &w[i].msg, CL, 1, 0, 0);
+		EXPECT_EQ(w[i].msg.flags, 0);
+		n = r.H->server_handle(r.srv, &r.ns, &w[i].msg, CL, out, NK_HOST_MAX_OUT);
+	}
+	EXPECT_EQ(n, 1);
+	EXPECT_EQ(out[0].msg.frag_cnt, 0);
+	EXPECT_EQ(out[0].msg.value_len, 0);
+	/* a middle fragment that is not a full chunk never completes a write */
+	split_write(&r, "k-cold", 32, val, sizeof val, w);
+	w[1].msg.value_len = 1000;
+	for (int i = 0; i < 3; i++)
+		EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[i].msg, CL, out, NK_HOST_MAX_OUT), 0);
+	/* another client's fragments under the same SEQ are another write */
+	split_write(&r, "k-cold", 34, val, sizeof val, w);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, CL + 1, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[2].msg, CL, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, CL, out, NK_HOST_MAX_OUT), 1);
+	rig_free(&r);
+}
+
+/* A read that a replaced item's FRAG 1 answered must not be completed by
+ * the new item's FRAG 0 (two versions' bytes): the switch answers it once
+ * more with RETRY and the client asks the server (Mininet showed the mix). */
+static void test_item_replaced_mid_answer(void)
+{
+	current = "item_replaced_mid_answer";
+	struct rig r;
+	rig_init(&r, "keys=4;slots=4");
+	seed(&r, "k-two", 2000);   /* 5 B key: 2 packets */
+	EXPECT_EQ(cache_add(&r, "k-two", 2), 0);
+	struct nk_msg f = req(&r, 0, "k-two", 77);
+	f.op = NK_STARCACHE_OP_F_REQ;
+	f.kind = NK_KIND_CONTROL;
+	sw_in(&r, &f, CTL, 1, 0, 0);
+	struct nk_host_out out[NK_HOST_MAX_OUT], w[NK_HOST_MAX_REQ_OUT];
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &f, CTL, out, NK_HOST_MAX_OUT), 2);
+	struct nk_msg cp[2] = { out[0].msg, out[1].msg };
+	EXPECT_EQ(sw_in(&r, &cp[0], 1, CTL, 0, 0).act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(sw_in(&r, &cp[1], 1, CTL, 0, 0).act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(sw_in(&r, &cp[0], NS + NC, CTL, 1, 0).act.fwd, NK_FWD_RECIRC);   /* idle */
+	/* a read parks; the item's FRAG 1 answers it first */
+	struct nk_msg a = req(&r, 0, "k-two", 10);
+	EXPECT_EQ(sw_in(&r, &a, CL, 1, 0, 0).act.held, 1);
+	EXPECT_EQ(sw_in(&r, &cp[1], NS + NC, CTL, 1, 0).act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(cp[1].req_id, 10);
+	EXPECT_EQ(cp[1].result, NK_RESULT_OK);
+	EXPECT_EQ(r.H->client_reply(r.cli, &cp[1]), NK_REPLY_IGNORE);
+	EXPECT_EQ(rd(&r, "ack", 2), 2);
+	/* two writes replace the item before a FRAG 0 comes round */
+	static uint8_t val[2000];
+	for (uint32_t k = 0; k < 2; k++) {
+		memset(val, 0x5A + (int)k, sizeof val);
+		split_write(&r, "k-two", 11 + k, val, sizeof val, w);
+		sw_in(&r, &w[0].msg, CL, 1, 0, 0);
+		sw_in(&r, &w[1].msg, CL, 1, 0, 0);
+		/* INVALID: the item in the loop drops itself */
+		struct nk_msg l0 = k ? out[0].msg : cp[0], l1 = k ? out[1].msg : cp[1];
+		EXPECT_EQ(sw_in(&r, &l0, NS + NC, CTL, 1, 0).act.fwd, NK_FWD_DROP);
+		EXPECT_EQ(sw_in(&r, &l1, NS + NC, CTL, 1, 0).act.fwd, NK_FWD_DROP);
+		EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL, out, NK_HOST_MAX_OUT), 0);
+		EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, CL, out, NK_HOST_MAX_OUT), 2);
+		EXPECT_EQ(sw_in(&r, &out[0].msg, 1, CL, 0, 0).act.fwd, NK_FWD_MCAST);
+		EXPECT_EQ(rd(&r, "ack", 2), 0);     /* the head holds an older fragment */
+		EXPECT_EQ(sw_in(&r, &out[1].msg, 1, CL, 0, 0).act.fwd, NK_FWD_MCAST);
+	}
+	/* the new FRAG 0 would complete the read with a mix: RETRY instead */
+	struct nk_msg n0 = out[0].msg;
+	EXPECT_EQ(sw_in(&r, &n0, NS + NC, CTL, 1, 0).act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(n0.req_id, 10);
+	EXPECT_EQ(n0.result, NK_RESULT_RETRY);
+	EXPECT_EQ(rd(&r, "qlen", 2), 0);
+	EXPECT_EQ(rd(&r, "ack", 2), 1);
+	EXPECT_EQ(r.H->client_reply(r.cli, &n0), NK_REPLY_RETRY);
+	EXPECT_EQ(req(&r, 0, "k-two", 10).op, NK_STARCACHE_OP_CRN_REQ);
+	/* a read resent after a timeout asks the server, and a cache packet
+	 * still answering its first attempt is not mixed in */
+	struct nk_msg t = req(&r, 0, "k-two", 14);
+	EXPECT_EQ(t.op, NK_STARCACHE_OP_R_REQ);
+	EXPECT_EQ(sw_in(&r, &t, CL, 1, 0, 0).act.held, 1);
+	struct nk_msg t0 = out[0].msg;
+	sw_in(&r, &t0, NS + NC, CTL, 1, 0);
+	EXPECT_EQ(t0.req_id, 14);
+	EXPECT_EQ(r.H->client_reply(r.cli, &t0), NK_REPLY_IGNORE);
+	EXPECT_EQ(req(&r, 0, "k-two", 14).op, NK_STARCACHE_OP_CRN_REQ);   /* the timeout's resend */
+	struct nk_msg t1 = out[1].msg;
+	sw_in(&r, &t1, NS + NC, CTL, 1, 0);
+	EXPECT_EQ(t1.req_id, 14);
+	EXPECT_EQ(r.H->client_reply(r.cli, &t1), NK_REPLY_IGNORE);
+	struct nk_msg crn = req(&r, 0, "k-two", 14);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &crn, CL, w, NK_HOST_MAX_OUT), 2);
+	EXPECT_EQ(r.H->client_reply(r.cli, &w[0].msg), NK_REPLY_IGNORE);
+	EXPECT_EQ(r.H->client_reply(r.cli, &w[1].msg), NK_REPLY_DONE);
+	/* the next read gets the new item whole */
+	struct nk_msg b = req(&r, 0, "k-two", 20);
+	EXPECT_EQ(sw_in(&r, &b, CL, 1, 0, 0).act.held, 1);
+	struct nk_msg n1 = out[1].msg;
+	EXPECT_EQ(sw_in(&r, &n1, NS + NC, CTL, 1, 0).act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(sw_in(&r, &n0, NS + NC, CTL, 1, 0).act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(n1.result, NK_RESULT_OK);
+	EXPECT_EQ(n0.result, NK_RESULT_OK);
+	EXPECT_EQ(r.H->client_reply(r.cli, &n1), NK_REPLY_IGNORE);
+	EXPECT_EQ(r.H->client_reply(r.cli, &n0), NK_REPLY_DONE);
+	rig_free(&r);
+}
+
 int main(void)
 {
 	test_config_limits();
@@ -797,6 +1010,8 @@ int main(void)
 	test_hostile_messages();
 	test_topk_report();
 	test_multi_packet();
+	test_multi_packet_write();
+	test_item_replaced_mid_answer();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }

@@ -54,9 +54,10 @@ Protocol = Annotated[Union[config_models()], Field(discriminator="name")]  # typ
 # kvserver and kvclient hold a frame in 2,048 B (NK_FRAME_MAX) less Ethernet,
 # IPv4 and UDP headers; the simulator models sizes and has no buffers.
 MAX_UDP_PAYLOAD = {"mininet": 2048 - 14 - 20 - 8}
-# kvclient encodes a request into one datagram of at most this much UDP
-# payload (NK_DGRAM_PAYLOAD_MAX: a 1,500 B IPv4 packet) on the targets with
-# real hosts; a larger write would be counted as a send error and never sent
+# kvclient encodes each packet of a request into one datagram of at most
+# this much UDP payload (NK_DGRAM_PAYLOAD_MAX: a 1,500 B IPv4 packet) on the
+# targets with real hosts (a protocol may split a write into several: host.h
+# client_split); a larger packet would be counted as a send error, never sent
 HOST_DGRAM_PAYLOAD = 1472
 HOST_TARGETS = ("mininet", "testbed")
 MAX_TIMELINE_WINDOWS = 1_000_000  # the simulator's per-window tables (engine.c)
@@ -463,6 +464,13 @@ class RunConfig(Strict):
             check_out_dir(out)
         return out
 
+    def _largest_value(self, size: int, limit: int) -> int:
+        """The largest value below `size` whose largest packet fits `limit` B:
+        it need not grow with the value (a protocol whose client splits large
+        writes into packets of a bounded size; none splits above 128 KiB)."""
+        return next(v for v in range(min(size, 1 << 17), -1, -1)
+                    if self.protocol.payload_bytes(self.workload.key_size, v) <= limit)
+
     @model_validator(mode="after")
     def _servers_within_protocol_limit(self) -> "RunConfig":
         limit = self.protocol.max_servers
@@ -480,8 +488,7 @@ class RunConfig(Strict):
         limit = MAX_UDP_PAYLOAD.get(self.target.name)
         size = self.workload.max_value_size()
         if limit is not None and self.protocol.payload_bytes(self.workload.key_size, size) > limit:
-            fit = max(v for v in range(0, limit + 1)
-                      if self.protocol.payload_bytes(self.workload.key_size, v) <= limit)
+            fit = self._largest_value(size, limit)
             raise ValueError(
                 f"workload.value_size = {size} (allowed: 0..{fit} on target {self.target.name} "
                 f"with protocol {self.protocol.name} and key_size {self.workload.key_size}: "
@@ -489,13 +496,12 @@ class RunConfig(Strict):
         limit = HOST_DGRAM_PAYLOAD
         if (self.target.name in HOST_TARGETS and self.workload.write_ratio > 0
                 and self.protocol.payload_bytes(self.workload.key_size, size) > limit):
-            fit = max(v for v in range(0, limit + 1)
-                      if self.protocol.payload_bytes(self.workload.key_size, v) <= limit)
+            fit = self._largest_value(size, limit)
             raise ValueError(
                 f"workload.value_size = {size} with write_ratio > 0 (allowed: 0..{fit} on "
                 f"target {self.target.name} with protocol {self.protocol.name} and key_size "
-                f"{self.workload.key_size}: kvclient sends a write as one {limit} B UDP "
-                "payload; larger values need write_ratio=0)")
+                f"{self.workload.key_size}: kvclient sends each packet of a write as one "
+                f"{limit} B UDP payload at most; larger values need write_ratio=0)")
         windows = (self.duration * 1e3 + self.topology.drain_ms) / self.topology.timeline_ms \
             if self.topology.timeline_ms > 0 else 0
         if windows > MAX_TIMELINE_WINDOWS:

@@ -55,9 +55,11 @@ from netkv.constants import (
     SC_DEFAULT_KEYS,
     SC_DEFAULT_SLOTS,
     SC_DEFAULT_STUCK_US,
+    SC_ITEM_BYTES,
     SC_MAX_SLOTS_TOTAL,
     SC_STATE_DRAINING,
     SC_STATE_INVALID,
+    SC_WRITE_MAX,
     ScStat,
     sc_mcast_group,
 )
@@ -114,8 +116,12 @@ class StarCacheProtocol(ProtocolBase):
     ring: Ring = "consistent"
 
     def payload_bytes(self, key_size: int, value_size: int) -> int:
-        """A W_REQ: the 28 B header, the 6 B preamble, key, value (one
-        datagram: writes are not fragmented, docs/starcache.md)."""
+        """The largest packet of a W_REQ: the 28 B header, the 6 B preamble,
+        key and value, or one fragment of them (at most SC_ITEM_BYTES) where
+        the item takes several packets and the client can split it
+        (SC_WRITE_MAX, docs/starcache.md "Multi-packet items")."""
+        if key_size + value_size > SC_ITEM_BYTES and value_size <= SC_WRITE_MAX:
+            return SC_HEADER_BYTES + SC_ITEM_BYTES
         return SC_HEADER_BYTES + key_size + value_size
 
     @model_validator(mode="after")

@@ -24,7 +24,7 @@
  *
  * Per packet (starcache.c sc_process):
  *   from a client port, not R_REQ/W_REQ/CRN_REQ  dropped, stats[HOST_SERVER_OP]
- *   from a client port: CACHED, and FLAG/FRAG of a W_REQ   zeroed; counted
+ *   from a client port: CACHED, and FLAG 1 of a W_REQ   zeroed; counted
  *                                  stats[FORGED_FIELDS] when non-zero
  *   R_REQ, cached key              pop++, hits++; INVALID with writes counted
  *                                  but none for SC_STUCK_US: pending_writes = 0
@@ -32,14 +32,18 @@
  *                                  queue full: overflow++, to the server; else
  *                                  parked at rear (client node, SEQ, LAT, UDP
  *                                  source port) and consumed
- *   W_REQ                          FLAG = 0; cached: to the key's home
+ *   W_REQ                          FLAG = 0 (FLAG >= 2: a fragment of a
+ *                                  multi-packet write, FLAG and FRAG kept);
+ *                                  CACHED = 0; cached: to the key's home
  *                                  (stats[WRONG_HOME] if addressed elsewhere);
- *                                  not DRAINING: INVALID, pending_writes++
- *                                  (strict), FLAG = 1
+ *                                  not DRAINING, FRAG 0: INVALID,
+ *                                  pending_writes++ (strict), FLAG = 1
+ *                                  (multi-packet: CACHED = 1)
  *   W_REP/F_REP from a server,     pending_writes-- (a counted write's reply);
  *   cached key                     with FLAG, value bytes and (strict) no other
  *                                  write in flight: VALID, the key's packets in
- *                                  the loop `stale` (strict), multicast to
+ *                                  the loop `stale` (strict), ack 1 (0 if the
+ *                                  head had older fragments), multicast to
  *                                  {destination, loop}; FRAG > 0 (a later
  *                                  fragment): joins the loop if VALID and
  *                                  (strict) FRAG unstale packets loop, else
@@ -49,7 +53,8 @@
  *                                  on (DRAINING: leaves); else serves the head
  *                                  of the queue: the slot's client, SEQ, LAT
  *                                  and UDP port, CACHED = 1, PARID 0xFF,
- *                                  multicast to {client, loop}
+ *                                  RESULT RETRY if ack was 0 (the head then
+ *                                  moves on), multicast to {client, loop}
  *
  * Named state (identical names in starcache.c):
  *   table     lookup[k0, k1] -> set_idx(idx, home)      (HKEY's two 64-bit words)
@@ -255,8 +260,7 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                 if (meta.origin == ORIGIN_CLIENT) {
                     /* CACHED is the switch's; FLAG and FRAG of a write too */
                     if (hdr.starcache.cached != 0 ||
-                        (op == STARCACHE_OP_W_REQ &&
-                         (hdr.starcache.flag != 0 || hdr.starcache_pre.frag != 0))) {
+                        (op == STARCACHE_OP_W_REQ && hdr.starcache.flag == 1)) {
                         stat(SC_STAT_FORGED_FIELDS);
                     }
                     hdr.starcache.cached = 0;
@@ -310,10 +314,10 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                                 if (flag == 0) {
                                     flag = 1;
                                 }
-                                if (a == 0) {
-                                    a = 1;
-                                }
-                                if (a < flag) {
+                                /* ack 0: older fragments answered this head
+                                 * in part; this visit says RETRY, it moves on */
+                                bool restart = a == 0;
+                                if (!restart && a < flag) {
                                     ack.write(idx, a + 1);   /* multi-packet item */
                                 } else {
                                     qlen.write(idx, q - 1);
@@ -333,7 +337,11 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                                 req_cookie.read(cookie, r);
                                 hdr.starcache.cached = 1;
                                 hdr.starcache.parid = SC_SERVER_NONE;
-                                hdr.starcache_pre.result = RESULT_OK;
+                                if (restart) {
+                                    hdr.starcache_pre.result = RESULT_RETRY;
+                                } else {
+                                    hdr.starcache_pre.result = RESULT_OK;
+                                }
                                 hdr.udp.dst_port = (bit<16>)cookie;
                                 meta.dst_node = (bit<16>)node;
                                 stat(SC_STAT_SERVED);
@@ -396,10 +404,16 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                         }
                     }
                 } else if (op == STARCACHE_OP_W_REQ) {
-                    /* FLAG tells the server whether to attach the new value */
+                    /* FLAG tells the server whether to attach the new value;
+                     * a multi-packet write (FLAG >= 2) keeps FLAG and FRAG,
+                     * its shape, and is told in CACHED, on its FRAG 0 */
                     want_route = true;
-                    hdr.starcache.flag = 0;
-                    hdr.starcache_pre.frag = 0;
+                    bool multi = hdr.starcache.flag >= 2;
+                    if (!multi) {
+                        hdr.starcache.flag = 0;
+                        hdr.starcache_pre.frag = 0;
+                    }
+                    hdr.starcache.cached = 0;
                     meta.hdr_changed = 1;
                     if (l_hit == 1) {
                         if (meta.dst_node != (bit<16>)l_home) {
@@ -410,7 +424,7 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                         @atomic {
                             bit<8> s8;
                             state_reg.read(s8, idx);
-                            if (s8 != SC_STATE_DRAINING) {
+                            if (s8 != SC_STATE_DRAINING && hdr.starcache_pre.frag == 0) {
                                 state_reg.write(idx, SC_STATE_INVALID);
                                 bit<16> pw;
                                 pending_writes.read(pw, idx);
@@ -418,7 +432,11 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                                     pending_writes.write(idx, pw + 1);
                                 }
                                 write_ts.write(idx, (bit<32>)sm.ingress_global_timestamp);
-                                hdr.starcache.flag = 1;
+                                if (multi) {
+                                    hdr.starcache.cached = 1;
+                                } else {
+                                    hdr.starcache.flag = 1;
+                                }
                                 stat(SC_STAT_INVALIDATIONS);
                             }
                         }
@@ -488,7 +506,14 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                                 SC_FORWARD()
                             } else {
                                 state_reg.write(idx, SC_STATE_VALID);
-                                ack.write(idx, 1);
+                                /* a head older fragments answered in part: 0 */
+                                bit<8> a0;
+                                ack.read(a0, idx);
+                                if (a0 != 1) {      /* 0 stays: two writes in a row */
+                                    ack.write(idx, 0);
+                                } else {
+                                    ack.write(idx, 1);
+                                }
                                 if (SC_FAITHFUL == 0) {
                                     /* the key's packets in the loop now are older */
                                     bit<16> il;

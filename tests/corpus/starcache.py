@@ -1,7 +1,8 @@
 """StarCache: a read of a cached key parked and answered by its cache packet
 coming round the loop, an idle cache packet looping on, a write's
 invalidation and the reply that revalidates and enters the loop, the old
-cache packet superseded, an evicted or INVALID key's cache packet dropping
+cache packet superseded, a multi-packet write counted once and its reply's
+fragments entering the loop, an evicted or INVALID key's cache packet dropping
 itself, a forged reply from a client dropped; RESULT RETRY on the wire: a
 fetch reply the switch does not take goes on with it, a server's RETRY never
 enters the loop.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 
 from netkv.constants import (
+    SC_ITEM_BYTES,
     SC_STATE_INVALID,
     SC_STATE_VALID,
     SERVER_NONE,
@@ -73,6 +75,16 @@ FETCH_REP = msg(StarcacheOp.F_REP, key=OTHER, frag_cnt=1, value=VALUE)
 FORGED_REP = msg(StarcacheOp.W_REP, frag_cnt=1, result=Result.RETRY)
 
 
+# a write of a 2-packet item (docs/starcache.md, "Multi-packet items"): the
+# client sends its 2 fragments (1427 + 573 B of value with the 11 B key)
+BIG = bytes(range(256)) * 7 + bytes(208)
+CHUNK = SC_ITEM_BYTES - len(KEY)
+WFRAG = [msg(StarcacheOp.W_REQ, frag_cnt=2, frag_idx=i, value=BIG[i * CHUNK:(i + 1) * CHUNK])
+         for i in range(2)]
+WFRAG_REP = [msg(StarcacheOp.W_REP, frag_cnt=2, frag_idx=i, value=BIG[i * CHUNK:(i + 1) * CHUNK])
+             for i in range(2)]
+
+
 def stat(s: ScStat, n: int = 1) -> dict[tuple[str, int], int]:
     return {("stats", int(s)): n}
 
@@ -105,6 +117,21 @@ CASES = [
         after={("state", IDX): SC_STATE_VALID, ("pending_writes", IDX): 0, ("inloop", IDX): 1,
                ("stale", IDX): 0, **stat(ScStat.INVALIDATIONS), **stat(ScStat.INVALID_READS),
                **stat(ScStat.REVALIDATIONS), **stat(ScStat.SUPERSEDED)}),
+    Case("starcache/a multi-packet write is counted once; its reply's fragments enter the loop",
+         "starcache", [
+        Step(CLIENT, req(WFRAG[0]), {HOME: [req(dataclasses.replace(WFRAG[0], flags=1))]},
+             why="FRAG 0 invalidates and is counted; FLAG 2 is the write's shape, so the "
+                 "switch says 'attach the value' in CACHED"),
+        Step(CLIENT, req(WFRAG[1]), {HOME: [req(WFRAG[1])]},
+             why="FRAG 1: to the server untouched, not counted again"),
+        Step(HOME, rep(WFRAG_REP[0]), {CLIENT: [rep(WFRAG_REP[0])], LOOP: [rep(WFRAG_REP[0])]},
+             why="the reply's first fragment revalidates: {client, loop}"),
+        Step(HOME, rep(WFRAG_REP[1]), {CLIENT: [rep(WFRAG_REP[1])], LOOP: [rep(WFRAG_REP[1])]},
+             why="the second joins behind it (one unstale packet of the key loops)"),
+    ], params=PARAMS, **CACHED,
+        after={("state", IDX): SC_STATE_VALID, ("pending_writes", IDX): 0, ("inloop", IDX): 3,
+               ("stale", IDX): 1, **stat(ScStat.INVALIDATIONS), **stat(ScStat.REVALIDATIONS),
+               **stat(ScStat.FORGED_FIELDS, 0)}),
     Case("starcache/a cache packet of a key no longer cached drops itself", "starcache", [
         Step(LOOP, rep(dataclasses.replace(LOOPING, key=OTHER, hkey=starcache_hkey(OTHER))), {}),
     ], params=PARAMS, **CACHED, after={**stat(ScStat.LOOP_DROPS)}),

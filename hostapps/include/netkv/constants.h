@@ -64,6 +64,7 @@
 #define SC_MAX_SLOTS_TOTAL 65536 /* keys x S request-table slots (the prototype's 64K) */
 #define SC_DEFAULT_STUCK_US 20000 /* a counted write with no reply for this long is lost (longer than any write's round trip) */
 #define SC_ITEM_BYTES 1438 /* key + value bytes one packet carries (MTU 1500 less IPv4, UDP, 28 B header, 6 B preamble); a larger item is FLAG packets (digest 8.7) */
+#define SC_WRITE_MAX 32768 /* value bytes of a write a client sends as fragments and a server reassembles (our choice; its W_REP fragments fit the server's outputs) */
 
 /* ---- NetMC pipeline and hosts (docs/netmc.md) */
 #define MC_KEYIDX_W 16 /* W: KEYIDX bits, keys per wire multiget (the thesis' 16; more are chunked by the client) */

@@ -142,6 +142,16 @@ struct nk_host_ops {
 	 * every key's reply is in (all or nothing), NK_REPLY_IGNORE before. */
 	int (*client_multiget)(void *st, const struct nk_req_spec *spec, struct nk_host_out *out,
 			       int max_out);
+	/* Optional (NULL: every request is one packet): the packets request
+	 * `req` (as client_request built it, addressed to dst) is sent as, in
+	 * sending order, when its wire format carries a large value in several
+	 * (StarCache's multi-packet writes). Each out[i] has its dst and
+	 * value_off: where its value bytes start in the written value (the
+	 * embedder fills them when msg.value is NULL, as for a server's
+	 * replies). Returns how many (1: req as it is), 0 if it cannot. Called
+	 * again for a resend; client_reply judges the replies as for one. */
+	int (*client_split)(void *st, const struct nk_msg *req, uint16_t dst,
+			    struct nk_host_out *out, int max_out);
 	/* Optional (NULL: none): a coordinator host, a CPU node in the rack
 	 * that clients send requests to and that talks to the servers for them
 	 * (CoordiMC). It handles one message from a client or a server and

@@ -19,7 +19,8 @@
  * the key of each outstanding SEQ, and when a read reply carries another key
  * (an HKEY collision, or a cache slot reused by another key) it asks again
  * with a correction request (CRN_REQ), which the switch passes to the
- * server.
+ * server; any resend of a read is one (an earlier attempt may still be
+ * parked, its fragments of another version).
  * Multi-packet items (digest 8.7): a value that does not fit one packet
  * with its key (SC_ITEM_BYTES) leaves the server as FLAG fragments of
  * SC_ITEM_BYTES - key bytes each, FRAG = 0..FLAG-1; at the switch each
@@ -56,11 +57,35 @@ struct sc_cand {
 	uint8_t key[NK_MAX_KEY_LEN];
 };
 
+/* A multi-packet write being reassembled (our choice, docs/starcache.md
+ * "Multi-packet items"): the client sends FLAG W_REQ fragments of one SEQ;
+ * the server applies the write once all are in. SC_WSLOTS writes at a time
+ * per server (the oldest incomplete one gives way: its fragments were lost,
+ * the client's timeout sends it again), each at most SC_WRITE_MAX bytes,
+ * whose W_REP fragments fit NK_HOST_MAX_OUT. */
+_Static_assert((SC_WRITE_MAX + SC_ITEM_BYTES - NK_MAX_KEY_LEN - 1) / (SC_ITEM_BYTES - NK_MAX_KEY_LEN) <=
+	       NK_HOST_MAX_OUT, "a reassembled write's reply must fit the outputs");
+#define SC_WSLOTS 16       /* SC_WRITE_MAX: netkv/constants.h */
+
+struct sc_wslot {
+	uint8_t live, n, got_n, attach, has_bytes;
+	uint8_t got[32];             /* one bit per FRAG */
+	uint16_t src;
+	uint32_t req_id;
+	uint64_t hkey[2];
+	uint64_t age;                /* when it began (the server's write count) */
+	uint32_t len;                /* the value's length, once its last fragment came */
+	uint8_t *buf;                /* SC_WRITE_MAX bytes (kvserver: the value's bytes) */
+};
+
 struct sc_server {
 	uint32_t id;
 	uint32_t cms[SC_CMS_ROWS][SC_CMS_WIDTH];
 	struct sc_cand cand[SC_TOPK];
 	uint32_t n_cand;
+	struct sc_wslot w[SC_WSLOTS];
+	uint64_t w_count;
+	uint8_t *w_bufs;             /* SC_WSLOTS x SC_WRITE_MAX, allocated once */
 };
 
 static uint32_t cms_add(struct sc_server *s, uint32_t keyhash)
@@ -161,7 +186,20 @@ static int sc_server_init(void *st, const struct nk_host_cfg *cfg)
 	struct sc_server *s = st;
 	memset(s, 0, sizeof(*s));
 	s->id = cfg->id;
+	/* untouched pages cost nothing where no bytes move (the simulator) */
+	s->w_bufs = calloc(SC_WSLOTS, SC_WRITE_MAX);
+	if (!s->w_bufs)
+		return -1;
+	for (uint32_t i = 0; i < SC_WSLOTS; i++)
+		s->w[i].buf = s->w_bufs + (size_t)i * SC_WRITE_MAX;
 	return 0;
+}
+
+static void sc_server_fini(void *st)
+{
+	struct sc_server *s = st;
+	free(s->w_bufs);
+	s->w_bufs = NULL;
 }
 
 static void sc_fini(void *st)
@@ -221,17 +259,78 @@ static int fragment(struct nk_host_out *out, int max_out)
 	return (int)n;
 }
 
+/* A fragment of a multi-packet write into its slot. 1 when the write is
+ * complete: *q becomes the whole write (its value the slot's bytes, or
+ * NULL where none moved; FLAG 1 if the switch marked its FRAG 0 CACHED). */
+static int write_fragment(struct sc_server *s, uint16_t src, struct nk_msg *q)
+{
+	uint32_t chunk = SC_ITEM_BYTES - q->key_len, n = q->frag_cnt, i = q->frag_idx;
+	/* every fragment but the last is a full chunk (the item's layout) */
+	if (i + 1 < n ? q->value_len != chunk : !q->value_len || q->value_len > chunk)
+		return 0;
+	if ((uint64_t)i * chunk + q->value_len > SC_WRITE_MAX)
+		return 0;
+	struct sc_wslot *w = NULL, *old = &s->w[0];
+	for (uint32_t k = 0; k < SC_WSLOTS && !w; k++) {
+		struct sc_wslot *c = &s->w[k];
+		if (c->live && c->src == src && c->req_id == q->req_id &&
+		    c->hkey[0] == q->hkey[0] && c->hkey[1] == q->hkey[1])
+			w = c;
+		else if (!c->live || (old->live && c->age < old->age))
+			old = c;
+	}
+	if (w && w->n != n)
+		w = NULL;              /* another shape under this SEQ: start over */
+	if (!w) {
+		w = old;
+		uint8_t *buf = w->buf;
+		memset(w, 0, sizeof(*w));
+		w->buf = buf;
+		w->live = 1;
+		w->n = (uint8_t)n;
+		w->src = src;
+		w->req_id = q->req_id;
+		w->hkey[0] = q->hkey[0];
+		w->hkey[1] = q->hkey[1];
+		w->age = s->w_count++;
+		w->has_bytes = 1;
+	}
+	uint8_t bit = (uint8_t)(1u << (i & 7));
+	if (w->got[i >> 3] & bit)
+		return 0;              /* a duplicate */
+	w->got[i >> 3] |= bit;
+	w->got_n++;
+	if (!i)
+		w->attach = q->flags;  /* CACHED: the switch counted this write */
+	if (i + 1 == n)
+		w->len = i * chunk + q->value_len;
+	if (q->value)
+		memcpy(w->buf + (size_t)i * chunk, q->value, q->value_len);
+	else
+		w->has_bytes = 0;
+	if (w->got_n < n)
+		return 0;
+	w->live = 0;
+	q->frag_cnt = w->attach ? 1 : 0;
+	q->frag_idx = 0;
+	q->flags = 0;
+	q->value_len = w->len;
+	q->value = w->has_bytes ? w->buf : NULL;
+	return 1;
+}
+
 static int sc_server_handle(void *st, struct nk_store *store, const struct nk_msg *msg,
 			    uint16_t src, struct nk_host_out *out, int max_out)
 {
 	struct sc_server *s = st;
-	(void)src;
 	if (max_out < 1 || msg->proto != NK_PROTO_STARCACHE)
 		return 0;
 	/* the wire carries no keyhash: the store's key hash is the key's
 	 * (nk_djb2, what the workload's keyhash is) */
 	struct nk_msg q = *msg;
 	q.keyhash = nk_djb2(q.key, q.key_len);
+	if (q.op == NK_STARCACHE_OP_W_REQ && q.frag_cnt >= 2 && !write_fragment(s, src, &q))
+		return 0;          /* a multi-packet write: not all of it yet */
 	const struct nk_msg *in = &q;
 	uint64_t ver = 0;
 	uint32_t vlen = 0;
@@ -296,12 +395,37 @@ static int sc_client_init(void *st, const struct nk_host_cfg *cfg)
 	return 0;
 }
 
+/* A write of a multi-packet item goes as its fragments (our choice: the
+ * paper fragments only what servers send), FLAG and FRAG set as in a
+ * reply; the switch counts its FRAG 0. */
+static int sc_client_split(void *st, const struct nk_msg *req, uint16_t dst,
+			   struct nk_host_out *out, int max_out)
+{
+	(void)st;
+	if (max_out < 1)
+		return 0;
+	memset(&out[0], 0, sizeof(out[0]));
+	out[0].msg = *req;
+	out[0].dst = dst;
+	if (req->op != NK_STARCACHE_OP_W_REQ)
+		return 1;
+	if (req->value_len > SC_WRITE_MAX)
+		return 0;
+	return fragment(out, max_out);
+}
+
 static uint16_t sc_client_request(void *st, const struct nk_req_spec *sp, struct nk_msg *m)
 {
 	struct sc_client *c = st;
 	struct sc_pending *p = &c->p[sp->req_id % SC_PENDING];
 	int w = sp->kind == NK_KIND_WRITE;
-	int correct = p->live && p->req_id == sp->req_id && p->correct;
+	/* a resend of a read (after RETRY or a timeout) asks the server: the
+	 * first attempt may still be parked, and its cache-served fragments,
+	 * of another version of the item after a write, would mix with the
+	 * new attempt's (cache-served replies are ignored from then on) */
+	int correct = p->live && p->req_id == sp->req_id && (p->correct || !w);
+	if (correct)
+		p->correct = 1;
 	if (!(p->live && p->req_id == sp->req_id)) {
 		p->req_id = sp->req_id;
 		p->live = 1;
@@ -357,9 +481,18 @@ static int sc_client_reply(void *st, const struct nk_msg *r)
 	struct sc_pending *p = &c->p[r->req_id % SC_PENDING];
 	if (!p->live || p->req_id != r->req_id)
 		return NK_REPLY_DONE;     /* forgotten (ring wrapped): nothing to compare */
+	if (r->op == NK_STARCACHE_OP_R_REP && p->correct && r->flags)
+		/* the correction asked the server: a cache packet answering the
+		 * earlier attempt may be of another version of the item, and
+		 * its fragment would be mixed with the server's (a write
+		 * between: Mininet, tests/test_mininet_starcache.py) */
+		return NK_REPLY_IGNORE;
 	if (r->op == NK_STARCACHE_OP_R_REP &&
-	    (r->key_len != p->key_len || memcmp(r->key, p->key, p->key_len))) {
-		p->correct = 1;           /* another key's value: ask the server */
+	    (r->key_len != p->key_len || memcmp(r->key, p->key, p->key_len) ||
+	     r->result == NK_RESULT_RETRY)) {
+		/* another key's value, or the switch's word that the item changed
+		 * while its fragments answered us: ask the server */
+		p->correct = 1;
 		return NK_REPLY_RETRY;
 	}
 	uint8_t n = r->frag_cnt ? r->frag_cnt : 1;
@@ -488,13 +621,14 @@ const struct nk_host_ops nk_host_starcache = {
 	.server_state_size = sizeof(struct sc_server),
 	.client_state_size = sizeof(struct sc_client),
 	.server_init = sc_server_init,
-	.server_fini = sc_fini,
+	.server_fini = sc_server_fini,
 	.server_handle = sc_server_handle,
 	.server_ctl = sc_server_ctl,
 	.client_init = sc_client_init,
 	.client_fini = sc_fini,
 	.client_request = sc_client_request,
 	.client_reply = sc_client_reply,
+	.client_split = sc_client_split,
 	.read_value_id = sc_read_value_id,
 	.client_hostile = sc_client_hostile,
 };

@@ -24,7 +24,10 @@
  * cache packets (FRAG 0..FLAG-1). The head of the queue stays there for
  * FLAG visits (`ack`), which, the loop being FIFO, are its FLAG fragments;
  * the reply's first fragment revalidates like a single packet and the later
- * ones join the loop behind it.
+ * ones join the loop behind it. A head that a replaced item's fragments
+ * answered in part (ack > 1 at the revalidation: ack 0) is answered once
+ * more, with RETRY, and moves on: the client asks the server rather than
+ * mix two versions' fragments.
  *
  * Coherence (digest §8.3). `faithful=1` is the paper's 1-bit flag: any W_REP
  * revalidates, so with two writes in flight the first reply puts its value
@@ -37,8 +40,13 @@
  * but the new one `stale`; the loop is FIFO, so the next `stale` passes of
  * the key are the old packets, and they drop themselves (superseded).
  *
+ * A write of a multi-packet item (our choice) is FLAG W_REQ fragments
+ * from the client, FLAG and FRAG its shape: its FRAG 0 invalidates and is
+ * counted, the switch marks it CACHED ("attach the value": FLAG is taken);
+ * the server applies the write once it has every fragment.
+ *
  * Trust (docs/security.md): from a client port only R_REQ, W_REQ and CRN_REQ
- * pass (host_server_op); the switch's fields in a request (FLAG, FRAG of a
+ * pass (host_server_op); the switch's fields in a request (FLAG 1 of a
  * W_REQ, CACHED) are overwritten and counted (forged_fields); a write to a
  * cached key goes to the key's home, wherever the client sent it
  * (wrong_home): another server's W_REP would put a value the home never
@@ -397,7 +405,8 @@ static void cache_packet(struct starcache_state *s, int64_t hit, struct nk_msg *
 		return;
 	}
 	uint32_t i = s->front[idx], flag = m->frag_cnt ? m->frag_cnt : 1;
-	if (s->ack[idx] < flag) {
+	int restart = !s->ack[idx];
+	if (!restart && s->ack[idx] < flag) {
 		s->ack[idx]++;          /* multi-packet item: the head waits for all */
 	} else {
 		s->qlen[idx]--;
@@ -411,7 +420,10 @@ static void cache_packet(struct starcache_state *s, int64_t hit, struct nk_msg *
 	m->send_ns = s->req_ts[r];
 	m->flags = 1;           /* CACHED */
 	m->server_id = NK_SERVER_NONE;   /* no server answered: clients count it as the switch's */
-	m->result = NK_RESULT_OK;
+	/* a head some fragments of an older version of the item answered
+	 * (ack 0): this one would complete it with a mix; the client asks
+	 * the server (a correction) and the head moves on */
+	m->result = restart ? NK_RESULT_RETRY : NK_RESULT_OK;
 	if (meta->dst >= s->n_servers)
 		m->client_id = (uint16_t)(meta->dst - s->n_servers);
 	s->stats[SC_STAT_SERVED]++;
@@ -476,7 +488,9 @@ static void server_update(struct starcache_state *s, int64_t hit, struct nk_msg 
 		return;
 	}
 	s->state[idx] = SC_STATE_VALID;
-	s->ack[idx] = 1;
+	/* the head's next visits bring the new item; if older fragments
+	 * answered it already, the next visit tells it to ask the server */
+	s->ack[idx] = s->ack[idx] == 1 ? 1 : 0;   /* 0 stays: two writes in a row */
 	if (!s->faithful) {
 		/* the key's packets in the loop now are older: they go (the
 		 * paper's 1-bit mode keeps them, digest 8.3) */
@@ -509,7 +523,7 @@ static void sc_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 		 * (FLAG >= 1 would make the server attach the value to its
 		 * reply: a cache packet for a key the switch never invalidated) */
 		int forged = m->flags != 0 || (m->op == NK_STARCACHE_OP_W_REQ &&
-					       (m->frag_cnt != 0 || m->frag_idx != 0));
+					       m->frag_cnt == 1);
 		m->flags = 0;
 		if (forged)
 			s->stats[SC_STAT_FORGED_FIELDS]++;
@@ -531,25 +545,35 @@ static void sc_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 		else
 			read_request(s, (uint32_t)hit, m, meta, act);
 		return;
-	case NK_STARCACHE_OP_W_REQ:
-		/* FLAG tells the server whether to attach the new value */
-		m->frag_cnt = 0;
-		m->frag_idx = 0;
+	case NK_STARCACHE_OP_W_REQ: {
+		/* FLAG tells the server whether to attach the new value; a write
+		 * of a multi-packet item (FLAG >= 2, our choice) keeps FLAG and
+		 * FRAG, its shape, and the switch says "attach" in CACHED, set on
+		 * its FRAG 0 only: that fragment is the write the key counts */
+		int multi = m->frag_cnt >= 2;
+		if (!multi)
+			m->frag_cnt = 0;
+		m->frag_idx = multi ? m->frag_idx : 0;
+		m->flags = 0;
 		if (hit >= 0 && meta->dst != s->home[hit]) {
 			/* only the home's reply may revalidate the key */
 			meta->dst = s->home[hit];
 			s->stats[SC_STAT_WRONG_HOME]++;
 		}
-		if (hit >= 0 && s->state[hit] != SC_STATE_DRAINING) {
+		if (hit >= 0 && s->state[hit] != SC_STATE_DRAINING && !m->frag_idx) {
 			s->state[hit] = SC_STATE_INVALID;
 			if (!s->faithful && s->pending_writes[hit] < UINT16_MAX)
 				s->pending_writes[hit]++;
 			s->write_ts[hit] = (uint32_t)(meta->now_ns / 1000);
-			m->frag_cnt = 1;
+			if (multi)
+				m->flags = 1;
+			else
+				m->frag_cnt = 1;
 			s->stats[SC_STAT_INVALIDATIONS]++;
 		}
 		forward(s, meta, act);
 		return;
+	}
 	case NK_STARCACHE_OP_W_REP:
 	case NK_STARCACHE_OP_F_REP:
 		server_update(s, hit, m, meta, act);

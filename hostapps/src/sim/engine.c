@@ -1328,6 +1328,8 @@ static const uint8_t *rank_key(struct nk_sim *s, uint32_t rank, uint32_t key, ui
 
 /* A multiget: the host logic turns it into packets (one, or one per server,
  * ...), sent one after another by the client's core. */
+static void send_mout(struct nk_sim *s, uint32_t si, uint64_t t, int n);
+
 static void send_multiget(struct nk_sim *s, uint32_t si, uint64_t t)
 {
 	struct slot *sl = &s->slots[si];
@@ -1354,7 +1356,15 @@ static void send_multiget(struct nk_sim *s, uint32_t si, uint64_t t)
 	};
 	struct client *c = &s->cli[sl->client];
 	int n = s->host->client_multiget(c->hstate, &spec, s->mout, NK_HOST_MAX_REQ_OUT);
-	/* one core builds and sends every packet of the multiget */
+	send_mout(s, si, t, n);
+}
+
+/* Send the n packets of one request in s->mout (a multiget's, a split
+ * write's): one core builds and sends them, one after another. */
+static void send_mout(struct nk_sim *s, uint32_t si, uint64_t t, int n)
+{
+	struct slot *sl = &s->slots[si];
+	struct client *c = &s->cli[sl->client];
 	uint64_t *core = client_core(s, c);
 	uint64_t ts = t > *core ? t : *core;
 	ts += s->cpu_ps;
@@ -1412,6 +1422,16 @@ static void send_request(struct nk_sim *s, uint32_t si, uint64_t t)
 	};
 	struct client *c = &s->cli[sl->client];
 	uint16_t dst = s->host->client_request(c->hstate, &spec, &p->m);
+	if (s->host->client_split) {
+		/* a request the wire carries in several packets (a multi-packet
+		 * write) */
+		int n = s->host->client_split(c->hstate, &p->m, dst, s->mout, NK_HOST_MAX_REQ_OUT);
+		if (n != 1) {
+			pkt_free(s, pi);
+			send_mout(s, si, t, n);
+			return;
+		}
+	}
 	p->src = (uint16_t)(s->S + sl->client);
 	p->dst = dst;
 	p->slot = si;
