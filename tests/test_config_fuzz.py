@@ -271,9 +271,11 @@ def test_fuzzed_reproduce_arguments_fail_in_one_line(fuzz_dir: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """``reproduce``: bad --jobs, --out, experiment names and extra overrides."""
     import netkv.experiments.reproduce as rep
+    import netkv.experiments.timeline as tl  # before the patch: it binds run_cell at import
 
     ran: list[str] = []
-    monkeypatch.setattr(rep, "run_cell", lambda *a: ran.append("cell") or {})
+    for module in (rep, tl):
+        monkeypatch.setattr(module, "run_cell", lambda *a: ran.append("cell") or {})
 
     @fuzz(30)
     @given(st.sampled_from(["pegasus/fig9", "pegasus/nope", "../x", ""]),
