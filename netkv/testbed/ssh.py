@@ -37,10 +37,13 @@ class RemoteError(ConfigError):
 
 def lifeline(argv: Sequence[str], pidfile: str) -> str:
     """``argv`` as a remote shell command that lives while the session's stdin
-    is open: SIGTERM to the program when it closes, then its exit status."""
+    is open: SIGTERM to the program when it closes, then its exit status. A
+    program that leads its own process group (``setsid``, e.g. a script whose
+    child is the real switch) gets it for the whole group."""
     prog = shlex.join(argv)
     return ("exec 3<&0; " + prog + " </dev/null & p=$!; echo $p > " + shlex.quote(pidfile)
-            + "; { cat <&3 >/dev/null; kill -TERM $p 2>/dev/null; } & w=$!; "
+            + "; { cat <&3 >/dev/null; kill -TERM -$p 2>/dev/null || kill -TERM $p 2>/dev/null;"
+            " } & w=$!; "
             "wait $p; rc=$?; kill $w 2>/dev/null; exit $rc")
 
 
