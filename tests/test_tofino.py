@@ -82,6 +82,25 @@ def test_require_tofino_names_each_missing_piece(monkeypatch: pytest.MonkeyPatch
     assert tofino.missing_tofino() == [f"$SDE/{tofino.SWITCHD}"]
 
 
+def test_bmv2_and_tofino_refuse_a_missing_toolchain_in_one_shared_line(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """require_bmv2 and require_tofino: one helper, one line naming the
+    switch, what is missing and the hint; nothing when nothing is missing."""
+    from netkv.drivers import bmv2
+    from netkv.drivers.p4runtime import require_toolchain
+
+    require_toolchain("x", [], "hint")
+    monkeypatch.setattr(bmv2, "missing_bmv2", lambda: ["p4c-bm2-ss", "simple_switch_CLI"])
+    monkeypatch.setattr(tofino, "missing_tofino", lambda: ["bf-p4c"])
+    with pytest.raises(ConfigError) as b:
+        bmv2.require_bmv2()
+    with pytest.raises(ConfigError) as t:
+        tofino.require_tofino()
+    assert str(b.value) == ("target.switch=bmv2 needs p4c-bm2-ss, simple_switch_CLI, not "
+                            f"found: {bmv2.INSTALL_HINT}")
+    assert str(t.value) == f"target.switch=tofino needs bf-p4c, not found: {tofino.INSTALL_HINT}"
+
+
 def test_tofino_runs_on_the_testbed_only() -> None:
     assert available_on("testbed").count("tofino") == 1
     assert "tofino" not in available_on("mininet") and "tofino" not in available_on("sim")

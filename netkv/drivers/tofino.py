@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 from netkv.config.compose import ConfigError
 from netkv.drivers import bmv2
 from netkv.drivers.base import DriverError
-from netkv.drivers.p4runtime import P4RuntimeDriver
+from netkv.drivers.p4runtime import P4RuntimeDriver, require_toolchain
 from netkv.protocols.plugin import P4Semantics
 
 if TYPE_CHECKING:
@@ -89,10 +89,7 @@ def missing_tofino() -> list[str]:
 
 def require_tofino() -> None:
     """Raise a one-line ``ConfigError`` naming what ``switch=tofino`` lacks."""
-    missing = missing_tofino()
-    if missing:
-        raise ConfigError(f"target.switch=tofino needs {', '.join(missing)}, not found: "
-                          f"{INSTALL_HINT}")
+    require_toolchain("tofino", missing_tofino(), INSTALL_HINT)
 
 
 def missing_driver() -> list[str]:
