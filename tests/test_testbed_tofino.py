@@ -72,6 +72,27 @@ def fake_here(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]
     return read
 
 
+def refused_with_a_failing(tmp_path: Path, broken: str, words: str, code: int) -> str:
+    """The testbed started on a copy of the FAKE SDE whose ``broken`` piece
+    (run_switchd.sh, install/bin/bf-p4c) says ``words`` on stderr and exits
+    ``code``: refused, in one line (returned)."""
+    from netkv.targets.testbed import TestbedTarget
+
+    sde = tmp_path / "sde"
+    for rel in ("run_switchd.sh", "install/bin/bf-p4c"):
+        (sde / rel).parent.mkdir(parents=True, exist_ok=True)
+        if rel != broken:
+            (sde / rel).symlink_to(FAKE_SDE / rel)
+            continue
+        (sde / rel).write_text(f"#!/bin/sh\necho '{words}' >&2\nexit {code}\n")
+        (sde / rel).chmod(0o755)
+    with pytest.raises(Exception) as e:
+        TestbedTarget(load(tofino_cfg(sde)))
+    msg = str(e.value)
+    assert "\n" not in msg, msg
+    return msg
+
+
 @needs_rack
 def test_without_the_sde_on_the_switch_host_is_one_line(
         rack: Inventory, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
@@ -138,18 +159,9 @@ def test_a_fake_switchd_that_exits_at_once_is_one_line(
         rack: Inventory, fake_here: dict[str, Any], tmp_path: Path) -> None:  # noqa: F811
     """A FAKE run_switchd.sh that exits before listening: one line naming the
     switch host and its log's end, nothing left there or here."""
-    from netkv.targets.testbed import TestbedTarget
-
-    sde = tmp_path / "sde"
-    (sde / "install" / "bin").mkdir(parents=True)
-    (sde / "install" / "bin" / "bf-p4c").symlink_to(FAKE_SDE / "install" / "bin" / "bf-p4c")
-    script = sde / "run_switchd.sh"
-    script.write_text("#!/bin/sh\necho 'bf_switchd: ERROR: no Tofino device found' >&2\nexit 3\n")
-    script.chmod(0o755)
-    with pytest.raises(Exception) as e:
-        TestbedTarget(load(tofino_cfg(sde)))
-    msg = str(e.value)
-    assert "\n" not in msg and "switch on host 'sw' exited (3)" in msg, msg
+    msg = refused_with_a_failing(tmp_path, "run_switchd.sh",
+                                 "bf_switchd: ERROR: no Tofino device found", 3)
+    assert "switch on host 'sw' exited (3)" in msg, msg
     assert "no Tofino device found" in msg
     assert "answer" not in fake_here
     assert not leftovers(rack) and not ssh_children()
@@ -192,3 +204,71 @@ def test_clean_kills_a_switchd_script_and_its_child_by_name(tmp_path: Path) -> N
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+@needs_rack
+def test_a_failing_bf_p4c_on_the_switch_host_is_one_line(
+        rack: Inventory, fake_here: dict[str, Any], tmp_path: Path) -> None:  # noqa: F811
+    """A FAKE bf-p4c that fails there: one line naming the host, the
+    compiler's last words and its log there; no switch started, nothing
+    cached here, nothing left."""
+    msg = refused_with_a_failing(tmp_path, "install/bin/bf-p4c",
+                                 "error: table node_fwd: stage overflow", 1)
+    assert "bf-p4c on host 'sw' failed on hash.p4 (exit 1)" in msg, msg
+    assert "stage overflow" in msg and "/bf-p4c.log)" in msg, msg
+    assert "order" not in fake_here
+    cache = tmp_path / "cache"
+    assert not cache.exists() or not any(cache.iterdir())
+    assert not leftovers(rack) and not ssh_children()
+
+
+@needs_rack
+def test_netkv_clean_kills_a_dead_runs_switchd_on_the_switch_host(
+        rack: Inventory, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
+    """A FAKE switchd (script and bf_switchd child) left on the switch host
+    by a run that died before writing its pid file: `netkv clean
+    --inventory` finds both there by name and folder and kills them."""
+    import time
+
+    from netkv.cli import main
+    from netkv.testbed import netns
+
+    sw = rack.with_role("switch")[0]
+    dead = Path(sw.workdir) / "run-nkdeadsw1"
+    dead.mkdir(parents=True, exist_ok=True)
+    (dead / "hash.conf").write_text("{}\n")
+    started = subprocess.Popen(
+        ["ip", "netns", "exec", netns.ns_name(sw), "setsid",
+         str(FAKE_SDE / "run_switchd.sh"), "-c", str(dead / "hash.conf"), "--skip-p4"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def running() -> list[bytes]:
+        out = []
+        for pid in subprocess.run(["ip", "netns", "pids", netns.ns_name(sw)],
+                                  capture_output=True, text=True).stdout.split():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(dead).encode() in cmd:
+                out.append(cmd.split(b"\0")[0])
+        return out
+
+    try:
+        for _ in range(100):
+            if b"bf_switchd" in running():
+                break
+            time.sleep(0.05)
+        assert b"bf_switchd" in running() and len(running()) == 2
+        assert main(["clean", "--inventory", "netns-rack"]) == 0
+        assert "run-nkdeadsw1" in capsys.readouterr().out
+        assert started.wait(timeout=10) == -9
+        for _ in range(100):
+            if not running():
+                break
+            time.sleep(0.05)
+        assert not running() and not dead.exists()
+    finally:
+        if started.poll() is None:
+            started.kill()
+            started.wait()
