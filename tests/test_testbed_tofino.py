@@ -179,6 +179,25 @@ def test_ctrl_c_after_the_fake_switchd_started_leaves_nothing(
     assert not leftovers(rack) and not ssh_children()
 
 
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+def test_an_absolute_program_on_the_switch_host_must_be_an_executable_file(
+        tmp_path: Path, shell: str) -> None:
+    """What the switch host's check runs (dash or bash as the login shell):
+    a missing or non-executable path and a folder are missing, an
+    executable file and a name on PATH are not."""
+    from netkv.testbed.ssh import missing_script
+
+    ok, plain = tmp_path / "run_switchd.sh", tmp_path / "bf-p4c"
+    ok.write_text("#!/bin/sh\n")
+    ok.chmod(0o755)
+    plain.write_text("#!/bin/sh\n")
+    plain.chmod(0o644)
+    asked = [str(ok), str(plain), str(tmp_path / "absent"), str(tmp_path), "sh"]
+    out = subprocess.run([shell, "-c", missing_script(asked)], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == [str(plain), str(tmp_path / "absent"), str(tmp_path)]
+
+
 def test_clean_kills_a_switchd_script_and_its_child_by_name(tmp_path: Path) -> None:
     """`netkv clean` finds run_switchd.sh (a script: its name is the
     interpreter's first argument) and bf_switchd whose command lines name a

@@ -47,6 +47,15 @@ def lifeline(argv: Sequence[str], pidfile: str) -> str:
             "wait $p; rc=$?; kill $w 2>/dev/null; exit $rc")
 
 
+def missing_script(programs: Sequence[str]) -> str:
+    """A shell command printing each of ``programs`` not found: a name on
+    PATH (``command -v``), an absolute path an executable file (``command
+    -v`` of a path is only a test for existence in dash)."""
+    names = " ".join(shlex.quote(p) for p in programs)
+    return (f'for p in {names}; do case "$p" in /*) [ -f "$p" ] && [ -x "$p" ];; '
+            '*) command -v "$p" >/dev/null;; esac || echo "$p"; done')
+
+
 class Ssh:
     """One host: commands, processes and forwarded sockets over one
     multiplexed connection."""
@@ -175,9 +184,7 @@ class Ssh:
         there see it: the inventory's ``path`` first)."""
         if not programs:
             return []
-        names = " ".join(shlex.quote(p) for p in programs)
-        res = self.run(f'for p in {names}; do command -v "$p" >/dev/null || echo "$p"; done')
-        return res.stdout.split()
+        return self.run(missing_script(programs)).stdout.split()
 
     def close(self) -> None:
         """End the multiplexed master connection."""
