@@ -127,6 +127,7 @@ def test_a_fake_sde_compiles_and_starts_on_the_switch_host_and_is_reached_throug
     try:
         rrun = Path(target.rack.remote_run["sw"])
         seen = json.loads((rrun / "fake-switchd.json").read_text())  # one file system here
+        prov = target.provenance()["switch"]
         args = (rrun / "p4out" / "fake-bf-p4c.args").read_text()
         procs = subprocess.run(["ip", "netns", "pids", "nkt-sw"], capture_output=True,
                                text=True).stdout.split()
@@ -140,6 +141,10 @@ def test_a_fake_sde_compiles_and_starts_on_the_switch_host_and_is_reached_throug
     assert seen["group_leader"]
     assert {"hash.conf", "hash.p4info.txtpb", "tofino.bin", "context.json"} <= set(seen["files"])
     prog = fake_here["program"]
+    assert prov == {"sde": str(FAKE_SDE), "compiled_on": "host 'sw'",
+                    "program": prog.out_dir.name,
+                    "defines": {"NETKV_TNA_CPU_PORT": 64, "NETKV_TNA_RECIRC_PORT": 68}}
+    assert prog.out_dir.name.startswith("tofino-hash-")
     assert prog.device_config_path.read_bytes()[4:8] == b"hash"
     assert b"BIN " in prog.device_config_path.read_bytes()
     assert fake_here["answer"] == bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]) + b"fake bf_switchd 9559\n"

@@ -144,6 +144,11 @@ class SwitchBackend(ABC):
         """A remote placement, before ``remote_files`` and ``command``: what
         must run on the switch host ``where`` (its run folder ``folder``)."""
 
+    def provenance(self) -> dict[str, Any]:
+        """What a run's provenance.json records of this switch (default:
+        nothing beyond ``target.switch``)."""
+        return {}
+
     def remote_files(self) -> list[Path]:
         """Files of this machine the program needs beside it in the run folder
         when it runs on another host (default: none)."""

@@ -114,6 +114,7 @@ class TofinoBackend(SwitchBackend):
         # behind; on the switch host: when the rack is up, before the switch
         # starts (prepare_on_host)
         self.compiled: tofino.TofinoProgram | None = None
+        self.compiled_on = "this machine"
         if not self.elsewhere:
             self.compiled = tofino.compile_cached(plugin.name, self.source, self.defines)
         self.dev_ports: list[int] = []
@@ -132,6 +133,16 @@ class TofinoBackend(SwitchBackend):
         defines and that compiler stay the same)."""
         self.compiled = tofino.compile_on_host(shell, where, folder, switch_sde(self.cfg),
                                                self.plugin.name, self.source, self.defines)
+        self.compiled_on = where
+
+    def provenance(self) -> dict[str, Any]:
+        """The SDE and the compiled program (its cache folder's name carries
+        the digest of the sources, defines and compiler) the run used."""
+        if self.compiled is None:
+            return {}
+        return {"sde": switch_sde(self.cfg) if self.elsewhere else os.environ.get("SDE"),
+                "compiled_on": self.compiled_on, "program": self.compiled.out_dir.name,
+                "defines": dict(sorted(self.defines.items()))}
 
     def remote_files(self) -> list[Path]:
         """bf-p4c's output beside the switch: the conf run_switchd.sh reads

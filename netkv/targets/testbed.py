@@ -128,6 +128,10 @@ class TestbedTarget(MininetTarget):
     def provenance(self) -> dict[str, Any]:
         """Per host: roles, stack, NIC and cores as the inventory gives them,
         and what the host reports (kernel, CPU model, online cores, the NIC's
-        driver and speed)."""
-        return {"hosts": self.rack.describe_hosts()} if self.rack is not None else {}
+        driver and speed), and the switch back-end's own record (``switch``:
+        e.g. where its program was compiled), when it has one."""
+        if self.rack is None:
+            return {}
+        switch = self.rack.spec.backend.provenance()
+        return {"hosts": self.rack.describe_hosts(), **({"switch": switch} if switch else {})}
 
