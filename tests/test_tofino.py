@@ -734,3 +734,21 @@ def test_stop_reaches_the_script_grandchild(tmp_path: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_grpc_answers_a_real_grpc_server() -> None:
+    """``ready``'s check against a real gRPC server (grpcio's, with no
+    service: bf_switchd's P4Runtime server is a gRPC C++ server, the same
+    core): it answers the HTTP/2 preface with SETTINGS. Skips without
+    grpcio (p4runtime-shell, `netkv[bmv2]`, brings it)."""
+    grpc = pytest.importorskip("grpc")
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = grpc.server(ThreadPoolExecutor(max_workers=1))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        assert tofino.grpc_answers(f"127.0.0.1:{port}")
+    finally:
+        server.stop(grace=None).wait()
+    assert not tofino.grpc_answers(f"127.0.0.1:{port}", timeout_s=0.5)
