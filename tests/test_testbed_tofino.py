@@ -17,6 +17,7 @@ import json
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +45,11 @@ def tofino_cfg(sde: Path, protocol: str = "hash") -> list[str]:
 
 
 @pytest.fixture
-def fake_here(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
+def fake_here(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str, Any]]:
     """This machine's side faked: p4runtime-shell 'present', the compile
     cache in tmp_path, and ``connect`` reading the fake's answer through
-    the forward (what it read is returned)."""
+    the forward (what it read is returned). Afterwards the fake's SIGTERM
+    record (beside the run folders) goes."""
     read: dict[str, Any] = {}
     monkeypatch.setattr(tofino, "missing_driver", lambda: [])
     monkeypatch.setenv("NETKV_P4_CACHE", str(tmp_path / "cache"))
@@ -69,7 +71,9 @@ def fake_here(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]
 
     monkeypatch.setattr(TofinoBackend, "ready", ready)
     monkeypatch.setattr(TofinoBackend, "connect", connect)
-    return read
+    yield read
+    sw = load(SMALL).inventory.with_role("switch")[0]
+    (Path(sw.workdir) / "fake-switchd.terms").unlink(missing_ok=True)
 
 
 def refused_with_a_failing(tmp_path: Path, broken: str, words: str, code: int) -> str:
@@ -155,7 +159,6 @@ def test_a_fake_sde_compiles_and_starts_on_the_switch_host_and_is_reached_throug
     # and got SIGTERM from the lifeline (its process group), not only clean's SIGKILL
     terms = rrun.parent / "fake-switchd.terms"
     assert rrun.name in terms.read_text().split()
-    terms.unlink()
     assert not leftovers(rack) and not ssh_children()
 
 
