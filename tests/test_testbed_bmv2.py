@@ -52,6 +52,14 @@ def exit_code(argv: list[str]) -> int:
         return int(exc.code or 0)
 
 
+def refusal(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """``netkv run argv`` refused: exit 2 and one line, which is returned."""
+    assert exit_code(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
 def ssh_children() -> list[str]:
     """This process's ssh children (forwards, lifelines) still running."""
     out = []
@@ -105,13 +113,10 @@ def test_bmv2_without_simple_switch_grpc_on_the_switch_host_is_one_line(
     refusal names the host and the program, exit 2, nothing left; with the
     FAKE's folder on the host's path the same check passes (and the next one,
     this machine's p4c, refuses instead: it names no host)."""
-    assert exit_code([*bmv2_cfg(None), f"out={tmp_path / 'a'}"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1, err
+    err = refusal([*bmv2_cfg(None), f"out={tmp_path / 'a'}"], capsys)
     assert "switch host 'sw'" in err and "has no simple_switch_grpc" in err, err
-    assert exit_code([*bmv2_cfg(FAKES), f"out={tmp_path / 'b'}"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "'sw'" not in err, err
+    err = refusal([*bmv2_cfg(FAKES), f"out={tmp_path / 'b'}"], capsys)
+    assert "'sw'" not in err, err
     assert "p4c-bm2-ss" in err and "on this machine" in err, err
     assert not leftovers(rack) and not ssh_children()
 
@@ -196,6 +201,13 @@ def test_ctrl_c_after_the_fake_switch_started_leaves_nothing(
         monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     """Ctrl-C once the FAKE switch runs and its ports are forwarded (during
     the servers' start): the fake, its forward and the run folders go."""
+    assert ctrl_c_once_the_switch_runs(bmv2_cfg(FAKES), monkeypatch) == [1]  # its TCP forward
+    assert not leftovers(rack) and not ssh_children()
+
+
+def ctrl_c_once_the_switch_runs(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Start the testbed on ``argv`` and Ctrl-C it when the servers start (the
+    switch started, its ports forwarded); how many forwards were up then."""
     from netkv.targets.testbed import TestbedTarget
     from netkv.testbed.rack import SshRack
 
@@ -207,9 +219,8 @@ def test_ctrl_c_after_the_fake_switch_started_leaves_nothing(
 
     monkeypatch.setattr(SshRack, "_start_servers", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        TestbedTarget(load(bmv2_cfg(FAKES)))
-    assert started == [1]   # the switch's TCP forward was up
-    assert not leftovers(rack) and not ssh_children()
+        TestbedTarget(load(argv))
+    return started
 
 
 def test_clean_kills_a_switch_program_left_without_its_pid_file(tmp_path: Path) -> None:

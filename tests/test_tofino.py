@@ -82,6 +82,25 @@ def test_require_tofino_names_each_missing_piece(monkeypatch: pytest.MonkeyPatch
     assert tofino.missing_tofino() == [f"$SDE/{tofino.SWITCHD}"]
 
 
+def test_bmv2_and_tofino_refuse_a_missing_toolchain_in_one_shared_line(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """require_bmv2 and require_tofino: one helper, one line naming the
+    switch, what is missing and the hint; nothing when nothing is missing."""
+    from netkv.drivers import bmv2
+    from netkv.drivers.p4runtime import require_toolchain
+
+    require_toolchain("x", [], "hint")
+    monkeypatch.setattr(bmv2, "missing_bmv2", lambda: ["p4c-bm2-ss", "simple_switch_CLI"])
+    monkeypatch.setattr(tofino, "missing_tofino", lambda: ["bf-p4c"])
+    with pytest.raises(ConfigError) as b:
+        bmv2.require_bmv2()
+    with pytest.raises(ConfigError) as t:
+        tofino.require_tofino()
+    assert str(b.value) == ("target.switch=bmv2 needs p4c-bm2-ss, simple_switch_CLI, not "
+                            f"found: {bmv2.INSTALL_HINT}")
+    assert str(t.value) == f"target.switch=tofino needs bf-p4c, not found: {tofino.INSTALL_HINT}"
+
+
 def test_tofino_runs_on_the_testbed_only() -> None:
     assert available_on("testbed").count("tofino") == 1
     assert "tofino" not in available_on("mininet") and "tofino" not in available_on("sim")
@@ -97,6 +116,27 @@ def test_tofino_runs_on_the_testbed_only() -> None:
 @pytest.fixture
 def sde_present(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tofino, "missing_tofino", lambda: [])
+    monkeypatch.setattr(tofino, "missing_driver", lambda: [])
+    monkeypatch.setenv("SDE", "/opt/sde")
+
+
+def test_testbed_needs_to_know_where_the_sde_is_on_the_switch_host(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neither target.tofino.sde nor $SDE: one line; either one: the switch
+    host's programs are looked for there (by absolute path, over SSH)."""
+    monkeypatch.delenv("SDE", raising=False)
+    cls = backend_class("tofino")
+    with pytest.raises(ConfigError) as e:
+        cls.preflight(_cfg("hash"), lookup("hash"))
+    assert "\n" not in str(e.value) and "target.tofino.sde" in str(e.value)
+    cfg = _cfg("hash", "target.tofino.sde=/sw/sde")
+    cls.preflight(cfg, lookup("hash"))
+    assert cls.switch_host_programs(cfg) == ("/sw/sde/run_switchd.sh",
+                                             "/sw/sde/install/bin/bf-p4c")
+    monkeypatch.setenv("SDE", "/here/sde")
+    assert cls.switch_host_programs(_cfg("hash"))[0] == "/here/sde/run_switchd.sh"
+    with pytest.raises(ConfigError):
+        _cfg("hash", "target.tofino.sde=relative/sde")
 
 
 @pytest.mark.parametrize(("protocol", "why"), [
@@ -154,24 +194,8 @@ def test_pipeline_config_is_name_bin_context_each_length_prefixed() -> None:
     assert _unpack(tofino.pack_pipeline_config("p", b"", b"ctx")) != [b"p", b"ctx", b""]
 
 
-FAKE_BF_P4C = """#!/bin/sh
-# a FAKE bf-p4c: writes what the real one's output folder holds, counts its runs
-echo run >> "$FAKE_BF_P4C_LOG"
-echo "$@" >> "$FAKE_BF_P4C_LOG"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    -o) out="$2"; shift ;;
-    --p4runtime-files) info="$2"; shift ;;
-  esac
-  shift
-done
-[ -n "$FAKE_BF_P4C_FAIL" ] && { echo "error: stage overflow" >&2; exit 1; }
-mkdir -p "$out/pipe"
-echo 'pkg_info {}' > "$info"
-printf 'BIN' > "$out/pipe/tofino.bin"
-printf '{"ctx": 1}' > "$out/pipe/context.json"
-echo '{}' > "$out/prog.conf"
-"""
+FAKE_SDE = Path(__file__).parent / "fakes" / "sde"
+FAKE_BF_P4C = (FAKE_SDE / "install" / "bin" / "bf-p4c").read_text()
 
 
 @pytest.fixture
@@ -192,7 +216,8 @@ def test_compile_cached_with_a_fake_bf_p4c_packs_and_reuses(fake_bf_p4c: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     src = ROOT / "p4src/hash/tna/hash.p4"
     prog = tofino.compile_cached("hash", src, {"NETKV_TNA_CPU_PORT": 64})
-    assert _unpack(prog.device_config_path.read_bytes()) == [b"hash", b"BIN", b'{"ctx": 1}']
+    name, blob, ctx = _unpack(prog.device_config_path.read_bytes())
+    assert (name, ctx) == (b"hash", b'{"ctx": 1}') and blob.startswith(b"BIN ")
     again = tofino.compile_cached("hash", src, {"NETKV_TNA_CPU_PORT": 64})
     assert again == prog
     assert fake_bf_p4c.read_text().count("run\n") == 1          # cached: compiled once
@@ -205,22 +230,112 @@ def test_compile_cached_with_a_fake_bf_p4c_packs_and_reuses(fake_bf_p4c: Path,
     assert not [p for p in cache.iterdir() if p.name.startswith(".")]   # no half folder left
 
 
-def test_backend_prepares_with_the_tna_program_and_device_ports(
+class LocalShell:
+    """The switch host's shell, played by this machine (``HostShell``)."""
+
+    def __init__(self) -> None:
+        self.commands: list[str] = []
+
+    def run(self, command: str, timeout_s: float = 60.0, input_text: str | None = None,
+            check: bool = True) -> subprocess.CompletedProcess[str]:
+        self.commands.append(command)
+        return subprocess.run(["sh", "-c", command], capture_output=True, text=True,
+                              input=input_text, timeout=timeout_s, check=check)
+
+    def copy_to(self, local: Path, remote: str) -> None:
+        Path(remote).parent.mkdir(parents=True, exist_ok=True)
+        Path(remote).write_bytes(local.read_bytes())
+
+    def read(self, remote: str) -> bytes:
+        try:
+            return Path(remote).read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"cannot read {remote}: {exc}") from None
+
+
+def test_backend_compiles_on_the_switch_host_with_the_tna_program_and_device_ports(
         fake_bf_p4c: Path, sde_present: None, monkeypatch: pytest.MonkeyPatch,
         tmp_path: Path) -> None:
-    cfg = _cfg("pegasus", "target.tofino.cpu_port=320")
+    """On the testbed bf-p4c is the switch host's (its SDE's install/bin),
+    run on p4src/ pushed into the run folder there; its output lands in this
+    machine's cache, reused while nothing changed; the switch is started on
+    the conf pushed beside it, with the SDE's environment and under setsid."""
+    cfg = _cfg("pegasus", "target.tofino.cpu_port=320", f"target.tofino.sde={FAKE_SDE}")
     backend = backend_class("tofino")(cfg, lookup("pegasus"), "")
+    assert backend.compiled is None and not fake_bf_p4c.exists()    # not compiled here
+    run = tmp_path / "remote-run"
+    run.mkdir()
+    shell = LocalShell()
+    backend.prepare_on_host(shell, str(run), "host 'sw'")
     log = fake_bf_p4c.read_text()
-    assert "p4src/pegasus/tna/pegasus.p4" in log and "-DNETKV_TNA_CPU_PORT=320" in log
-    assert "-DNETKV_TNA_RECIRC_PORT=68" in log
+    assert f"{run}/p4src/pegasus/tna/pegasus.p4" in log and "-DNETKV_TNA_CPU_PORT=320" in log
+    assert "-DNETKV_TNA_RECIRC_PORT=68" in log and f"SDE={FAKE_SDE}" in shell.commands[-1]
+    prog = backend.program()
+    assert prog.out_dir.parent == tmp_path / "cache"
+    assert _unpack(prog.device_config_path.read_bytes())[1].startswith(b"BIN ")
+    assert [f.name for f in backend.remote_files()] == [
+        "pegasus.conf", "pegasus.p4info.txtpb", "tofino.bin", "context.json"]
+    again = backend_class("tofino")(cfg, lookup("pegasus"), "")
+    again.prepare_on_host(LocalShell(), str(run), "host 'sw'")
+    assert again.program() == prog and fake_bf_p4c.read_text().count("run\n") == 1
     assert backend.special_ports() == (3, 4)             # 2 servers + 1 client, then CPU, recirc
-    monkeypatch.setenv("SDE", "/sde")
-    assert backend.command(["132", "140", "148"], tmp_path, "t") == [
-        "setsid", "/sde/run_switchd.sh", "-c", str(backend.compiled.conf_path), "--skip-p4"]
+    assert backend.command(["132", "140", "148"], Path("/w/run-x"), "t") == [
+        "env", f"SDE={FAKE_SDE}", f"SDE_INSTALL={FAKE_SDE}/install", "setsid",
+        f"{FAKE_SDE}/run_switchd.sh", "-c", "/w/run-x/pegasus.conf", "--skip-p4"]
     assert backend.dev_ports == [132, 140, 148]
+    assert backend.tcp_ports() == [9559]
+    backend.forwarded({9559: 40001})
+    assert backend.endpoint == "127.0.0.1:40001"
     with pytest.raises(ConfigError) as e:
         backend.command(["eth0", "eth1"], tmp_path, "t")
     assert "device port numbers" in str(e.value) and "\n" not in str(e.value)
+    # a failing compile there: one line naming the host, the compiler's words and its log
+    monkeypatch.setenv("FAKE_BF_P4C_FAIL", "1")
+    other = backend_class("tofino")(_cfg("hash", f"target.tofino.sde={FAKE_SDE}"),
+                                    lookup("hash"), "")
+    with pytest.raises(DriverError) as e:
+        other.prepare_on_host(LocalShell(), str(run), "host 'sw'")
+    msg = str(e.value)
+    assert "\n" not in msg and "bf-p4c on host 'sw' failed" in msg and "stage overflow" in msg
+    assert f"{run}/bf-p4c.log" in msg
+
+
+def test_grpc_answers_only_for_an_http2_server(tmp_path: Path) -> None:
+    """What ``ready`` waits for: a server whose first frame is SETTINGS. One
+    that answers other bytes, one that closes at once, and no server at all
+    do not count (through an SSH forward all three accept a connection)."""
+    import socket
+    import threading
+
+    def server(reply: bytes) -> tuple[str, socket.socket]:
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(4)
+
+        def loop() -> None:
+            while True:
+                try:
+                    conn, _ = s.accept()
+                except OSError:
+                    return
+                conn.recv(64)
+                conn.sendall(reply)
+                conn.close()
+
+        threading.Thread(target=loop, daemon=True).start()
+        return f"127.0.0.1:{s.getsockname()[1]}", s
+
+    h2, a = server(bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+    text, b = server(b"hello, not http/2 at all\n")
+    shut, c = server(b"")
+    try:
+        assert tofino.grpc_answers(h2)
+        assert not tofino.grpc_answers(text) and not tofino.grpc_answers(shut)
+    finally:
+        for s in (a, b, c):
+            s.shutdown(socket.SHUT_RDWR)    # wakes the accept (close alone does not)
+            s.close()
+    assert not tofino.grpc_answers(h2, timeout_s=0.5)   # closed now
 
 
 # ---- the driver against a FAKE p4runtime-shell -------------------------------------------------
@@ -619,3 +734,21 @@ def test_stop_reaches_the_script_grandchild(tmp_path: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_grpc_answers_a_real_grpc_server() -> None:
+    """``ready``'s check against a real gRPC server (grpcio's, with no
+    service: bf_switchd's P4Runtime server is a gRPC C++ server, the same
+    core): it answers the HTTP/2 preface with SETTINGS. Skips without
+    grpcio (p4runtime-shell, `netkv[bmv2]`, brings it)."""
+    grpc = pytest.importorskip("grpc")
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = grpc.server(ThreadPoolExecutor(max_workers=1))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        assert tofino.grpc_answers(f"127.0.0.1:{port}")
+    finally:
+        server.stop(grace=None).wait()
+    assert not tofino.grpc_answers(f"127.0.0.1:{port}", timeout_s=0.5)

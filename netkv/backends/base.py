@@ -24,7 +24,11 @@ host's PATH before anything starts), ``remote_files`` (pushed into the
 remote run folder first), ``unix_sockets`` (waited for, then forwarded here
 under the same name) and ``tcp_ports`` (waited for on the host's loopback,
 forwarded from ports of this machine's loopback, told back through
-``forwarded``) before ``connect``.
+``forwarded``), then calls ``ready`` (with the SSH session standing for the
+program) before ``connect``. ``switch_host_programs`` may name programs by
+absolute path (an SDE's script), and ``prepare_on_host`` does what must run
+on the switch host before the program starts (a compiler that lives only
+there).
 
 A back-end asks the protocol only through its ``ProtocolPlugin`` and never
 learns a protocol's name; a placement never learns a back-end's internals.
@@ -38,13 +42,24 @@ import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from netkv.drivers.base import DriverError, SwitchDriver
 
 if TYPE_CHECKING:
     from netkv.config.schema import RunConfig
     from netkv.protocols.plugin import ProtocolPlugin
+
+
+class HostShell(Protocol):
+    """What a back-end may do on the switch host (``netkv.testbed.ssh.Ssh``)."""
+
+    def run(self, command: str, timeout_s: float = 60.0, input_text: str | None = None,
+            check: bool = True) -> "subprocess.CompletedProcess[str]": ...
+
+    def copy_to(self, local: Path, remote: str) -> None: ...
+
+    def read(self, remote: str) -> bytes: ...
 
 
 class SwitchBackend(ABC):
@@ -69,10 +84,19 @@ class SwitchBackend(ABC):
     # programs its command runs that a remote placement does not push (it
     # pushes netkv's own): they must be on the switch host's PATH
     host_programs: ClassVar[tuple[str, ...]] = ()
+    # how long its program may take to listen (a Tofino's ASIC init is slow)
+    start_timeout_s: ClassVar[float] = 30.0
 
     def __init__(self, cfg: "RunConfig", plugin: "ProtocolPlugin", params: str) -> None:
         self.preflight(cfg, plugin)
         self.cfg, self.plugin, self.params = cfg, plugin, params
+
+    @classmethod
+    def switch_host_programs(cls, cfg: "RunConfig") -> tuple[str, ...]:
+        """``host_programs`` for ``cfg``: names on the host's PATH, or
+        absolute paths there."""
+        del cfg
+        return cls.host_programs
 
     @classmethod
     def preflight(cls, cfg: "RunConfig", plugin: "ProtocolPlugin") -> None:  # noqa: B027
@@ -118,6 +142,15 @@ class SwitchBackend(ABC):
 
     def ready(self, proc: subprocess.Popen[str], folder: Path) -> None:  # noqa: B027
         """Wait until the started switch serves (default: at once)."""
+
+    def prepare_on_host(self, shell: HostShell, folder: str, where: str) -> None:  # noqa: B027
+        """A remote placement, before ``remote_files`` and ``command``: what
+        must run on the switch host ``where`` (its run folder ``folder``)."""
+
+    def provenance(self) -> dict[str, Any]:
+        """What a run's provenance.json records of this switch (default:
+        nothing beyond ``target.switch``)."""
+        return {}
 
     def remote_files(self) -> list[Path]:
         """Files of this machine the program needs beside it in the run folder

@@ -301,14 +301,18 @@ class Loop(Strict):
 
 class Tofino(Strict):
     """target.switch=tofino (untested here: no SDE): where bf_switchd's
-    P4Runtime server listens, the device id, and the PCIe CPU port and the
-    recirculation port the TNA programs are compiled for (CPU 64 on a 2-pipe
-    Tofino 1, 320 on a 4-pipe one)."""
+    P4Runtime server listens (its port on the switch host, forwarded here
+    over SSH), the device id, the PCIe CPU port and the recirculation port
+    the TNA programs are compiled for (CPU 64 on a 2-pipe Tofino 1, 320 on a
+    4-pipe one), and the SDE's folder on the switch host."""
 
     grpc_addr: str = Field("127.0.0.1:9559", pattern=r"^[\w.\-]+:\d{1,5}$")
     device_id: int = Field(0, ge=0, le=2**32 - 1)
     cpu_port: int = Field(64, ge=0, le=511)
     recirc_port: int = Field(68, ge=0, le=511)   # a recirculation port (68: pipe 0, Tofino 1)
+    # the SDE's folder on the switch host (run_switchd.sh, install/bin/bf-p4c);
+    # unset: this machine's $SDE, the same path there
+    sde: str | None = Field(None, pattern=r"^/")
 
 
 class Target(Strict):

@@ -90,11 +90,7 @@ def missing_bmv2() -> list[str]:
 
 def require_bmv2() -> None:
     """Raise a one-line ``ConfigError`` naming what ``switch=bmv2`` lacks."""
-    missing = missing_bmv2()
-    if missing:
-        raise ConfigError(
-            f"target.switch=bmv2 needs {', '.join(missing)}, not found: {INSTALL_HINT}"
-        )
+    p4runtime.require_toolchain("bmv2", missing_bmv2(), INSTALL_HINT)
 
 
 # ---- programs -----------------------------------------------------------------------

@@ -23,9 +23,18 @@ from abc import abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Self
 
+from netkv.config.compose import ConfigError
 from netkv.constants import CPU_CLONE_SESSION, FLOOD_MCAST_GRP
 from netkv.drivers.base import CpuPacket, DriverError, SwitchDriver
 from netkv.protocols.plugin import P4Semantics
+
+
+def require_toolchain(switch: str, missing: Sequence[str], install_hint: str) -> None:
+    """Raise a one-line ``ConfigError`` naming what ``target.switch=<switch>``
+    lacks (nothing when ``missing`` is empty)."""
+    if missing:
+        raise ConfigError(f"target.switch={switch} needs {', '.join(missing)}, not found: "
+                          f"{install_hint}")
 
 
 def wait_for_tcp(addr: str, timeout_s: float, label: str = "P4Runtime server") -> None:

@@ -30,27 +30,37 @@ The parts a back-end needs:
 - ``compile_command()`` / ``compile_cached()``  bf-p4c --target tofino --arch tna
 - ``switchd_command()``     $SDE/run_switchd.sh on the compiled program's conf
 - ``pack_pipeline_config()`` the device config bytes
+- ``compile_on_host()``     bf-p4c on the switch host (testbed), its output fetched
+- ``grpc_answers()``        an HTTP/2 server (bf_switchd's P4Runtime) answers there
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import io
 import os
+import shlex
 import shutil
 import signal
+import socket
 import struct
 import subprocess
+import tarfile
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from netkv.config.compose import ConfigError
 from netkv.drivers import bmv2
 from netkv.drivers.base import DriverError
-from netkv.drivers.p4runtime import P4RuntimeDriver
+from netkv.drivers.p4runtime import P4RuntimeDriver, require_toolchain
 from netkv.protocols.plugin import P4Semantics
+
+if TYPE_CHECKING:
+    from netkv.backends.base import HostShell
 
 COMPILER = "bf-p4c"
 SWITCHD = "run_switchd.sh"          # under $SDE
@@ -79,10 +89,13 @@ def missing_tofino() -> list[str]:
 
 def require_tofino() -> None:
     """Raise a one-line ``ConfigError`` naming what ``switch=tofino`` lacks."""
-    missing = missing_tofino()
-    if missing:
-        raise ConfigError(f"target.switch=tofino needs {', '.join(missing)}, not found: "
-                          f"{INSTALL_HINT}")
+    require_toolchain("tofino", missing_tofino(), INSTALL_HINT)
+
+
+def missing_driver() -> list[str]:
+    """What this machine needs when bf_switchd and bf-p4c are on the switch
+    host: only the P4Runtime client."""
+    return [] if importlib.util.find_spec(P4RUNTIME_SHELL_MODULE) else ["p4runtime-shell"]
 
 
 def tna_source(v1model_source: str) -> str:
@@ -163,21 +176,109 @@ def compile_cached(program: str, src: Path, defines: Mapping[str, int] | None = 
     defines = {k: int(v) for k, v in (defines or {}).items()}
     root = Path(cache_dir) if cache_dir is not None else bmv2.p4_cache_dir()
     out = root / f"tofino-{program}-{bmv2.program_digest(program, src, defines, COMPILER)}"
-    done = TofinoProgram(program, src.stem, out, defines)
+    return _cached(TofinoProgram(program, src.stem, out, defines),
+                   lambda prog: _compile_into(prog, src))
+
+
+def _cached(done: TofinoProgram, fill: Callable[[TofinoProgram], None]) -> TofinoProgram:
+    """``done`` if complete, else ``fill`` a fresh folder beside it and rename
+    it into place (another run's finished copy wins): no half folder stays."""
     if done.complete() and done.device_config_path.is_file():
         return done
+    root = done.out_dir.parent
     root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tofino-{program}-", dir=root))
+    tmp = Path(tempfile.mkdtemp(prefix=f".tofino-{done.program}-", dir=root))
     try:
-        _compile_into(TofinoProgram(program, src.stem, tmp, defines), src)
+        fill(TofinoProgram(done.program, done.name, tmp, done.defines))
         try:
-            tmp.rename(out)
+            tmp.rename(done.out_dir)
         except OSError:
             if not done.complete():   # not another run's finished copy
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return done
+
+
+def p4src_archive() -> bytes:
+    """Every .p4 under p4src/ (the programs include common/), gzipped tar."""
+    root, buf = bmv2.p4src_dir(), io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for f in sorted(root.rglob("*.p4")):
+            tar.add(f, arcname=str(f.relative_to(root)))
+    return buf.getvalue()
+
+
+# what the driver and the switch need of bf-p4c's output, relative to it
+OUTPUTS = ("{name}.p4info.txtpb", "{name}.conf", "pipe/tofino.bin", "pipe/context.json")
+
+
+def compile_on_host(shell: "HostShell", where: str, folder: str, sde: str, program: str,
+                    src: Path, defines: Mapping[str, int] | None = None,
+                    cache_dir: str | Path | None = None,
+                    timeout_s: float = 1800.0) -> TofinoProgram:
+    """bf-p4c of the switch host's SDE (``<sde>/install/bin``) on p4src/ pushed
+    into ``folder`` there; its output fetched into this machine's cache
+    (the driver pushes the pipeline from here), keyed by the sources, the
+    defines and that compiler's size and mtime, as ``compile_cached``."""
+    defines = {k: int(v) for k, v in (defines or {}).items()}
+    q = shlex.quote
+    compiler = f"{sde}/install/bin/{COMPILER}"
+    ident = shell.run(f"stat -L -c '%s %Y' {q(compiler)}", check=False).stdout.strip()
+    key = f"{bmv2.program_digest(program, src, defines, COMPILER)}\0{compiler}\0{ident}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    root = Path(cache_dir) if cache_dir is not None else bmv2.p4_cache_dir()
+    out = root / f"tofino-{program}-{digest}"
+    rsrc, rout, log = f"{folder}/p4src", f"{folder}/p4out", f"{folder}/{COMPILER}.log"
+
+    def fill(got: TofinoProgram) -> None:
+        (got.out_dir / "p4src.tar.gz").write_bytes(p4src_archive())
+        shell.copy_to(got.out_dir / "p4src.tar.gz", f"{folder}/p4src.tar.gz")
+        (got.out_dir / "p4src.tar.gz").unlink()
+        cmd = compile_command(Path(rsrc) / src.relative_to(bmv2.p4src_dir()), Path(rout),
+                              src.stem, defines)
+        res = shell.run(f"mkdir -p {q(rsrc)} {q(rout)} && tar xzf {q(folder)}/p4src.tar.gz "
+                        f"-C {q(rsrc)} && SDE={q(sde)} SDE_INSTALL={q(sde)}/install "
+                        f"{shlex.join([compiler, *cmd[1:]])} >{q(log)} 2>&1",
+                        timeout_s=timeout_s, check=False)
+        if res.returncode != 0:
+            try:
+                tail = " ".join(shell.read(log).decode(errors="replace").split())[-300:]
+            except ConfigError:     # the host's RemoteError: the log is not there
+                tail = " ".join(res.stderr.split())[-300:]
+            raise DriverError(f"{COMPILER} on {where} failed on {src.name} (exit "
+                              f"{res.returncode}): {tail} (log: {log})")
+        for rel in (r.format(name=src.stem) for r in OUTPUTS):
+            (got.out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+            (got.out_dir / rel).write_bytes(shell.read(f"{rout}/{rel}"))
+        got.device_config_path.write_bytes(pack_pipeline_config(
+            got.name, got.bin_path.read_bytes(), got.context_path.read_bytes()))
+
+    return _cached(TofinoProgram(program, src.stem, out, defines), fill)
+
+
+# HTTP/2's client preface and an empty SETTINGS frame (RFC 9113, 3.4)
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+def grpc_answers(addr: str, timeout_s: float = 2.0) -> bool:
+    """Whether an HTTP/2 server (a gRPC one: bf_switchd's P4Runtime) answers
+    at ``addr``: its first frame is SETTINGS. Through an SSH forward a TCP
+    connect alone proves nothing: the forward's local end accepts at once."""
+    host, _, port = addr.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s) as s:
+            s.settimeout(timeout_s)
+            s.sendall(H2_PREFACE)
+            head = b""
+            while len(head) < 9:
+                chunk = s.recv(9 - len(head))
+                if not chunk:
+                    return False
+                head += chunk
+            return head[3] == 4
+    except OSError:
+        return False
 
 
 def switchd_command(prog: TofinoProgram, sde: str | None = None) -> list[str]:

@@ -93,7 +93,7 @@ class TestbedTarget(MininetTarget):
         """The programs the switch back-end runs there and netkv does not
         push are on the switch host's PATH: one line naming host and
         program, before anything is compiled or started."""
-        need = backend_class(self.cfg.target.switch).host_programs
+        need = backend_class(self.cfg.target.switch).switch_host_programs(self.cfg)
         if not need:
             return
         with tempfile.TemporaryDirectory(prefix="nkchk", dir="/tmp") as control:
@@ -102,12 +102,15 @@ class TestbedTarget(MininetTarget):
                 missing = ssh.missing(need)
             finally:
                 ssh.close()
+        where = (f"target.switch={self.cfg.target.switch}: switch host {switch.name!r} "
+                 f"({switch.ssh})")
+        if paths := [m for m in missing if m.startswith("/")]:
+            raise TargetUnavailable(f"{where} has no executable {', '.join(paths)} there: "
+                                    f"{backend_class(self.cfg.target.switch).install_hint}")
         if missing:
             path = f" (PATH: inventory path {switch.path} first)" if switch.path else ""
-            raise TargetUnavailable(f"target.switch={self.cfg.target.switch}: switch host "
-                                    f"{switch.name!r} ({switch.ssh}) has no {missing[0]} on its "
-                                    f"PATH{path}: install it there, or list its folder in the "
-                                    "host's inventory path")
+            raise TargetUnavailable(f"{where} has no {missing[0]} on its PATH{path}: install "
+                                    "it there, or list its folder in the host's inventory path")
 
     def new_state(self) -> Any:
         return LocalState.create()
@@ -125,6 +128,10 @@ class TestbedTarget(MininetTarget):
     def provenance(self) -> dict[str, Any]:
         """Per host: roles, stack, NIC and cores as the inventory gives them,
         and what the host reports (kernel, CPU model, online cores, the NIC's
-        driver and speed)."""
-        return {"hosts": self.rack.describe_hosts()} if self.rack is not None else {}
+        driver and speed), and the switch back-end's own record (``switch``:
+        e.g. where its program was compiled), when it has one."""
+        if self.rack is None:
+            return {}
+        switch = self.rack.spec.backend.provenance()
+        return {"hosts": self.rack.describe_hosts(), **({"switch": switch} if switch else {})}
 

@@ -49,14 +49,15 @@ def kill_and_remove(folder: str, tag: str) -> str:
     run folder: the pids it recorded (if still carrying the tag: a pid may
     have been reused), then any process of a known program name whose
     command line names the folder (one whose pid file was never written,
-    e.g. a switch started by a lifeline that died at once)."""
+    e.g. a switch started by a lifeline that died at once). A script's name
+    (run_switchd.sh) is its interpreter's first argument: both words count."""
     q, t = shlex.quote(folder), shlex.quote(tag)
     names = "|".join(program_names())
     return (f"for f in {q}/*.pid; do [ -f \"$f\" ] || continue; p=$(cat \"$f\"); "
             f"grep -qa -- {t} /proc/$p/cmdline 2>/dev/null && kill -9 $p; done; "
             f"for p in $(pgrep -f -- {q}/ 2>/dev/null); do "
-            f"n=$(tr '\\0' '\\n' < /proc/$p/cmdline 2>/dev/null | head -n1); "
-            f"case \"${{n##*/}}\" in {names}) kill -9 $p;; esac; done; rm -rf {q}")
+            f"for n in $(tr '\\0' '\\n' < /proc/$p/cmdline 2>/dev/null | head -n2); do "
+            f"case \"${{n##*/}}\" in {names}) kill -9 $p;; esac; done; done; rm -rf {q}")
 
 
 def clean_inventory(inv: Inventory, state_root: Path, force: bool = False) -> list[str]:

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 # the rack plan and the controller's address are the Mininet rack's (io.h)
+from netkv.drivers.base import DriverError
 from netkv.mininet.rack import CONTROLLER_IP, CONTROLLER_MAC, node_ip, node_mac
 from netkv.testbed import build, stacks
 from netkv.testbed.clean import kill_and_remove
@@ -334,6 +335,7 @@ class SshRack:
         backend = self.spec.backend
         sw = self.switch_host
         rrun = self.remote_run[sw.name]
+        backend.prepare_on_host(self.ssh[sw.name], rrun, f"host {sw.name!r}")
         for f in backend.remote_files():
             self.ssh[sw.name].copy_to(f, f"{rrun}/{f.name}")
         # the inventory's loop pair, for a protocol whose plug-in needs one
@@ -350,11 +352,18 @@ class SshRack:
             self._wait_socket(sw, remote, backend.label)
             self._forward(sw, [(self.folder / name, remote)], "the switch")
         if ports := backend.tcp_ports():
-            self._wait_listening(sw, ports, backend.label)
+            self._wait_listening(sw, ports, backend.label, backend.start_timeout_s)
             local = dict(zip(ports, free_ports(len(ports)), strict=True))
             fwd = self.ssh[sw.name].forward_tcp({v: k for k, v in local.items()})
             self._check_forward(sw, fwd, f"{backend.label}'s ports {ports}")
             backend.forwarded(local)
+        # the back-end's own check (through the forwards), the SSH session
+        # standing for the program: before anything is installed
+        try:
+            backend.ready(self.lifelines["switch"], self.folder)
+        except DriverError:
+            self.check_alive()      # it exited: say so with its log's end there
+            raise
 
     def _wait_listening(self, host: Host, ports: Sequence[int], label: str,
                         timeout_s: float = 30.0) -> None:
@@ -452,8 +461,6 @@ class SshRack:
 
     def server_stats(self, timeout_s: float = 10.0) -> list[dict[str, Any]]:
         """Every kvserver's counters now (its control socket's ``stats``)."""
-        from netkv.drivers.base import DriverError
-
         self.check_alive()
         out = []
         for i, host in enumerate(self.servers):

@@ -37,11 +37,23 @@ class RemoteError(ConfigError):
 
 def lifeline(argv: Sequence[str], pidfile: str) -> str:
     """``argv`` as a remote shell command that lives while the session's stdin
-    is open: SIGTERM to the program when it closes, then its exit status."""
+    is open: SIGTERM to the program when it closes, then its exit status. A
+    program that leads its own process group (``setsid``, e.g. a script whose
+    child is the real switch) gets it for the whole group."""
     prog = shlex.join(argv)
     return ("exec 3<&0; " + prog + " </dev/null & p=$!; echo $p > " + shlex.quote(pidfile)
-            + "; { cat <&3 >/dev/null; kill -TERM $p 2>/dev/null; } & w=$!; "
+            + "; { cat <&3 >/dev/null; kill -TERM -$p 2>/dev/null || kill -TERM $p 2>/dev/null;"
+            " } & w=$!; "
             "wait $p; rc=$?; kill $w 2>/dev/null; exit $rc")
+
+
+def missing_script(programs: Sequence[str]) -> str:
+    """A shell command printing each of ``programs`` not found: a name on
+    PATH (``command -v``), an absolute path an executable file (``command
+    -v`` of a path is only a test for existence in dash)."""
+    names = " ".join(shlex.quote(p) for p in programs)
+    return (f'for p in {names}; do case "$p" in /*) [ -f "$p" ] && [ -x "$p" ];; '
+            '*) command -v "$p" >/dev/null;; esac || echo "$p"; done')
 
 
 class Ssh:
@@ -172,9 +184,7 @@ class Ssh:
         there see it: the inventory's ``path`` first)."""
         if not programs:
             return []
-        names = " ".join(shlex.quote(p) for p in programs)
-        res = self.run(f'for p in {names}; do command -v "$p" >/dev/null || echo "$p"; done')
-        return res.stdout.split()
+        return self.run(missing_script(programs)).stdout.split()
 
     def close(self) -> None:
         """End the multiplexed master connection."""
