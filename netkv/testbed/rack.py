@@ -94,6 +94,9 @@ class SshRack:
         # kvservers restarted per server (target.faults.crashes is refused
         # on the testbed: never), read by MininetTarget.run_point
         self.incarnations: list[int] = [0] * len(self.servers)
+        # the switch killed by a scheduled outage (target.faults.switch_outages
+        # is refused on the testbed: never), read by the controller's thread
+        self.switch_down = False
         self.clients: list[Host] = clients[: spec.clients]
         self.coordinators: list[Host] = inventory.with_role("coordinator")[: spec.coordinators]
         self.switch_host = inventory.with_role("switch")[0]
