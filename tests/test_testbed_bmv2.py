@@ -233,14 +233,23 @@ def test_clean_kills_a_switch_program_left_without_its_pid_file(tmp_path: Path) 
     folder.mkdir()
     named = subprocess.Popen(["bash", "-c", f"exec -a {folder}/simple_switch_grpc sleep 60"])
     other = subprocess.Popen(["bash", "-c", f"exec -a {folder}/other-program sleep 60"])
+    assert_clean_kills(folder, [named], other)
+
+
+def assert_clean_kills(folder: Path, killed: list[subprocess.Popen[bytes]],
+                       kept: subprocess.Popen[bytes]) -> None:
+    """`netkv clean`'s sweep of the dead run ``folder``: ``killed`` die by
+    SIGKILL, ``kept`` (another program's name) stays, the folder goes."""
     try:
         subprocess.run(["sh", "-c", kill_and_remove(str(folder), "nkdead")], check=True,
                        timeout=20)
-        assert named.wait(timeout=5) == -9
-        assert other.poll() is None
+        for p in killed:
+            assert p.wait(timeout=5) == -9
+        assert kept.poll() is None
         assert not folder.exists()
     finally:
-        for p in (named, other):
+        for p in (*killed, kept):
             if p.poll() is None:
                 p.kill()
+                p.wait()
                 p.wait()

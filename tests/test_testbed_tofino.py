@@ -26,11 +26,11 @@ import pytest
 from netkv.backends.tofino import TofinoBackend
 from netkv.config.compose import load
 from netkv.drivers import tofino
-from netkv.testbed.clean import kill_and_remove
 from netkv.testbed.inventory import Inventory
 
 from test_testbed import REASON, SMALL, leftovers, rack  # noqa: F401 - the rack fixture
-from test_testbed_bmv2 import ctrl_c_once_the_switch_runs, refusal, ssh_children, switch_index
+from test_testbed_bmv2 import (assert_clean_kills, ctrl_c_once_the_switch_runs, refusal,
+                               ssh_children, switch_index)
 
 FAKE_SDE = Path(__file__).parent / "fakes" / "sde"
 DEV_PORTS = [str(128 + 4 * i) for i in range(21)]     # Tofino device ports, one per node
@@ -219,18 +219,7 @@ def test_clean_kills_a_switchd_script_and_its_child_by_name(tmp_path: Path) -> N
     sleeper = f"{sys.executable} -c 'import time; time.sleep(60)' {folder}/x"
     child = subprocess.Popen(["bash", "-c", f"exec -a bf_switchd {sleeper}"])
     other = subprocess.Popen(["bash", "-c", f"exec -a other-program {sleeper}"])
-    try:
-        subprocess.run(["sh", "-c", kill_and_remove(str(folder), "nkdead")], check=True,
-                       timeout=20)
-        assert by_script.wait(timeout=5) == -9
-        assert child.wait(timeout=5) == -9
-        assert other.poll() is None
-        assert not folder.exists()
-    finally:
-        for p in (by_script, child, other):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    assert_clean_kills(folder, [by_script, child], other)
 
 
 @needs_rack
