@@ -203,7 +203,9 @@ def test_switch_restart_keeps_strict_histories_linearizable(tmp_path: Path) -> N
         from tests.test_mininet_netlr import _doctored
     path = tmp_path / "restart.jsonl"
     point, ctl, regs = run([*HIST, *SWITCH_RESTART], path=path)
-    [(epoch, resumed, _)] = ctl.stats.restarts
+    [(epoch, resumed, keys)] = ctl.stats.restarts
+    print({"epoch": epoch, "seq_resumed": resumed, "keys_resynced": keys,
+           "completed": point.completed, "issued": point.issued})
     assert epoch == 1 == regs["epoch"] and resumed > 1 and regs["seq"] > resumed
     assert regs["num_replica"] == 4 and regs["LiveMask"] == 0xF
     assert point.completed < 0.85 * point.issued      # the outage did bite

@@ -181,6 +181,21 @@ def test_a_switch_outage_loses_requests_and_the_controller_reinstalls() -> None:
     assert r.completed < r.issued * 0.1
 
 
+def test_the_controller_reinstalls_when_the_switch_is_back_not_at_its_next_epoch() -> None:
+    """NetMC's epoch is 1 s (nothing to do per epoch); a switch restarted at
+    30 ms is reinstalled then (``SimEpochs.switch_back``), as a controller
+    does when the switch reconnects: waiting for the 1 s epoch left every
+    multiget after the restart unrouted (the run ends at 60 ms)."""
+    outage = ["target.faults.switch_outages=[{at_s: 0.02, restart_s: 0.03}]",
+              "topology.timeout_us=2000", "topology.retries=0", "protocol.epoch_ms=1000",
+              "topology.timeline_ms=5", *MGET]
+    cfg = load([*RACK, *outage])
+    with SimTarget(cfg, mc.sim_controller_factory(cfg), mc.pipeline_params(cfg)) as t:
+        r = t.run_point(10_000, 1)
+    done = dict(zip(r.timeline["t_s"].round(3), r.timeline["completed"], strict=True))
+    assert done[0.025] == 0 and done[0.035] > 0.8 * done[0.01], done
+
+
 def test_recirculation_chains_do_not_book_the_port_ahead() -> None:
     """A recirculated copy re-enters through the event heap even though the
     NetMC pipeline is order-free: run at once, a multiget's chain of passes

@@ -150,19 +150,20 @@ class SimControlPlane(ControlPlane):
 class SimEpochs:
     """Adapts a protocol Controller to SimEngine.run's ``epoch(engine, t)`` hook.
     After a switch outage (target.faults.switch_outages) the switch is back
-    empty: at the first epoch after it the controller's ``start`` installs its
-    state again, as an operator's control plane would after a restart."""
+    empty: at the restart instant (``switch_back``) the controller's ``start``
+    installs its state again, as an operator's control plane does when the
+    switch reconnects; not at its next epoch, which would leave the switch
+    empty for up to an epoch (NetMC's is 1 s)."""
 
     def __init__(self, controller: Controller) -> None:
         self.controller = controller
-        self.restarts = 0
+
+    def switch_back(self, engine: SimEngine, t_s: float) -> None:
+        del engine, t_s
+        self.controller.start()
 
     def epoch(self, engine: SimEngine, t_s: float) -> None:
-        if engine.cfg.target.faults.switch_outages:
-            restarts = engine.stats().switch_restarts
-            if restarts != self.restarts:
-                self.restarts = restarts
-                self.controller.start()
+        del engine
         self.controller.epoch(t_s)
 
     def metrics(self) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -36,6 +36,15 @@ class Controller(Protocol):
     """A protocol controller run between simulator epochs."""
 
     def epoch(self, engine: "SimEngine", t_s: float) -> None: ...
+
+
+@runtime_checkable
+class RestartAware(Protocol):
+    """A controller told at once when the switch restarts empty
+    (target.faults.switch_outages), as a P4Runtime controller sees the
+    switch's stream come back, rather than at its next epoch."""
+
+    def switch_back(self, engine: "SimEngine", t_s: float) -> None: ...
 
 
 # ---------------------------------------------------------------------------
@@ -377,16 +386,29 @@ class SimEngine:
 
     def run(self, controller: Controller | None = None, epoch_s: float | None = None) -> Stats:
         """Run to the end. With a controller, stop every epoch_s of simulated
-        time, call ``controller.epoch(self, t)``, and resume."""
+        time, call ``controller.epoch(self, t)``, and resume; a RestartAware
+        controller is also stopped at each switch restart (``switch_back``)."""
         if controller is None:
             self.lib.nk_sim_run(self._ptr)
-        else:
-            if not epoch_s or epoch_s <= 0:
-                raise SimError("a controller needs a positive epoch (protocol.epoch_ms)")
-            k = 1
-            while not self.run_until(k * epoch_s):
-                controller.epoch(self, k * epoch_s)
-                k += 1
+            return self.stats()
+        if not epoch_s or epoch_s <= 0:
+            raise SimError("a controller needs a positive epoch (protocol.epoch_ms)")
+        aware = controller if isinstance(controller, RestartAware) else None
+        backs = sorted(o.restart_s for o in self.cfg.target.faults.switch_outages
+                       if o.restart_s is not None) if aware is not None else []
+        k = 1
+        while True:
+            t_epoch = k * epoch_s
+            if aware is not None and backs and backs[0] <= t_epoch:
+                t_back = backs.pop(0)
+                if self.run_until(t_back):
+                    break
+                aware.switch_back(self, t_back)
+                continue
+            if self.run_until(t_epoch):
+                break
+            controller.epoch(self, t_epoch)
+            k += 1
         return self.stats()
 
     # -- results ---------------------------------------------------------

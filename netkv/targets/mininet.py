@@ -183,7 +183,6 @@ class MininetTarget(Target):
         # take turns: no epoch while the switch is down or being reconnected
         self.switch_lock = threading.Lock()
         self.switch_restarts = 0      # switch restarts so far
-        self.restarts_installed = 0   # those the controller has reinstalled after
         # req_ids go on over the points (servers with at-most-once remember them)
         self.next_req_id = [1] * cfg.topology.clients
         pargs = ("--params", self.params) if self.params else ()
@@ -478,18 +477,22 @@ class MininetTarget(Target):
                 self.driver = None
 
     def _switch_restart(self) -> None:
-        """A fresh switch program, its state empty; the controller installs
-        its state again at its next epoch (``Controller.start``, as on the
-        simulator), with a connection of its own."""
+        """A fresh switch program, its state empty. The controller installs
+        its state again as soon as it has reconnected (``Controller.start``,
+        as on the simulator), as a P4Runtime controller does when the
+        switch's stream comes back: waiting for its next epoch would leave
+        the switch empty for up to an epoch (NetMC's is 1 s)."""
         with self.switch_lock:
             self.rack.start_switch()
             folder = self.state.folder
             self.driver = self.backend.connect(folder, self.controller is not None)
             if has_faults(self.cfg):
                 self.backend.apply_faults(self.driver)
-            if self.plane is not None:
-                self.plane.attach(*self.backend.controller_driver(self.driver, folder))
             self.switch_restarts += 1
+            if self.plane is not None and self.controller is not None:
+                self.plane.attach(*self.backend.controller_driver(self.driver, folder))
+                self.controller.start()
+                self.plane.flush()
 
     def _start_capture(self) -> RackCapture | None:
         """capture=true: this point's switch ports and hosts (netkv.mininet.capture)."""
@@ -528,10 +531,6 @@ class MininetTarget(Target):
                     return
                 with self.switch_lock:
                     if not self.rack.switch_down:
-                        if self.restarts_installed != self.switch_restarts:
-                            # the switch is back empty: install as at the start
-                            self.restarts_installed = self.switch_restarts
-                            self.controller.start()
                         self.controller.epoch(self.plane.now_s)
                         self.plane.flush()
                 now = time.clock_gettime_ns(time.CLOCK_MONOTONIC) / 1e9
