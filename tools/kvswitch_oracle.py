@@ -17,6 +17,7 @@ accuracy below this ceiling is lost to (docs/kvswitch.md "Keys below T").
 from __future__ import annotations
 
 import argparse
+import sys
 
 import numpy as np
 
@@ -48,8 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-k", type=int, nargs="+", default=[1000, 2000, 5000, 10000])
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args(argv)
-    if a.keys < max(a.k) or a.queries < 1 or a.periods < 1 or not 0 <= a.alpha_pred < 1:
-        ap.error("need keys >= K, queries >= 1, periods >= 1, 0 <= alpha-pred < 1")
+    if a.keys < max(a.k) or min(a.k) < 1 or a.queries < 1 or a.periods < 1 \
+            or not 0 <= a.alpha_pred < 1:
+        print("kvswitch_oracle: need 1 <= K <= keys, queries >= 1, periods >= 1, "
+              "0 <= alpha-pred < 1", file=sys.stderr)
+        return 2
     for beta in a.alpha:
         p = zipf_probabilities(a.keys, beta)
         row = [oracle_accuracy(p, k, a.queries, a.periods, a.alpha_pred,
