@@ -50,6 +50,18 @@ def test_strict_mode_is_linearizable_while_keys_move_under_faults(tmp_path):
     assert all(v is True for v in verdicts(path))
 
 
+def test_strict_mode_stays_linearizable_with_r1_entries(tmp_path):
+    """install_below_t: keys below T enter HotkeyTable with r = 1 and move
+    between r = 1, r > 1 and cold as the hot set shifts (ε = 0.3: T stays
+    high enough that some hot keys are below it; at 0.01 all get r = M)."""
+    path, ctl, _ = history(tmp_path, ["protocol.install_below_t=true", "protocol.epsilon=0.3"],
+                           "below-t")
+    assert ctl is not None and ctl.stats.installs > 20 and ctl.stats.evictions > 10
+    assert any(len(h.servers) == 1 for h in ctl.hot.values())
+    assert any(len(h.servers) > 1 for h in ctl.hot.values())
+    assert all(v is True for v in verdicts(path))
+
+
 def test_paper_mode_serves_stale_reads(tmp_path):
     path, _, _ = history(tmp_path, ["protocol.strict=false"], "paper")
     result = check_file(path, timeout=120)

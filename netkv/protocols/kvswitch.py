@@ -15,7 +15,9 @@ controller is the paper's switch CPU (digest §4), every period:
    optional raise rule of §8.8, T ← T/γ after 3 periods below ε/2, is off
    by default);
 4. r_x = min(⌈L̂_x / T⌉, M) copies for L̂_x > T, on the ring from the
-   owner with step ⌊M / r_x⌋ (ordinal 1 = owner);
+   owner with step ⌊M / r_x⌋ (ordinal 1 = owner); with ``install_below_t``
+   the other predicted-hot keys are installed with r = 1 (exact counts,
+   the owner only);
 5. install new or changed keys (Valid = owner bit, RoundRobin = 1, Ver =
    install version, the (owner, r) multicast group, ServermapTable, HotkeyTable
    last, then REPL_CMD to the owner) and remove keys no longer hot
@@ -35,7 +37,7 @@ threshold T.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -91,6 +93,10 @@ class KVSwitchProtocol(ProtocolBase):
     # selective: r = min(⌈L̂/T⌉, M) copies (the paper's KVSwitch); all: every
     # predicted-hot key on all M servers (Fig. 9a's replicate-to-all baseline)
     placement: Literal["selective", "all"] = "selective"
+    # the K predicted-hot keys with L̂ <= T enter HotkeyTable too, with r = 1
+    # (counted exactly, read from the owner only, no replica); false: they
+    # stay cold, counted by HashPipe (docs/kvswitch.md "Keys below T")
+    install_below_t: bool = False
 
     @property
     def epoch_ms(self) -> float:
@@ -197,6 +203,8 @@ class KVSwitchController(Controller):
         self.keymap = keymap
         self.prewarm = prewarm
         self.k = proto.hot_keys
+        # HashPipe's d x ⌈K/d⌉ cells (kvswitch.c's default width)
+        self.hp_cells = proto.hashpipe_stages * math.ceil(self.k / proto.hashpipe_stages)
         self.t = proto.t0 if proto.t0 is not None else 1.0 / self.m
         self.prev: dict[bytes, float] = {}
         self.hot: dict[bytes, Hot] = {}
@@ -231,7 +239,7 @@ class KVSwitchController(Controller):
         self.t = plan_threshold(sh, owners, self.m, self.t, self.proto.epsilon,
                                 self.proto.gamma, rest)
         want = {keys[i]: copies(float(shares[i]), self.t, self.m) for i in known}
-        self._apply({k: r for k, r in want.items() if r > 1}, prewarmed=True)
+        self._apply(self._selected(want.items()), prewarmed=True)
         self.prev = {k: float(s) for k, s in self.prewarm}
         self.stats.t_history.append(self.t)
 
@@ -251,7 +259,7 @@ class KVSwitchController(Controller):
             counts = sw.reg_read_range("HotkeyCount", 0, self.k)
             for key, h in self.hot.items():
                 cur[key] = float(counts[h.slot])
-        n = self.k_hp = self.proto.hashpipe_stages * math.ceil(self.k / self.proto.hashpipe_stages)
+        n = self.hp_cells
         cnt = sw.reg_read_range("HashPipeCount", 0, n) if plan else []
         nz = [i for i, c in enumerate(cnt) if c]
         if nz:
@@ -290,7 +298,13 @@ class KVSwitchController(Controller):
                 self.calm = 0
         self.stats.t_history.append(self.t)
         t_abs = self.t * total
-        self._apply({k: r for k, v in top if (r := copies(v, t_abs, self.m)) > 1})
+        self._apply(self._selected((k, copies(v, t_abs, self.m)) for k, v in top if v > 0))
+
+    def _selected(self, rs: Iterable[tuple[bytes, int]]) -> dict[bytes, int]:
+        """The keys to install: those above T (r > 1), and with
+        ``install_below_t`` the rest of the predicted-hot keys too, r = 1."""
+        low = 1 if self.proto.install_below_t else 2
+        return {k: r for k, r in rs if r >= low}
 
     # -- tables --------------------------------------------------------------------
 
@@ -331,7 +345,9 @@ class KVSwitchController(Controller):
         sw.reg_write("RoundRobin", slot, 1)
         sw.reg_write("Ver", slot, ver)
         group = kvs_mcast_group(info.owner, len(servers))
-        if group not in self.groups:  # one group per (owner, r): the placement's only inputs
+        # one group per (owner, r), the placement's only inputs; none for r = 1:
+        # its writes go to the owner unicast (kvswitch.c hot_write)
+        if len(servers) > 1 and group not in self.groups:
             sw.mcast_set(group, servers)
             self.groups.add(group)
         if old:
@@ -402,6 +418,8 @@ class KVSwitchController(Controller):
             "lambda_switch_periods": [imbalance_factor(r) for r in loads if r.sum() > 0],
             "installed_keys": len(self.hot),
             "installed_fraction": len(self.hot) / self.k,
+            # keys with a replica (r > 1): installed_keys less install_below_t's r = 1
+            "replicated_keys": sum(len(h.servers) > 1 for h in self.hot.values()),
             "replicas_per_server": self.replicas_per_server(),
             "replicas_fraction": self.replicas_per_server() / self.k,
             # replicate-to-all has no threshold

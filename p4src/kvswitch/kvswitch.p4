@@ -24,6 +24,11 @@
  *                                   Ver[slot]++ stamped into VER, FLAGS =
  *                                   owner + 1, multicast to the (owner, r)
  *                                   group; each copy readdressed at egress
+ *   hot, r = 1                      (install_below_t: a predicted-hot key
+ *                                   below T) counted in HotkeyCount, not
+ *                                   HashPipe; ordinal 1 is the owner, so a GET
+ *                                   stays there; a SET/DEL is stamped as
+ *                                   above and unicast to the owner (no group)
  *   replies, REPL_*                 plain forwarding
  *   Loadcount[server]++             for every GET/SET/DEL (each multicast
  *                                   copy) leaving toward a server, at egress
