@@ -1,0 +1,91 @@
+"""Fingerprint of simulator results, to prove a speed change changes nothing.
+
+Runs hash, kvswitch (read-only and 5% writes), pegasus, netlr, starcache and
+netmc on the simulator at fixed seeds (a few seconds each, controllers'
+periods included) and prints, per run, a SHA-256 of the full results (stats,
+histogram, per-server counts, switch stats, timeline) plus a few readable
+numbers. Compare the output before and after a change: it must be identical.
+
+Usage: python benchmarks/sim_fingerprint.py [--requests N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+from typing import Any
+
+import numpy as np
+
+from netkv.config.compose import load
+from netkv.protocols import lookup
+from netkv.sim.engine import SimEngine
+from netkv.targets.sim import SimTarget
+
+RUNS: list[tuple[str, list[str]]] = [
+    ("hash", ["servers=16", "keys=100000", "alpha=0.99"]),
+    ("kvswitch", ["servers=32", "keys=1000000", "alpha=0.99"]),
+    ("kvswitch", ["servers=32", "keys=1000000", "alpha=0.99", "write_ratio=0.05"]),
+    ("pegasus", ["alpha=0.99"]),
+    ("netlr", ["servers=8", "alpha=0.99"]),
+    ("starcache", ["servers=8", "alpha=0.99"]),
+    ("netmc", ["servers=8", "alpha=0.99"]),
+]
+
+
+def _feed(h: Any, obj: Any) -> None:
+    if isinstance(obj, np.ndarray):
+        h.update(str(obj.dtype).encode() + str(obj.shape).encode())
+        h.update(np.ascontiguousarray(obj).tobytes())
+    elif isinstance(obj, dict):
+        for k in sorted(obj):
+            h.update(repr(k).encode())
+            _feed(h, obj[k])
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            _feed(h, v)
+    else:
+        h.update(repr(obj).encode())
+
+
+def fingerprint(name: str, overrides: list[str], requests: float, seed: int) -> str:
+    cfg = load([f"protocol={name}", "topology.timeline_ms=1", *overrides])
+    plugin = lookup(name)
+    factory = plugin.sim_controller(cfg)
+    epoch_ms = getattr(cfg.protocol, "epoch_ms", None)
+    with SimTarget(cfg) as target:
+        rate = 0.8 * target.capacity_hint_rps()
+        cfg = cfg.model_copy(update={"duration": requests / rate})
+        with SimEngine(cfg, target.workload, rate, seed, plugin.pipeline_params(cfg)) as eng:
+            ctl = factory(eng) if factory else None
+            st = eng.run(ctl, epoch_ms / 1e3 if ctl and epoch_ms else None)
+            h = hashlib.sha256()
+            parts: dict[str, Any] = {
+                "stats": dataclasses.asdict(st) if dataclasses.is_dataclass(st) else vars(st),
+                "histogram": eng.histogram(),
+                "server_counts": eng.server_counts(),
+                "switch_stats": eng.switch_stats(),
+                "timeline": eng.timeline(),
+            }
+            if ctl is not None and hasattr(ctl, "metrics"):
+                m = ctl.metrics
+                parts["controller"] = m() if callable(m) else m
+            _feed(h, parts)
+            counts = eng.server_counts()
+    return (f"{name:10} {' '.join(overrides):55} issued={st.issued} completed={st.completed} "
+            f"events={st.events} p99={st.p99_ns if hasattr(st, 'p99_ns') else '-'} "
+            f"max_srv={int(counts.max())} sha={h.hexdigest()[:16]}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=float, default=3e5)
+    ap.add_argument("--seed", type=int, default=7)
+    args = ap.parse_args()
+    for name, overrides in RUNS:
+        print(fingerprint(name, overrides, args.requests, args.seed), flush=True)
+
+
+if __name__ == "__main__":
+    main()
