@@ -18,10 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from netkv.config.compose import load
-from netkv.protocols import lookup
-from netkv.sim.engine import SimEngine
-from netkv.targets.sim import SimTarget
+from bench_sim import ProtocolRun  # this script's folder is on sys.path
 
 RUNS: list[tuple[str, list[str]]] = [
     ("hash", ["servers=16", "keys=100000", "alpha=0.99"]),
@@ -50,19 +47,12 @@ def _feed(h: Any, obj: Any) -> None:
 
 
 def fingerprint(name: str, overrides: list[str], requests: float, seed: int) -> str:
-    cfg = load([f"protocol={name}", "topology.timeline_ms=1", *overrides])
-    plugin = lookup(name)
-    factory = plugin.sim_controller(cfg)
-    epoch_ms = getattr(cfg.protocol, "epoch_ms", None)
-    with SimTarget(cfg) as target:
-        rate = 0.8 * target.capacity_hint_rps()
-        cfg = cfg.model_copy(update={"duration": requests / rate})
-        with SimEngine(cfg, target.workload, rate, seed, plugin.pipeline_params(cfg)) as eng:
-            ctl = factory(eng) if factory else None
-            st = eng.run(ctl, epoch_ms / 1e3 if ctl and epoch_ms else None)
+    with ProtocolRun(name, overrides, requests, timeline_ms=1.0) as pr:
+        with pr.engine(seed) as (eng, run, ctl):
+            st = run()
             h = hashlib.sha256()
             parts: dict[str, Any] = {
-                "stats": dataclasses.asdict(st) if dataclasses.is_dataclass(st) else vars(st),
+                "stats": dataclasses.asdict(st),
                 "histogram": eng.histogram(),
                 "server_counts": eng.server_counts(),
                 "switch_stats": eng.switch_stats(),
@@ -74,8 +64,8 @@ def fingerprint(name: str, overrides: list[str], requests: float, seed: int) -> 
             _feed(h, parts)
             counts = eng.server_counts()
     return (f"{name:10} {' '.join(overrides):55} issued={st.issued} completed={st.completed} "
-            f"events={st.events} p99={st.p99_ns if hasattr(st, 'p99_ns') else '-'} "
-            f"max_srv={int(counts.max())} sha={h.hexdigest()[:16]}")
+            f"events={st.events} p99={st.p99_ns} max_srv={int(counts.max())} "
+            f"sha={h.hexdigest()[:16]}")
 
 
 def main() -> None:
