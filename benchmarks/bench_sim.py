@@ -24,12 +24,14 @@ import os
 import platform
 import subprocess
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from netkv.config.compose import load
 from netkv.native import library_path
 from netkv.sim.analysis import expected_server_shares
-from netkv.sim.engine import SimEngine
+from netkv.sim.engine import SimEngine, Stats
 from netkv.targets.sim import SimTarget
 
 LAST = Path(__file__).with_name("bench-sim.last.json")
@@ -61,25 +63,51 @@ def engine_speed(alpha: float, requests: float = 4e6) -> dict[str, float]:
             "requests": float(st.issued), "wall_s": wall}
 
 
+class ProtocolRun:
+    """A protocol's simulator load point at 80% of capacity for about
+    `requests` requests, its controller's periods included (the controller's
+    set-up, e.g. prewarming, happens in `engine`, outside any timing)."""
+
+    def __init__(self, name: str, overrides: list[str], requests: float,
+                 timeline_ms: float = 0.0) -> None:
+        from netkv.protocols import lookup
+
+        self.cfg = load([f"protocol={name}", f"topology.timeline_ms={timeline_ms}", *overrides])
+        self.plugin = lookup(name)
+        self.factory = self.plugin.sim_controller(self.cfg)
+        epoch_ms = getattr(self.cfg.protocol, "epoch_ms", None)
+        self.epoch_s = epoch_ms / 1e3 if self.factory and epoch_ms else None
+        self.requests = requests
+        self.target = SimTarget(self.cfg)
+
+    def __enter__(self) -> "ProtocolRun":
+        self.target.__enter__()
+        self.rate = 0.8 * self.target.capacity_hint_rps()
+        self.cfg = self.cfg.model_copy(update={"duration": self.requests / self.rate})
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.target.__exit__(*exc)
+
+    @contextmanager
+    def engine(self, seed: int) -> Iterator[tuple[SimEngine, Callable[[], Stats], object]]:
+        """(engine, run, controller): run() runs the whole load point."""
+        with SimEngine(self.cfg, self.target.workload, self.rate, seed,
+                       self.plugin.pipeline_params(self.cfg)) as eng:
+            ctl = self.factory(eng) if self.factory else None
+            yield eng, (lambda: eng.run(ctl, self.epoch_s if ctl else None)), ctl
+
+
 def protocol_speed(name: str, overrides: list[str], requests: float = 4e6) -> dict[str, float]:
     """engine_speed for a protocol with a controller: the engine and the
     controller's epochs (Python) in the loop, the controller's set-up
     (prewarming) not."""
-    from netkv.protocols import lookup
-
-    cfg = load([f"protocol={name}", "topology.timeline_ms=0", *overrides])
-    plugin = lookup(name)
-    factory = plugin.sim_controller(cfg)
-    epoch_ms = getattr(cfg.protocol, "epoch_ms", None)
-    with SimTarget(cfg) as target:
-        rate = 0.8 * target.capacity_hint_rps()
-        cfg = cfg.model_copy(update={"duration": requests / rate})
+    with ProtocolRun(name, overrides, requests) as pr:
         walls = []
         for _ in range(REPEATS):
-            with SimEngine(cfg, target.workload, rate, 1, plugin.pipeline_params(cfg)) as eng:
-                ctl = factory(eng) if factory else None
+            with pr.engine(1) as (_eng, run, _ctl):
                 t0 = time.thread_time()
-                st = eng.run(ctl, epoch_ms / 1e3 if ctl and epoch_ms else None)
+                st = run()
                 walls.append(time.thread_time() - t0)
         wall = min(walls)
     return {"requests_per_s": st.issued / wall, "events_per_s": st.events / wall}

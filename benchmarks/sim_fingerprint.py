@@ -1,86 +1,80 @@
-"""A digest of every protocol's simulated results at fixed seeds.
+"""Fingerprint of simulator results, to prove a speed change changes nothing.
 
-An engine change meant only to make the simulator faster must leave this
-output identical, bit for bit: run it before and after and diff the two
-(``python benchmarks/sim_fingerprint.py > before.txt``). Each line is one
-protocol's run: its engine counters, latency histogram, per-server counts
-and switch statistics, hashed, plus a few readable numbers.
+Runs hash, kvswitch (read-only and 5% writes), pegasus, netlr, starcache and
+netmc on the simulator at fixed seeds (a few seconds each, controllers'
+periods included) and prints, per run, a SHA-256 of the full results (stats,
+histogram, per-server counts, switch stats, timeline) plus a few readable
+numbers. Compare the output before and after a change: it must be identical.
 
-Usage: python benchmarks/sim_fingerprint.py [--only NAME ...]
+Usage: python benchmarks/sim_fingerprint.py [--requests N]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
-import json
+from typing import Any
 
 import numpy as np
 
-from netkv.config.compose import load
-from netkv.protocols import lookup
-from netkv.sim.engine import SimEngine
-from netkv.targets.sim import SimTarget
+from bench_sim import ProtocolRun  # this script's folder is on sys.path
 
-# name -> (overrides, offered req/s); small runs, a few seconds each
-CASES: dict[str, tuple[list[str], float]] = {
-    "hash": (["protocol=hash", "servers=16", "keys=100000", "alpha=0.99",
-              "duration=0.05", "write_ratio=0.05"], 1.5e6),
-    "pegasus": (["protocol=pegasus", "servers=16", "keys=100000", "alpha=0.99",
-                 "duration=0.05", "write_ratio=0.05"], 1.5e6),
-    "netcache": (["protocol=netcache", "servers=16", "keys=100000", "alpha=0.99",
-                  "duration=0.05", "write_ratio=0.05"], 1.5e6),
-    "kvswitch": (["protocol=kvswitch", "servers=32", "keys=1000000", "alpha=0.99",
-                  "duration=0.05"], 4e6),
-    "kvswitch-writes": (["protocol=kvswitch", "servers=32", "keys=100000", "alpha=0.99",
-                         "duration=0.05", "write_ratio=0.05"], 2e6),
-    "kvswitch-racks": (["protocol=kvswitch", "servers=64", "topology.kind=racks",
-                        "topology.racks=4", "keys=1000000", "alpha=0.99",
-                        "duration=0.02"], 4e6),
-    "netlr": (["protocol=netlr", "servers=4", "keys=100000", "duration=0.05",
-               "write_ratio=0.05", "workload=uniform"], 4e5),
-    "starcache": (["protocol=starcache", "servers=16", "keys=100000", "alpha=0.99",
-                   "duration=0.05", "write_ratio=0.05"], 1e6),
-    "netmc": (["protocol=netmc", "servers=5", "keys=100000", "alpha=0.99",
-               "duration=0.05", "workload.multiget.mean=8.6", "write_ratio=0.05",
-               "slo.reference=netmc"], 2e5),
-}
+RUNS: list[tuple[str, list[str]]] = [
+    ("hash", ["servers=16", "keys=100000", "alpha=0.99"]),
+    ("kvswitch", ["servers=32", "keys=1000000", "alpha=0.99"]),
+    ("kvswitch", ["servers=32", "keys=1000000", "alpha=0.99", "write_ratio=0.05"]),
+    ("pegasus", ["alpha=0.99"]),
+    ("netlr", ["servers=8", "alpha=0.99"]),
+    ("starcache", ["servers=8", "alpha=0.99"]),
+    ("netmc", ["servers=8", "alpha=0.99"]),
+]
 
 
-def digest(name: str, overrides: list[str], rate: float, seed: int = 1) -> str:
-    cfg = load(overrides)
-    plugin = lookup(cfg.protocol.name)
-    factory = plugin.sim_controller(cfg)
-    epoch_ms = getattr(cfg.protocol, "epoch_ms", None)
-    params = plugin.pipeline_params(cfg)
-    with SimTarget(cfg, factory, params) as target:
-        with SimEngine(cfg, target.workload, rate, seed, params) as eng:
-            ctl = target._controller(eng)  # one per switch with racks
-            st = eng.run(ctl, epoch_ms / 1e3 if ctl and epoch_ms else None)
-            lower, counts = eng.histogram()
-            parts = [json.dumps(st.__dict__ if hasattr(st, "__dict__") else st._asdict(),
-                                sort_keys=True, default=str).encode(),
-                     np.ascontiguousarray(lower).tobytes(),
-                     np.ascontiguousarray(counts).tobytes(),
-                     np.ascontiguousarray(eng.server_counts()).tobytes()]
-            for k, v in sorted(eng.switch_stats().items()):
-                parts.append(k.encode() + np.ascontiguousarray(v).tobytes())
-            tl = eng.timeline()
-            for k in sorted(tl):
-                parts.append(k.encode() + np.ascontiguousarray(tl[k]).tobytes())
-    h = hashlib.sha256(b"|".join(parts)).hexdigest()[:16]
-    return (f"{name:16s} {h} issued={st.issued} completed={st.completed} "
-            f"events={st.events} mean_ns={st.mean_ns:.3f}")
+def _feed(h: Any, obj: Any) -> None:
+    if isinstance(obj, np.ndarray):
+        h.update(str(obj.dtype).encode() + str(obj.shape).encode())
+        h.update(np.ascontiguousarray(obj).tobytes())
+    elif isinstance(obj, dict):
+        for k in sorted(obj):
+            h.update(repr(k).encode())
+            _feed(h, obj[k])
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            _feed(h, v)
+    else:
+        h.update(repr(obj).encode())
+
+
+def fingerprint(name: str, overrides: list[str], requests: float, seed: int) -> str:
+    with ProtocolRun(name, overrides, requests, timeline_ms=1.0) as pr:
+        with pr.engine(seed) as (eng, run, ctl):
+            st = run()
+            h = hashlib.sha256()
+            parts: dict[str, Any] = {
+                "stats": dataclasses.asdict(st),
+                "histogram": eng.histogram(),
+                "server_counts": eng.server_counts(),
+                "switch_stats": eng.switch_stats(),
+                "timeline": eng.timeline(),
+            }
+            if ctl is not None and hasattr(ctl, "metrics"):
+                m = ctl.metrics
+                parts["controller"] = m() if callable(m) else m
+            _feed(h, parts)
+            counts = eng.server_counts()
+    return (f"{name:10} {' '.join(overrides):55} issued={st.issued} completed={st.completed} "
+            f"events={st.events} p99={st.p99_ns} max_srv={int(counts.max())} "
+            f"sha={h.hexdigest()[:16]}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", nargs="*", default=None, help="case names (default: all)")
+    ap.add_argument("--requests", type=float, default=3e5)
+    ap.add_argument("--seed", type=int, default=7)
     args = ap.parse_args()
-    for name, (overrides, rate) in CASES.items():
-        if args.only and name not in args.only:
-            continue
-        print(digest(name, overrides, rate), flush=True)
+    for name, overrides in RUNS:
+        print(fingerprint(name, overrides, args.requests, args.seed), flush=True)
 
 
 if __name__ == "__main__":
