@@ -91,9 +91,12 @@ class SshRack:
         servers = inventory.with_role("server")
         clients = inventory.with_role("client")
         self.servers: list[Host] = servers[: spec.servers]
-        # kvservers restarted per server (target.faults.crashes is refused
-        # on the testbed: never), read by MininetTarget.run_point
+        # kvservers restarted per server (target.faults.crashes), read by
+        # MininetTarget.run_point
         self.incarnations: list[int] = [0] * len(self.servers)
+        self.crashed: set[int] = set()   # servers whose kvserver was killed (crash_server)
+        self.server_argv: list[list[str]] = []   # each kvserver's command line, for its restart
+        self.last_stats: dict[int, dict[str, Any]] = {}   # a crashed server's last counters
         # the switch killed by a scheduled outage (target.faults.switch_outages
         # is refused on the testbed: never), read by the controller's thread
         self.switch_down = False
@@ -396,6 +399,7 @@ class SshRack:
                     *self.spec.server_args]
             if self.spec.per_server_args:
                 args += list(self.spec.per_server_args[i])
+            self.server_argv.append(args)
             self._lifeline(f"server{i}", host, args)
         for i, host in enumerate(self.servers):
             remote = f"{self.remote_run[host.name]}/server{i}.sock"
@@ -413,16 +417,66 @@ class SshRack:
             self._wait_socket(host, f"{self.remote_run[host.name]}/coord{i}.sock",
                               f"coordinator {i}")
         for i in range(len(self.servers)):  # each answers through its forward
-            deadline = time.monotonic() + 10
-            while True:
-                try:
-                    self.server_ctl(i, "ping")
-                    break
-                except Exception:  # noqa: BLE001 - the forward may still be connecting
-                    if time.monotonic() > deadline:
-                        raise RemoteError(f"kvserver {i}'s control socket does not answer "
-                                          "through its SSH forward") from None
-                    time.sleep(0.05)
+            self._wait_ping(i)
+
+    def _wait_ping(self, server: int, timeout_s: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self.server_ctl(server, "ping")
+                return
+            except Exception:  # noqa: BLE001 - the forward may still be connecting
+                if time.monotonic() > deadline:
+                    raise RemoteError(f"kvserver {server}'s control socket does not answer "
+                                      "through its SSH forward") from None
+                time.sleep(0.05)
+
+    # --- target.faults: replica crashes ------------------------------------------------------
+
+    def crash_server(self, server: int) -> None:
+        """A replica crash (target.faults.crashes): kvserver ``server``
+        killed on its host (SIGKILL: no last word), its recorded pid checked
+        to still carry the run's tag; its lifeline then ends, which is what
+        ``port_up`` reads."""
+        host = self.servers[server]
+        pidfile = shlex.quote(f"{self.remote_run[host.name]}/server{server}.pid")
+        self.crashed.add(server)
+        tag = shlex.quote(self.spec.tag)
+        self.ssh[host.name].run(f"p=$(cat {pidfile}); grep -qa -- {tag} /proc/$p/cmdline "
+                                f"2>/dev/null && kill -9 $p; true", timeout_s=20)
+        proc = self.lifelines[f"server{server}"]
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            raise RemoteError(f"kvserver {server} on {host.name!r} still runs 20 s after "
+                              "SIGKILL") from None
+
+    def restart_server(self, server: int) -> None:
+        """A crashed replica restarted (restart_s): a fresh kvserver with the
+        same arguments, its store preloaded again as at the start; its port
+        counts as up only once it answers through its forward, and the
+        protocol's controller catches it up as on Mininet."""
+        if server not in self.crashed:
+            return
+        label, host = f"server{server}", self.servers[server]
+        old = self.lifelines[label]
+        if old.poll() is None:
+            return
+        old.communicate()   # its pipes closed: the next lifeline takes its place
+        self._lifeline(label, host, self.server_argv[server])
+        self._wait_socket(host, f"{self.remote_run[host.name]}/{label}.sock", f"kvserver {server}")
+        self._wait_ping(server)   # the existing forward reaches the new socket
+        self.incarnations[server] += 1
+        self.crashed.discard(server)
+
+    def copy_store(self, src: int, dst: int) -> int:
+        """ControlPlane.copy_store, through the kvservers' forwarded sockets."""
+        from netkv.mininet.rack import copy_store
+
+        return copy_store(self.server_ctl, src, dst)
+
+    def newest_version(self, server: int) -> int:
+        return int(self.server_ctl(server, "store_newest"))
 
     # --- the interface the rack target uses ------------------------------------------------
 
@@ -436,8 +490,9 @@ class SshRack:
             return ""
 
     def check_alive(self) -> None:
+        down = {f"server{i}" for i in self.crashed}   # killed on purpose
         for label, proc in self.lifelines.items():
-            if proc.poll() is not None:
+            if proc.poll() is not None and label not in down:
                 host = self.logs[label][0]
                 raise RuntimeError(f"{label} on host {host!r} exited ({proc.returncode}): "
                                    f"{self.log_tail(label)}")
@@ -450,6 +505,8 @@ class SshRack:
         poll, and netkv-switch's ports are veths or NICs that stay up."""
         if not 0 <= node < len(self.nodes):
             return False
+        if node < len(self.servers) and node in self.crashed:
+            return False   # killed, or restarted but not serving yet
         proc = self.lifelines.get(f"server{node}") if node < len(self.servers) else None
         return proc is None or proc.poll() is None
 
@@ -467,8 +524,12 @@ class SshRack:
         self.check_alive()
         out = []
         for i, host in enumerate(self.servers):
+            if i in self.crashed:   # its counters as last read before the crash
+                out.append(self.last_stats.get(i, {"served": 0}))
+                continue
             try:
                 out.append(json.loads(self.server_ctl(i, "stats")))
+                self.last_stats[i] = out[-1]
             except (OSError, DriverError, ValueError) as exc:
                 # a server that died answers nothing: say which, from its lifeline
                 deadline = time.monotonic() + timeout_s

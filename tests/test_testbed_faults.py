@@ -1,0 +1,59 @@
+"""target.faults on target=testbed (the namespace rack over SSH): NetLR with
+4 replicas and writes, replica 2's kvserver killed over SSH (SIGKILL) mid
+run and a fresh one started with the same arguments: the controller takes
+it out, sees its port come back, catches it up and makes it live as on
+Mininet; the history is linearizable by WGL and Porcupine (and a doctored
+one is not); nothing is left running. Needs what tests/test_testbed.py
+needs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from netkv.testbed.inventory import Inventory
+
+from test_mininet_netlr import RACK, _run, assert_replica_2_restarted_and_linearizable
+from test_testbed import REASON, leftovers, rack  # noqa: F401 - the rack fixture
+
+pytestmark = [pytest.mark.testbed, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
+
+TESTBED = [o for o in RACK if o != "target=mininet"] + ["target=testbed", "inventory=netns-rack"]
+
+
+def pids_alive(pids: dict[int, str]) -> list[int]:
+    """Of the recorded pids, those still running the run's program (a pid
+    may have been reused: its command line must carry the run's tag)."""
+    alive = []
+    for pid, tag in pids.items():
+        try:
+            if tag.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                alive.append(pid)
+        except OSError:
+            pass
+    return alive
+
+
+def pid_files(target: Any) -> dict[str, Any]:
+    """Every pid the run recorded on its hosts (one file system here), and
+    its servers' incarnations."""
+    tag = target.state.tag
+    pids = {int(f.read_text().strip()): tag for folder in set(target.rack.remote_run.values())
+            for f in Path(folder).glob("*.pid")}
+    return {"pids": pids, "incarnations": list(target.rack.incarnations)}
+
+
+def test_netlr_replica_killed_and_restarted_over_ssh_stays_linearizable(
+        rack: Inventory, tmp_path: Path) -> None:  # noqa: F811
+    out = tmp_path / "history.jsonl"
+    run = _run(["target.faults.crashes=[{server: 2, at_s: 0.3, restart_s: 0.5}]"], out,
+               base=TESTBED, extra=pid_files)
+    assert run["incarnations"] == [0, 0, 1, 0]   # one restart, of server 2
+    assert_replica_2_restarted_and_linearizable(run, out, tmp_path)
+    # nothing left: no program in the namespaces, no run folder, no
+    # recorded pid alive
+    assert len(run["pids"]) == 5   # the switch and 4 kvservers (server 2: its new one)
+    assert pids_alive(run["pids"]) == []
+    assert not leftovers(rack)
