@@ -117,7 +117,7 @@ def check_config(cfg: RunConfig, target: str = "mininet") -> None:
         raise TargetUnavailable(f"target.faults.crashes on target={target}: not applied there "
                                 "yet (allowed: [])")
     if cfg.target.faults.switch_outages:
-        if target != "mininet":
+        if target not in ("mininet", "testbed"):
             raise TargetUnavailable(f"target.faults.switch_outages on target={target}: not "
                                     "applied there yet (allowed: [])")
         if not backend_class(cfg.target.switch).restartable:

@@ -97,9 +97,10 @@ class SshRack:
         self.crashed: set[int] = set()   # servers whose kvserver was killed (crash_server)
         self.server_argv: list[list[str]] = []   # each kvserver's command line, for its restart
         self.last_stats: dict[int, dict[str, Any]] = {}   # a crashed server's last counters
-        # the switch killed by a scheduled outage (target.faults.switch_outages
-        # is refused on the testbed: never), read by the controller's thread
+        # the switch killed by a scheduled outage (target.faults.switch_outages),
+        # read by the controller's thread
         self.switch_down = False
+        self.switch_argv: list[str] = []   # the switch program's, for its restart
         self.clients: list[Host] = clients[: spec.clients]
         self.coordinators: list[Host] = inventory.with_role("coordinator")[: spec.coordinators]
         self.switch_host = inventory.with_role("switch")[0]
@@ -351,8 +352,8 @@ class SshRack:
         p4 = backend.plugin.p4
         needs = backend.loop_port and p4 is not None and p4.needs_loop
         loop = (sw.loop[0], sw.loop[1]) if needs and len(sw.loop) == 2 else None
-        argv = backend.command(self.switch_ports, Path(rrun), self.spec.tag, loop)
-        self._lifeline("switch", sw, argv)
+        self.switch_argv = backend.command(self.switch_ports, Path(rrun), self.spec.tag, loop)
+        self._lifeline("switch", sw, self.switch_argv)
         for name in backend.unix_sockets():
             remote = f"{rrun}/{name}"
             self._wait_socket(sw, remote, backend.label)
@@ -469,6 +470,41 @@ class SshRack:
         self.incarnations[server] += 1
         self.crashed.discard(server)
 
+    # --- target.faults: switch outages (restartable back-ends: netkv-switch) -------------------
+
+    def stop_switch(self) -> None:
+        """A switch outage (target.faults.switch_outages): the switch program
+        killed on the switch host (SIGKILL, its recorded pid if it still
+        carries the run's tag) and its sockets removed there, so that the
+        restart waits for the new program's; every packet reaching the
+        switch is lost until start_switch."""
+        sw, backend = self.switch_host, self.spec.backend
+        rrun = self.remote_run[sw.name]
+        self.switch_down = True
+        socks = " ".join(shlex.quote(f"{rrun}/{n}") for n in backend.unix_sockets())
+        # its process group if it leads one (a script and its child), else it
+        self.ssh[sw.name].run(f"p=$(cat {shlex.quote(rrun)}/switch.pid); if grep -qa -- "
+                              f"{shlex.quote(self.spec.tag)} /proc/$p/cmdline 2>/dev/null; "
+                              f"then kill -9 -$p 2>/dev/null || kill -9 $p; fi; "
+                              f"rm -f {socks}; true", timeout_s=20)
+        try:
+            self.lifelines["switch"].communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            raise RemoteError(f"{backend.label} on {sw.name!r} still runs 20 s after "
+                              "SIGKILL") from None
+
+    def start_switch(self) -> None:
+        """The switch restarted: a fresh program with the same command line
+        on the same ports, its state empty (the pipeline's init only: the
+        controller installs the rest), reached through the forwards made at
+        the start."""
+        sw, backend = self.switch_host, self.spec.backend
+        self._lifeline("switch", sw, self.switch_argv)
+        for name in backend.unix_sockets():
+            self._wait_socket(sw, f"{self.remote_run[sw.name]}/{name}", backend.label)
+        backend.ready(self.lifelines["switch"], self.folder)
+        self.switch_down = False
+
     def copy_store(self, src: int, dst: int) -> int:
         """ControlPlane.copy_store, through the kvservers' forwarded sockets."""
         from netkv.mininet.rack import copy_store
@@ -490,7 +526,8 @@ class SshRack:
             return ""
 
     def check_alive(self) -> None:
-        down = {f"server{i}" for i in self.crashed}   # killed on purpose
+        # killed on purpose
+        down = {f"server{i}" for i in self.crashed} | ({"switch"} if self.switch_down else set())
         for label, proc in self.lifelines.items():
             if proc.poll() is not None and label not in down:
                 host = self.logs[label][0]
