@@ -39,6 +39,20 @@ def pids_alive(pids: dict[int, str]) -> list[int]:
     return alive
 
 
+def test_pids_alive_sees_a_live_tagged_process_only() -> None:
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "nktagged1"])
+    try:
+        assert pids_alive({p.pid: "nktagged1"}) == [p.pid]
+        assert pids_alive({p.pid: "nkother1"}) == []     # a reused pid: not the run's
+    finally:
+        p.kill()
+        p.wait()
+    assert pids_alive({p.pid: "nktagged1"}) == []
+
+
 def pid_files(target: Any) -> dict[str, Any]:
     """Every pid the run recorded on its hosts (one file system here), and
     its servers' incarnations."""
