@@ -42,9 +42,14 @@ def pids_alive(pids: dict[int, str]) -> list[int]:
 def test_pids_alive_sees_a_live_tagged_process_only() -> None:
     import subprocess
     import sys
+    import time
 
     p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "nktagged1"])
     try:
+        for _ in range(100):   # until it has exec'd
+            if b"nktagged1" in Path(f"/proc/{p.pid}/cmdline").read_bytes():
+                break
+            time.sleep(0.01)
         assert pids_alive({p.pid: "nktagged1"}) == [p.pid]
         assert pids_alive({p.pid: "nkother1"}) == []     # a reused pid: not the run's
     finally:
@@ -85,4 +90,29 @@ def test_netlr_switch_outage_on_the_testbed_recovers_and_stays_linearizable(
     out = tmp_path / "history.jsonl"
     point, ctl, regs, _tag, lost = _outage_run(out, base=OUTAGE_RACK)
     assert_outage_recovered(point, ctl, regs, lost, out, tmp_path)
+    assert not leftovers(rack)
+
+
+def test_a_failed_restart_over_ssh_stops_the_point_in_one_line(
+        rack: Inventory) -> None:  # noqa: F811
+    """The restarted kvserver cannot open its control socket: the point
+    stops with one line naming the server, the event and the cause (as on
+    Mininet), and nothing is left running."""
+    from netkv.config.compose import load
+    from netkv.runner import make_target
+    from netkv.targets.faults import FaultFailed
+
+    from test_testbed import SMALL
+
+    cfg = load([*SMALL, "protocol=hash",
+                "target.faults.crashes=[{server: 1, at_s: 0.1, restart_s: 0.3}]"])
+    with make_target(cfg) as target:
+        argv = target.rack.server_argv[1]
+        target.rack.server_argv[1] = [*argv, "--ctl", "/nonexistent-netkv/s.sock"]
+        with pytest.raises(FaultFailed) as err:
+            target.run_point(300.0, seed=1)
+    line = str(err.value)
+    print(line)
+    assert "\n" not in line and "server 1's restart at 0.3 s failed" in line
+    assert "server1 on host 's1' exited" in line
     assert not leftovers(rack)

@@ -322,10 +322,18 @@ class SshRack:
             raise RemoteError(f"host {host.name!r}: cannot forward {what}: "
                               f"{' '.join(err.split())}")
 
-    def _wait_socket(self, host: Host, remote: str, label: str, timeout_s: float = 30.0) -> None:
+    def _wait_socket(self, host: Host, remote: str, label: str, timeout_s: float = 30.0,
+                     restarted: str | None = None) -> None:
+        """Until ``remote`` is a socket on ``host``; every program must stay
+        alive meanwhile (``restarted``: that lifeline only, one restarted by
+        a fault event, the rest of the rack running on)."""
         deadline = time.monotonic() + timeout_s
         while True:
-            self.check_alive()
+            if restarted is None:
+                self.check_alive()
+            elif (rc := self.lifelines[restarted].poll()) is not None:
+                raise RuntimeError(f"{restarted} on host {host.name!r} exited ({rc}) before "
+                                   f"serving: {self.log_tail(restarted)}")
             res = self.ssh[host.name].run(f"test -S {shlex.quote(remote)} && echo ok",
                                           check=False)
             if res.stdout.strip() == "ok":
@@ -443,8 +451,10 @@ class SshRack:
         pidfile = shlex.quote(f"{self.remote_run[host.name]}/server{server}.pid")
         self.crashed.add(server)
         tag = shlex.quote(self.spec.tag)
+        # its socket goes too: a restart then waits for the new program's
+        sock = shlex.quote(f"{self.remote_run[host.name]}/server{server}.sock")
         self.ssh[host.name].run(f"p=$(cat {pidfile}); grep -qa -- {tag} /proc/$p/cmdline "
-                                f"2>/dev/null && kill -9 $p; true", timeout_s=20)
+                                f"2>/dev/null && kill -9 $p; rm -f {sock}; true", timeout_s=20)
         proc = self.lifelines[f"server{server}"]
         try:
             proc.wait(timeout=20)
@@ -465,7 +475,8 @@ class SshRack:
             return
         old.communicate()   # its pipes closed: the next lifeline takes its place
         self._lifeline(label, host, self.server_argv[server])
-        self._wait_socket(host, f"{self.remote_run[host.name]}/{label}.sock", f"kvserver {server}")
+        self._wait_socket(host, f"{self.remote_run[host.name]}/{label}.sock", f"kvserver {server}",
+                          restarted=label)
         self._wait_ping(server)   # the existing forward reaches the new socket
         self.incarnations[server] += 1
         self.crashed.discard(server)
@@ -501,7 +512,8 @@ class SshRack:
         sw, backend = self.switch_host, self.spec.backend
         self._lifeline("switch", sw, self.switch_argv)
         for name in backend.unix_sockets():
-            self._wait_socket(sw, f"{self.remote_run[sw.name]}/{name}", backend.label)
+            self._wait_socket(sw, f"{self.remote_run[sw.name]}/{name}", backend.label,
+                              restarted="switch")
         backend.ready(self.lifelines["switch"], self.folder)
         self.switch_down = False
 
