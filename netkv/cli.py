@@ -245,10 +245,18 @@ def cmd_clean(args: argparse.Namespace) -> int:
     from netkv.mininet.cleanup import clean
 
     removed = clean(force=args.force)
+    from netkv.testbed import netns
+    from netkv.testbed.clean import clean_inventory
+    from netkv.targets.testbed import STATE_ROOT
+
+    # session racks (netns.up_session): a crashed session's removed whole,
+    # a live one's runs cleaned as its inventory's
+    live, gone = netns.sweep()
+    removed += gone
+    for rack_inv in live:
+        removed += clean_inventory(rack_inv, STATE_ROOT, force=args.force)
     if args.inventory:
         from netkv.config.compose import load
-        from netkv.testbed.clean import clean_inventory
-        from netkv.targets.testbed import STATE_ROOT
 
         try:
             inv = load([f"inventory={args.inventory}"]).inventory

@@ -33,12 +33,33 @@ SMALL = ["target=testbed", "inventory=netns-rack", "servers=2", "clients=1", "ke
          "duration=0.2", "target.min_duration_s=0.5", "target.max_rps=4000"]
 
 
+def conf_with(tmp: Path, name: str, inv: Inventory) -> Path:
+    """A conf/ folder whose inventory ``name`` is ``inv`` (the rest linked)."""
+    import yaml
+
+    from netkv.config.core import conf_dir
+
+    for entry in conf_dir().iterdir():
+        if entry.name != "inventory":
+            (tmp / entry.name).symlink_to(entry)
+    (tmp / "inventory").mkdir()
+    for entry in (conf_dir() / "inventory").iterdir():
+        if entry.name != f"{name}.yaml":
+            (tmp / "inventory" / entry.name).symlink_to(entry)
+    (tmp / "inventory" / f"{name}.yaml").write_text(yaml.safe_dump(inv.model_dump(mode="json")))
+    return tmp
+
+
 @pytest.fixture(scope="module")
-def rack() -> Iterator[Inventory]:
-    inv = netns.load(netns.default_inventory())
-    netns.up(inv)
+def rack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Inventory]:
+    """This session's own rack (netns.up_session), named ``netns-rack`` in
+    the config: another session's rack never collides with it."""
+    inv = netns.up_session(netns.load(netns.default_inventory()))
     try:
-        yield inv
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("NETKV_CONF_DIR", str(conf_with(tmp_path_factory.mktemp("conf"),
+                                                      "netns-rack", inv)))
+            yield inv
     finally:
         netns.down(inv)
 
@@ -48,7 +69,7 @@ def leftovers(inv: Inventory) -> list[str]:
     sessions, and run folders on the hosts."""
     out = []
     for host in inv.hosts:
-        res = subprocess.run(["ip", "netns", "pids", netns.ns_name(host)], capture_output=True,
+        res = subprocess.run(["ip", "netns", "pids", netns.ns_of(inv, host)], capture_output=True,
                              text=True)
         for pid in res.stdout.split():
             try:
@@ -61,6 +82,81 @@ def leftovers(inv: Inventory) -> list[str]:
     for w in workdirs:  # one file system here
         out += [str(p) for p in Path(w).glob("run-*")] if Path(w).exists() else []
     return out
+
+
+def small_rack_inventory() -> Inventory:
+    """Two servers, a client and the switch of the namespace rack."""
+    inv = netns.load(netns.default_inventory())
+    hosts = inv.with_role("server")[:2] + inv.with_role("client")[:1] + inv.with_role("switch")
+    return inv.model_copy(update={"hosts": hosts})
+
+
+def test_two_session_racks_at_once_do_not_collide_and_clean_finds_both(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Two racks up at once (two test sessions): their namespaces, links,
+    management /24s and remote workdirs differ, each answers over SSH; a
+    dead run left on each is found by one `netkv clean`, and a rack whose
+    session died is removed whole while the live one stays."""
+    import sys
+    import tempfile
+    import time
+
+    from netkv.cli import main
+    from netkv.testbed.ssh import Ssh
+
+    base = small_rack_inventory()
+    a = netns.up_session(base)
+    b = None
+    orphans: list[subprocess.Popen[bytes]] = []
+    try:
+        b = netns.up_session(base)
+        sw = base.with_role("switch")[0]
+        assert netns.ns_of(a, sw) != netns.ns_of(b, sw)
+        assert all(len(f"{netns.prefix_of(r)}mgmt") <= 15 for r in (a, b))   # IFNAMSIZ
+        assert a.hosts[0].ssh.rsplit(".", 1)[0] != b.hosts[0].ssh.rsplit(".", 1)[0]
+        assert a.hosts[0].workdir != b.hosts[0].workdir
+        names = subprocess.run(["ip", "netns", "list"], capture_output=True,
+                               text=True).stdout
+        for r in (a, b):
+            assert all(netns.ns_of(r, h) in names for h in r.hosts)
+            with tempfile.TemporaryDirectory(dir="/tmp") as control:
+                ssh = Ssh(r.hosts[0], r.known_hosts, Path(control))
+                assert ssh.run("echo up").stdout.strip() == "up"
+                ssh.close()
+        dead = []
+        for r in (a, b):   # a dead run's program and folder on each rack
+            host = r.with_role("server")[0]
+            folder = Path(host.workdir) / "run-nkdeadrun2"
+            folder.mkdir(parents=True)
+            orphans.append(subprocess.Popen(["ip", "netns", "exec", netns.ns_of(r, host),
+                                             sys.executable, "-c", "import time; "
+                                             "time.sleep(300)", "--tag", "nkdeadrun2"]))
+            time.sleep(0.3)
+            (folder / "server0.pid").write_text(f"{orphans[-1].pid}\n")
+            dead.append(folder)
+        assert main(["clean"]) == 0
+        assert all(p.wait(timeout=10) == -9 for p in orphans)
+        assert not any(f.exists() for f in dead)
+        # b's session died: its rack goes, a's (this process's) stays
+        b_names = [netns.ns_of(b, h) for h in b.hosts]
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        (netns.rack_dir(b) / "owner").write_text(f"{gone.pid}\n")
+        capsys.readouterr()
+        assert main(["clean"]) == 0
+        assert f"netns rack {netns.prefix_of(a)}" not in capsys.readouterr().out
+        names = subprocess.run(["ip", "netns", "list"], capture_output=True,
+                               text=True).stdout
+        assert not any(f"{n} " in names or f"{n}\n" in names for n in b_names)
+        assert not netns.rack_dir(b).exists() and not Path(b.hosts[0].workdir).exists()
+        assert all(netns.ns_of(a, h) in names for h in a.hosts)
+    finally:
+        for p in orphans:
+            if p.poll() is None:
+                p.kill()
+        for r in (a, b):
+            if r is not None:
+                netns.down(r)
 
 
 def test_inventory_is_validated_in_one_line() -> None:
@@ -272,7 +368,8 @@ def test_unknown_host_key_is_refused(rack: Inventory, tmp_path: Path) -> None:
 
     known = tmp_path / "known_hosts"
     lines = Path(rack.known_hosts).read_text().splitlines()
-    known.write_text("\n".join(ln for ln in lines if not ln.startswith("10.250.0.10 ")) + "\n")
+    s0 = f"{rack.with_role('server')[0].ssh} "
+    known.write_text("\n".join(ln for ln in lines if not ln.startswith(s0)) + "\n")
     cfg = load([*SMALL, "protocol=hash", f"inventory.known_hosts={known}"])
     with pytest.raises(ConfigError) as e:
         TestbedTarget(cfg)
@@ -346,7 +443,7 @@ def test_clean_removes_what_a_crashed_run_left(rack: Inventory, capsys: pytest.C
     from netkv.targets.testbed import STATE_ROOT
 
     host = rack.with_role("server")[0]
-    ns = netns.ns_name(host)
+    ns = netns.ns_of(rack, host)
     dead = Path(host.workdir) / "run-nkdeadrun1"
     live_tag = "nkliverun1"
     (STATE_ROOT / live_tag).mkdir(parents=True, exist_ok=True)
@@ -504,9 +601,14 @@ def test_a_server_whose_lifeline_ended_is_a_port_down() -> None:
     ended = subprocess.Popen(["true"])
     ended.wait()
     rack.lifelines = {"server0": alive, "server1": ended}   # type: ignore[dict-item]
+    rack.crashed = set()
     try:
         assert rack.port_up(0) and not rack.port_up(1)
         assert rack.port_up(2) and not rack.port_up(3) and not rack.port_up(-1)
+        # restarted (target.faults.crashes): down until it answers, though
+        # its new lifeline runs
+        rack.crashed = {0}
+        assert not rack.port_up(0)
     finally:
         alive.kill()
         alive.wait()

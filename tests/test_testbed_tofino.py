@@ -126,6 +126,7 @@ def test_a_fake_sde_compiles_and_starts_on_the_switch_host_and_is_reached_throug
     bf_switchd child got SIGTERM (the lifeline signals the script's
     process group) and is gone with it, and nothing runs, there or here."""
     from netkv.targets.testbed import TestbedTarget
+    from netkv.testbed import netns
 
     target = TestbedTarget(load(tofino_cfg(FAKE_SDE)))
     try:
@@ -133,7 +134,8 @@ def test_a_fake_sde_compiles_and_starts_on_the_switch_host_and_is_reached_throug
         seen = json.loads((rrun / "fake-switchd.json").read_text())  # one file system here
         prov = target.provenance()["switch"]
         args = (rrun / "p4out" / "fake-bf-p4c.args").read_text()
-        procs = subprocess.run(["ip", "netns", "pids", "nkt-sw"], capture_output=True,
+        sw_ns = netns.ns_of(rack, rack.with_role("switch")[0])
+        procs = subprocess.run(["ip", "netns", "pids", sw_ns], capture_output=True,
                                text=True).stdout.split()
         names = [Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0] for p in procs
                  if Path(f"/proc/{p}").exists()]
@@ -254,13 +256,13 @@ def test_netkv_clean_kills_a_dead_runs_switchd_on_the_switch_host(
     dead.mkdir(parents=True, exist_ok=True)
     (dead / "hash.conf").write_text("{}\n")
     started = subprocess.Popen(
-        ["ip", "netns", "exec", netns.ns_name(sw), "setsid",
+        ["ip", "netns", "exec", netns.ns_of(rack, sw), "setsid",
          str(FAKE_SDE / "run_switchd.sh"), "-c", str(dead / "hash.conf"), "--skip-p4"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def running() -> list[bytes]:
         out = []
-        for pid in subprocess.run(["ip", "netns", "pids", netns.ns_name(sw)],
+        for pid in subprocess.run(["ip", "netns", "pids", netns.ns_of(rack, sw)],
                                   capture_output=True, text=True).stdout.split():
             try:
                 cmd = Path(f"/proc/{pid}/cmdline").read_bytes()

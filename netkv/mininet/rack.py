@@ -76,6 +76,20 @@ def check_mininet() -> None:
                              "pip install mininet (or apt-get install mininet)") from None
 
 
+def copy_store(ctl: Callable[[int, str], str], src: int, dst: int) -> int:
+    """Out of band (ControlPlane.copy_store): kvserver ``src``'s written
+    entries merged into kvserver ``dst`` where newer, over their control
+    sockets (``ctl(server, line)``: store_dump pages, store_merge batches);
+    how many moved. Every rack's (Mininet's, the testbed's SshRack)."""
+    moved, at = 0, "0"
+    while at != "end":
+        at, *entries = ctl(src, f"store_dump {at} {DUMP_PAGE}").split()
+        for i in range(0, len(entries), MERGE_BATCH):
+            batch = " ".join(entries[i:i + MERGE_BATCH])
+            moved += int(ctl(dst, f"store_merge {batch}"))
+    return moved
+
+
 @dataclass(frozen=True)
 class RackSpec:
     """Everything the network needs that is not per load point."""
@@ -387,16 +401,7 @@ class Rack:
             sock.close()
 
     def copy_store(self, src: int, dst: int) -> int:
-        """Out of band (ControlPlane.copy_store): kvserver ``src``'s written
-        entries merged into kvserver ``dst`` where newer, over their control
-        sockets (store_dump pages, store_merge batches); how many moved."""
-        moved, at = 0, "0"
-        while at != "end":
-            at, *entries = self._store_ctl(src, f"store_dump {at} {DUMP_PAGE}").split()
-            for i in range(0, len(entries), MERGE_BATCH):
-                batch = " ".join(entries[i:i + MERGE_BATCH])
-                moved += int(self._store_ctl(dst, f"store_merge {batch}"))
-        return moved
+        return copy_store(self._store_ctl, src, dst)
 
     def newest_version(self, server: int) -> int:
         return int(self._store_ctl(server, "store_newest"))

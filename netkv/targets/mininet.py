@@ -112,11 +112,12 @@ def check_config(cfg: RunConfig, target: str = "mininet") -> None:
                                 f"target={target}'s kvclient does not resend a multiget "
                                 "(allowed: 0)")
     crashes = cfg.target.faults.crashes
-    if crashes and target != "mininet":
+    # both racks kill and restart their kvservers (Rack, SshRack.crash_server)
+    if crashes and target not in ("mininet", "testbed"):
         raise TargetUnavailable(f"target.faults.crashes on target={target}: not applied there "
                                 "yet (allowed: [])")
     if cfg.target.faults.switch_outages:
-        if target != "mininet":
+        if target not in ("mininet", "testbed"):
             raise TargetUnavailable(f"target.faults.switch_outages on target={target}: not "
                                     "applied there yet (allowed: [])")
         if not backend_class(cfg.target.switch).restartable:

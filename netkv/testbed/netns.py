@@ -11,13 +11,22 @@ client or coordinator host (servers first, then clients, then coordinators,
 in inventory order) on its ``nic``.
 Data addresses are the testbed target's to set per run (the rack plan).
 ``down`` removes everything ``up`` made; ``up`` on a built rack rebuilds it.
+
+``up_session`` (``up --session``) builds a rack of its own beside any other:
+a short token in its namespace and link names, its own management /24,
+keys, known_hosts and remote workdir, and its inventory written to its
+folder (``/run/netkv/netns-<token>/``, with its owner's pid). Two test
+sessions (or CI and a developer) then never share a name. ``sweep`` (run by
+``netkv clean``) finds every such rack: one whose owner is gone is removed.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import ipaddress
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -28,6 +37,14 @@ from pathlib import Path
 from netkv.testbed.inventory import Host, Inventory
 
 PREFIX = "nkt"
+RACK_ROOT = Path("/run/netkv")
+# a session's management network is 10.250.<n>.0/24, n in 1..254 (0: the
+# checked-in inventory's fixed rack)
+SESSION_NET = "10.250"
+# a session rack's names start nkT<token>: Mininet's run tags (nk + 3
+# lowercase letters or digits) prefix the links its clean removes, and none
+# prefixes an upper-case T
+SESSION_PREFIX = "nkT"
 
 
 def _sh(*argv: str, check: bool = True, ns: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -54,6 +71,103 @@ def rack_dir(inv: Inventory) -> Path:
 
 def ns_name(host: Host, prefix: str = PREFIX) -> str:
     return f"{prefix}-{host.name}"
+
+
+def prefix_of(inv: Inventory) -> str:
+    """The rack's name prefix: a session rack's (recorded in its folder) or
+    the fixed rack's."""
+    try:
+        return (rack_dir(inv) / "prefix").read_text().strip() or PREFIX
+    except OSError:
+        return PREFIX
+
+
+def ns_of(inv: Inventory, host: Host) -> str:
+    """The namespace of ``host`` in the rack built for ``inv``."""
+    return ns_name(host, prefix_of(inv))
+
+
+def owner_alive(folder: Path) -> bool:
+    try:
+        os.kill(int((folder / "owner").read_text().strip()), 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, ValueError):
+        return not (folder / "owner").exists()   # unreadable: assume live
+    return True
+
+
+def _used_nets() -> set[int]:
+    """Third octets of SESSION_NET /24s with an address on this machine."""
+    out = _sh("ip", "-o", "-4", "addr", "show", check=False).stdout
+    used = set()
+    for word in out.split():
+        if word.startswith(f"{SESSION_NET}."):
+            used.add(int(word.split(".")[2]))
+    return used
+
+
+def session_inventory(inv: Inventory, token: str, net: int) -> Inventory:
+    """``inv`` re-addressed for session rack ``token`` on 10.250.<net>.0/24:
+    its own keys, known_hosts and remote workdir."""
+    folder = RACK_ROOT / f"netns-{token}"
+    hosts = [h.model_copy(update={
+        "ssh": f"{SESSION_NET}.{net}.{h.ssh.rsplit('.', 1)[1]}",
+        "key": str(folder / "id_ed25519"),
+        "workdir": f"{h.workdir.rstrip('/')}-{token}",
+    }) for h in inv.hosts]
+    return inv.model_copy(update={"hosts": hosts, "known_hosts": str(folder / "known_hosts")})
+
+
+def up_session(inv: Inventory) -> Inventory:
+    """A rack of its own for this process (see the module's doc); its
+    inventory. ``down`` removes it."""
+    import yaml
+
+    RACK_ROOT.mkdir(parents=True, exist_ok=True)
+    # the /24 is chosen and claimed (its bridge address) under one lock
+    with open(RACK_ROOT / "netns.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        used = _used_nets()
+        free = [n for n in range(1, 255) if n not in used]
+        if not free:
+            raise SystemExit("netkv.testbed.netns: no free 10.250.<n>.0/24 for a session rack")
+        token = secrets.token_hex(2)
+        while (RACK_ROOT / f"netns-{token}").exists():
+            token = secrets.token_hex(2)
+        sess = session_inventory(inv, token, free[0])
+        try:
+            up(sess, f"{SESSION_PREFIX}{token}")
+        except BaseException:
+            down(sess, f"{SESSION_PREFIX}{token}")
+            raise
+    folder = rack_dir(sess)
+    (folder / "prefix").write_text(f"{SESSION_PREFIX}{token}\n")
+    (folder / "owner").write_text(f"{os.getpid()}\n")
+    (folder / "inventory.yaml").write_text(yaml.safe_dump(sess.model_dump(mode="json"),
+                                                          sort_keys=False))
+    return sess
+
+
+def session_racks() -> list[Path]:
+    """Every session rack's folder on this machine."""
+    return sorted(RACK_ROOT.glob("netns-*/inventory.yaml")) if RACK_ROOT.exists() else []
+
+
+def sweep() -> tuple[list[Inventory], list[str]]:
+    """Session racks: the live ones' inventories, and the names of those
+    removed (their owner gone: a crashed session's)."""
+    live: list[Inventory] = []
+    removed: list[str] = []
+    for path in session_racks():
+        inv = load(path)
+        if owner_alive(path.parent):
+            live.append(inv)
+        else:
+            prefix = prefix_of(inv)
+            down(inv)
+            removed.append(f"netns rack {prefix} ({path.parent})")
+    return live, removed
 
 
 def data_hosts(inv: Inventory) -> list[Host]:
@@ -87,8 +201,10 @@ def sshd_config(inv: Inventory, host: Host, folder: Path) -> str:
     ])
 
 
-def down(inv: Inventory, prefix: str = PREFIX) -> None:
+def down(inv: Inventory, prefix: str | None = None) -> None:
     folder = rack_dir(inv)
+    prefix = prefix or prefix_of(inv)
+    session = prefix != PREFIX
     for host in inv.hosts:
         pidfile = folder / f"sshd-{host.name}.pid"
         try:
@@ -107,10 +223,15 @@ def down(inv: Inventory, prefix: str = PREFIX) -> None:
     for idx in range(len(inv.hosts)):
         _sh("ip", "link", "del", f"{prefix}m{idx}", check=False)
     _sh("ip", "link", "del", f"{prefix}mgmt", check=False)
+    if session:   # its workdirs are its own (the fixed rack's keep the pushed builds)
+        for workdir in {h.workdir for h in inv.hosts}:
+            shutil.rmtree(workdir, ignore_errors=True)
     shutil.rmtree(folder, ignore_errors=True)
 
 
 def up(inv: Inventory, prefix: str = PREFIX) -> None:
+    """Build the rack for ``inv`` with names starting ``prefix`` (at most
+    7 characters: link names stay within IFNAMSIZ)."""
     if os.geteuid() != 0:
         raise SystemExit("netkv.testbed.netns: needs root (network namespaces)")
     sshd = shutil.which("sshd") or "/usr/sbin/sshd"

@@ -91,12 +91,16 @@ class SshRack:
         servers = inventory.with_role("server")
         clients = inventory.with_role("client")
         self.servers: list[Host] = servers[: spec.servers]
-        # kvservers restarted per server (target.faults.crashes is refused
-        # on the testbed: never), read by MininetTarget.run_point
+        # kvservers restarted per server (target.faults.crashes), read by
+        # MininetTarget.run_point
         self.incarnations: list[int] = [0] * len(self.servers)
-        # the switch killed by a scheduled outage (target.faults.switch_outages
-        # is refused on the testbed: never), read by the controller's thread
+        self.crashed: set[int] = set()   # servers whose kvserver was killed (crash_server)
+        self.server_argv: list[list[str]] = []   # each kvserver's command line, for its restart
+        self.last_stats: dict[int, dict[str, Any]] = {}   # a crashed server's last counters
+        # the switch killed by a scheduled outage (target.faults.switch_outages),
+        # read by the controller's thread
         self.switch_down = False
+        self.switch_argv: list[str] = []   # the switch program's, for its restart
         self.clients: list[Host] = clients[: spec.clients]
         self.coordinators: list[Host] = inventory.with_role("coordinator")[: spec.coordinators]
         self.switch_host = inventory.with_role("switch")[0]
@@ -318,10 +322,18 @@ class SshRack:
             raise RemoteError(f"host {host.name!r}: cannot forward {what}: "
                               f"{' '.join(err.split())}")
 
-    def _wait_socket(self, host: Host, remote: str, label: str, timeout_s: float = 30.0) -> None:
+    def _wait_socket(self, host: Host, remote: str, label: str, timeout_s: float = 30.0,
+                     restarted: str | None = None) -> None:
+        """Until ``remote`` is a socket on ``host``; every program must stay
+        alive meanwhile (``restarted``: that lifeline only, one restarted by
+        a fault event, the rest of the rack running on)."""
         deadline = time.monotonic() + timeout_s
         while True:
-            self.check_alive()
+            if restarted is None:
+                self.check_alive()
+            elif (rc := self.lifelines[restarted].poll()) is not None:
+                raise RuntimeError(f"{restarted} on host {host.name!r} exited ({rc}) before "
+                                   f"serving: {self.log_tail(restarted)}")
             res = self.ssh[host.name].run(f"test -S {shlex.quote(remote)} && echo ok",
                                           check=False)
             if res.stdout.strip() == "ok":
@@ -348,8 +360,8 @@ class SshRack:
         p4 = backend.plugin.p4
         needs = backend.loop_port and p4 is not None and p4.needs_loop
         loop = (sw.loop[0], sw.loop[1]) if needs and len(sw.loop) == 2 else None
-        argv = backend.command(self.switch_ports, Path(rrun), self.spec.tag, loop)
-        self._lifeline("switch", sw, argv)
+        self.switch_argv = backend.command(self.switch_ports, Path(rrun), self.spec.tag, loop)
+        self._lifeline("switch", sw, self.switch_argv)
         for name in backend.unix_sockets():
             remote = f"{rrun}/{name}"
             self._wait_socket(sw, remote, backend.label)
@@ -396,6 +408,7 @@ class SshRack:
                     *self.spec.server_args]
             if self.spec.per_server_args:
                 args += list(self.spec.per_server_args[i])
+            self.server_argv.append(args)
             self._lifeline(f"server{i}", host, args)
         for i, host in enumerate(self.servers):
             remote = f"{self.remote_run[host.name]}/server{i}.sock"
@@ -413,16 +426,105 @@ class SshRack:
             self._wait_socket(host, f"{self.remote_run[host.name]}/coord{i}.sock",
                               f"coordinator {i}")
         for i in range(len(self.servers)):  # each answers through its forward
-            deadline = time.monotonic() + 10
-            while True:
-                try:
-                    self.server_ctl(i, "ping")
-                    break
-                except Exception:  # noqa: BLE001 - the forward may still be connecting
-                    if time.monotonic() > deadline:
-                        raise RemoteError(f"kvserver {i}'s control socket does not answer "
-                                          "through its SSH forward") from None
-                    time.sleep(0.05)
+            self._wait_ping(i)
+
+    def _wait_ping(self, server: int, timeout_s: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self.server_ctl(server, "ping")
+                return
+            except Exception:  # noqa: BLE001 - the forward may still be connecting
+                if time.monotonic() > deadline:
+                    raise RemoteError(f"kvserver {server}'s control socket does not answer "
+                                      "through its SSH forward") from None
+                time.sleep(0.05)
+
+    # --- target.faults: replica crashes ------------------------------------------------------
+
+    def crash_server(self, server: int) -> None:
+        """A replica crash (target.faults.crashes): kvserver ``server``
+        killed on its host (SIGKILL: no last word), its recorded pid checked
+        to still carry the run's tag; its lifeline then ends, which is what
+        ``port_up`` reads."""
+        host = self.servers[server]
+        pidfile = shlex.quote(f"{self.remote_run[host.name]}/server{server}.pid")
+        self.crashed.add(server)
+        tag = shlex.quote(self.spec.tag)
+        # its socket goes too: a restart then waits for the new program's
+        sock = shlex.quote(f"{self.remote_run[host.name]}/server{server}.sock")
+        self.ssh[host.name].run(f"p=$(cat {pidfile}); grep -qa -- {tag} /proc/$p/cmdline "
+                                f"2>/dev/null && kill -9 $p; rm -f {sock}; true", timeout_s=20)
+        proc = self.lifelines[f"server{server}"]
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            raise RemoteError(f"kvserver {server} on {host.name!r} still runs 20 s after "
+                              "SIGKILL") from None
+
+    def restart_server(self, server: int) -> None:
+        """A crashed replica restarted (restart_s): a fresh kvserver with the
+        same arguments, its store preloaded again as at the start; its port
+        counts as up only once it answers through its forward, and the
+        protocol's controller catches it up as on Mininet."""
+        if server not in self.crashed:
+            return
+        label, host = f"server{server}", self.servers[server]
+        old = self.lifelines[label]
+        if old.poll() is None:
+            return
+        old.communicate()   # its pipes closed: the next lifeline takes its place
+        self._lifeline(label, host, self.server_argv[server])
+        self._wait_socket(host, f"{self.remote_run[host.name]}/{label}.sock", f"kvserver {server}",
+                          restarted=label)
+        self._wait_ping(server)   # the existing forward reaches the new socket
+        self.incarnations[server] += 1
+        self.crashed.discard(server)
+
+    # --- target.faults: switch outages (restartable back-ends: netkv-switch) -------------------
+
+    def stop_switch(self) -> None:
+        """A switch outage (target.faults.switch_outages): the switch program
+        killed on the switch host (SIGKILL, its recorded pid if it still
+        carries the run's tag) and its sockets removed there, so that the
+        restart waits for the new program's; every packet reaching the
+        switch is lost until start_switch."""
+        sw, backend = self.switch_host, self.spec.backend
+        rrun = self.remote_run[sw.name]
+        self.switch_down = True
+        socks = " ".join(shlex.quote(f"{rrun}/{n}") for n in backend.unix_sockets())
+        # its process group if it leads one (a script and its child), else it
+        self.ssh[sw.name].run(f"p=$(cat {shlex.quote(rrun)}/switch.pid); if grep -qa -- "
+                              f"{shlex.quote(self.spec.tag)} /proc/$p/cmdline 2>/dev/null; "
+                              f"then kill -9 -$p 2>/dev/null || kill -9 $p; fi; "
+                              f"rm -f {socks}; true", timeout_s=20)
+        try:
+            self.lifelines["switch"].communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            raise RemoteError(f"{backend.label} on {sw.name!r} still runs 20 s after "
+                              "SIGKILL") from None
+
+    def start_switch(self) -> None:
+        """The switch restarted: a fresh program with the same command line
+        on the same ports, its state empty (the pipeline's init only: the
+        controller installs the rest), reached through the forwards made at
+        the start."""
+        sw, backend = self.switch_host, self.spec.backend
+        self._lifeline("switch", sw, self.switch_argv)
+        for name in backend.unix_sockets():
+            self._wait_socket(sw, f"{self.remote_run[sw.name]}/{name}", backend.label,
+                              restarted="switch")
+        backend.ready(self.lifelines["switch"], self.folder)
+        self.switch_down = False
+
+    def copy_store(self, src: int, dst: int) -> int:
+        """ControlPlane.copy_store, through the kvservers' forwarded sockets."""
+        from netkv.mininet.rack import copy_store
+
+        return copy_store(self.server_ctl, src, dst)
+
+    def newest_version(self, server: int) -> int:
+        return int(self.server_ctl(server, "store_newest"))
 
     # --- the interface the rack target uses ------------------------------------------------
 
@@ -436,8 +538,10 @@ class SshRack:
             return ""
 
     def check_alive(self) -> None:
+        # killed on purpose
+        down = {f"server{i}" for i in self.crashed} | ({"switch"} if self.switch_down else set())
         for label, proc in self.lifelines.items():
-            if proc.poll() is not None:
+            if proc.poll() is not None and label not in down:
                 host = self.logs[label][0]
                 raise RuntimeError(f"{label} on host {host!r} exited ({proc.returncode}): "
                                    f"{self.log_tail(label)}")
@@ -450,6 +554,8 @@ class SshRack:
         poll, and netkv-switch's ports are veths or NICs that stay up."""
         if not 0 <= node < len(self.nodes):
             return False
+        if node < len(self.servers) and node in self.crashed:
+            return False   # killed, or restarted but not serving yet
         proc = self.lifelines.get(f"server{node}") if node < len(self.servers) else None
         return proc is None or proc.poll() is None
 
@@ -467,8 +573,12 @@ class SshRack:
         self.check_alive()
         out = []
         for i, host in enumerate(self.servers):
+            if i in self.crashed:   # its counters as last read before the crash
+                out.append(self.last_stats.get(i, {"served": 0}))
+                continue
             try:
                 out.append(json.loads(self.server_ctl(i, "stats")))
+                self.last_stats[i] = out[-1]
             except (OSError, DriverError, ValueError) as exc:
                 # a server that died answers nothing: say which, from its lifeline
                 deadline = time.monotonic() + timeout_s
