@@ -1,4 +1,4 @@
-"""StarCache's figure checks (experiments/starcache/fig10, fig11, fig13, fig13b,
+"""StarCache's figure checks (experiments/starcache/fig9, fig10, fig11, fig13, fig13b,
 fig14, fig17) on the values this machine measured (docs/starcache.md), and each
 check failing on wrong data: a check that cannot fail would prove nothing.
 """
@@ -124,11 +124,11 @@ def residue_balance(keys: int, alpha: float, cached: int, servers: int, placemen
 
 
 def test_fig10_runs_the_papers_10m_keys_whose_hot_share_1m_overstates() -> None:
-    """Figs. 10 and 14 (balance) run the paper's 10 M keys: with 1 M (fig9.yaml's scaling,
+    """Figs. 9 (gain), 10 and 14 (balance) run the paper's 10 M keys: with 1 M (fig9.yaml's scaling,
     justified there as the hottest keys' shares agreeing "within 4%") the 32
     cached keys draw 17% more of the reads, and the uncached residue that
     sets the balance is more uneven."""
-    for fig in ("fig10", "fig14"):
+    for fig in ("fig9", "fig10", "fig14"):
         exp = load_experiment(f"starcache/{fig}")
         assert "keys=10000000" in exp.overrides, (fig, exp.overrides)
     top = {n: float(zipf_probabilities(n, 0.99)[:32].sum()) for n in (1_000_000, 10_000_000)}
@@ -164,3 +164,15 @@ def test_gain_and_balance_figures_place_keys_by_hash_partitions() -> None:
     for fig in ("fig9", "fig10", "fig14"):
         for name, ov in load_experiment(f"starcache/{fig}").series.items():
             assert "protocol.ring=equal_ranges" in ov, (fig, name, ov)
+
+
+def test_fig9_checks_on_the_measured_values_and_on_wrong_ones() -> None:
+    """10 M keys, hash partitions (reproduce starcache/fig9, seed 1)."""
+    xs = ["0", "0.9", "0.95", "0.99"]
+    measured = {"starcache": [3.15, 3.55, 3.99, 4.27], "netcache": [3.15, 3.38, 3.27, 3.04],
+                "nocache": [3.15, 2.53, 1.91, 1.52]}
+    assert verdicts("fig9", tput_cells(measured, xs)) == ["holds", "holds", "differs"]
+    # a NetCache as good as StarCache, a NoCache at 80% of it, a flat StarCache
+    wrong = {"starcache": [3.15, 3.2, 3.3, 3.4], "netcache": [3.15, 3.3, 3.3, 3.3],
+             "nocache": [3.15, 3.0, 2.9, 2.8]}
+    assert verdicts("fig9", tput_cells(wrong, xs)) == ["FAIL", "FAIL", "holds"]
