@@ -27,10 +27,11 @@ def verdicts(fig: str, cells: Cells) -> list[str]:
 
 
 LOADS = ["500000", "1000000", "1500000", "3000000"]
-FIG11 = {  # p50 us, p99 us, saturated Mreq/s per load
-    "starcache": ([7.76, 7.89, 8.05, 8.67], [28.5, 29.9, 31.3, 38.8], [5.55, 5.57, 5.57, 5.60]),
-    "netcache": ([8.86, 9.18, 9.57, 11.4], [30.3, 33.9, 40.1, 34500], [2.42, 2.43, 2.43, 2.47]),
-    "nocache": ([9.57, 10.0, 10.6, 13.6], [31.2, 34.9, 45.2, 52600], [2.28, 2.28, 2.28, 2.40]),
+FIG11 = {  # p50 us, p99 us, saturated Mreq/s per load (10 M keys, equal hash ranges)
+    "starcache": ([8.05, 8.18, 8.35, 9.06], [28.6, 30.0, 31.6, 38.3], [8.09, 7.87, 8.20, 8.00]),
+    "netcache": ([8.80, 9.06, 9.31, 10.5], [29.6, 31.8, 33.9, 46.7], [4.37, 4.35, 4.35, 4.37]),
+    "nocache": ([9.57, 9.95, 10.5, 12.6], [31.2, 34.9, 45.2, float("inf")],
+                [2.12, 2.12, 2.13, 2.41]),
 }
 
 
@@ -41,6 +42,7 @@ def fig11_cells(data: dict[str, tuple[list[float], list[float], list[float]]]) -
 
 
 def test_fig11_checks_hold_on_the_measured_values_and_fail_on_swapped_series() -> None:
+    # the p99 "between" check stops at 1.5 M: NoCache's infinite p99 at 3 M is unorderable
     assert verdicts("fig11", fig11_cells(FIG11)) == ["holds"] * 6
     # NoCache's numbers as StarCache's and the other way round: every order breaks
     wrong = {"starcache": FIG11["nocache"], "netcache": FIG11["netcache"],
