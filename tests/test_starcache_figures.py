@@ -178,3 +178,14 @@ def test_fig9_checks_on_the_measured_values_and_on_wrong_ones() -> None:
     wrong = {"starcache": [3.15, 3.2, 3.3, 3.4], "netcache": [3.15, 3.3, 3.3, 3.3],
              "nocache": [3.15, 3.0, 2.9, 2.8]}
     assert verdicts("fig9", tput_cells(wrong, xs)) == ["FAIL", "FAIL", "holds"]
+
+
+def test_fig12_checks_on_the_measured_values_and_on_wrong_ones() -> None:
+    """10 M keys, hash partitions (reproduce starcache/fig12, seed 1)."""
+    xs = ["0", "0.25", "0.5", "1.0"]
+    measured = {"starcache": [4.27, 2.00, 1.68, 1.52], "nocache": [1.52, 1.52, 1.50, 1.52],
+                "netcache": [3.04, 1.80, 1.63, 1.52]}
+    assert verdicts("fig12", tput_cells(measured, xs)) == ["holds"] * 4
+    # a StarCache that rises with writes and ends 20% above NoCache
+    wrong = {**measured, "starcache": [1.6, 1.7, 1.8, 1.9]}
+    assert verdicts("fig12", tput_cells(wrong, xs)) == ["FAIL"] * 4
