@@ -189,3 +189,24 @@ def test_fig12_checks_on_the_measured_values_and_on_wrong_ones() -> None:
     # a StarCache that rises with writes and ends 20% above NoCache
     wrong = {**measured, "starcache": [1.6, 1.7, 1.8, 1.9]}
     assert verdicts("fig12", tput_cells(wrong, xs)) == ["FAIL"] * 4
+
+
+def test_fig16_checks_on_the_measured_values_and_on_wrong_ones() -> None:
+    """10 M keys, hash partitions (reproduce starcache/fig16, seed 1)."""
+    xs = ["500000", "1000000", "1500000"]
+    us = {  # switch p50, switch p99, server p50 per load
+        "starcache": ([4.21, 4.24, 4.27], [5.90, 6.74, 7.25], [9.44, 9.63, 9.89]),
+        "netcache": ([2.59, 2.59, 2.59], [2.84, 2.92, 2.94], [9.50, 9.76, 10.08]),
+    }
+
+    def cells(d: dict[str, tuple[list[float], list[float], list[float]]]) -> Cells:
+        return {(s, x): {"switch_p50_ns": a[i] * 1e3, "switch_p99_ns": b[i] * 1e3,
+                         "server_p50_ns": c[i] * 1e3}
+                for s, (a, b, c) in d.items() for i, x in enumerate(xs)}
+    assert verdicts("fig16", cells(us)) == ["holds"] * 5
+    # the two schemes swapped: the orders break
+    wrong = {"starcache": us["netcache"], "netcache": us["starcache"]}
+    assert verdicts("fig16", cells(wrong)) == ["FAIL", "holds", "holds", "FAIL", "FAIL"]
+    # StarCache's parked reads 4 us slower, its servers 30% slower
+    slow = {**us, "starcache": ([6.6, 6.6, 6.6], us["starcache"][1], [12.3, 12.5, 12.9])}
+    assert verdicts("fig16", cells(slow)) == ["holds", "FAIL", "FAIL", "holds", "holds"]
