@@ -210,3 +210,16 @@ def test_fig16_checks_on_the_measured_values_and_on_wrong_ones() -> None:
     # StarCache's parked reads 4 us slower, its servers 30% slower
     slow = {**us, "starcache": ([6.6, 6.6, 6.6], us["starcache"][1], [12.3, 12.5, 12.9])}
     assert verdicts("fig16", cells(slow)) == ["holds", "FAIL", "FAIL", "holds", "holds"]
+
+
+def test_fig18_checks_on_the_measured_values_and_on_wrong_ones() -> None:
+    """10 M keys, hash partitions (reproduce starcache/fig18, seed 1)."""
+    xs = ["0", "50", "100"]
+    measured = {"starcache": [4.05, 4.05, 4.11], "netcache": [1.43, 3.38, 8.55],
+                "nocache": [1.43, 1.50, 1.50]}
+    assert verdicts("fig18", tput_cells(measured, xs)) == ["holds", "holds"]
+    # the crossing at or below 50%, and none by 100%
+    early = {**measured, "netcache": [1.43, 4.2, 8.55]}
+    never = {**measured, "netcache": [1.43, 3.38, 4.0]}
+    assert verdicts("fig18", tput_cells(early, xs)) == ["FAIL", "holds"]
+    assert verdicts("fig18", tput_cells(never, xs)) == ["holds", "FAIL"]
