@@ -223,3 +223,19 @@ def test_fig18_checks_on_the_measured_values_and_on_wrong_ones() -> None:
     never = {**measured, "netcache": [1.43, 3.38, 4.0]}
     assert verdicts("fig18", tput_cells(early, xs)) == ["FAIL", "holds"]
     assert verdicts("fig18", tput_cells(never, xs)) == ["holds", "FAIL"]
+
+
+def test_fig15_and_15b_checks_on_the_measured_values_and_on_wrong_ones() -> None:
+    """10 M keys, hash partitions (reproduce starcache/fig15 and fig15b, seed 1)."""
+    sizes = ["8", "16", "32", "64", "128", "256"]
+    measured = {"starcache": [3.66, 3.94, 4.27, 3.04, 1.32, 0.50]}
+    assert verdicts("fig15", tput_cells(measured, sizes)) == ["holds"] * 5
+    # best at 64 instead: only that comparison breaks
+    wrong = {"starcache": [3.66, 3.94, 4.27, 4.9, 1.32, 0.50]}
+    assert verdicts("fig15", tput_cells(wrong, sizes)) == ["holds"] * 2 + ["FAIL"] + ["holds"] * 2
+
+    def overflow(v: list[float]) -> Cells:
+        return {("starcache", x): {"overflow_ratio": r} for x, r in zip(sizes[1:], v)}
+    assert verdicts("fig15b", overflow([0, 0, 0.039, 0.128, 0.204])) == ["holds"] * 4
+    # overflow already at 32, none at 64, falling beyond
+    assert verdicts("fig15b", overflow([0, 0.02, 0.005, 0.006, 0.004])) == ["FAIL"] * 4
