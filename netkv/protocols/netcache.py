@@ -360,7 +360,10 @@ def value_size_oracle(workload: "Workload") -> Callable[[int], int]:
     lens = info["value_len"][order]
 
     def lookup(keyhash: int) -> int:
-        i = int(np.searchsorted(hashes, keyhash))
+        if not 0 <= keyhash <= 0xFFFFFFFF:
+            return 0
+        # a uint32 needle: a Python int made numpy cast all 10 M hashes per call
+        i = int(hashes.searchsorted(np.uint32(keyhash)))
         if i < len(hashes) and int(hashes[i]) == keyhash:
             return int(lens[i])
         return 0

@@ -193,6 +193,8 @@ class Workload:
             table = self.lib.nk_workload_rank_table(self._ptr)
             buf = self.ffi.buffer(table, self.n_keys * dtype.itemsize)
             self._rank_info = np.frombuffer(buf, dtype=dtype).copy()
+            # shared by every target of the process (workload_cache): read-only
+            self._rank_info.flags.writeable = False
         return self._rank_info
 
     def probabilities(self) -> np.ndarray:

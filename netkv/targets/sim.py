@@ -20,8 +20,9 @@ import numpy as np
 from netkv.config.schema import RunConfig
 from netkv.sim import native
 from netkv.sim.history import write_history
+from netkv.sim.workload_cache import shared_workload, workload_key
 from netkv.sim.racks import SwitchEpochs
-from netkv.sim.engine import (Controller, SimEngine, SimError, Stats, Workload, capacity_factors,
+from netkv.sim.engine import (Controller, SimEngine, SimError, Stats, capacity_factors,
                               read_trace, value_classes)
 from netkv.config.multiget import size_weights
 from netkv.quantile import latency_summary
@@ -71,7 +72,7 @@ class SimTarget(Target):
         super().__init__(cfg)
         # what the protocol's switch refuses, by reason: reason -> (register, index)
         self.refusals = dict(lookup(cfg.protocol.name).refusals)
-        self.workload = Workload.from_config(cfg)
+        self.workload = shared_workload(cfg)
         self.controller_factory = controller_factory
         self.params = params
         self.last_engine_stats = None
@@ -223,4 +224,6 @@ class SimTarget(Target):
         return True
 
     def close(self) -> None:
-        self.workload.close()
+        # a shared workload (workload_cache) is freed once nobody holds it
+        if workload_key(self.cfg) is None:
+            self.workload.close()
