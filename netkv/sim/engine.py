@@ -163,10 +163,11 @@ class Workload:
         self._ptr = ffi.gc(ptr, self.lib.nk_workload_free)
         self._rank_info: np.ndarray | None = None
 
-    @classmethod
-    def from_config(cls, cfg: RunConfig) -> "Workload":
+    @staticmethod
+    def config_args(cfg: RunConfig) -> dict[str, Any]:
+        """Every input a Workload is built from (workload_cache keys on them)."""
         w, p = cfg.workload, cfg.protocol
-        return cls(
+        return dict(
             kind=w.kind,
             keys=w.keys,
             alpha=w.alpha,
@@ -178,6 +179,10 @@ class Workload:
             value_size=w.value_size,
             trace=w.trace,
         )
+
+    @classmethod
+    def from_config(cls, cfg: RunConfig) -> "Workload":
+        return cls(**cls.config_args(cfg))
 
     @property
     def ptr(self) -> Any:

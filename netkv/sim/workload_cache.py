@@ -23,14 +23,15 @@ _cache: OrderedDict[Hashable, Workload] = OrderedDict()
 
 
 def workload_key(cfg: RunConfig) -> Hashable | None:
-    """What a Workload is built from (Workload.from_config); None for traces
-    (the file may change between runs)."""
-    w, p = cfg.workload, cfg.protocol
-    if w.kind == "trace":
+    """What a Workload is built from (``Workload.config_args``, the very
+    arguments of from_config); None for traces (the file may change between
+    runs)."""
+    args = Workload.config_args(cfg)
+    if args["kind"] == "trace":
         return None
-    sizes, weights = value_classes(w.value_size)
-    return (w.kind, w.keys, float(w.alpha), cfg.seed, cfg.topology.servers, w.key_size,
-            p.virtual_nodes, getattr(p, "ring", "consistent"), tuple(sizes), tuple(weights))
+    sizes, weights = value_classes(args.pop("value_size"))
+    return (*sorted((k, v if isinstance(v, Hashable) else repr(v)) for k, v in args.items()),
+            tuple(sizes), tuple(weights))
 
 
 def shared_workload(cfg: RunConfig) -> Workload:
