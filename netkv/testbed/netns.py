@@ -12,8 +12,9 @@ in inventory order) on its ``nic``.
 Data addresses are the testbed target's to set per run (the rack plan).
 ``down`` removes everything ``up`` made; ``up`` on a built rack rebuilds it.
 
-``up_session`` (``up --session``) builds a rack of its own beside any other:
-a short token in its namespace and link names, its own management /24,
+``up_session`` (the tests' fixture; no command line yet) builds a rack of
+its own beside any other: a short token in its namespace and link names,
+its own management /24,
 keys, known_hosts and remote workdir, and its inventory written to its
 folder (``/run/netkv/netns-<token>/``, with its owner's pid). Two test
 sessions (or CI and a developer) then never share a name. ``sweep`` (run by
