@@ -447,20 +447,10 @@ class SshRack:
         killed on its host (SIGKILL: no last word), its recorded pid checked
         to still carry the run's tag; its lifeline then ends, which is what
         ``port_up`` reads."""
-        host = self.servers[server]
-        pidfile = shlex.quote(f"{self.remote_run[host.name]}/server{server}.pid")
         self.crashed.add(server)
-        tag = shlex.quote(self.spec.tag)
         # its socket goes too: a restart then waits for the new program's
-        sock = shlex.quote(f"{self.remote_run[host.name]}/server{server}.sock")
-        self.ssh[host.name].run(f"p=$(cat {pidfile}); grep -qa -- {tag} /proc/$p/cmdline "
-                                f"2>/dev/null && kill -9 $p; rm -f {sock}; true", timeout_s=20)
-        proc = self.lifelines[f"server{server}"]
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            raise RemoteError(f"kvserver {server} on {host.name!r} still runs 20 s after "
-                              "SIGKILL") from None
+        self._kill_lifeline(f"server{server}", self.servers[server], [f"server{server}.sock"],
+                            f"kvserver {server}")
 
     def restart_server(self, server: int) -> None:
         """A crashed replica restarted (restart_s): a fresh kvserver with the
@@ -489,20 +479,29 @@ class SshRack:
         carries the run's tag) and its sockets removed there, so that the
         restart waits for the new program's; every packet reaching the
         switch is lost until start_switch."""
-        sw, backend = self.switch_host, self.spec.backend
-        rrun = self.remote_run[sw.name]
+        backend = self.spec.backend
         self.switch_down = True
-        socks = " ".join(shlex.quote(f"{rrun}/{n}") for n in backend.unix_sockets())
         # its process group if it leads one (a script and its child), else it
-        self.ssh[sw.name].run(f"p=$(cat {shlex.quote(rrun)}/switch.pid); if grep -qa -- "
-                              f"{shlex.quote(self.spec.tag)} /proc/$p/cmdline 2>/dev/null; "
-                              f"then kill -9 -$p 2>/dev/null || kill -9 $p; fi; "
-                              f"rm -f {socks}; true", timeout_s=20)
+        self._kill_lifeline("switch", self.switch_host, backend.unix_sockets(), backend.label,
+                            group=True)
+
+    def _kill_lifeline(self, label: str, host: Host, sockets: list[str] | tuple[str, ...],
+                       what: str, group: bool = False) -> None:
+        """SIGKILL program ``label`` on ``host`` (its recorded pid, only if it
+        still carries the run's tag: a pid may have been reused; with
+        ``group`` its process group if it leads one), remove its ``sockets``
+        from the run folder there, and wait for its lifeline to end."""
+        rrun = self.remote_run[host.name]
+        pidfile = shlex.quote(f"{rrun}/{label}.pid")
+        kill = "kill -9 -$p 2>/dev/null || kill -9 $p" if group else "kill -9 $p"
+        socks = " ".join(shlex.quote(f"{rrun}/{n}") for n in sockets)
+        self.ssh[host.name].run(f"p=$(cat {pidfile}); if grep -qa -- {shlex.quote(self.spec.tag)} "
+                                f"/proc/$p/cmdline 2>/dev/null; then {kill}; fi; "
+                                f"rm -f {socks}; true", timeout_s=20)
         try:
-            self.lifelines["switch"].communicate(timeout=20)
+            self.lifelines[label].communicate(timeout=20)
         except subprocess.TimeoutExpired:
-            raise RemoteError(f"{backend.label} on {sw.name!r} still runs 20 s after "
-                              "SIGKILL") from None
+            raise RemoteError(f"{what} on {host.name!r} still runs 20 s after SIGKILL") from None
 
     def start_switch(self) -> None:
         """The switch restarted: a fresh program with the same command line
