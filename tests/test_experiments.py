@@ -557,3 +557,37 @@ def test_a_throughput_check_compares_spans_of_windows():
     assert down.passed and "0.02 x the 100" in down.measured
     assert not back.passed and back.verdict == "FAIL"  # 87.5 < 90
     assert not none.passed and "no window" in none.measured
+
+
+INF = float("inf")
+P99 = pl.DataFrame({
+    "series": ["hash", "hash", "pegasus", "pegasus"],
+    "x": ["0", "1.2", "0", "1.2"],
+    "max_tput_rps": [30e3, INF, 20e3, INF],
+})
+
+
+def test_an_unbounded_value_orders_against_a_finite_one():
+    # +inf (a p99 past the knee) is a measurement an ordering can use:
+    # finite <= inf holds, inf <= finite is false, both unbounded cannot be
+    # ordered, and a ratio (within) cannot use it at all
+    exp = experiment([
+        {"claim": "below", "left": {"series": "pegasus", "x": 0}, "op": "<=",
+         "right": {"series": "hash", "x": 1.2}},
+        {"claim": "above", "left": {"series": "hash", "x": 1.2}, "op": "<=",
+         "right": {"series": "pegasus", "x": 0}, "differs": "declared"},
+        {"claim": "both", "left": {"series": "pegasus", "x": 1.2}, "op": "<=",
+         "right": {"series": "hash", "x": 1.2}},
+        {"claim": "ratio", "left": {"series": "hash", "x": 1.2}, "op": "within",
+         "right": {"series": "pegasus", "x": 0}, "tolerance": 0.5},
+        {"claim": "nan", "left": {"series": "pegasus", "x": 0}, "op": "<=",
+         "right": {"series": "hash", "x": 1.2}},
+    ])
+    below, above, both, ratio = (evaluate(c, P99, exp) for c in exp.checks[:4])
+    assert below.passed and below.verdict == "holds" and "unbounded" in below.measured
+    assert not above.passed and above.verdict == "differs"
+    assert not both.passed and both.verdict == "FAIL" and "unbounded" in both.measured
+    assert not ratio.passed and ratio.verdict == "FAIL" and "unbounded" in ratio.measured
+    nan = P99.with_columns(pl.lit(float("nan")).alias("max_tput_rps"))
+    missing = evaluate(exp.checks[4], nan, exp)
+    assert not missing.passed and missing.verdict == "FAIL" and "missing" in missing.measured

@@ -88,8 +88,16 @@ def _values(table: pl.DataFrame, ref: Ref, exp: Experiment,
     return out
 
 
+def _unmeasured(value: float | str) -> str:
+    if isinstance(value, str):
+        return value
+    return "unbounded" if math.isinf(value) else "missing"
+
+
 def _show(value: float, metric: str) -> str:
     """A stored value (rps, ns) as people read it (Mreq/s, us)."""
+    if math.isinf(value) and value > 0:
+        return "unbounded"
     unit = DISPLAY.get(metric, (1.0, ""))[1]
     return _fmt(shown(metric, value)) + (f" {unit}" if unit and math.isfinite(value) else "")
 
@@ -136,6 +144,11 @@ def _cells_used(check: Check, todo: list[tuple[object, object]]) -> int:
     return len(used)
 
 
+def _usable(value: float, ordering: bool) -> bool:
+    """NaN is never a measurement; +-inf is one for an ordering only."""
+    return math.isfinite(value) or (ordering and math.isinf(value))
+
+
 def _miss(op: str, lv: float, rv: float, tolerance: float) -> float:
     """How far a pair is from the claim, as a factor (1 = on the bound)."""
     if op == "within":
@@ -158,14 +171,21 @@ def evaluate(check: Check, table: pl.DataFrame, exp: Experiment) -> CheckResult:
         for v in _values(table, check.right.model_copy(update={"x": x}), exp, [x])
     ]
     used = _cells_used(check, todo)
+    # an unbounded value (+inf: a p99 with over 1% of requests unanswered)
+    # is measured and orders against a finite one; ratios cannot use it
+    ordering = check.op in ("<=", ">=") and check.quantifier != "mean"
     measurable, worst, held, ratios = used > 0, 0.0, [], []
     parts: list[str] = [] if used else ["compares no measured cell"]
     for x, rx, lv, rv in zip(xs, right_xs, left, right):
         bad = [(ref, at, v) for ref, at, v in ((check.left, x, lv), (check.right, rx, rv))
-               if not isinstance(v, float) or not math.isfinite(v)]
+               if not isinstance(v, float) or not _usable(v, ordering)]
+        if not bad and isinstance(lv, float) and isinstance(rv, float) \
+                and math.isinf(lv) and lv == rv:
+            # both unbounded (e.g. two p99s past their knees): no order
+            bad = [(check.left, x, "unbounded"), (check.right, rx, "unbounded")]
         if bad:
             measurable = False
-            parts += [f"{_label(ref, at)} {v if isinstance(v, str) else 'missing'}"
+            parts += [f"{_label(ref, at)} {_unmeasured(v)}"
                       for ref, at, v in bad]
             continue
         assert isinstance(lv, float) and isinstance(rv, float)
