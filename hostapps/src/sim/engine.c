@@ -56,6 +56,26 @@ struct ev {
 	uint32_t pl;    /* (index << 4) | type */
 };
 
+/* A FIFO of events in (t, seq) order: a ring of cap (a power of two). */
+struct lane {
+	struct ev *ev;
+	uint32_t head, n, cap;
+};
+
+/* Where an event waits. A packet on a link arrives after the one before it
+ * on that link, and links share one latency, so arrivals over the host
+ * links, and a recirculation port's passes, and timers (a fixed timeout
+ * after a send), are pushed almost always in time order: those lanes take
+ * them; the rest (service completions, out-of-order arrivals) use the heap. */
+enum ev_lane {
+	LANE_UP,       /* host -> switch (and trunks) */
+	LANE_DOWN,     /* switch -> host */
+	LANE_RECIRC,   /* a recirculation port's passes */
+	LANE_TIMER,    /* request timeouts */
+	N_LANES,
+	LANE_HEAP = N_LANES,
+};
+
 struct pkt {
 	struct nk_msg m;
 	uint64_t serial;    /* request serial (matches the client slot) */
@@ -188,9 +208,12 @@ struct nk_sim {
 	double mean_gap_ps;
 	int finished;
 
-	/* event heap */
+	/* events: a heap, and FIFO lanes for events that mostly come in time
+	 * order (ev_push); pop takes the least (t, seq) of the heap's top and
+	 * the lanes' heads, so the order is the one a single heap gives */
 	struct ev *heap;
 	uint32_t heap_n, heap_cap;
+	struct lane lane[N_LANES];
 	uint32_t seq;
 	uint64_t events;
 
@@ -300,7 +323,7 @@ static inline int ev_lt(const struct ev *a, const struct ev *b)
 	return a->t < b->t || (a->t == b->t && (int32_t)(a->seq - b->seq) < 0);
 }
 
-static int heap_push(struct nk_sim *s, uint64_t t, uint32_t type, uint32_t idx)
+static int heap_insert(struct nk_sim *s, struct ev e)
 {
 	if (s->heap_n == s->heap_cap) {
 		uint32_t nc = s->heap_cap ? s->heap_cap * 2 : 1024;
@@ -310,7 +333,6 @@ static int heap_push(struct nk_sim *s, uint64_t t, uint32_t type, uint32_t idx)
 		s->heap = h;
 		s->heap_cap = nc;
 	}
-	struct ev e = {.t = t, .seq = s->seq++, .pl = (idx << 4) | type};
 	struct ev *h = s->heap;
 	uint32_t i = s->heap_n++;
 	while (i) {
@@ -322,6 +344,44 @@ static int heap_push(struct nk_sim *s, uint64_t t, uint32_t type, uint32_t idx)
 	}
 	h[i] = e;
 	return 0;
+}
+
+static int lane_grow(struct lane *q)
+{
+	uint32_t nc = q->cap ? q->cap * 2 : 1024;
+	struct ev *v = malloc(nc * sizeof(*v));
+	if (!v)
+		return -1;
+	for (uint32_t i = 0; i < q->n; i++)
+		v[i] = q->ev[(q->head + i) & (q->cap - 1)];
+	free(q->ev);
+	q->ev = v;
+	q->head = 0;
+	q->cap = nc;
+	return 0;
+}
+
+/* Schedule event `type` for idx at t, in `lane` if t keeps it in order
+ * there (not before its tail), else in the heap. */
+static int ev_push(struct nk_sim *s, uint64_t t, uint32_t type, uint32_t idx,
+		   enum ev_lane lane)
+{
+	struct ev e = {.t = t, .seq = s->seq++, .pl = (idx << 4) | type};
+	if (lane < N_LANES) {
+		struct lane *q = &s->lane[lane];
+		if (!q->n || q->ev[(q->head + q->n - 1) & (q->cap - 1)].t <= t) {
+			if (q->n == q->cap && lane_grow(q))
+				return -1;
+			q->ev[(q->head + q->n++) & (q->cap - 1)] = e;
+			return 0;
+		}
+	}
+	return heap_insert(s, e);
+}
+
+static int heap_push(struct nk_sim *s, uint64_t t, uint32_t type, uint32_t idx)
+{
+	return ev_push(s, t, type, idx, LANE_HEAP);
 }
 
 static void heap_pop(struct nk_sim *s)
@@ -346,6 +406,42 @@ static void heap_pop(struct nk_sim *s)
 		i = best;
 	}
 	h[i] = last;
+}
+
+/* The next event (the least (t, seq) of the heap's top and the lanes'
+ * heads) without taking it: its source (LANE_HEAP or a lane), or -1 if
+ * none is scheduled. */
+static inline int ev_next(const struct nk_sim *s, const struct ev **out)
+{
+	const struct ev *best = s->heap_n ? &s->heap[0] : NULL;
+	int src = best ? LANE_HEAP : -1;
+	for (int l = 0; l < N_LANES; l++) {
+		const struct lane *q = &s->lane[l];
+		if (q->n && (!best || ev_lt(&q->ev[q->head], best))) {
+			best = &q->ev[q->head];
+			src = l;
+		}
+	}
+	*out = best;
+	return src;
+}
+
+static inline void ev_take(struct nk_sim *s, int src)
+{
+	if (src == LANE_HEAP) {
+		heap_pop(s);
+		return;
+	}
+	struct lane *q = &s->lane[src];
+	q->head = (q->head + 1) & (q->cap - 1);
+	q->n--;
+}
+
+static void ev_clear(struct nk_sim *s)
+{
+	s->heap_n = 0;
+	for (int l = 0; l < N_LANES; l++)
+		s->lane[l].n = 0;
 }
 
 /* ---- packet pool ------------------------------------------------------------ */
@@ -596,7 +692,7 @@ static void deliver(struct nk_sim *s, uint32_t pi, uint64_t arr, uint32_t type)
 			pkt_free(s, pi);
 		return;
 	}
-	heap_push(s, arr, type, pi);
+	ev_push(s, arr, type, pi, type == EV_SWITCH_IN ? LANE_UP : LANE_DOWN);
 }
 
 /* the client core that frees first (ties: the lowest): work arriving in
@@ -732,7 +828,7 @@ static void egress(struct nk_sim *s, uint32_t pi, uint16_t port, uint64_t t)
 		 * a multiget's whole chain of passes would book this port ahead
 		 * of packets that reach it earlier (a false FIFO queue) */
 		if (depart <= s->end)
-			heap_push(s, depart, EV_SWITCH_IN, pi);
+			ev_push(s, depart, EV_SWITCH_IN, pi, LANE_RECIRC);
 		else
 			pkt_free(s, pi);
 	} else if (port == w->cpu_port) {
@@ -1388,7 +1484,7 @@ static void send_mout(struct nk_sim *s, uint32_t si, uint64_t t, int n)
 		ts = sent;      /* the timeout runs from the last packet's departure */
 	if (s->cfg.timeout_ns > 0) {
 		sl->deadline = ts + (uint64_t)(s->cfg.timeout_ns * PS_PER_NS);
-		heap_push(s, sl->deadline, EV_TIMEOUT, si);
+		ev_push(s, sl->deadline, EV_TIMEOUT, si, LANE_TIMER);
 	}
 }
 
@@ -1445,7 +1541,7 @@ static void send_request(struct nk_sim *s, uint32_t si, uint64_t t)
 	ts = host_send(s, pi, ts);
 	if (s->cfg.timeout_ns > 0) {
 		sl->deadline = ts + (uint64_t)(s->cfg.timeout_ns * PS_PER_NS);
-		heap_push(s, sl->deadline, EV_TIMEOUT, si);
+		ev_push(s, sl->deadline, EV_TIMEOUT, si, LANE_TIMER);
 	}
 }
 
@@ -1794,11 +1890,13 @@ int nk_sim_run_until(struct nk_sim *s, double t_ns)
 	uint64_t n = 0;
 	for (;;) {
 		/* an arrival goes before a heap event at the same time */
-		if (s->heap_n && s->heap[0].t < s->arr_t) {
-			struct ev e = s->heap[0];
+		const struct ev *top;
+		int src = ev_next(s, &top);
+		if (src >= 0 && top->t < s->arr_t) {
+			struct ev e = *top;
 			if (e.t > limit)
 				break;
-			heap_pop(s);
+			ev_take(s, src);
 			s->now = e.t;
 			dispatch(s, e.pl & 15u, e.pl >> 4);
 		} else if (s->arr_t != UINT64_MAX) {
@@ -1814,7 +1912,7 @@ int nk_sim_run_until(struct nk_sim *s, double t_ns)
 			/* every request is settled and no more will arrive:
 			 * what remains (timers, stray copies) cannot change the
 			 * measurement */
-			s->heap_n = 0;
+			ev_clear(s);
 			s->arr_t = UINT64_MAX;
 			break;
 		}
@@ -1822,7 +1920,8 @@ int nk_sim_run_until(struct nk_sim *s, double t_ns)
 	s->events += n;
 	if (s->now < limit)
 		s->now = limit;
-	if ((!s->heap_n && s->arr_t == UINT64_MAX) || s->now >= s->end) {
+	const struct ev *rest;
+	if ((ev_next(s, &rest) < 0 && s->arr_t == UINT64_MAX) || s->now >= s->end) {
 		s->finished = 1;
 		return 1;
 	}
@@ -1893,6 +1992,8 @@ void nk_sim_free(struct nk_sim *s)
 	free(s->key_cache_id);
 	free(s->cli);
 	free(s->heap);
+	for (int l = 0; l < N_LANES; l++)
+		free(s->lane[l].ev);
 	free(s->pk);
 	free(s->slots);
 	free(s->mkeys);
