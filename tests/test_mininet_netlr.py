@@ -282,14 +282,16 @@ def test_crashes_and_restarts_run_on_mininet_and_testbed_other_racks_refused_in_
         ) -> None:
     from netkv.config.compose import load
     from netkv.targets.base import TargetUnavailable
-    from netkv.targets.mininet import check_config
+    from netkv.targets.mininet import MininetTarget, check_config
 
     for crash in (CRASH, RESTART):
         cfg = load([*RACK, *crash])
         check_config(cfg)
         check_config(cfg, "testbed")
         with pytest.raises(TargetUnavailable, match="crashes on target=other"):
-            check_config(cfg, "other")
+            check_config(cfg, "other", applies_faults=False)
+    from netkv.targets.testbed import TestbedTarget
+    assert MininetTarget.applies_faults and TestbedTarget.applies_faults
 
 
 def test_unexplained_losses_tells_a_superseded_write_from_a_lost_request() -> None:

@@ -99,8 +99,10 @@ def controller_epoch_ms(cfg: RunConfig) -> float | None:
     return None if epoch is None else max(epoch, cfg.target.min_epoch_ms)
 
 
-def check_config(cfg: RunConfig, target: str = "mininet") -> None:
-    """Refuse, before anything is written, what this placement cannot run."""
+def check_config(cfg: RunConfig, target: str = "mininet", applies_faults: bool = True) -> None:
+    """Refuse, before anything is written, what this placement cannot run
+    (``applies_faults``: the rack kills and restarts its kvservers and its
+    switch, ``target.faults``)."""
     if cfg.topology.kind != "rack":
         raise TargetUnavailable(f"topology.kind = {cfg.topology.kind} on target={target}: one "
                                 "switch only for now (allowed: rack; racks runs on target=sim)")
@@ -112,12 +114,11 @@ def check_config(cfg: RunConfig, target: str = "mininet") -> None:
                                 f"target={target}'s kvclient does not resend a multiget "
                                 "(allowed: 0)")
     crashes = cfg.target.faults.crashes
-    # both racks kill and restart their kvservers (Rack, SshRack.crash_server)
-    if crashes and target not in ("mininet", "testbed"):
+    if crashes and not applies_faults:
         raise TargetUnavailable(f"target.faults.crashes on target={target}: not applied there "
                                 "yet (allowed: [])")
     if cfg.target.faults.switch_outages:
-        if target not in ("mininet", "testbed"):
+        if not applies_faults:
             raise TargetUnavailable(f"target.faults.switch_outages on target={target}: not "
                                     "applied there yet (allowed: [])")
         if not backend_class(cfg.target.switch).restartable:
@@ -137,6 +138,9 @@ class MininetTarget(Target):
     """One rack of Mininet hosts around the switch back-end."""
 
     name = "mininet"
+    # its rack kills and restarts kvservers and the switch (Rack, and
+    # SshRack.crash_server / stop_switch for the testbed)
+    applies_faults = True
 
     def __init__(self, cfg: RunConfig, controller_factory: ControllerFactory | None = None,
                  params: str = "") -> None:
@@ -147,7 +151,7 @@ class MininetTarget(Target):
         self.plugin = protocol_plugin(cfg.protocol.name)
         backend_cls = backend_class(cfg.target.switch)
         backend_cls.preflight(cfg, self.plugin)   # one line, before anything else
-        check_config(cfg, self.name)
+        check_config(cfg, self.name, self.applies_faults)
         from netkv.mininet.rack import RackSpec
 
         self.check_placement()
