@@ -87,6 +87,11 @@ def test_fig13b_checks_on_the_measured_values_and_on_wrong_ones() -> None:
         ["differs", "FAIL", "FAIL", "FAIL", "FAIL"]
 
 
+def sat_cells(data: dict[str, list[float]], xs: list[str]) -> Cells:
+    return {(s, x): {"sat_tput_rps": v[i] * 1e6} for s, v in data.items()
+            for i, x in enumerate(xs)}
+
+
 def moM_cells(data: dict[str, list[float]], xs: list[str]) -> Cells:
     return {(s, x): {"min_over_max": v[i]} for s, v in data.items() for i, x in enumerate(xs)}
 
@@ -177,15 +182,30 @@ def test_gain_and_balance_figures_place_keys_by_hash_partitions() -> None:
 
 
 def test_fig9_checks_on_the_measured_values_and_on_wrong_ones() -> None:
-    """10 M keys, hash partitions (reproduce starcache/fig9, seed 1)."""
+    """10 M keys, hash partitions, saturated throughput (reproduce
+    starcache/fig9, seed 1)."""
     xs = ["0", "0.9", "0.95", "0.99"]
-    measured = {"starcache": [3.15, 3.55, 3.99, 4.27], "netcache": [3.15, 3.38, 3.27, 3.04],
-                "nocache": [3.15, 2.53, 1.91, 1.52]}
-    assert verdicts("fig9", tput_cells(measured, xs)) == ["holds", "holds", "differs"]
+    measured = {"starcache": [7.07, 7.50, 7.65, 7.96], "netcache": [7.08, 5.75, 5.00, 4.41],
+                "nocache": [7.07, 3.52, 2.68, 2.13]}
+    assert verdicts("fig9", sat_cells(measured, xs)) == ["holds", "holds", "holds"]
+    # the max under the p99 SLO (before): StarCache rises 1.36 x with skew,
+    # which "roughly flat" (within 15%) refuses, no longer declared
+    under_slo = {"starcache": [3.15, 3.55, 3.99, 4.27], "netcache": [3.15, 3.38, 3.27, 3.04],
+                 "nocache": [3.15, 2.53, 1.91, 1.52]}
+    assert verdicts("fig9", sat_cells(under_slo, xs)) == ["holds", "holds", "FAIL"]
     # a NetCache as good as StarCache, a NoCache at 80% of it, a flat StarCache
     wrong = {"starcache": [3.15, 3.2, 3.3, 3.4], "netcache": [3.15, 3.3, 3.3, 3.3],
              "nocache": [3.15, 3.0, 2.9, 2.8]}
-    assert verdicts("fig9", tput_cells(wrong, xs)) == ["FAIL", "FAIL", "holds"]
+    assert verdicts("fig9", sat_cells(wrong, xs)) == ["FAIL", "FAIL", "holds"]
+
+
+def test_fig9_plots_the_saturated_throughput() -> None:
+    """The paper's throughput is the saturated one (no latency bound in its
+    evaluation; "saturated throughput", seed line 289), so fig9's checks read
+    sat_tput_rps, not the max under the figure's SLO."""
+    exp = load_experiment("starcache/fig9")
+    assert exp.y.metric == "sat_tput_rps"
+    assert all(c.left.metric in (None, "sat_tput_rps") for c in exp.checks)
 
 
 def test_fig12_checks_on_the_measured_values_and_on_wrong_ones() -> None:
