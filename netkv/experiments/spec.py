@@ -235,6 +235,10 @@ class Experiment(Strict):
     # search); its metrics are that point's (papers that report load balance
     # at a given load, not throughput under an SLO)
     load_rps: float | None = Field(None, gt=0.0)
+    # grid with SLO searches only: sat_tput_rps measured at saturation (the
+    # load whose own per-server mix keeps the busiest server at capacity;
+    # netkv/experiments/saturation.py), not extrapolated from the best point
+    saturate: bool = False
     # extra columns of the point (points.parquet, e.g. a controller's
     # point_metrics) the experiment plots or checks: name -> label
     columns: dict[str, str] = Field(default_factory=dict)
