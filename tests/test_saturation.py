@@ -45,3 +45,12 @@ def test_unanswered_requests_are_not_sustainable() -> None:
     assert saturation.sustainable(1e6, 1.1e6, 1.0, 0.99)
     assert not saturation.sustainable(1e6, 1.1e6, 0.9, 0.99)
     assert not saturation.sustainable(1e6, 0.9e6, 1.0, 0.99)
+
+
+def test_saturate_names_series_or_all() -> None:
+    from netkv.experiments.spec import load_experiment
+
+    exp = load_experiment("starcache/fig9")
+    assert exp.saturates("starcache") and not exp.saturates("nocache")
+    assert exp.model_copy(update={"saturate": True}).saturates("nocache")
+    assert not exp.model_copy(update={"saturate": False}).saturates("starcache")

@@ -77,7 +77,7 @@ def test_fig13b_checks_on_the_measured_values_and_on_wrong_ones() -> None:
     xs = ["64", "256", "1024"]
     # 10 M keys, hash partitions, measured at saturation (reproduce
     # starcache/fig13b, seed 1)
-    measured = {"starcache": [8.07, 8.11, 7.22], "netcache": [16.3, 2.14, 2.16],
+    measured = {"starcache": [8.07, 8.11, 7.30], "netcache": [16.3, 2.14, 2.16],
                 "nocache": [2.14, 2.14, 2.16]}
     assert verdicts("fig13b", sat_cells(measured, xs)) == \
         ["holds", "holds", "differs", "holds", "holds"]
@@ -187,10 +187,10 @@ def test_gain_and_balance_figures_place_keys_by_hash_partitions() -> None:
 
 
 def test_fig9_checks_on_the_measured_values_and_on_wrong_ones() -> None:
-    """10 M keys, hash partitions, saturated throughput (reproduce
-    starcache/fig9, seed 1)."""
+    """10 M keys, hash partitions, saturated throughput, StarCache's measured
+    at saturation (reproduce starcache/fig9, seed 1)."""
     xs = ["0", "0.9", "0.95", "0.99"]
-    measured = {"starcache": [7.07, 7.50, 7.65, 7.96], "netcache": [7.08, 5.75, 5.00, 4.41],
+    measured = {"starcache": [7.07, 7.50, 7.65, 7.70], "netcache": [7.08, 5.75, 5.00, 4.41],
                 "nocache": [7.07, 3.52, 2.68, 2.13]}
     assert verdicts("fig9", sat_cells(measured, xs)) == ["holds", "holds", "holds"]
     # the max under the p99 SLO (before): StarCache rises 1.36 x with skew,

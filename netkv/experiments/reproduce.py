@@ -338,7 +338,8 @@ def reproduce_sweep(exp: Experiment, name: str, extra: list[str], out: Path | No
     console.print(f"{name}: {exp.description} ({len(grid)} runs, {pool.describe()}) -> {out}")
     dirs = [str(out / cell.subdir(exp.x.key)) for cell in grid]
     labels = [f"{cell.series} {exp.x.key}={cell.x}" for cell in grid]
-    rows = run_all(run_cell, [(c, d, exp.fixed_load(c.x), tuple(exp.columns), exp.saturate)
+    rows = run_all(run_cell, [(c, d, exp.fixed_load(c.x), tuple(exp.columns),
+                               exp.saturates(c.series))
                               for c, d in zip(grid, dirs)],
                    labels, pool, console, out)
     table = pl.DataFrame(rows, infer_schema_length=None)

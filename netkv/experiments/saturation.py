@@ -25,7 +25,7 @@ from netkv.config.schema import RunConfig
 
 # precision of the bisection (fraction of the load), as the SLO search's
 PRECISION = 0.02
-MAX_PROBES = 6
+MAX_PROBES = 5
 
 
 def sustainable(offered_rps: float, sat_rps: float, completion: float,
@@ -42,23 +42,25 @@ def saturation_rps(cfg: RunConfig, out_dir: Path, argv: list[str], floor_rps: fl
     bound), and how many points it measured (each under out_dir/sat-<i>)."""
     from netkv.runner import execute_at
 
-    def probe(load_rps: float, i: int) -> bool:
+    def probe(load_rps: float, i: int) -> tuple[bool, float]:
         points = execute_at(cfg, out_dir / f"sat-{i}", argv, Console(file=io.StringIO()),
                             load_rps, math.inf)
         row = points.row(0, named=True)
         sat = float(row.get("sat_tput_rps") or math.nan)
-        return sustainable(load_rps, sat, float(row["completion"]), cfg.slo.min_completion)
+        return sustainable(load_rps, sat, float(row["completion"]), cfg.slo.min_completion), sat
 
     if not (bound_rps > floor_rps > 0.0):
         return floor_rps, 0
-    if probe(bound_rps, 0):
+    ok, sat = probe(bound_rps, 0)
+    if ok:
         return bound_rps, 1
     lo, hi, n = floor_rps, bound_rps, 1
+    # first guess: the bound of the failed point's own (worse) mix, when it
+    # lies inside; then halve the bracket
+    guess = sat if lo < sat < hi else 0.5 * (lo + hi)
     while n < MAX_PROBES and hi - lo > PRECISION * hi:
-        mid = 0.5 * (lo + hi)
-        if probe(mid, n):
-            lo = mid
-        else:
-            hi = mid
+        ok, _ = probe(guess, n)
+        lo, hi = (guess, hi) if ok else (lo, guess)
+        guess = 0.5 * (lo + hi)
         n += 1
     return lo, n
