@@ -29,6 +29,7 @@ from netkv.experiments.checks import (CheckResult, differs_text, evaluate, print
                                       summarize_verdicts)
 from netkv.experiments.spec import LOAD_X, Experiment, shown
 from netkv.results.atomic import write_parquet, write_text
+from netkv.experiments.saturation import saturation_rps
 from netkv.results.columns import knob_columns
 from netkv.runner import check_supported
 
@@ -98,10 +99,11 @@ def pin_slo(exp: Experiment, extra: list[str], out: Path, console: Console) -> P
 
 
 def run_cell(cell: Cell, out_dir: str, load_rps: float | None = None,
-             columns: tuple[str, ...] = ()) -> dict[str, Any]:
+             columns: tuple[str, ...] = (), saturate: bool = False) -> dict[str, Any]:
     """One cell as a run (module-level so that joblib workers and submitit
     jobs can call it): an SLO search, or with ``load_rps`` one point at that
-    load."""
+    load; ``saturate``: then sat_tput_rps measured at saturation
+    (netkv.experiments.saturation), the fluid one kept as sat_fluid_rps."""
     from netkv.runner import execute, execute_at
 
     cfg = load([*cell.overrides, f"out='{out_dir}'"])
@@ -134,6 +136,10 @@ def run_cell(cell: Cell, out_dir: str, load_rps: float | None = None,
                    sat_bottleneck=b.get("sat_bottleneck") or "",
                    achieved_rps=b["achieved_rps"],
                    **{c: _scalar(b.get(c)) for c in columns})
+        if saturate and load_rps is None:
+            sat, probes = saturation_rps(cfg, Path(out_dir), argv, float(b["offered_rps"]),
+                                         _scalar(b.get("sat_tput_rps")))
+            row.update(sat_fluid_rps=row["sat_tput_rps"], sat_tput_rps=sat, sat_probes=probes)
     return row
 
 
@@ -332,7 +338,8 @@ def reproduce_sweep(exp: Experiment, name: str, extra: list[str], out: Path | No
     console.print(f"{name}: {exp.description} ({len(grid)} runs, {pool.describe()}) -> {out}")
     dirs = [str(out / cell.subdir(exp.x.key)) for cell in grid]
     labels = [f"{cell.series} {exp.x.key}={cell.x}" for cell in grid]
-    rows = run_all(run_cell, [(c, d, exp.fixed_load(c.x), tuple(exp.columns))
+    rows = run_all(run_cell, [(c, d, exp.fixed_load(c.x), tuple(exp.columns),
+                               exp.saturates(c.series))
                               for c, d in zip(grid, dirs)],
                    labels, pool, console, out)
     table = pl.DataFrame(rows, infer_schema_length=None)

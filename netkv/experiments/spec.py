@@ -235,6 +235,11 @@ class Experiment(Strict):
     # search); its metrics are that point's (papers that report load balance
     # at a given load, not throughput under an SLO)
     load_rps: float | None = Field(None, gt=0.0)
+    # grid with SLO searches only: sat_tput_rps measured at saturation (the
+    # load whose own per-server mix keeps the busiest server at capacity;
+    # netkv/experiments/saturation.py), not extrapolated from the best point;
+    # true: every series, or the series whose mix changes with the load
+    saturate: bool | list[str] = False
     # extra columns of the point (points.parquet, e.g. a controller's
     # point_metrics) the experiment plots or checks: name -> label
     columns: dict[str, str] = Field(default_factory=dict)
@@ -246,6 +251,11 @@ class Experiment(Strict):
     slo: SloSpec = SloSpec()
     checks: list[AnyCheck] = Field(default_factory=list)
     notes: str = ""
+
+    def saturates(self, series: str) -> bool:
+        """Whether the series' cells measure sat_tput_rps at saturation."""
+        return self.saturate is True or (isinstance(self.saturate, list)
+                                         and series in self.saturate)
 
     def fixed_load(self, x: XValue) -> float | None:
         """The offered load of cell x's one point (x.key ``load_rps``: x
