@@ -396,6 +396,7 @@ def test_one_slo_per_figure_unless_the_experiment_declares_one_per_x(tmp_path, m
     exp = tiny_grid(per_x=per_x)
     monkeypatch.setattr(run, "load_experiment", lambda name: exp)
     run.reproduce("t/tiny", [], tmp_path, 1, Console(file=None, quiet=True))
+    assert not list(tmp_path.glob(".workloads-*"))   # the figure's shared tables: removed
     slo = pl.read_parquet(tmp_path / "results.parquet")["slo_ns"].to_list()
     ref = pl.read_parquet(tmp_path / "slo-reference" / ("topology.server.slow_capacity=0.25"
                                                         if per_x else "") / "points.parquet")
