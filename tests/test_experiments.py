@@ -224,6 +224,7 @@ def test_timeline_reproduce_end_to_end_and_resume(tmp_path):
     console = Console(file=None, width=200, record=True, quiet=True)
     verdicts = reproduce_timeline(exp, "t/tiny", [], out, 1, console)
     assert [r.verdict for r in verdicts] == ["holds"]
+    assert not list(out.glob(".workloads-*"))   # the figure's shared tables: removed
     results = pl.read_parquet(out / "results.parquet")
     timeline = pl.read_parquet(out / "timeline.parquet")
     assert results["changes_s"].to_list() == [pytest.approx([0.05, 0.1])] * 2
