@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import yaml
@@ -35,6 +35,9 @@ from netkv.results.rundir import RunDir, RunDirConflict, point_key
 from netkv.slo import (CI_LEVEL, MeasurementError, SearchOutcome, latency_key, passes,
                        search_repeated)
 from netkv.targets.base import PointResult, Target
+
+if TYPE_CHECKING:
+    from netkv.sim.workload_cache import WorkloadCache
 
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
@@ -88,15 +91,28 @@ def placement_class(name: str) -> type[Target]:
     return found
 
 
-def make_target(cfg: RunConfig) -> Target:
-    """The placement ``target.name`` with the protocol's controller and params."""
+def make_target(cfg: RunConfig, workloads: "WorkloadCache | None" = None) -> Target:
+    """The placement ``target.name`` with the protocol's controller and params;
+    a placement that builds workloads takes them from ``workloads``."""
     check_supported(cfg)
     info = protocol_plugin(cfg.protocol.name)
     target_cls = placement_class(cfg.target.name)
     factory = info.sim_controller if cfg.target.name == "sim" else info.rack_controller
+    shares = target_cls.builds_workloads and workloads is not None
+    shared = {"workloads": workloads} if shares else {}
     target: Target = target_cls(cfg, controller_factory=factory(cfg),
-                                params=info.pipeline_params(cfg))
+                                params=info.pipeline_params(cfg), **shared)
     return target
+
+
+def run_workloads(given: "WorkloadCache | None") -> "WorkloadCache":
+    """``given``, or a cache of the run's own: its racks (SLO reference and
+    measured) share one workload."""
+    if given is not None:
+        return given
+    from netkv.sim.workload_cache import WorkloadCache
+
+    return WorkloadCache()
 
 
 def measure_point(target: Target, cfg: RunConfig, run_dir: RunDir, key: str,
@@ -141,8 +157,10 @@ def run_provenance(cfg: RunConfig, argv: list[str], console: Console) -> dict[st
     return prov
 
 
-def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console) -> pl.DataFrame:
+def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console,
+            workloads: "WorkloadCache | None" = None) -> pl.DataFrame:
     """Run the whole SLO search for ``cfg`` into ``out_dir``; return points."""
+    workloads = run_workloads(workloads)
     run_dir = RunDir(out_dir)
     prov = run_provenance(cfg, argv, console)
     held = run_dir.prepare(config_yaml(cfg), prov)
@@ -150,7 +168,7 @@ def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console) ->
         console.print(f"[dim]resuming {out_dir}: {held} point(s) already measured[/dim]")
     columns = config_columns(cfg)
     order: list[str] = []
-    with make_target(cfg) as target, Progress(
+    with make_target(cfg, workloads) as target, Progress(
         SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
         console=console, transient=True, disable=not console.is_terminal,
     ) as progress:
@@ -191,7 +209,7 @@ def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console) ->
                               "(topology.retries=0 turns this off)[/dim]")
             return ref_ns
 
-        with ReferenceRack(cfg) as refs:
+        with ReferenceRack(cfg, workloads) as refs:
             if target.one_rack_at_a_time:
                 # the protocol's rack comes up at its first point and stays:
                 # every search's reference first, then the reference rack down
@@ -205,7 +223,8 @@ def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console) ->
 
 
 def execute_at(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console,
-               offered_rps: float, slo_ns: float, phase: str = "fixed") -> pl.DataFrame:
+               offered_rps: float, slo_ns: float, phase: str = "fixed",
+               workloads: "WorkloadCache | None" = None) -> pl.DataFrame:
     """One point at ``offered_rps`` (no search) into ``out_dir``, judged
     against ``slo_ns`` (fixed elsewhere, e.g. by a search run); return points.
 
@@ -222,7 +241,7 @@ def execute_at(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console,
     result = run_dir.load_point(key)
     if result is None:
         console.print(f"[dim]{cfg.name}: {offered_rps:,.0f} req/s for {cfg.duration:g} s[/dim]")
-        with make_target(cfg) as target:
+        with make_target(cfg, workloads) as target:
             resolved = retries.resolve(cfg, slo_ns).topology
             target.set_client_retries(resolved.timeout_us or 0.0, resolved.retries or 0)
             result = measure_point(target, cfg, run_dir, key, offered_rps, seed)
@@ -262,15 +281,16 @@ class ReferenceRack:
     beside the protocol's, so that search i's reference is measured just
     before search i."""
 
-    def __init__(self, cfg: RunConfig) -> None:
+    def __init__(self, cfg: RunConfig, workloads: "WorkloadCache | None" = None) -> None:
         self.cfg = reference_config(cfg)
+        self.workloads = workloads
         self.stack = ExitStack()
         self.target: Target | None = None
         self.points: dict[int, PointResult] = {}   # search -> its reference, once obtained
 
     def get(self) -> Target:
         if self.target is None:
-            self.target = self.stack.enter_context(make_target(self.cfg))
+            self.target = self.stack.enter_context(make_target(self.cfg, self.workloads))
         return self.target
 
     def __enter__(self) -> "ReferenceRack":
@@ -321,8 +341,8 @@ def reference_bound_ns(cfg: RunConfig, run_dir: RunDir, order: list[str], consol
     return cfg.slo.factor * p50
 
 
-def measure_slo_ns(cfg: RunConfig, out_dir: Path, argv: list[str],
-                   console: Console) -> float | None:
+def measure_slo_ns(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console,
+                   workloads: "WorkloadCache | None" = None) -> float | None:
     """The bound many runs share (one SLO per figure): factor x the SLO
     reference's unloaded median on ``cfg``'s rack, measured once into
     ``out_dir`` (a run directory holding only the reference point; resumed
@@ -336,7 +356,7 @@ def measure_slo_ns(cfg: RunConfig, out_dir: Path, argv: list[str],
     )
     run_dir.prepare(config_yaml(cfg), prov)
     order: list[str] = []
-    with ReferenceRack(cfg) as refs:
+    with ReferenceRack(cfg, workloads) as refs:
         slo_ns = reference_bound_ns(cfg, run_dir, order, console, 0, refs)
     run_dir.finalize_tables(slo_ns, {}, None, order)
     run_dir.note(load_after=provenance.load_average())

@@ -224,6 +224,7 @@ def test_timeline_reproduce_end_to_end_and_resume(tmp_path):
     console = Console(file=None, width=200, record=True, quiet=True)
     verdicts = reproduce_timeline(exp, "t/tiny", [], out, 1, console)
     assert [r.verdict for r in verdicts] == ["holds"]
+    assert not list(out.glob(".workloads-*"))   # the figure's shared tables: removed
     results = pl.read_parquet(out / "results.parquet")
     timeline = pl.read_parquet(out / "timeline.parquet")
     assert results["changes_s"].to_list() == [pytest.approx([0.05, 0.1])] * 2
@@ -396,6 +397,7 @@ def test_one_slo_per_figure_unless_the_experiment_declares_one_per_x(tmp_path, m
     exp = tiny_grid(per_x=per_x)
     monkeypatch.setattr(run, "load_experiment", lambda name: exp)
     run.reproduce("t/tiny", [], tmp_path, 1, Console(file=None, quiet=True))
+    assert not list(tmp_path.glob(".workloads-*"))   # the figure's shared tables: removed
     slo = pl.read_parquet(tmp_path / "results.parquet")["slo_ns"].to_list()
     ref = pl.read_parquet(tmp_path / "slo-reference" / ("topology.server.slow_capacity=0.25"
                                                         if per_x else "") / "points.parquet")

@@ -303,8 +303,6 @@ uint32_t nk_workload_value_len(const struct nk_workload *wl, uint32_t keyhash)
 	return wl->cfg.value_sizes[value_class(&wl->cfg, keyhash)];
 }
 
-struct nk_workload *nk_workload_new(const struct nk_workload_cfg *cfg, char *err, size_t errlen)
-{
 #define FAIL(...)                                          \
 	do {                                               \
 		if (err && errlen)                         \
@@ -312,6 +310,12 @@ struct nk_workload *nk_workload_new(const struct nk_workload_cfg *cfg, char *err
 		nk_workload_free(wl);                      \
 		return NULL;                               \
 	} while (0)
+
+/* what both constructors check and build first: the config, the ring and
+ * an empty rank table */
+static struct nk_workload *workload_start(const struct nk_workload_cfg *cfg, char *err,
+					  size_t errlen)
+{
 	struct nk_workload *wl = calloc(1, sizeof(*wl));
 	if (!wl)
 		return NULL;
@@ -333,6 +337,47 @@ struct nk_workload *nk_workload_new(const struct nk_workload_cfg *cfg, char *err
 	wl->ranks = nk_big_alloc((size_t)n * sizeof(*wl->ranks));
 	if (!wl->ranks)
 		FAIL("out of memory (%u keys)", n);
+	return wl;
+}
+
+const struct nk_alias_entry *nk_workload_alias_table(const struct nk_workload *wl)
+{
+	return wl->alias.e;
+}
+
+struct nk_workload *nk_workload_from_tables(const struct nk_workload_cfg *cfg,
+					    const struct nk_rank_info *ranks,
+					    const struct nk_alias_entry *alias, char *err,
+					    size_t errlen)
+{
+	struct nk_workload *wl = NULL;
+	if (cfg->kind != NK_WL_ZIPF && cfg->kind != NK_WL_UNIFORM)
+		FAIL("workload tables: zipf or uniform only (kind %u)", cfg->kind);
+	if (!ranks || (cfg->kind == NK_WL_ZIPF && !alias))
+		FAIL("workload tables: missing %s table", ranks ? "alias" : "rank");
+	wl = workload_start(cfg, err, errlen);
+	if (!wl)
+		return NULL;
+	uint32_t n = cfg->n_keys;
+	memcpy(wl->ranks, ranks, (size_t)n * sizeof(*ranks));
+	if (cfg->kind == NK_WL_ZIPF) {
+		/* the alias table as nk_alias_init left it; probs stay NULL (only
+		 * nk_alias_init reads them) */
+		wl->alias.e = nk_big_alloc((size_t)n * sizeof(*alias));
+		if (!wl->alias.e)
+			FAIL("out of memory (alias table)");
+		memcpy(wl->alias.e, alias, (size_t)n * sizeof(*alias));
+		wl->alias.n = n;
+	}
+	return wl;
+}
+
+struct nk_workload *nk_workload_new(const struct nk_workload_cfg *cfg, char *err, size_t errlen)
+{
+	struct nk_workload *wl = workload_start(cfg, err, errlen);
+	if (!wl)
+		return NULL;
+	uint32_t n = cfg->n_keys;
 	for (uint32_t i = 0; i < n; i++)
 		wl->ranks[i].key = i;
 	if (cfg->kind == NK_WL_ZIPF || cfg->kind == NK_WL_UNIFORM) {
@@ -399,8 +444,8 @@ struct nk_workload *nk_workload_new(const struct nk_workload_cfg *cfg, char *err
 		ri->value_len = cfg->value_sizes[ri->vclass];
 	}
 	return wl;
-#undef FAIL
 }
+#undef FAIL
 
 void nk_workload_free(struct nk_workload *wl)
 {

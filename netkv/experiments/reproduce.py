@@ -77,18 +77,21 @@ def slo_bases(exp: Experiment, extra: list[str]) -> dict[str, list[str]]:
             for x in exp.x.values}
 
 
-def pin_slo(exp: Experiment, extra: list[str], out: Path, console: Console) -> Pins:
+def pin_slo(exp: Experiment, extra: list[str], out: Path, console: Console,
+            workloads: Path | None = None) -> Pins:
     """Measure the figure's SLO once (the reference protocol's unloaded
     median on the base configuration, in ``<out>/slo-reference/``) and return
     the overrides that give every cell that same bound."""
     from netkv.runner import measure_slo_ns
+    from netkv.sim.workload_cache import WorkloadCache
 
     pins: Pins = {}
+    cache = WorkloadCache(workloads)
     for x, overrides in slo_bases(exp, extra).items():
         folder = out / SLO_DIR / (f"{exp.x.key}={x}" if x else "")
         slo_ns = measure_slo_ns(load([*overrides, f"out='{folder}'"]), folder,
                                 ["reproduce", *overrides],
-                                Console(file=io.StringIO()))
+                                Console(file=io.StringIO()), cache)
         if slo_ns is None:  # a fixed bound is one already; reference=self is per protocol
             pins[x] = ()
             continue
@@ -99,21 +102,26 @@ def pin_slo(exp: Experiment, extra: list[str], out: Path, console: Console) -> P
 
 
 def run_cell(cell: Cell, out_dir: str, load_rps: float | None = None,
-             columns: tuple[str, ...] = (), saturate: bool = False) -> dict[str, Any]:
+             columns: tuple[str, ...] = (), saturate: bool = False,
+             workloads: str | None = None) -> dict[str, Any]:
     """One cell as a run (module-level so that joblib workers and submitit
     jobs can call it): an SLO search, or with ``load_rps`` one point at that
     load; ``saturate``: then sat_tput_rps measured at saturation
-    (netkv.experiments.saturation), the fluid one kept as sat_fluid_rps."""
+    (netkv.experiments.saturation), the fluid one kept as sat_fluid_rps.
+    ``workloads``: the figure's folder of shared workload tables."""
     from netkv.runner import execute, execute_at
+    from netkv.sim.workload_cache import WorkloadCache
 
     cfg = load([*cell.overrides, f"out='{out_dir}'"])
     console = Console(file=io.StringIO())
     argv = ["reproduce", *cell.overrides]
+    cache = WorkloadCache(workloads)
     if load_rps is None:
-        points = execute(cfg, Path(out_dir), argv, console)
+        points = execute(cfg, Path(out_dir), argv, console, cache)
         best = points.filter(pl.col("best")) if not points.is_empty() else points
     else:
-        points = execute_at(cfg, Path(out_dir), argv, console, load_rps, math.inf)
+        points = execute_at(cfg, Path(out_dir), argv, console, load_rps, math.inf,
+                            workloads=cache)
         best = points
     row: dict[str, Any] = {"series": cell.series, "x": str(cell.x), "run": out_dir,
                            **knob_columns(cfg)}
@@ -138,7 +146,7 @@ def run_cell(cell: Cell, out_dir: str, load_rps: float | None = None,
                    **{c: _scalar(b.get(c)) for c in columns})
         if saturate and load_rps is None:
             sat, probes = saturation_rps(cfg, Path(out_dir), argv, float(b["offered_rps"]),
-                                         _scalar(b.get("sat_tput_rps")))
+                                         _scalar(b.get("sat_tput_rps")), cache)
             row.update(sat_fluid_rps=row["sat_tput_rps"], sat_tput_rps=sat, sat_probes=probes)
     return row
 
@@ -331,17 +339,24 @@ def reproduce_sweep(exp: Experiment, name: str, extra: list[str], out: Path | No
     out = out or default_out(name)
     out.mkdir(parents=True, exist_ok=True)
     write_experiment(out, name, exp)
+    from netkv.sim.workload_cache import figure_folder
+
     started = time.monotonic()
-    # a fixed-load figure judges no SLO: nothing to pin
-    grid = cells(exp, extra, {} if exp.fixed else pin_slo(exp, extra, out, console))
     pool = jobs if isinstance(jobs, Pool) else Pool(jobs)
-    console.print(f"{name}: {exp.description} ({len(grid)} runs, {pool.describe()}) -> {out}")
-    dirs = [str(out / cell.subdir(exp.x.key)) for cell in grid]
-    labels = [f"{cell.series} {exp.x.key}={cell.x}" for cell in grid]
-    rows = run_all(run_cell, [(c, d, exp.fixed_load(c.x), tuple(exp.columns),
-                               exp.saturates(c.series))
-                              for c, d in zip(grid, dirs)],
-                   labels, pool, console, out)
+    # each workload built once for the figure's processes (joblib workers on
+    # this machine; submitit jobs may run elsewhere: each builds its own)
+    with figure_folder(out) as folder:
+        shared = str(folder) if pool.launcher == "joblib" else None
+        # a fixed-load figure judges no SLO: nothing to pin
+        grid = cells(exp, extra, {} if exp.fixed else pin_slo(exp, extra, out, console, folder))
+        console.print(f"{name}: {exp.description} ({len(grid)} runs, {pool.describe()}) "
+                      f"-> {out}")
+        dirs = [str(out / cell.subdir(exp.x.key)) for cell in grid]
+        labels = [f"{cell.series} {exp.x.key}={cell.x}" for cell in grid]
+        rows = run_all(run_cell, [(c, d, exp.fixed_load(c.x), tuple(exp.columns),
+                                   exp.saturates(c.series), shared)
+                                  for c, d in zip(grid, dirs)],
+                       labels, pool, console, out)
     table = pl.DataFrame(rows, infer_schema_length=None)
     write_parquet(out / "results.parquet", table)
     write_points(out, [(c.series, str(c.x), Path(d)) for c, d in zip(grid, dirs)])

@@ -22,6 +22,7 @@ from pathlib import Path
 from rich.console import Console
 
 from netkv.config.schema import RunConfig
+from netkv.sim.workload_cache import WorkloadCache
 
 # precision of the bisection (fraction of the load), as the SLO search's
 PRECISION = 0.02
@@ -36,15 +37,17 @@ def sustainable(offered_rps: float, sat_rps: float, completion: float,
 
 
 def saturation_rps(cfg: RunConfig, out_dir: Path, argv: list[str], floor_rps: float,
-                   bound_rps: float) -> tuple[float, int]:
+                   bound_rps: float, workloads: WorkloadCache | None = None
+                   ) -> tuple[float, int]:
     """The largest sustainable offered load between ``floor_rps`` (a load
     known sustainable: the SLO search's best) and ``bound_rps`` (its fluid
-    bound), and how many points it measured (each under out_dir/sat-<i>)."""
+    bound), and how many points it measured (each under out_dir/sat-<i>;
+    ``workloads``: the cell's, so a probe builds no workload again)."""
     from netkv.runner import execute_at
 
     def probe(load_rps: float, i: int) -> tuple[bool, float]:
         points = execute_at(cfg, out_dir / f"sat-{i}", argv, Console(file=io.StringIO()),
-                            load_rps, math.inf)
+                            load_rps, math.inf, workloads=workloads)
         row = points.row(0, named=True)
         sat = float(row.get("sat_tput_rps") or math.nan)
         return sustainable(load_rps, sat, float(row["completion"]), cfg.slo.min_completion), sat

@@ -76,13 +76,16 @@ def change_instants(period_s: float, duration_s: float) -> list[float]:
 
 
 def run_long(series: str, x: str, overrides: tuple[str, ...], out_dir: str,
-             offered_rps: float, slo_ns: float) -> tuple[dict[str, Any], pl.DataFrame]:
-    """One cell's long run (module-level so that joblib workers can call it)."""
+             offered_rps: float, slo_ns: float,
+             workloads: str | None = None) -> tuple[dict[str, Any], pl.DataFrame]:
+    """One cell's long run (module-level so that joblib workers can call it);
+    ``workloads``: the figure's folder of shared workload tables."""
     from netkv.runner import execute_at
+    from netkv.sim.workload_cache import WorkloadCache
 
     cfg = load([*overrides, f"out='{out_dir}'"])
     points = execute_at(cfg, Path(out_dir), ["reproduce", *overrides], Console(file=io.StringIO()),
-                        offered_rps, slo_ns)
+                        offered_rps, slo_ns, workloads=WorkloadCache(workloads))
     p = points.row(0, named=True)
     window_s = cfg.topology.timeline_ms / 1e3
     raw = pl.read_parquet(Path(out_dir) / "timeline.parquet")
@@ -135,7 +138,21 @@ def reproduce_timeline(exp: Experiment, name: str, extra: list[str], out: Path |
     out.mkdir(parents=True, exist_ok=True)
     pool = jobs if isinstance(jobs, Pool) else Pool(jobs)
     write_experiment(out, name, exp)
-    pinned = [*extra, *pin_slo(exp, extra, out, console)[""]]  # one SLO for every run
+    from netkv.sim.workload_cache import figure_folder
+
+    with figure_folder(out) as folder:
+        # the search and the long run share each workload (docs/simulator.md)
+        shared = str(folder) if pool.launcher == "joblib" else None
+        pinned = [*extra, *pin_slo(exp, extra, out, console, folder)[""]]  # one SLO for all
+        return run_timeline(exp, name, extra, out, pool, console, pinned, shared)
+
+
+def run_timeline(exp: Experiment, name: str, extra: list[str], out: Path, pool: Pool,
+                 console: Console, pinned: list[str],
+                 shared: str | None) -> list[CheckResult]:
+    """reproduce_timeline's searches, long runs, table and checks."""
+    tl = exp.timeline
+    assert tl is not None
     searches = {s: search_overrides(exp, s, pinned) for s in exp.series}
     longs = {(s, str(x)): with_duration(run_overrides(exp, s, x, pinned), tl)
              for s in exp.series for x in exp.x.values}
@@ -144,7 +161,7 @@ def reproduce_timeline(exp: Experiment, name: str, extra: list[str], out: Path |
                   f"timelines at {tl.load:g} x max, {pool.describe()}) -> {out}")
     started = time.monotonic()
 
-    found = run_all(run_cell, [(Cell(s, "search", o), str(out / s / "search"))
+    found = run_all(run_cell, [(Cell(s, "search", o), str(out / s / "search"), None, (), shared)
                                for s, o in searches.items()],
                     [f"{s} search" for s in searches], pool, console, out)
     best = {r["series"]: r for r in found}
@@ -158,7 +175,7 @@ def reproduce_timeline(exp: Experiment, name: str, extra: list[str], out: Path |
         rate = tl.load * best[s]["max_tput_rps"]
         if best[s]["met"] and rate > 0 and math.isfinite(best[s]["slo_ns"]):
             calls.append((s, x, overrides, str(out / s / f"{exp.x.key}={x}"), rate,
-                          best[s]["slo_ns"]))
+                          best[s]["slo_ns"], shared))
         else:
             console.print(f"  [red]{s}: no load met the SLO in the search; {x} not run[/red]")
     calls.sort(key=lambda c: -c[4] * durations[(c[0], c[1])])  # longest first

@@ -101,6 +101,11 @@ def read_trace(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
     return np.asarray(keys, dtype=np.uint32), (np.asarray(ops, dtype=np.uint8) if have_ops else None)
 
 
+RANK_DTYPE = np.dtype([("key", "<u4"), ("keyhash", "<u4"), ("home", "<u2"),
+                       ("vclass", "<u2"), ("value_len", "<u4")])   # struct nk_rank_info
+ALIAS_DTYPE = np.dtype([("thresh", "<u4"), ("alias", "<u4")])       # struct nk_alias_entry
+
+
 class Workload:
     """Keys, placement and popularity (hostapps/include/netkv/workload.h)."""
 
@@ -117,7 +122,11 @@ class Workload:
         ring: str = "consistent",
         value_size: int | list[SizeChoice] = 128,
         trace: str | None = None,
+        tables: tuple[np.ndarray, np.ndarray | None] | None = None,
     ) -> None:
+        """``tables``: (rank table, alias table or None) another Workload with
+        the same arguments exported (``rank_info``, ``alias_table``): copied
+        in instead of computed (zipf/uniform; netkv.sim.workload_cache)."""
         self.ffi, self.lib = native.load()
         ffi = self.ffi
         if kind not in native.WL_KIND:
@@ -157,7 +166,16 @@ class Workload:
                 c.trace_ops = obuf
                 self._keep += [to, obuf]
         err = ffi.new("char[256]")
-        ptr = self.lib.nk_workload_new(c, err, 256)
+        if tables is None:
+            ptr = self.lib.nk_workload_new(c, err, 256)
+        else:
+            ranks, alias = tables
+            if len(ranks) != keys or (alias is not None and len(alias) != keys):
+                raise SimError(f"workload tables: {len(ranks)} ranks for {keys} keys")
+            ptr = self.lib.nk_workload_from_tables(
+                c, ffi.from_buffer("struct nk_rank_info[]", ranks),
+                ffi.NULL if alias is None else ffi.from_buffer("struct nk_alias_entry[]", alias),
+                err, 256)
         if ptr == ffi.NULL:
             raise SimError(ffi.string(err).decode())
         self._ptr = ffi.gc(ptr, self.lib.nk_workload_free)
@@ -192,8 +210,7 @@ class Workload:
         """Structured array over ranks (zipf/uniform: rank 0 = hottest; ycsb
         and trace: indexed by key id): key, keyhash, home, vclass, value_len."""
         if self._rank_info is None:
-            dtype = np.dtype([("key", "<u4"), ("keyhash", "<u4"), ("home", "<u2"),
-                              ("vclass", "<u2"), ("value_len", "<u4")])
+            dtype = RANK_DTYPE
             assert dtype.itemsize == self.ffi.sizeof("struct nk_rank_info")
             table = self.lib.nk_workload_rank_table(self._ptr)
             buf = self.ffi.buffer(table, self.n_keys * dtype.itemsize)
@@ -201,6 +218,15 @@ class Workload:
             # shared by every target of the process (workload_cache): read-only
             self._rank_info.flags.writeable = False
         return self._rank_info
+
+    def alias_table(self) -> np.ndarray | None:
+        """The zipf sampler's alias table (thresh, alias per rank), a view of
+        the C table valid while this Workload lives; None unless zipf."""
+        table = self.lib.nk_workload_alias_table(self._ptr)
+        if table == self.ffi.NULL:
+            return None
+        buf = self.ffi.buffer(table, self.n_keys * ALIAS_DTYPE.itemsize)
+        return np.frombuffer(buf, dtype=ALIAS_DTYPE)
 
     def probabilities(self) -> np.ndarray:
         """Exact request probability of each rank (zipf/uniform only)."""

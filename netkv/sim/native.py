@@ -45,6 +45,12 @@ struct nk_workload;
 struct nk_workload *nk_workload_new(const struct nk_workload_cfg *cfg, char *err, size_t errlen);
 void nk_workload_free(struct nk_workload *wl);
 const struct nk_rank_info *nk_workload_rank_table(const struct nk_workload *wl);
+struct nk_alias_entry { uint32_t thresh; uint32_t alias; };
+const struct nk_alias_entry *nk_workload_alias_table(const struct nk_workload *wl);
+struct nk_workload *nk_workload_from_tables(const struct nk_workload_cfg *cfg,
+                                            const struct nk_rank_info *ranks,
+                                            const struct nk_alias_entry *alias, char *err,
+                                            size_t errlen);
 void nk_key_bytes(uint64_t id, unsigned key_size, uint8_t *out);
 uint32_t nk_key_hash(uint64_t id, unsigned key_size);
 uint32_t nk_djb2(const uint8_t *key, size_t len);
@@ -142,7 +148,7 @@ int nk_sim_server_ctl(struct nk_sim *sim, uint32_t server, const char *line, cha
 """
 
 CHECKED_STRUCTS = ("nk_msg", "nk_sim_cfg", "nk_sim_stats", "nk_workload_cfg", "nk_rank_info",
-                   "nk_sim_op")
+                   "nk_alias_entry", "nk_sim_op")
 
 # enum values (workload.h, sim.h)
 WL_KIND = {"zipf": 0, "uniform": 1, "ycsb": 2, "trace": 3}

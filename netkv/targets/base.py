@@ -108,6 +108,9 @@ class Target(ABC):
     # the switch program runs on another host (the testbed's switch host):
     # a back-end checks there only what this machine needs to drive it
     switch_elsewhere: bool = False
+    # takes its workload from a shared cache (``workloads=`` keyword,
+    # netkv.sim.workload_cache): the runner hands one down
+    builds_workloads: bool = False
 
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg

@@ -20,7 +20,7 @@ import numpy as np
 from netkv.config.schema import RunConfig
 from netkv.sim import native
 from netkv.sim.history import write_history
-from netkv.sim.workload_cache import shared_workload, workload_key
+from netkv.sim.workload_cache import WorkloadCache, workload_key
 from netkv.sim.racks import SwitchEpochs
 from netkv.sim.engine import (Controller, SimEngine, SimError, Stats, capacity_factors,
                               read_trace, value_classes)
@@ -66,13 +66,16 @@ class SimTarget(Target):
 
     name = "sim"
     real_time = False   # simulated time: steal slows the run, not its numbers
+    builds_workloads = True
 
     def __init__(self, cfg: RunConfig, controller_factory: ControllerFactory | None = None,
-                 params: str = "") -> None:
+                 params: str = "", workloads: WorkloadCache | None = None) -> None:
+        """``workloads``: where the workload comes from (shared with the
+        run's other racks or the figure's processes); a private one if None."""
         super().__init__(cfg)
         # what the protocol's switch refuses, by reason: reason -> (register, index)
         self.refusals = dict(lookup(cfg.protocol.name).refusals)
-        self.workload = shared_workload(cfg)
+        self.workload = (workloads if workloads is not None else WorkloadCache()).get(cfg)
         self.controller_factory = controller_factory
         self.params = params
         self.last_engine_stats = None

@@ -168,6 +168,18 @@ void nk_workload_free(struct nk_workload *wl);
 /* the rank table (n_keys entries), for bindings that treat the struct as opaque */
 const struct nk_rank_info *nk_workload_rank_table(const struct nk_workload *wl);
 
+/* the alias table (n_keys entries; NULL unless zipf), likewise */
+const struct nk_alias_entry *nk_workload_alias_table(const struct nk_workload *wl);
+
+/* The workload nk_workload_new(cfg) would build, from the tables another
+ * one built with the same cfg exported (zipf/uniform: rank table, and for
+ * zipf the alias table), copied in: a figure's processes build each
+ * workload once (netkv/sim/workload_cache.py). NULL on error. */
+struct nk_workload *nk_workload_from_tables(const struct nk_workload_cfg *cfg,
+					    const struct nk_rank_info *ranks,
+					    const struct nk_alias_entry *alias, char *err,
+					    size_t errlen);
+
 /* value size of a key, from its keyhash (the store's preloaded size) */
 uint32_t nk_workload_value_len(const struct nk_workload *wl, uint32_t keyhash);
 

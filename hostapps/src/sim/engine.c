@@ -2783,6 +2783,8 @@ size_t nk_sim_abi_sizeof(const char *name)
 		return sizeof(struct nk_workload_cfg);
 	if (!strcmp(name, "nk_rank_info"))
 		return sizeof(struct nk_rank_info);
+	if (!strcmp(name, "nk_alias_entry"))
+		return sizeof(struct nk_alias_entry);
 	if (!strcmp(name, "nk_sim_op"))
 		return sizeof(struct nk_sim_op);
 	/* netkv/pipeline.py: a pipeline run in-process */
