@@ -16,7 +16,7 @@ from netkv.experiments import saturation
 
 def fake_points(true_sat: float, calls: list[float]) -> Any:
     def execute_at(cfg: Any, out: Path, argv: list[str], console: Any, load_rps: float,
-                   slo_ns: float) -> pl.DataFrame:
+                   slo_ns: float, workloads: Any = None) -> pl.DataFrame:
         calls.append(load_rps)
         # below true_sat the busiest server is under capacity: its bound is
         # above the load; past it the mix worsens and the bound falls below
