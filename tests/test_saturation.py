@@ -54,3 +54,19 @@ def test_saturate_names_series_or_all() -> None:
     assert exp.saturates("starcache") and not exp.saturates("nocache")
     assert exp.model_copy(update={"saturate": True}).saturates("nocache")
     assert not exp.model_copy(update={"saturate": False}).saturates("starcache")
+
+
+def test_saturate_names_series_of_a_searching_grid() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from netkv.experiments.spec import Experiment
+
+    base = {"description": "t", "x": {"key": "alpha", "values": [0, 0.99]},
+            "series": {"hash": ["protocol=hash"], "starcache": ["protocol=starcache"]}}
+    assert Experiment.model_validate({**base, "saturate": ["starcache"]}).saturates("starcache")
+    assert not Experiment.model_validate({**base, "saturate": ["starcache"]}).saturates("hash")
+    with pytest.raises(ValidationError, match="saturate: series 'starcach'"):
+        Experiment.model_validate({**base, "saturate": ["starcach"]})
+    with pytest.raises(ValidationError, match="saturate: measured after an SLO search"):
+        Experiment.model_validate({**base, "saturate": True, "load_rps": 1e6})

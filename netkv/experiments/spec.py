@@ -291,6 +291,15 @@ class Experiment(Strict):
             raise ValueError("timeline: required with kind: timeline, and only with it")
         if self.kind == "timeline" and self.slo.per_x:
             raise ValueError("slo.per_x: a timeline's searches have no x (allowed: grid only)")
+        for series in self.saturate if isinstance(self.saturate, list) else []:
+            if series not in self.series:
+                raise ValueError(f"saturate: series '{series}' "
+                                 f"(allowed: {', '.join(self.series)})")
+        if self.saturate and (self.kind != "grid" or self.load_rps is not None
+                              or self.x.key == LOAD_X):
+            raise ValueError("saturate: measured after an SLO search (allowed: a grid "
+                             "experiment whose cells search, without load_rps or x.key "
+                             "load_rps)")
         if self.timeline is not None:
             for series in self.timeline.search:
                 if series not in self.series:
