@@ -176,7 +176,7 @@ def test_full_run_twice_writes_the_results_schema(tmp_path, monkeypatch) -> None
     from netkv.mininet.cleanup import STATE_ROOT
     from netkv.targets.mininet import MininetTarget
 
-    monkeypatch.setattr(runner, "make_target", lambda cfg: MininetTarget(cfg))
+    monkeypatch.setattr(runner, "make_target", lambda cfg, workloads=None: MininetTarget(cfg))
     cfg = _cfg("servers=4", "clients=1", "alpha=1.2", "duration=0.25", "target.max_rps=8000",
                "slo.max_points=4")
     for i in range(2):
