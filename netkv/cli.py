@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import NoReturn
 
@@ -399,8 +401,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminated(signum: int, frame: object) -> None:
+    # SIGTERM (kill, timeout, a batch scheduler) ends a run as Ctrl-C does:
+    # finished points stay, racks and a figure's workload tables are removed
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None
     try:
         return int(args.func(args))
     except BrokenPipeError:
@@ -408,6 +418,9 @@ def main(argv: list[str] | None = None) -> int:
         # would, without a traceback; stdout to /dev/null quiets the final flush
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + 13
+    finally:
+        if main_thread:   # an embedding caller (a test) keeps its own handler
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ SIGKILL of ``python -m netkv run target=mininet`` mid-run: netkv-switch,
 kvserver and kvclient die with their parent (PR_SET_PDEATHSIG), the node
 shells read EOF and exit, so every namespace and interface of the run goes
 within 5 s, with no ``clean`` needed. Ctrl-C (SIGINT): one line saying what
-was kept, exit 130, the rack torn down, finished points on disk.
+was kept, exit 130, the rack torn down, finished points on disk; SIGTERM
+(kill, timeout, a batch scheduler) the same.
 """
 
 from __future__ import annotations
@@ -93,7 +94,9 @@ def test_sigkill_mid_run_leaves_no_process_or_namespace(tmp_path: Path) -> None:
         _cleanup(tags)
 
 
-def test_ctrl_c_prints_one_line_saying_what_was_kept(tmp_path: Path) -> None:
+# SIGTERM (kill, timeout, a batch scheduler) ends a run as Ctrl-C does
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_ctrl_c_prints_one_line_saying_what_was_kept(tmp_path: Path, sig: int) -> None:
     out = tmp_path / "run"
     proc = subprocess.Popen([*RUN, f"out={out}"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -103,7 +106,7 @@ def test_ctrl_c_prints_one_line_saying_what_was_kept(tmp_path: Path) -> None:
         while not _committed(out) and time.monotonic() < deadline:
             time.sleep(0.1)
         _wait_for_clients(proc, tags, 90)  # the next point is under way
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 130, err
         lines = err.strip().splitlines()
