@@ -42,9 +42,9 @@ def test_a_stable_mix_keeps_the_fluid_bound(monkeypatch: pytest.MonkeyPatch,
 
 
 def test_unanswered_requests_are_not_sustainable() -> None:
-    assert saturation.sustainable(1e6, 1.1e6, 1.0, 0.99)
-    assert not saturation.sustainable(1e6, 1.1e6, 0.9, 0.99)
-    assert not saturation.sustainable(1e6, 0.9e6, 1.0, 0.99)
+    assert saturation.sustainable(1e6, 1.1e6, 1.0, 0.99, 0.02)
+    assert not saturation.sustainable(1e6, 1.1e6, 0.9, 0.99, 0.02)
+    assert not saturation.sustainable(1e6, 0.9e6, 1.0, 0.99, 0.02)
 
 
 def test_saturate_names_series_or_all() -> None:

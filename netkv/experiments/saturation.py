@@ -24,16 +24,15 @@ from rich.console import Console
 from netkv.config.schema import RunConfig
 from netkv.sim.workload_cache import WorkloadCache
 
-# precision of the bisection (fraction of the load), as the SLO search's
-PRECISION = 0.02
 MAX_PROBES = 5
 
 
 def sustainable(offered_rps: float, sat_rps: float, completion: float,
-                min_completion: float) -> bool:
+                min_completion: float, precision: float) -> bool:
     """Whether a point at ``offered_rps`` keeps every server below its
-    capacity (within PRECISION) and answered (nearly) everything."""
-    return sat_rps >= offered_rps * (1.0 - PRECISION) and completion >= min_completion
+    capacity (within ``precision``, the SLO search's) and answered (nearly)
+    everything."""
+    return sat_rps >= offered_rps * (1.0 - precision) and completion >= min_completion
 
 
 def saturation_rps(cfg: RunConfig, out_dir: Path, argv: list[str], floor_rps: float,
@@ -50,7 +49,8 @@ def saturation_rps(cfg: RunConfig, out_dir: Path, argv: list[str], floor_rps: fl
                             load_rps, math.inf, workloads=workloads)
         row = points.row(0, named=True)
         sat = float(row.get("sat_tput_rps") or math.nan)
-        return sustainable(load_rps, sat, float(row["completion"]), cfg.slo.min_completion), sat
+        return sustainable(load_rps, sat, float(row["completion"]), cfg.slo.min_completion,
+                           cfg.slo.precision), sat
 
     if not (bound_rps > floor_rps > 0.0):
         return floor_rps, 0
@@ -61,7 +61,7 @@ def saturation_rps(cfg: RunConfig, out_dir: Path, argv: list[str], floor_rps: fl
     # first guess: the bound of the failed point's own (worse) mix, when it
     # lies inside; then halve the bracket
     guess = sat if lo < sat < hi else 0.5 * (lo + hi)
-    while n < MAX_PROBES and hi - lo > PRECISION * hi:
+    while n < MAX_PROBES and hi - lo > cfg.slo.precision * hi:
         ok, _ = probe(guess, n)
         lo, hi = (guess, hi) if ok else (lo, guess)
         guess = 0.5 * (lo + hi)
