@@ -667,8 +667,10 @@ int main(int argc, char **argv)
 			int32_t src = nk_ip_node(rx[i].src_ip);
 			st.last = NULL;
 			uint16_t from = src >= 0 ? (uint16_t)src : 0xFFFF;
-			for (int k = 0; k < NK_HOST_MAX_OUT; k++)
+			for (int k = 0; k < NK_HOST_MAX_OUT; k++) {
 				outs[k].value_off = 0;   /* host.h: whole values unless set */
+				outs[k].own_value = 0;
+			}
 			int no = m_coord ? ops->coord_handle(hst, &m, from, outs, NK_HOST_MAX_OUT)
 					 : ops->server_handle(hst, &store, &m, from, outs, NK_HOST_MAX_OUT);
 			int request = m.kind == NK_KIND_READ || m.kind == NK_KIND_WRITE ||
@@ -694,7 +696,7 @@ int main(int argc, char **argv)
 					c.not_found++;
 				/* bytes that come from the store (READ-REPLY, a replica
 				 * copy): the host logic leaves value NULL, we fill it */
-				if (!m_coord && om->value_len &&
+				if (!m_coord && om->value_len && !outs[k].own_value &&
 				    (!om->value || om->kind == NK_KIND_READ_REPLY)) {
 					const struct ent *le = st.last;
 					if (!le || le->key_len != om->key_len ||

@@ -375,6 +375,31 @@ static int ts_put(void *impl, const struct nk_msg *m, uint64_t ver, uint32_t vle
 
 static const struct nk_store_ops ts_ops = {.get = ts_get, .put = ts_put};
 
+/* a store that keeps the value bytes too (kvserver's, not the simulator's) */
+struct tbstore {
+	struct tstore t;        /* first: ts_get reads it */
+	uint8_t bytes[NK_NETLR_VALUE_LEN];
+};
+
+static int ts_put_bytes(void *impl, const struct nk_msg *m, uint64_t ver, uint32_t vlen)
+{
+	struct tbstore *t = impl;
+	if (m->value && m->value_len == NK_NETLR_VALUE_LEN)
+		memcpy(t->bytes, m->value, NK_NETLR_VALUE_LEN);
+	return ts_put(impl, m, ver, vlen);
+}
+
+static const uint8_t *ts_value(void *impl, const struct nk_msg *m, uint32_t *vlen)
+{
+	struct tbstore *t = impl;
+	(void)m;
+	*vlen = t->t.vlen;
+	return t->t.found ? t->bytes : NULL;
+}
+
+static const struct nk_store_ops ts_bytes_ops = {.get = ts_get, .put = ts_put_bytes,
+						 .value = ts_value};
+
 static void test_replica(void)
 {
 	current = "replica seq rule";
@@ -703,13 +728,18 @@ static void test_hermes(void)
 	EXPECT_EQ(H->server_init(co, &cfg), 0);
 	cfg.id = 1;
 	EXPECT_EQ(H->server_init(r1, &cfg), 0);
-	struct tstore t0 = { 1, 1, 16 }, t1 = { 1, 1, 16 };
-	struct nk_store s0 = {.ops = &ts_ops, .impl = &t0}, s1 = {.ops = &ts_ops, .impl = &t1};
+	struct tbstore b0 = { { 1, 1, 16 }, "preloaded" }, b1 = { { 1, 1, 16 }, "preloaded" };
+	struct tstore *t0 = &b0.t, *t1 = &b1.t;
+	struct nk_store s0 = {.ops = &ts_bytes_ops, .impl = &b0},
+			s1 = {.ops = &ts_bytes_ops, .impl = &b1};
 	struct nk_host_out out[NK_HOST_MAX_OUT];
 	struct nk_msg w = mk(NK_NETLR_OP_WRITE, OID, ID, 5);
+	static const uint8_t v1[NK_NETLR_VALUE_LEN] = "first write!!!!";
+	w.value = v1;
+	w.value_len = NK_NETLR_VALUE_LEN;
 	/* timestamp (version 1, coordinator 0): above the preload's 1 */
 	EXPECT_EQ(H->server_handle(co, &s0, &w, CL, out, NK_HOST_MAX_OUT), NS - 1);
-	EXPECT_EQ(t0.ver, 1u << 8 | 0);
+	EXPECT_EQ(t0->ver, 1u << 8 | 0);
 	for (int i = 0; i < NS - 1; i++) {
 		EXPECT_EQ(out[i].msg.op, NK_NETLR_OP_INV);
 		EXPECT_EQ(out[i].dst, i + 1);
@@ -723,7 +753,7 @@ static void test_hermes(void)
 	EXPECT_EQ(H->server_handle(r1, &s1, &inv, 0, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(out[0].msg.op, NK_NETLR_OP_ACK);
 	EXPECT_EQ(out[0].msg.ver, 1u << 8);
-	EXPECT_EQ(t1.ver, 1u << 8);
+	EXPECT_EQ(t1->ver, 1u << 8);
 	struct nk_msg ack = out[0].msg;
 	r.cookie = 77;
 	EXPECT_EQ(H->server_handle(r1, &s1, &r, CL, out, NK_HOST_MAX_OUT), 0);
@@ -751,6 +781,13 @@ static void test_hermes(void)
 	EXPECT_EQ(out[1].msg.op, NK_NETLR_OP_VAL);
 	EXPECT_EQ(out[NS].msg.op, NK_NETLR_OP_R_REPLY);
 	EXPECT_EQ(out[NS].msg.req_id, 6);
+	/* the read is answered before the second write starts: it carries the
+	 * first write's bytes, kept when it was answered, though the store
+	 * holds the second's when the embedder sends it (before: the second's
+	 * bytes under the first's version, on real packets) */
+	EXPECT_EQ(out[NS].own_value, 1);
+	EXPECT(out[NS].msg.value && !memcmp(out[NS].msg.value, v1, NK_NETLR_VALUE_LEN));
+	EXPECT(!memcmp(b0.bytes, v2, NK_NETLR_VALUE_LEN));
 	for (int i = 0; i < NS - 1; i++) {
 		const struct nk_msg *iv = &out[NS + 1 + i].msg;
 		EXPECT_EQ(iv->op, NK_NETLR_OP_INV);
@@ -759,7 +796,7 @@ static void test_hermes(void)
 		EXPECT_EQ(iv->cookie, 99);
 		EXPECT_EQ(out[NS + 1 + i].dst, i + 1);
 	}
-	EXPECT_EQ(t0.ver, 2u << 8);
+	EXPECT_EQ(t0->ver, 2u << 8);
 	uint8_t buf[64];
 	for (int i = 0; i < n; i++)
 		EXPECT_EQ(nk_wire_encode(&out[i].msg, buf, sizeof buf), NK_NETLR_LEN);
@@ -769,7 +806,7 @@ static void test_hermes(void)
 	old.ver = 2;
 	EXPECT_EQ(H->server_handle(r1, &s1, &old, 2, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(out[0].msg.op, NK_NETLR_OP_ACK);
-	EXPECT_EQ(t1.ver, 1u << 8);
+	EXPECT_EQ(t1->ver, 1u << 8);
 	/* VAL wakes replica 1's stalled read, answering that request */
 	n = H->server_handle(r1, &s1, &val, 0, out, NK_HOST_MAX_OUT);
 	EXPECT_EQ(n, 1);

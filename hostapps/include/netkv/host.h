@@ -67,6 +67,12 @@ struct nk_host_out {
 	 * The embedder zeroes it before each server_handle, so host logic that
 	 * sends whole values never sets it. */
 	uint32_t value_off;
+	/* 1: msg.value holds bytes the host logic copied when it built the
+	 * reply, because a later message of the same call changes the store
+	 * (Hermes: a stalled read answered, then a stalled write to its key
+	 * started). The embedder sends them as they are instead of the store's
+	 * bytes at send time. Zeroed with value_off. */
+	uint8_t own_value;
 };
 
 struct nk_host_cfg {

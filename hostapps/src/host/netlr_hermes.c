@@ -158,6 +158,24 @@ static int hm_stall(struct hm_state *h, const struct nk_msg *in, uint16_t src)
 static int hm_write(struct hm_state *h, struct nk_store *store, const struct nk_msg *in,
 		    uint16_t src, int found, uint64_t stored, struct nk_host_out *out);
 
+/* A stalled read's reply carries the bytes stored now: a stalled write to
+ * its key may start later in the same drain, and the embedder would
+ * otherwise send that write's bytes under the old version (a read that
+ * returns a write the other replicas have not seen yet). */
+static void hm_keep_value(struct hm_state *h, struct nk_store *store, const struct nk_msg *m,
+			  int found, struct nk_host_out *o)
+{
+	uint32_t vlen = 0;
+	const uint8_t *b = found && store->ops->value && h->nrval < NK_HOST_MAX_OUT
+				   ? store->ops->value(store->impl, m, &vlen) : NULL;
+	if (!b || vlen < NK_NETLR_VALUE_LEN)
+		return;                 /* lengths only (the simulator): nothing to keep */
+	uint8_t *kept = h->rval[h->nrval++];
+	memcpy(kept, b, NK_NETLR_VALUE_LEN);
+	o->msg.value = kept;
+	o->own_value = 1;
+}
+
 /* Answer the stalled reads whose key is now Valid (R_REPLY) and start the
  * stalled writes whose key is Valid with nothing of ours in flight, in
  * arrival order, as far as out has room (a write needs n - 1). */
@@ -206,6 +224,7 @@ static int hm_drain(struct hm_state *h, struct nk_store *store, struct nk_host_o
 		hm_msg(h, &m, &out[k], NK_NETLR_OP_R_REPLY, found ? ver : 0, q->src);
 		if (!found)
 			out[k].msg.result = NK_RESULT_NOT_FOUND;
+		hm_keep_value(h, store, &m, found, &out[k]);
 		k++;
 	}
 	while (h->head != h->tail && !h->stall[h->head % HM_STALLS].used)
@@ -306,6 +325,7 @@ int hm_handle(struct hm_state *h, struct nk_store *store, const struct nk_msg *i
 {
 	if (max_out < (int)h->n + 1)
 		return 0;
+	h->nrval = 0;
 	uint64_t ver = 0;
 	uint32_t vlen = 0;
 	int found = store->ops->get(store->impl, in, &ver, &vlen) == 0;

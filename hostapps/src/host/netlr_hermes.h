@@ -46,6 +46,10 @@ struct hm_state {
 	uint8_t ready;                  /* a key turned Valid: drain the stalls */
 	uint64_t stalled, full, stale_acks, writes, commits;
 	uint64_t started;                /* stalled writes started once their key was Valid */
+	/* the bytes of the stalled reads one call answers: a stalled write the
+	 * same call starts may overwrite them in the store before they are sent */
+	uint32_t nrval;
+	uint8_t rval[NK_HOST_MAX_OUT][NK_NETLR_VALUE_LEN];
 	struct hm_key key[HM_KEYS];
 	struct hm_stall stall[HM_STALLS];
 };
