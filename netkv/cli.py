@@ -265,6 +265,10 @@ def cmd_clean(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             return _fail(str(exc))
         removed += clean_inventory(inv, STATE_ROOT, force=args.force)
+    from netkv.sim.workload_cache import sweep_dead
+
+    # figures killed by SIGKILL leave their shared workload tables (GBs)
+    removed += [str(f) for f in sweep_dead(Path(args.runs), recursive=True)]
     for item in removed:
         print(f"removed {item}")
     print(f"clean: {len(removed)} leftover(s) removed")
@@ -376,6 +380,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "Mininet interfaces and state of runs that are no longer alive.")
     cln.add_argument("--force", action="store_true",
                      help="also remove the state of runs whose owner still looks alive")
+    cln.add_argument("--runs", metavar="DIR", default="runs",
+                     help="where run and figure folders are (default: runs): the workload "
+                          "tables of figures whose process is gone are removed")
     cln.add_argument("--inventory", metavar="NAME",
                      help="also stop and remove what crashed target=testbed runs left on "
                           "the hosts of conf/inventory/NAME.yaml")

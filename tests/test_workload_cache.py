@@ -138,7 +138,7 @@ def test_a_figure_folder_is_its_own_and_removed_at_the_end(tmp_path: Path) -> No
     with figure_folder(tmp_path) as one, figure_folder(tmp_path) as two:
         assert one != two   # two figures (or one twice) at once never share
         WorkloadCache(one).get(load(["protocol=hash", *BASE]))
-        assert list(one.glob("*.ranks.npy")) and not list(two.iterdir())
+        assert list(one.glob("*.ranks.npy")) and not list(two.glob("*.npy"))
     assert not one.exists() and not two.exists()
 
 
@@ -148,6 +148,52 @@ def test_an_interrupted_figure_removes_its_folder(tmp_path: Path) -> None:
             WorkloadCache(folder).get(load(["protocol=hash", *BASE]))
             raise KeyboardInterrupt
     assert not folder.exists()
+
+
+def test_a_killed_figures_folder_is_swept_by_its_dead_owner(tmp_path: Path) -> None:
+    """SIGKILL leaves a figure's folder (nothing runs its cleanup); the next
+    figure in the same parent, or `netkv clean` over a runs tree, removes
+    it. A live owner's folder stays, so does one being made (no owner line
+    yet) until it is a minute old; a reused pid (another start time) is not
+    the owner."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from netkv.sim.workload_cache import OWNER, owner_alive, sweep_dead
+
+    runs = tmp_path / "runs"
+    nested = runs / "reproduce" / "fig" / "stamp"
+    nested.mkdir(parents=True)
+    code = ("import sys, time; from pathlib import Path; "
+            "from netkv.sim.workload_cache import figure_folder\n"
+            "with figure_folder(Path(sys.argv[1])) as f:\n"
+            "    print(f, flush=True); time.sleep(60)")
+    child = subprocess.Popen([sys.executable, "-c", code, str(nested)], stdout=subprocess.PIPE,
+                             text=True)
+    assert child.stdout is not None
+    dead = Path(child.stdout.readline().strip())
+    assert owner_alive(dead) and sweep_dead(runs, recursive=True) == []   # still running
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert dead.is_dir() and not owner_alive(dead)
+    reused = nested / ".workloads-reused"
+    reused.mkdir()
+    (reused / OWNER).write_text(f"{os.getpid()} 1\n")         # our pid, not our start
+    fresh, stale = nested / ".workloads-fresh", nested / ".workloads-stale"
+    fresh.mkdir()
+    stale.mkdir()
+    os.utime(stale, (time.time() - 120, time.time() - 120))
+    assert sweep_dead(runs) == []      # not recursive: runs' own folders only
+    assert sweep_dead(runs, recursive=True) == sorted([dead, reused, stale])   # netkv clean
+    assert fresh.is_dir() and not dead.exists()
+    # a figure resumed into the same folder sweeps it first
+    stale.mkdir()
+    os.utime(stale, (time.time() - 120, time.time() - 120))
+    with figure_folder(nested) as mine:
+        assert mine.is_dir() and fresh.is_dir() and not stale.exists()
 
 
 def test_netcache_value_size_oracle_matches_the_rank_table() -> None:

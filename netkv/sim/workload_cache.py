@@ -24,6 +24,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
@@ -123,14 +124,65 @@ def _save(path: Path, array: np.ndarray) -> None:
     os.replace(tmp, path)
 
 
+PREFIX = ".workloads-"
+OWNER = "owner"          # "<pid> <start time in clock ticks>" of the figure's process
+# a folder without its owner line yet is one being made; one this old is not
+UNOWNED_GRACE_S = 60.0
+
+
+def _started(pid: int) -> int | None:
+    """Process ``pid``'s start time (clock ticks since boot; /proc/PID/stat
+    field 22), None if there is no such process: with the pid it names one
+    process, a reused pid being another."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def owner_alive(folder: Path) -> bool:
+    """Whether the process that made figure folder ``folder`` still runs."""
+    try:
+        pid, start = (int(f) for f in (folder / OWNER).read_text().split())
+    except FileNotFoundError:
+        try:
+            return time.time() - folder.stat().st_mtime < UNOWNED_GRACE_S
+        except OSError:
+            return False
+    except (OSError, ValueError):
+        return False
+    return _started(pid) == start
+
+
+def sweep_dead(root: Path, recursive: bool = False) -> list[Path]:
+    """Remove the figure folders under ``root`` whose process is gone: a
+    figure killed with SIGKILL (or a lost machine) cannot remove its own
+    (Ctrl-C and SIGTERM do). ``recursive``: at any depth (``netkv clean``
+    over a runs tree), else ``root``'s own. The removed folders."""
+    if not root.is_dir():
+        return []
+    found = root.rglob(PREFIX + "*") if recursive else root.glob(PREFIX + "*")
+    removed = []
+    for folder in sorted(f for f in found if f.is_dir()):
+        if not owner_alive(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
 @contextmanager
 def figure_folder(parent: Path) -> Iterator[Path]:
     """A folder of shared workload tables for one figure run, under
     ``parent``, unique to this run (two figures, or the same one twice, never
-    share one) and removed when the figure ends, interrupted or not."""
+    share one) and removed when the figure ends, interrupted or not. Dead
+    figures' folders in ``parent`` (a resumed ``--out``) go first."""
     parent.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix=".workloads-", dir=parent))
+    sweep_dead(parent)
+    folder = Path(tempfile.mkdtemp(prefix=PREFIX, dir=parent))
     try:
+        me = os.getpid()
+        (folder / OWNER).write_text(f"{me} {_started(me)}\n")
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
