@@ -139,6 +139,19 @@ def test_testbed_needs_to_know_where_the_sde_is_on_the_switch_host(
         _cfg("hash", "target.tofino.sde=relative/sde")
 
 
+def test_testbed_refuses_a_grpc_addr_off_the_switch_hosts_loopback(sde_present: None) -> None:
+    """The SSH forward reaches bf_switchd's port on the switch host's
+    loopback: another host in grpc_addr would be ignored, so it is refused
+    in one line naming what is allowed."""
+    cls = backend_class("tofino")
+    with pytest.raises(ConfigError) as e:
+        cls.preflight(_cfg("hash", "target.tofino.grpc_addr=10.0.0.5:9559"), lookup("hash"))
+    assert "\n" not in str(e.value) and "'10.0.0.5:9559'" in str(e.value)
+    assert "allowed: 127.0.0.1:<port> or localhost:<port>" in str(e.value)
+    for ok in ("127.0.0.1:9560", "localhost:9559"):
+        cls.preflight(_cfg("hash", f"target.tofino.grpc_addr={ok}"), lookup("hash"))
+
+
 @pytest.mark.parametrize(("protocol", "why"), [
     ("netcache", "no TNA program (p4src/netcache/tna/netcache.p4)"),
     ("starcache", "no TNA program"),

@@ -58,6 +58,9 @@ def switch_sde(cfg: "RunConfig") -> str:
     return cfg.target.tofino.sde or os.environ.get("SDE", "")
 
 
+LOOPBACK = ("127.0.0.1", "localhost")
+
+
 class TofinoBackend(SwitchBackend):
     name = "tofino"
     label = "bf_switchd"
@@ -78,6 +81,15 @@ class TofinoBackend(SwitchBackend):
                 "target.switch=tofino: where is the SDE on the switch host? Set "
                 "target.tofino.sde (the folder with $SDE/run_switchd.sh and install/bin/"
                 f"bf-p4c there) or $SDE here (the same path there): {tofino.INSTALL_HINT}")
+        host = cfg.target.tofino.grpc_addr.rpartition(":")[0]
+        if elsewhere and host not in LOOPBACK:
+            # the forward reaches the switch host's loopback: another address
+            # would be silently ignored
+            raise TargetUnavailable(
+                f"target.tofino.grpc_addr = '{cfg.target.tofino.grpc_addr}': on "
+                f"target={cfg.target.name} netkv reaches bf_switchd through an SSH forward of "
+                "its port on the switch host's loopback; allowed: 127.0.0.1:<port> or "
+                "localhost:<port>")
         # a switch on another host: its SDE is checked there (first, over SSH),
         # this machine's P4Runtime client when prepared
         refuse_p4_basics(cls.name, cfg, plugin,
