@@ -9,7 +9,8 @@ import numpy as np
 import polars as pl
 
 from netkv.experiments.checks import evaluate
-from netkv.experiments.spec import load_experiment
+from netkv.experiments.spec import (Check, Experiment, Metric, experiments_root,
+                                    load_experiment)
 from netkv.sim.engine import zipf_probabilities
 
 Cells = dict[tuple[str, str], dict[str, float]]
@@ -48,11 +49,6 @@ def test_fig11_checks_hold_on_the_measured_values_and_fail_on_swapped_series() -
     wrong = {"starcache": FIG11["nocache"], "netcache": FIG11["netcache"],
              "nocache": FIG11["starcache"]}
     assert verdicts("fig11", fig11_cells(wrong)) == ["FAIL"] * 6
-
-
-def tput_cells(data: dict[str, list[float]], xs: list[str]) -> Cells:
-    return {(s, x): {"max_tput_rps": v[i] * 1e6} for s, v in data.items()
-            for i, x in enumerate(xs)}
 
 
 def test_fig13_checks_on_the_measured_values_and_on_wrong_ones() -> None:
@@ -215,6 +211,28 @@ def test_fig9_plots_the_saturated_throughput() -> None:
     exp = load_experiment("starcache/fig9")
     assert exp.y.metric == "sat_tput_rps"
     assert all(c.left.metric in (None, "sat_tput_rps") for c in exp.checks)
+
+
+def throughput_metrics(exp: Experiment) -> set[str]:
+    """The throughput metrics a figure plots or checks."""
+    refs = [r for c in exp.checks if isinstance(c, Check) for r in (c.left, c.right)]
+    return {exp.y.metric, *(r.metric for r in refs if r.metric)} & {"max_tput_rps",
+                                                                     "sat_tput_rps"}
+
+
+def test_every_starcache_throughput_figure_plots_the_saturated_one() -> None:
+    """One throughput definition across the StarCache figures: the paper's
+    saturated throughput (seed lines 256, 289), never the max under an SLO."""
+    grids = [load_experiment(f"starcache/{p.stem}")
+             for p in sorted((experiments_root() / "starcache").glob("*.yaml"))]
+    plotted = {e.description.split(":")[0]: throughput_metrics(e) for e in grids
+               if e.kind == "grid"}
+    assert all("max_tput_rps" not in m for m in plotted.values()), plotted
+    assert sum(bool(m) for m in plotted.values()) >= 6  # fig9, 11, 12, 13, 13b, 15, 18
+    # fig12 as it was (the max under its SLO) is caught
+    old = load_experiment("starcache/fig12").model_copy(
+        update={"y": Metric(metric="max_tput_rps")})
+    assert "max_tput_rps" in throughput_metrics(old)
 
 
 def test_fig12_checks_on_the_measured_values_and_on_wrong_ones() -> None:
