@@ -54,6 +54,10 @@ if TYPE_CHECKING:
     from netkv.mininet.rack import RackSpec
 
 PROGRAMS = stacks.PROGRAMS
+# how long one SSH session waits for a program's socket on its host; between
+# slices every lifeline is checked, so a program that dies while starting is
+# reported within about this long
+WAIT_SLICE_S = 0.5
 
 
 def free_ports(n: int) -> list[int]:
@@ -334,13 +338,17 @@ class SshRack:
             elif (rc := self.lifelines[restarted].poll()) is not None:
                 raise RuntimeError(f"{restarted} on host {host.name!r} exited ({rc}) before "
                                    f"serving: {self.log_tail(restarted)}")
-            res = self.ssh[host.name].run(f"test -S {shlex.quote(remote)} && echo ok",
-                                          check=False)
+            # the host polls every 10 ms for up to WAIT_SLICE_S (one SSH session
+            # a slice, not one a poll plus a 0.1 s sleep here): a restarted
+            # switch is reached about when it opens its socket
+            q = shlex.quote(remote)
+            res = self.ssh[host.name].run(
+                f"for i in $(seq {int(WAIT_SLICE_S / 0.01)}); do test -S {q} && echo ok && "
+                "exit 0; sleep 0.01; done; true", check=False)
             if res.stdout.strip() == "ok":
                 return
             if time.monotonic() > deadline:
                 raise RemoteError(f"{label} on {host.name!r} did not open {remote}")
-            time.sleep(0.1)
 
     def _start_switch(self) -> None:
         """The back-end's program on the switch host: its files pushed first,
