@@ -39,9 +39,9 @@ class FaultClock:
         self.origin_ns: int | None = None
         self.fired: set[Hashable] = set()
         #: when each fired event's action returned (CLOCK_MONOTONIC ns): a
-        #: restart takes effect then, not at its at_s (a switch restarted
-        #: over SSH and reinstalled by its controller takes a loaded
-        #: rack took 0.27-0.44 s in 25 runs of tests/test_testbed_faults.py)
+        #: restart takes effect then, not at its at_s (the testbed's switch,
+        #: restarted over SSH and reinstalled by its controller, took
+        #: 0.24-0.33 s in 12 runs of tests/test_testbed_faults.py)
         self.done_ns: dict[Hashable, int] = {}
 
     def fire(self, event: FaultEvent) -> FaultFailed | None:
