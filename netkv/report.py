@@ -178,7 +178,7 @@ def noise_section(points: pl.DataFrame, by: list[str]) -> str:
 def experiment_sections(path: Path) -> tuple[str, list[tuple[str, str]]]:
     import yaml
 
-    from netkv.experiments.spec import DISPLAY, Experiment, shown
+    from netkv.experiments.spec import Experiment, display, shown
 
     spec = yaml.safe_load((path / "experiment.yaml").read_text(encoding="utf-8"))
     name = spec.pop("name", path.name)
@@ -211,7 +211,7 @@ def experiment_sections(path: Path) -> tuple[str, list[tuple[str, str]]]:
             ("claim", "paper says", "we measured", "verdict", "why it differs"), rows)))
     if exp.kind == "grid":
         metric = exp.y.metric
-        unit = DISPLAY.get(metric, (1.0, ""))[1]
+        unit = display(metric)[1]
         rows = []
         for series in exp.series:
             cells: list[Any] = [series]

@@ -235,7 +235,8 @@ def test_every_table_matches_docs_results_md(tmp_path, monkeypatch):
         "kind": "timeline", "description": "tiny",
         "overrides": ["protocol=hash", *TINY, "workload.dynamics.period_s=0.03"],
         "x": {"key": "workload.dynamics.kind", "values": ["random"]}, "series": {"hash": []},
-        "timeline": {"load": 0.5, "periods": 2, "window_ms": 10},
+        # the long run at half the saturated throughput (timeline.saturate)
+        "timeline": {"load": 0.5, "saturate": True, "periods": 2, "window_ms": 10},
         "checks": [{"kind": "no_violation", "claim": "n", "series": "hash", "x": "all",
                     "allowed_windows": 1000}]})
     for kind, exp in (("grid", grid), ("timeline", timeline)):
@@ -251,6 +252,9 @@ def test_every_table_matches_docs_results_md(tmp_path, monkeypatch):
         checks = pl.read_parquet(out / "checks.parquet")
         assert schema_problems(checks, docs["Experiment checks.parquet"]) == []
         if kind == "timeline":
+            row = results.row(0, named=True)
+            assert row["base"] == "saturated" and row["base_rps"] > row["max_tput_rps"]
+            assert row["offered_rps"] == pytest.approx(0.5 * row["base_rps"])
             windows = pl.read_parquet(out / "timeline.parquet")
             assert schema_problems(windows, docs["Experiment timeline.parquet"]) == []
     for path in tmp_path.rglob("*"):

@@ -561,6 +561,43 @@ def test_a_throughput_check_compares_spans_of_windows():
     assert not none.passed and "no window" in none.measured
 
 
+def test_a_run_check_compares_a_long_runs_value():
+    from pydantic import ValidationError
+
+    from netkv.experiments.checks import evaluate_timeline
+    from netkv.experiments.spec import Experiment
+
+    spec = {
+        "kind": "timeline", "description": "t", "x": {"key": "alpha", "values": [1, 2]},
+        "series": {"s": []}, "timeline": {"load": 0.8, "saturate": True},
+        "columns": {"overflow_ratio": "overflow"},
+        "checks": [
+            {"kind": "run", "claim": "low", "series": "s", "x": "all",
+             "metric": "overflow_ratio", "op": "<=", "value": 0.001},
+            {"kind": "run", "claim": "served", "series": "s", "x": 1,
+             "metric": "completion", "op": ">=", "value": 0.99},
+        ]}
+    exp = Experiment.model_validate(spec)
+    results = pl.DataFrame({"series": "s", "x": ["1", "2"], "overflow_ratio": [0.0005, 0.002],
+                            "completion": [1.0, 0.5]})
+    low, served = (evaluate_timeline(c, results, pl.DataFrame(), exp) for c in exp.checks)
+    assert not low.passed and low.verdict == "FAIL" and "s@2: overflow_ratio 0.002" in low.measured
+    assert "misses the bound by 2 x" == low.by
+    assert served.passed
+    ok = results.with_columns(overflow_ratio=pl.Series([0.0005, 0.001]))
+    assert evaluate_timeline(exp.checks[0], ok, pl.DataFrame(), exp).passed
+    # a run that was not made, or lacks the value, never passes
+    gone = results.filter(pl.col("x") == "1")
+    assert "s@2: overflow_ratio missing" in evaluate_timeline(exp.checks[0], gone,
+                                                              pl.DataFrame(), exp).measured
+    assert not evaluate_timeline(exp.checks[0], results.drop("overflow_ratio"),
+                                 pl.DataFrame(), exp).passed
+    assert not evaluate_timeline(exp.checks[0], pl.DataFrame(), pl.DataFrame(), exp).passed
+    bad = {**spec, "checks": [{**spec["checks"][0], "metric": "overflow"}]}
+    with pytest.raises(ValidationError, match="metric 'overflow' \\(allowed: achieved_rps"):
+        Experiment.model_validate(bad)
+
+
 INF = float("inf")
 P99 = pl.DataFrame({
     "series": ["hash", "hash", "pegasus", "pegasus"],

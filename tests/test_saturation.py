@@ -4,6 +4,7 @@ loop overflows), so the fluid bound of a lower point overstates it."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,10 @@ def fake_points(true_sat: float, calls: list[float]) -> Any:
         # below true_sat the busiest server is under capacity: its bound is
         # above the load; past it the mix worsens and the bound falls below
         bound = true_sat * 1.05 if load_rps <= true_sat else true_sat * 0.9
-        return pl.DataFrame([{"sat_tput_rps": bound, "completion": 1.0}])
+        # a column that tells the probes apart (as overflow or balance would)
+        return pl.DataFrame([{"sat_tput_rps": bound, "completion": 1.0,
+                              "offered_rps": load_rps, "achieved_rps": load_rps,
+                              "min_over_max": load_rps / 1e7}])
     return execute_at
 
 
@@ -29,16 +33,84 @@ def test_bisects_to_the_load_whose_own_mix_saturates(monkeypatch: pytest.MonkeyP
                                                      tmp_path: Path) -> None:
     calls: list[float] = []
     monkeypatch.setattr("netkv.runner.execute_at", fake_points(7.4e6, calls))
-    sat, probes = saturation.saturation_rps(load([]), tmp_path, [], 4.0e6, 8.1e6)
+    sat, probes, row = saturation.saturation_rps(load([]), tmp_path, [], 4.0e6, 8.1e6)
     assert calls[0] == 8.1e6 and probes == len(calls) <= saturation.MAX_PROBES
     assert 7.0e6 <= sat <= 7.4e6, sat  # never above the true saturation
+    # the point measured there, not the last probe (which may have failed)
+    assert row is not None and row["offered_rps"] == sat != calls[-1]
+
+
+def test_no_sustainable_probe_leaves_the_floor(monkeypatch: pytest.MonkeyPatch,
+                                               tmp_path: Path) -> None:
+    calls: list[float] = []
+    monkeypatch.setattr("netkv.runner.execute_at", fake_points(3.9e6, calls))
+    sat, probes, row = saturation.saturation_rps(load([]), tmp_path, [], 4.0e6, 8.1e6)
+    assert (sat, row) == (4.0e6, None) and probes == saturation.MAX_PROBES
 
 
 def test_a_stable_mix_keeps_the_fluid_bound(monkeypatch: pytest.MonkeyPatch,
                                            tmp_path: Path) -> None:
     calls: list[float] = []
     monkeypatch.setattr("netkv.runner.execute_at", fake_points(9.0e6, calls))
-    assert saturation.saturation_rps(load([]), tmp_path, [], 4.0e6, 8.1e6) == (8.1e6, 1)
+    sat, probes, row = saturation.saturation_rps(load([]), tmp_path, [], 4.0e6, 8.1e6)
+    assert (sat, probes) == (8.1e6, 1) and row is not None and row["offered_rps"] == 8.1e6
+
+
+def cell_row(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, true_sat: float,
+             met: bool = True) -> dict[str, Any]:
+    """reproduce.run_cell of a saturating cell whose SLO search's best point
+    is at 4 M (fluid bound 8.1 M), its probes from fake_points."""
+    from netkv.experiments.reproduce import Cell, run_cell
+
+    best = {"best": True, "offered_rps": 4.0e6, "achieved_rps": 4.0e6, "p50_ns": 1e4,
+            "p99_ns": 4e4, "max_over_mean": 1.1, "max_server_share": 0.03,
+            "min_over_max": 0.4, "imbalance": 0.1, "sat_tput_rps": 8.1e6,
+            "sat_bottleneck": "servers", "slo_ns": 5e4, "completion": 1.0,
+            "overflow_ratio": 0.0}
+    monkeypatch.setattr("netkv.runner.execute",
+                        lambda *a, **k: pl.DataFrame([{**best, "best": met}]))
+    monkeypatch.setattr("netkv.runner.execute_at", fake_points(true_sat, []))
+    return run_cell(Cell("s", 0.99, ()), str(tmp_path), None, ("overflow_ratio",), True)
+
+
+def test_a_cell_keeps_what_it_measured_at_saturation(monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
+    row = cell_row(monkeypatch, tmp_path, 7.4e6)
+    assert row["min_over_max"] == 0.4  # at the SLO's best point
+    assert row["min_over_max_at_sat"] == pytest.approx(row["sat_tput_rps"] / 1e7)
+    assert row["achieved_rps_at_sat"] == row["sat_tput_rps"]
+    # a column the probes lack is missing there (NaN: a check on it fails)
+    assert math.isnan(row["overflow_ratio_at_sat"])
+    # no probe sustainable: the best point is the saturated one
+    row = cell_row(monkeypatch, tmp_path, 3.9e6)
+    assert row["sat_tput_rps"] == 4.0e6 and row["min_over_max_at_sat"] == 0.4
+    assert row["overflow_ratio_at_sat"] == 0.0
+    # nothing met the SLO: nothing at saturation either
+    row = cell_row(monkeypatch, tmp_path, 7.4e6, met=False)
+    assert math.isnan(row["min_over_max_at_sat"]) and row["sat_probes"] == 0
+
+
+def test_metrics_at_saturation_only_where_a_series_saturates() -> None:
+    from pydantic import ValidationError
+
+    from netkv.experiments.spec import Experiment
+
+    base = {"description": "t", "x": {"key": "alpha", "values": [0.99]},
+            "series": {"hash": ["protocol=hash"], "starcache": ["protocol=starcache"]},
+            "columns": {"overflow_ratio": "overflow"}}
+    exp = Experiment.model_validate({**base, "saturate": True,
+                                     "y": {"metric": "overflow_ratio_at_sat"}})
+    assert exp.metrics()["min_over_max_at_sat"].endswith("at saturation")
+    with pytest.raises(ValidationError, match="y.metric: 'min_over_max_at_sat'"):
+        Experiment.model_validate({**base, "y": {"metric": "min_over_max_at_sat"}})
+    with pytest.raises(ValidationError, match="series hash does not search"):
+        Experiment.model_validate({**base, "saturate": ["starcache"],
+                                   "y": {"metric": "min_over_max_at_sat"}})
+    check = {"claim": "c", "left": {"series": "hash", "x": 0.99,
+                                    "metric": "min_over_max_at_sat"},
+             "op": ">=", "right": {"value": 0.8}}
+    with pytest.raises(ValidationError, match="check 'c': 'min_over_max_at_sat'.*hash"):
+        Experiment.model_validate({**base, "saturate": ["starcache"], "checks": [check]})
 
 
 def test_unanswered_requests_are_not_sustainable() -> None:

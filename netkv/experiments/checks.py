@@ -18,8 +18,8 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
-from netkv.experiments.spec import (DISPLAY, Check, Experiment, RecoveryCheck, Ref,
-                                   ThroughputCheck, TimelineCheck, shown)
+from netkv.experiments.spec import (Check, Experiment, RecoveryCheck, Ref, RunCheck,
+                                   ThroughputCheck, TimelineCheck, display, shown)
 
 
 VERDICTS = ("holds", "differs", "FAIL")
@@ -63,6 +63,8 @@ NONE_MET = "none met"
 
 def _cell(table: pl.DataFrame, series: str, x: object, metric: str) -> float | str:
     """A cell's value; "missing" (not run) or "none met" (no load passed)."""
+    if table.is_empty() or metric not in table.columns:
+        return "missing"
     rows = table.filter((pl.col("series") == series) & (pl.col("x") == str(x)))
     if rows.is_empty():
         return "missing"
@@ -98,7 +100,7 @@ def _show(value: float, metric: str) -> str:
     """A stored value (rps, ns) as people read it (Mreq/s, us)."""
     if math.isinf(value) and value > 0:
         return "unbounded"
-    unit = DISPLAY.get(metric, (1.0, ""))[1]
+    unit = display(metric)[1]
     return _fmt(shown(metric, value)) + (f" {unit}" if unit and math.isfinite(value) else "")
 
 
@@ -317,6 +319,8 @@ def evaluate_timeline(check: TimelineCheck, results: pl.DataFrame, timeline: pl.
     assert exp.timeline is not None
     if isinstance(check, ThroughputCheck):
         return evaluate_throughput(check, timeline, exp)
+    if isinstance(check, RunCheck):
+        return evaluate_run(check, results, exp)
     warmup = exp.timeline.warmup_s
     xs = list(exp.x.values) if check.x == "all" else [check.x]
     parts, ok, measurable, used, worst = [], True, True, 0, 0.0
@@ -409,6 +413,33 @@ def evaluate_throughput(check: ThroughputCheck, timeline: pl.DataFrame,
                      f"[{check.window_s[0]:g}, {check.window_s[1]:g}) s = {_fmt(ratio)} x "
                      f"the {_fmt(ref)} of [{check.reference_s[0]:g}, {check.reference_s[1]:g}) s "
                      f"({check.op} {check.fraction:g} x; {n + m} windows)")
+    by = f"misses the bound by {_fmt(worst)} x" if measurable and not ok and worst else ""
+    return CheckResult(check.claim, check.paper, "; ".join(parts), ok, used,
+                       verdict(ok, measurable, check.differs), check.differs, by)
+
+
+def evaluate_run(check: RunCheck, results: pl.DataFrame, exp: Experiment) -> CheckResult:
+    """A ``run`` check: a value of each x's long run against a constant. A
+    missing run or value (NaN) fails it."""
+    xs = list(exp.x.values) if check.x == "all" else [check.x]
+    parts, ok, measurable, used, worst = [], True, True, 0, 0.0
+    scale, unit = display(check.metric)
+    for x in xs:
+        label = f"{check.series}@{x}"
+        value = _cell(results, check.series, x, check.metric)
+        value = value if isinstance(value, float) else math.nan
+        if math.isnan(value):
+            ok = measurable = False
+            parts.append(f"{label}: {check.metric} missing")
+            continue
+        used += 1
+        good = value >= check.value if check.op == ">=" else value <= check.value
+        ok &= good
+        if not good:
+            worst = max(worst, value / check.value if check.op == "<=" and check.value else
+                        check.value / value if value else math.inf)
+        parts.append(f"{label}: {check.metric} {_fmt(value * scale)}{unit and ' ' + unit} "
+                     f"({check.op} {_fmt(check.value * scale)})")
     by = f"misses the bound by {_fmt(worst)} x" if measurable and not ok and worst else ""
     return CheckResult(check.claim, check.paper, "; ".join(parts), ok, used,
                        verdict(ok, measurable, check.differs), check.differs, by)

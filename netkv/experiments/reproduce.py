@@ -27,7 +27,7 @@ from netkv.config.compose import load
 from netkv.experiments.pool import Pool
 from netkv.experiments.checks import (CheckResult, differs_text, evaluate, print_checks,
                                       summarize_verdicts)
-from netkv.experiments.spec import LOAD_X, Experiment, shown
+from netkv.experiments.spec import AT_SAT, LOAD_X, Experiment, at_sat, shown
 from netkv.results.atomic import write_parquet, write_text
 from netkv.experiments.saturation import saturation_rps
 from netkv.results.columns import knob_columns
@@ -143,15 +143,21 @@ def run_cell(cell: Cell, out_dir: str, load_rps: float | None = None,
                    sat_tput_rps=b.get("sat_tput_rps", math.nan),
                    sat_bottleneck=b.get("sat_bottleneck") or "",
                    achieved_rps=b["achieved_rps"],
-                   **{c: _scalar(b.get(c)) for c in columns})
+                   **{c: scalar(b.get(c)) for c in columns})
         if saturate and load_rps is None:
-            sat, probes = saturation_rps(cfg, Path(out_dir), argv, float(b["offered_rps"]),
-                                         _scalar(b.get("sat_tput_rps")), cache)
-            row.update(sat_fluid_rps=row["sat_tput_rps"], sat_tput_rps=sat, sat_probes=probes)
+            sat = saturation_rps(cfg, Path(out_dir), argv, float(b["offered_rps"]),
+                                 scalar(b.get("sat_tput_rps")), cache)
+            # no probe sustainable: the floor, the best point, is the saturated one
+            there = b if sat.row is None else sat.row
+            row.update(sat_fluid_rps=row["sat_tput_rps"], sat_tput_rps=sat.rps,
+                       sat_probes=sat.probes,
+                       **{at_sat(m): scalar(there.get(m)) for m in (*AT_SAT, *columns)})
+    if saturate and load_rps is None and not row["met"]:
+        row.update(sat_probes=0, **{at_sat(m): math.nan for m in (*AT_SAT, *columns)})
     return row
 
 
-def _scalar(value: Any) -> float:
+def scalar(value: Any) -> float:
     """A point column as a cell value (missing: NaN, a check touching it fails)."""
     try:
         return float(value)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import math
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from rich.console import Console
 
@@ -25,6 +26,14 @@ from netkv.config.schema import RunConfig
 from netkv.sim.workload_cache import WorkloadCache
 
 MAX_PROBES = 5
+
+
+class Saturation(NamedTuple):
+    rps: float                    # the largest sustainable offered load found
+    probes: int                   # points measured
+    # the point row measured at ``rps`` (None: no probe was sustainable, so
+    # ``rps`` is the floor, whose row the caller has)
+    row: dict[str, Any] | None
 
 
 def sustainable(offered_rps: float, sat_rps: float, completion: float,
@@ -36,34 +45,38 @@ def sustainable(offered_rps: float, sat_rps: float, completion: float,
 
 
 def saturation_rps(cfg: RunConfig, out_dir: Path, argv: list[str], floor_rps: float,
-                   bound_rps: float, workloads: WorkloadCache | None = None
-                   ) -> tuple[float, int]:
+                   bound_rps: float, workloads: WorkloadCache | None = None) -> Saturation:
     """The largest sustainable offered load between ``floor_rps`` (a load
     known sustainable: the SLO search's best) and ``bound_rps`` (its fluid
-    bound), and how many points it measured (each under out_dir/sat-<i>;
-    ``workloads``: the cell's, so a probe builds no workload again)."""
+    bound), how many points it measured (each under out_dir/sat-<i>;
+    ``workloads``: the cell's, so a probe builds no workload again) and the
+    point measured there."""
     from netkv.runner import execute_at
 
-    def probe(load_rps: float, i: int) -> tuple[bool, float]:
+    def probe(load_rps: float, i: int) -> tuple[bool, float, dict[str, Any]]:
         points = execute_at(cfg, out_dir / f"sat-{i}", argv, Console(file=io.StringIO()),
                             load_rps, math.inf, workloads=workloads)
         row = points.row(0, named=True)
         sat = float(row.get("sat_tput_rps") or math.nan)
         return sustainable(load_rps, sat, float(row["completion"]), cfg.slo.min_completion,
-                           cfg.slo.precision), sat
+                           cfg.slo.precision), sat, row
 
     if not (bound_rps > floor_rps > 0.0):
-        return floor_rps, 0
-    ok, sat = probe(bound_rps, 0)
+        return Saturation(floor_rps, 0, None)
+    ok, sat, row = probe(bound_rps, 0)
     if ok:
-        return bound_rps, 1
+        return Saturation(bound_rps, 1, row)
     lo, hi, n = floor_rps, bound_rps, 1
+    at_lo: dict[str, Any] | None = None
     # first guess: the bound of the failed point's own (worse) mix, when it
     # lies inside; then halve the bracket
     guess = sat if lo < sat < hi else 0.5 * (lo + hi)
     while n < MAX_PROBES and hi - lo > cfg.slo.precision * hi:
-        ok, _ = probe(guess, n)
-        lo, hi = (guess, hi) if ok else (lo, guess)
+        ok, _, row = probe(guess, n)
+        if ok:
+            lo, at_lo = guess, row
+        else:
+            hi = guess
         guess = 0.5 * (lo + hi)
         n += 1
-    return lo, n
+    return Saturation(lo, n, at_lo)

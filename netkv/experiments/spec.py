@@ -57,9 +57,27 @@ DISPLAY = {"max_tput_rps": (1e-6, "Mreq/s"), "p50_ns": (1e-3, "us"), "p99_ns": (
            **{f"{who}_p{q}_ns": (1e-3, "us") for who in ("server", "switch") for q in (50, 99)}}
 
 
+# A saturating series' cell also holds these, and the experiment's columns,
+# as measured at the saturation search's point (``<metric>_at_sat``): the
+# papers that report saturated throughput report balance, overflow and
+# latency from the same runs.
+AT_SAT = ("achieved_rps", "p50_ns", "p99_ns", "max_over_mean", "max_server_share",
+          "min_over_max", "imbalance")
+SAT_SUFFIX = "_at_sat"
+
+
+def at_sat(metric: str) -> str:
+    return metric + SAT_SUFFIX
+
+
+def display(metric: str) -> tuple[float, str]:
+    """A metric's scale and unit for people (a metric at saturation: its base's)."""
+    return DISPLAY.get(metric.removesuffix(SAT_SUFFIX), (1.0, ""))
+
+
 def shown(metric: str, value: float) -> float:
     """A stored value in the unit people read (Mreq/s, us)."""
-    return value * DISPLAY.get(metric, (1.0, ""))[0]
+    return value * display(metric)[0]
 
 
 class Strict(BaseModel):
@@ -178,7 +196,27 @@ class ThroughputCheck(Strict):
     differs: str = ""
 
 
-TimelineCheck = RecoveryCheck | NoViolationCheck | ThroughputCheck
+class RunCheck(Strict):
+    """``kind: run`` (timeline experiments): a value of a long run's point
+    (its served rate, latency, completion, or one of the experiment's
+    ``columns``, e.g. a controller's overflow ratio) against a constant, in
+    every x."""
+
+    kind: Literal["run"]
+    claim: str
+    paper: str = ""
+    series: str
+    x: float | int | str   # a panel, or "all"
+    metric: str
+    op: Literal[">=", "<="]
+    value: float
+    differs: str = ""
+
+
+# what a long run's row holds of its point, besides the experiment's columns
+RUN_METRICS = ("achieved_rps", "p50_ns", "p99_ns", "completion")
+
+TimelineCheck = RecoveryCheck | NoViolationCheck | ThroughputCheck | RunCheck
 
 
 def _check_kind(data: Any) -> str:
@@ -191,7 +229,8 @@ AnyCheck = Annotated[
     Annotated[Check, Tag("compare")]
     | Annotated[RecoveryCheck, Tag("recovery")]
     | Annotated[NoViolationCheck, Tag("no_violation")]
-    | Annotated[ThroughputCheck, Tag("throughput")],
+    | Annotated[ThroughputCheck, Tag("throughput")]
+    | Annotated[RunCheck, Tag("run")],
     Discriminator(_check_kind),
 ]
 
@@ -200,8 +239,11 @@ class Timeline(Strict):
     """How a ``kind: timeline`` experiment runs its cells."""
 
     # Offered load of the long run, as a fraction of the series' max
-    # throughput under SLO (found by the search run).
+    # throughput under SLO (found by the search run), or with ``saturate``
+    # of its saturated throughput (the search then goes on to saturation,
+    # netkv/experiments/saturation.py, as a grid's ``saturate``).
     load: float = Field(gt=0.0, le=2.0)
+    saturate: bool = False
     # Extra overrides of the search run, per series (e.g. a cold-start
     # protocol searched in its steady state: protocol.mode=prewarmed).
     search: dict[str, list[str]] = Field(default_factory=dict)
@@ -268,8 +310,27 @@ class Experiment(Strict):
         return self.x.key == LOAD_X or self.load_rps is not None
 
     def metrics(self) -> dict[str, str]:
-        """Every metric a plot or check may name: METRICS plus ``columns``."""
-        return {**METRICS, **self.columns}
+        """Every metric a plot or check may name: METRICS plus ``columns``,
+        and with ``saturate`` both again as measured at saturation."""
+        plain = {**METRICS, **self.columns}
+        if not self.saturate:
+            return plain
+        return {**plain, **{at_sat(m): f"{plain[m]}, at saturation"
+                            for m in (*AT_SAT, *self.columns)}}
+
+    def run_metrics(self) -> tuple[str, ...]:
+        """What a ``run`` check may name: a long run's own values."""
+        return (*RUN_METRICS, *self.columns)
+
+    def _saturated_only(self, metric: str, series: list[str | None], what: str) -> None:
+        """A metric at saturation exists only in saturating series' cells."""
+        if not metric.endswith(SAT_SUFFIX):
+            return
+        bad = [s for s in series if s is not None and not self.saturates(s)]
+        if bad:
+            raise ValueError(f"{what}: '{metric}' is measured at saturation, which series "
+                             f"{', '.join(bad)} does not search (allowed: series in "
+                             f"saturate)")
 
     @model_validator(mode="after")
     def _kind_fits(self) -> "Experiment":
@@ -287,6 +348,7 @@ class Experiment(Strict):
         if self.y.metric not in self.metrics():
             raise ValueError(f"y.metric: '{self.y.metric}' (allowed: "
                              f"{', '.join(self.metrics())})")
+        self._saturated_only(self.y.metric, list(self.series), "y.metric")
         if (self.kind == "timeline") != (self.timeline is not None):
             raise ValueError("timeline: required with kind: timeline, and only with it")
         if self.kind == "timeline" and self.slo.per_x:
@@ -306,7 +368,8 @@ class Experiment(Strict):
                     raise ValueError(f"timeline.search: series '{series}' "
                                      f"(allowed: {', '.join(self.series)})")
         for check in self.checks:
-            wanted = "compare" if self.kind == "grid" else "recovery, no_violation or throughput"
+            wanted = ("compare" if self.kind == "grid"
+                      else "recovery, no_violation, throughput or run")
             if (check.kind == "compare") != (self.kind == "grid"):
                 raise ValueError(f"check '{check.claim}': kind '{check.kind}' in a "
                                  f"{self.kind} experiment (allowed: {wanted})")
@@ -321,6 +384,9 @@ class Experiment(Strict):
                                      f"(allowed: {', '.join(self.series)})")
                 if check.x != "all" and check.x not in self.x.values:
                     raise ValueError(f"check '{check.claim}': x = {check.x} is not in x.values")
+                if isinstance(check, RunCheck) and check.metric not in self.run_metrics():
+                    raise ValueError(f"check '{check.claim}': metric '{check.metric}' "
+                                     f"(allowed: {', '.join(self.run_metrics())})")
                 continue
             for ref in (check.left, check.right):
                 if ref.value is None and ref.series not in self.series:
@@ -340,6 +406,9 @@ class Experiment(Strict):
                 if ref.metric is not None and ref.metric not in self.metrics():
                     raise ValueError(f"check '{check.claim}': metric '{ref.metric}' "
                                      f"(allowed: {', '.join(self.metrics())})")
+                if ref.value is None:
+                    self._saturated_only(ref.metric or self.y.metric, [ref.series, ref.minus],
+                                         f"check '{check.claim}'")
         return self
 
 

@@ -34,8 +34,8 @@ from netkv.experiments.pool import Pool
 from netkv.experiments.checks import (CheckResult, evaluate_timeline, ms_text, print_checks,
                                       recovery_ms, windows_over)
 from netkv.experiments.reproduce import (Cell, default_out, pin_slo, report, run_all,
-                                         run_cell, slo_markdown, write_checks, write_experiment,
-                                         write_points)
+                                         run_cell, scalar, slo_markdown, write_checks,
+                                         write_experiment, write_points)
 from netkv.experiments.spec import Check, Experiment, RecoveryCheck, Timeline
 from netkv.results.atomic import write_parquet
 from netkv.results.columns import knob_columns
@@ -76,10 +76,11 @@ def change_instants(period_s: float, duration_s: float) -> list[float]:
 
 
 def run_long(series: str, x: str, overrides: tuple[str, ...], out_dir: str,
-             offered_rps: float, slo_ns: float,
-             workloads: str | None = None) -> tuple[dict[str, Any], pl.DataFrame]:
+             offered_rps: float, slo_ns: float, workloads: str | None = None,
+             columns: tuple[str, ...] = ()) -> tuple[dict[str, Any], pl.DataFrame]:
     """One cell's long run (module-level so that joblib workers can call it);
-    ``workloads``: the figure's folder of shared workload tables."""
+    ``workloads``: the figure's folder of shared workload tables;
+    ``columns``: the point's columns the row keeps (``run`` checks)."""
     from netkv.runner import execute_at
     from netkv.sim.workload_cache import WorkloadCache
 
@@ -105,6 +106,7 @@ def run_long(series: str, x: str, overrides: tuple[str, ...], out_dir: str,
         "slo_ns": slo_ns, "p50_ns": p["p50_ns"], "p99_ns": p["p99_ns"],
         "completion": p["completion"], "duration_s": cfg.duration, "window_s": window_s,
         "period_s": dyn.period_s, "changes_s": changes,
+        **{c: scalar(p.get(c)) for c in columns},
     }
     return row, windows
 
@@ -157,25 +159,28 @@ def run_timeline(exp: Experiment, name: str, extra: list[str], out: Path, pool: 
     longs = {(s, str(x)): with_duration(run_overrides(exp, s, x, pinned), tl)
              for s in exp.series for x in exp.x.values}
     durations = {cell: load(list(o)).duration for cell, o in longs.items()}
+    of = "saturated" if tl.saturate else "max"
     console.print(f"{name}: {exp.description} ({len(searches)} searches, then {len(longs)} "
-                  f"timelines at {tl.load:g} x max, {pool.describe()}) -> {out}")
+                  f"timelines at {tl.load:g} x {of}, {pool.describe()}) -> {out}")
     started = time.monotonic()
 
-    found = run_all(run_cell, [(Cell(s, "search", o), str(out / s / "search"), None, (), shared)
-                               for s, o in searches.items()],
+    found = run_all(run_cell, [(Cell(s, "search", o), str(out / s / "search"), None, (),
+                                tl.saturate, shared) for s, o in searches.items()],
                     [f"{s} search" for s in searches], pool, console, out)
     best = {r["series"]: r for r in found}
+    base = "sat_tput_rps" if tl.saturate else "max_tput_rps"
     for s, r in best.items():
         console.print(f"  {s}: SLO {r['slo_ns'] / 1e3:.1f} us, max "
-                      f"{r['max_tput_rps'] / 1e6:.3f} Mreq/s under SLO -> runs at "
-                      f"{tl.load * r['max_tput_rps'] / 1e6:.3f} Mreq/s")
+                      f"{r['max_tput_rps'] / 1e6:.3f} Mreq/s under SLO"
+                      + (f", saturated {r['sat_tput_rps'] / 1e6:.3f}" if tl.saturate else "")
+                      + f" -> runs at {tl.load * r[base] / 1e6:.3f} Mreq/s")
 
     calls = []
     for (s, x), overrides in longs.items():
-        rate = tl.load * best[s]["max_tput_rps"]
+        rate = tl.load * best[s][base]
         if best[s]["met"] and rate > 0 and math.isfinite(best[s]["slo_ns"]):
             calls.append((s, x, overrides, str(out / s / f"{exp.x.key}={x}"), rate,
-                          best[s]["slo_ns"], shared))
+                          best[s]["slo_ns"], shared, tuple(exp.columns)))
         else:
             console.print(f"  [red]{s}: no load met the SLO in the search; {x} not run[/red]")
     calls.sort(key=lambda c: -c[4] * durations[(c[0], c[1])])  # longest first
@@ -186,7 +191,9 @@ def run_timeline(exp: Experiment, name: str, extra: list[str], out: Path, pool: 
     for row, windows in measured:
         search = best[row["series"]]
         rows.append(summarize({**row, "search_run": search["run"],
-                               "max_tput_rps": search["max_tput_rps"], "load": tl.load},
+                               "max_tput_rps": search["max_tput_rps"], "load": tl.load,
+                               "base_rps": search[base],
+                               "base": "saturated" if tl.saturate else "max under SLO"},
                               windows, tl.warmup_s))
         frames.append(windows)
     order = {(s, str(x)): i for i, (s, x) in enumerate(longs)}
@@ -218,10 +225,11 @@ def _ms_list(values: list[float]) -> str:
 def summary_rows(results: pl.DataFrame) -> list[list[str]]:
     out = []
     for r in results.iter_rows(named=True):
-        share = r["offered_rps"] / r["max_tput_rps"] if r["max_tput_rps"] else math.nan
+        share = r["offered_rps"] / r["base_rps"] if r["base_rps"] else math.nan
         out.append([
             r["series"], r["x"],
-            f"{r['offered_rps'] / 1e6:.3f} ({share:.0%} of {r['max_tput_rps'] / 1e6:.3f})",
+            f"{r['offered_rps'] / 1e6:.3f} ({share:.0%} of {r['base']} "
+            f"{r['base_rps'] / 1e6:.3f})",
             f"{r['slo_ns'] / 1e3:.1f}", f"{r['p99_ns'] / 1e3:.1f}",
             f"{r['windows_over']}/{r['windows']}",
             _ms_list([c * 1e3 for c in r["changes_s"]]),
