@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from netkv import procstat
+
 
 PCAP_RECORD_OVERHEAD = 16
 _TCPDUMP_COUNTS = re.compile(r"(\d+) packets? (captured|received by filter|dropped by kernel)")
@@ -25,11 +27,7 @@ _TCPDUMP_COUNTS = re.compile(r"(\d+) packets? (captured|received by filter|dropp
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a running process (tcpdump's cost), 0 if gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return procstat.cpu_ticks(pid) / os.sysconf("SC_CLK_TCK")
 
 
 def host_file(name: str, tag: str) -> str:

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from netkv import procstat
 from netkv.backends import programs as backend_programs
 
 STATE_ROOT = Path(os.environ.get("NETKV_MININET_STATE", "/run/netkv/mininet"))
@@ -79,10 +80,7 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     # a zombie counts as gone
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
-    except (OSError, IndexError):
-        return False
+    return procstat.alive(pid)
 
 
 def _cmdline(pid: int) -> str:

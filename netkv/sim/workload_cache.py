@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from netkv import procstat
 from netkv.config.schema import RunConfig
 from netkv.sim.engine import Workload, value_classes
 
@@ -130,17 +131,6 @@ OWNER = "owner"          # "<pid> <start time in clock ticks>" of the figure's p
 UNOWNED_GRACE_S = 60.0
 
 
-def _started(pid: int) -> int | None:
-    """Process ``pid``'s start time (clock ticks since boot; /proc/PID/stat
-    field 22), None if there is no such process: with the pid it names one
-    process, a reused pid being another."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
-
-
 def owner_alive(folder: Path) -> bool:
     """Whether the process that made figure folder ``folder`` still runs."""
     try:
@@ -152,7 +142,7 @@ def owner_alive(folder: Path) -> bool:
             return False
     except (OSError, ValueError):
         return False
-    return _started(pid) == start
+    return procstat.started(pid) == start
 
 
 def sweep_dead(root: Path, recursive: bool = False) -> list[Path]:
@@ -182,7 +172,7 @@ def figure_folder(parent: Path) -> Iterator[Path]:
     folder = Path(tempfile.mkdtemp(prefix=PREFIX, dir=parent))
     try:
         me = os.getpid()
-        (folder / OWNER).write_text(f"{me} {_started(me)}\n")
+        (folder / OWNER).write_text(f"{me} {procstat.started(me)}\n")
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
