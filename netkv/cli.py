@@ -191,9 +191,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
     from netkv.experiments.checks import exit_code
     from netkv.experiments.pool import LaunchError, Pool
+    from netkv.experiments.reproduce import default_out
     from netkv.experiments.run import reproduce
-    from netkv.runner import log_console
+    from netkv.runner import EXIT_INTERRUPTED, log_console
 
+    # chosen here, so that an interruption can name the directory to resume
+    out = Path(args.out) if args.out else default_out(args.experiment)
     try:
         if args.out is not None:
             try:
@@ -201,13 +204,17 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             except ValueError as exc:
                 raise ConfigError(f"invalid argument: --{exc}") from None
         pool = Pool(args.jobs, args.launcher, launcher_params(args.launcher_param))
-        results = reproduce(args.experiment, list(args.overrides),
-                            Path(args.out) if args.out else None, pool, log_console())
+        results = reproduce(args.experiment, list(args.overrides), out, pool, log_console())
     except (ConfigError, RunDirConflict) as exc:
         return _fail(str(exc))
     except LaunchError as exc:
         print(f"netkv: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (_terminated): as a run reports it
+        kept = (f"every finished point is kept in {out} (run the same command with "
+                f"--out {out} to resume)" if out.is_dir() else "nothing was measured")
+        print(f"netkv: interrupted: {kept}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return exit_code(results)
 
 
