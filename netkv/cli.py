@@ -356,8 +356,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser(
         "reproduce", help="rerun a paper figure, plot it and check it against the paper",
         description=("Run every cell of experiments/<paper>/<figure>.yaml, write results.parquet, "
-                     "plot.png and checks.md (paper says / we measured / pass). Exit 1 if a "
-                     "check fails. Example: `reproduce pegasus/fig7`."),
+                     "plot.png and checks.md (paper says / we measured / verdict). Exit 0 if "
+                     "every claim holds, 3 if the others are declared differences, 1 if "
+                     "a claim fails, 2 for a bad config, 130 if interrupted. Example: "
+                     "`reproduce pegasus/fig7`."),
     )
     rep.add_argument("experiment", help="experiment name, e.g. pegasus/fig7 (see `list experiment`)")
     rep.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
