@@ -83,6 +83,19 @@ def test_what_the_testbed_cannot_run_is_refused_before_the_run_directory(
     assert not out.exists()
 
 
+def test_a_controller_refusal_comes_before_the_run_directory(capsys, tmp_path):
+    """A protocol's simulator controller may refuse a config (KVSwitch across
+    racks is read-only and prewarmed): one line, exit 2, and nothing written,
+    so the same out= takes the corrected config."""
+    out = tmp_path / "run"
+    rack = ["protocol=kvswitch", "topology.kind=racks", "topology.racks=2", "servers=8",
+            "keys=1000", "duration=0.01", f"out={out}"]
+    code = main(["run", *rack, "write_ratio=0.1"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "write_ratio = 0.1" in lines[0], lines
+    assert not out.exists()
+
+
 def test_real_process_exit_code_and_single_line():
     proc = subprocess.run(
         [sys.executable, "-m", "netkv", "run", "write_ratio=2"],
