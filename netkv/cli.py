@@ -191,9 +191,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
     from netkv.experiments.checks import exit_code
     from netkv.experiments.pool import LaunchError, Pool
+    from netkv.experiments.reproduce import default_out
     from netkv.experiments.run import reproduce
-    from netkv.runner import log_console
+    from netkv.runner import EXIT_INTERRUPTED, log_console
 
+    # chosen here, so that an interruption can name the directory to resume
+    out = Path(args.out) if args.out else default_out(args.experiment)
     try:
         if args.out is not None:
             try:
@@ -201,13 +204,17 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             except ValueError as exc:
                 raise ConfigError(f"invalid argument: --{exc}") from None
         pool = Pool(args.jobs, args.launcher, launcher_params(args.launcher_param))
-        results = reproduce(args.experiment, list(args.overrides),
-                            Path(args.out) if args.out else None, pool, log_console())
+        results = reproduce(args.experiment, list(args.overrides), out, pool, log_console())
     except (ConfigError, RunDirConflict) as exc:
         return _fail(str(exc))
     except LaunchError as exc:
         print(f"netkv: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (_terminated): as a run reports it
+        kept = (f"every finished point is kept in {out} (run the same command with "
+                f"--out {out} to resume)" if out.is_dir() else "nothing was measured")
+        print(f"netkv: interrupted: {kept}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return exit_code(results)
 
 
@@ -349,8 +356,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser(
         "reproduce", help="rerun a paper figure, plot it and check it against the paper",
         description=("Run every cell of experiments/<paper>/<figure>.yaml, write results.parquet, "
-                     "plot.png and checks.md (paper says / we measured / pass). Exit 1 if a "
-                     "check fails. Example: `reproduce pegasus/fig7`."),
+                     "plot.png and checks.md (paper says / we measured / verdict). Exit 0 if "
+                     "every claim holds, 3 if the others are declared differences, 1 if "
+                     "a claim fails, 2 for a bad config, 130 if interrupted. Example: "
+                     "`reproduce pegasus/fig7`."),
     )
     rep.add_argument("experiment", help="experiment name, e.g. pegasus/fig7 (see `list experiment`)")
     rep.add_argument("overrides", nargs="*", metavar="KEY=VALUE",

@@ -106,7 +106,11 @@ def capture_files(path: Path) -> dict[str, list[Path]]:
     if (path / "capture").is_dir():
         return {d.name: sorted(d.glob("*.pcap")) for d in sorted((path / "capture").iterdir())
                 if d.is_dir()}
-    return {path.name: sorted(path.glob("*.pcap"))}
+    pcaps = sorted(path.glob("*.pcap"))
+    if not pcaps:   # e.g. a run without capture: say so rather than trace nothing
+        raise FileNotFoundError(f"{path}: no capture/ folder and no pcap (a run writes them "
+                                "with capture=true; docs/debugging.md)")
+    return {path.name: pcaps}
 
 
 def read_frames(point: str, files: list[Path], cpu_port: int = -2,

@@ -87,10 +87,15 @@ def test_limits_bound_the_files_and_are_reported(tmp_path: Path) -> None:
     assert trace(out).rows
 
 
-def test_capture_off_writes_nothing(tmp_path: Path) -> None:
+def test_capture_off_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out, _ = _run(tmp_path, "protocol=hash")
     assert not (out / "capture").exists()
     assert "capture" not in json.loads((out / "provenance.json").read_text())
+    # and trace says so in one line, exit 2, instead of an empty table and parquet
+    assert main(["trace", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "capture=true" in err, err
+    assert not (out / "trace.parquet").exists()
 
 
 def test_stale_reads_are_marked() -> None:

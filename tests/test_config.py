@@ -63,6 +63,39 @@ def test_unimplemented_protocol_on_target_is_a_config_error(capsys):
     assert code == 2 and "not implemented on target = 'testbed'" in err
 
 
+TESTBED = ["target=testbed", "inventory=netns-rack", "servers=4", "clients=2"]
+
+
+@pytest.mark.parametrize("overrides", [
+    ["capture=true"],
+    ["topology.kind=racks", "topology.racks=2"],
+    ["workload.value_size=[{size: 64, weight: 1}, {size: 128, weight: 1}]"],
+], ids=["capture", "racks", "value-size-mix"])
+def test_what_the_testbed_cannot_run_is_refused_before_the_run_directory(
+        overrides, capsys, tmp_path):
+    """Refused before anything is written (no rack needed: the checks are the
+    config's), so the same out= takes the corrected config afterwards."""
+    out = tmp_path / "run"
+    code = main(["run", *TESTBED, *overrides, f"out={out}"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, lines
+    assert "testbed" in lines[0] or "capture" in lines[0], lines[0]
+    assert not out.exists()
+
+
+def test_a_controller_refusal_comes_before_the_run_directory(capsys, tmp_path):
+    """A protocol's simulator controller may refuse a config (KVSwitch across
+    racks is read-only and prewarmed): one line, exit 2, and nothing written,
+    so the same out= takes the corrected config."""
+    out = tmp_path / "run"
+    rack = ["protocol=kvswitch", "topology.kind=racks", "topology.racks=2", "servers=8",
+            "keys=1000", "duration=0.01", f"out={out}"]
+    code = main(["run", *rack, "write_ratio=0.1"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "write_ratio = 0.1" in lines[0], lines
+    assert not out.exists()
+
+
 def test_real_process_exit_code_and_single_line():
     proc = subprocess.run(
         [sys.executable, "-m", "netkv", "run", "write_ratio=2"],

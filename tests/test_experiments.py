@@ -630,3 +630,27 @@ def test_an_unbounded_value_orders_against_a_finite_one():
     nan = P99.with_columns(pl.lit(float("nan")).alias("max_tput_rps"))
     missing = evaluate(exp.checks[4], nan, exp)
     assert not missing.passed and missing.verdict == "FAIL" and "missing" in missing.measured
+
+
+def test_an_interrupted_reproduce_is_one_line_naming_where_to_resume(tmp_path, monkeypatch,
+                                                                     capsys):
+    """Ctrl-C or SIGTERM (`timeout`, a batch scheduler) during `reproduce`:
+    one line naming the experiment directory to resume with --out, exit 130,
+    as `run` does; no traceback."""
+    import netkv.experiments.run
+    from netkv.cli import main
+
+    def interrupted(name, extra, out, jobs, console):  # noqa: ANN001, ANN202
+        out.mkdir(parents=True)   # a cell or two finished
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(netkv.experiments.run, "reproduce", interrupted)
+    out = tmp_path / "fig7"
+    assert main(["reproduce", "pegasus/fig7", "--out", str(out)]) == 130
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "interrupted" in lines[0], lines
+    assert f"--out {out}" in lines[0], lines[0]
+    monkeypatch.chdir(tmp_path)   # without --out: the default directory is named
+    assert main(["reproduce", "pegasus/fig7"]) == 130
+    line = capsys.readouterr().err.strip()
+    assert "\n" not in line and "--out runs/reproduce/pegasus-fig7/" in line, line

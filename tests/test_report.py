@@ -21,7 +21,7 @@ TINY = ["servers=4", "keys=1000", "duration=0.02", "slo.max_points=4"]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed "
                                     "(apt-get install chromium; `just system-deps` does)")
-# where the README's screenshot comes from (set to refresh docs/report.png)
+# where the README's screenshot comes from (set to refresh docs/report-fig7.png)
 SCREENSHOT = os.environ.get("NETKV_REPORT_SCREENSHOT")
 
 

@@ -364,7 +364,8 @@ class Slo(Strict):
     unloaded_fraction: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.05
     max_points: int = Field(24, ge=2, le=1000)
     # repeat=N: a load's repeats disagree when some meet the SLO and some do
-    # not, or their tails differ by more than this fraction (docs/slo.md)
+    # not, or their tails differ by more than this fraction (docs/configuration.md
+    # "Repeats")
     repeat_tolerance: Annotated[float, Field(gt=0.0, le=100.0)] = 0.5
     # targets with real packets: a point during which the hypervisor took
     # more than max_steal of the machine's CPU time is measured again, at
@@ -442,7 +443,7 @@ class RunConfig(Strict):
     seed: int = Field(ge=0, lt=1 << 63)
     duration: Annotated[float, Field(gt=0.0, le=MAX_DURATION_S)]
     keys: int = Field(ge=1, le=MAX_KEYS)
-    repeat: int = Field(1, ge=1, le=100)   # measurements per load point (medians, interval)
+    repeat: int = Field(1, ge=1, le=100)   # independent load searches (median max, interval)
     record_history: bool = False
     capture: bool = False
     capture_limits: CaptureLimits = CaptureLimits()

@@ -48,6 +48,9 @@ def check_config(cfg: RunConfig) -> None:
     if cfg.topology.kind == "racks" and cfg.target.faults.switch_outages:
         raise SimError("target.faults.switch_outages with topology.kind=racks: not modelled "
                        "(allowed: [])")
+    # the protocol's controller factory refuses what its controller cannot run
+    # (KVSwitch across racks); building it is cheap: the work waits for an engine
+    lookup(cfg.protocol.name).sim_controller(cfg)
     if cfg.workload.kind == "trace" and cfg.workload.trace:
         keys, _ = read_trace(cfg.workload.trace)
         if len(keys) and int(keys.max()) >= cfg.workload.keys:

@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from netkv.backends import backend_class
+from netkv.config.schema import RunConfig
 from netkv.native import NativeBuildMissing, program_path
 from netkv.targets.base import TargetUnavailable
 from netkv.testbed import stacks
 from netkv.testbed.inventory import Host
 from netkv.testbed.ssh import Ssh
 from netkv.targets.mininet import MininetTarget
+from netkv.targets.mininet import check_config as check_rack_config
 
 STATE_ROOT = Path(os.environ.get("NETKV_TESTBED_STATE", "/run/netkv/testbed"))
 
@@ -48,6 +50,17 @@ class LocalState:
         return cls(folder.name, folder)
 
 
+def check_config(cfg: RunConfig) -> None:
+    """Refuse, before the run directory is written (runner.check_supported),
+    what the testbed cannot run: the Mininet rack's limits (one switch,
+    kvclient's workloads) and capture; environment checks (key files, SSH,
+    the hosts) wait for the target."""
+    check_rack_config(cfg, TestbedTarget.name, TestbedTarget.applies_faults)
+    if cfg.capture:
+        raise TargetUnavailable("capture=true is not implemented on target=testbed yet "
+                                "(sim and mininet capture)")
+
+
 class TestbedTarget(MininetTarget):
     """One rack of the inventory's hosts, reached over SSH."""
 
@@ -63,9 +76,7 @@ class TestbedTarget(MininetTarget):
                                     f"loop port on the switch: inventory {inv.name!r} host "
                                     f"{switch.name!r} has no loop (two interfaces wired to "
                                     "each other, e.g. loop: [lp0, lp1])")
-        if getattr(self.cfg, "capture", False):
-            raise TargetUnavailable("capture=true is not implemented on target=testbed yet "
-                                    "(sim and mininet capture)")
+        check_config(self.cfg)   # as runner.check_supported did, for a target built directly
         if shutil.which("ssh") is None:
             raise TargetUnavailable("target=testbed needs OpenSSH's client: "
                                     "apt-get install openssh-client")
