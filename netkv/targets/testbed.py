@@ -82,7 +82,10 @@ class TestbedTarget(MininetTarget):
                                     "apt-get install openssh-client")
         missing = sorted({h.key for h in self.cfg.inventory.hosts if not os.path.exists(h.key)})
         if missing:
-            raise TargetUnavailable(f"target=testbed: key file {missing[0]} not found "
+            # every one, so that a test or a user fixing one is not sent back
+            # for the next
+            raise TargetUnavailable(f"target=testbed: key file{'s' if len(missing) > 1 else ''}"
+                                    f" {', '.join(missing)} not found "
                                     f"(inventory {self.cfg.inventory.name!r})")
         used = (inv.with_role("server")[: self.cfg.topology.servers]
                 + inv.with_role("client")[: self.cfg.topology.clients]
