@@ -367,8 +367,9 @@ def finish(run_dir: RunDir, outcome: SearchOutcome, order: list[str], cfg: RunCo
            console: Console, key_of: dict[tuple[int, float], str],
            references: Sequence[PointResult] = ()) -> pl.DataFrame:
     """The run-level tables: each measurement's own verdict, the best one;
-    with repeats also each row's repeat (search) index, its load's verdict
-    over the searches that measured it, whether they agree and the maximum's
+    with repeats also each row's search index (repeat_index; the knob keeps
+    its own column, repeat), its load's verdict over the searches that
+    measured it, whether they agree and the maximum's
     confidence interval."""
     met: dict[str, bool] = {}
     extra: dict[str, dict[str, Any]] = {}
@@ -382,7 +383,7 @@ def finish(run_dir: RunDir, outcome: SearchOutcome, order: list[str], cfg: RunCo
             met[key] = load.passed[j] if load.passed else load.slo_met
             bound_of[key] = outcome.bound(rid)
             if cfg.repeat > 1:
-                extra[key] = {"repeat": rid, "load_slo_met": load.slo_met,
+                extra[key] = {"repeat_index": rid, "load_slo_met": load.slo_met,
                               "repeats_agree": load.agree, "max_tput_lo_rps": lo,
                               "max_tput_hi_rps": hi, "ci_level": level}
     found = outcome.best_repeat()

@@ -210,3 +210,20 @@ def test_every_protocol_bounds_its_ring_as_the_simulator_does() -> None:
             load([f"protocol={name}", f"protocol.virtual_nodes={MAX_VNODES + 1}"])
         checked += 1
     assert checked >= 4
+
+
+@pytest.mark.parametrize("overrides, message", [
+    # a field validator's message gains the key it is about
+    (["protocol=netlr", "protocol.slots=1000"],
+     "invalid config: protocol.slots = 1000: not a power of two"),
+    # a model validator's names its fields itself
+    (["protocol=starcache", "protocol.keys=1024", "protocol.slots=256"],
+     "invalid config: protocol.keys x protocol.slots = 262144"),
+    (["protocol=starcache", "protocol.keys=16", "protocol.cache_size=32"],
+     "invalid config: protocol.cache_size 32 > protocol.keys 16"),
+])
+def test_a_protocol_setting_error_names_its_key(overrides: list[str], message: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", *overrides]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"netkv: {message}") and "\n" not in err, err

@@ -128,7 +128,8 @@ def test_a_simulated_run_with_repeats_writes_every_measurement(tmp_path: Path) -
     points = execute(cfg, tmp_path, [], console)
     text = console.export_text()
     measured = points.filter(pl.col("phase") != "reference")
-    assert measured.height % 5 == 0 and set(measured["repeat"].to_list()) == set(range(5))
+    assert measured.height % 5 == 0 and set(measured["repeat_index"].to_list()) == set(range(5))
+    assert set(measured["repeat"].to_list()) == {5}  # the knob keeps its column
     # a load's rows carry one verdict: the median over the searches that measured it
     per_load = measured.group_by("offered_rps").agg(pl.len().alias("n"),
                                                    pl.col("load_slo_met").n_unique().alias("v"))
@@ -144,7 +145,7 @@ def test_a_simulated_run_with_repeats_writes_every_measurement(tmp_path: Path) -
     assert ref.height == 5
     for i in range(5):
         own = points.filter(pl.col("point") == ("reference" if i == 0 else f"reference-{i}"))
-        rows = measured.filter(pl.col("repeat") == i)
+        rows = measured.filter(pl.col("repeat_index") == i)
         assert rows["slo_ns"].to_list() == pytest.approx([5 * own["p50_ns"][0]] * rows.height)
         # measured just before its search: after the previous search's points
         first = points["point"].to_list().index(rows["point"][0])

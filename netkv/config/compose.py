@@ -146,6 +146,10 @@ def describe_validation_error(exc: ValidationError, data: dict[str, Any]) -> str
     ctx = {k: v for k, v in (err.get("ctx") or {}).items()}
     if err["type"] == "value_error":
         msg = str(ctx.get("error", err["msg"]))
+        # a field validator's message says what is wrong, not where: name the
+        # key (a model validator's names its fields itself)
+        if loc and not isinstance(err.get("input"), dict) and not msg.startswith(key):
+            return f"invalid config: {key} = {err.get('input')!r}: {msg}"
         return f"invalid config: {msg}"
     if err["type"] == "extra_forbidden":
         parent = _lookup(data, loc[:-1])

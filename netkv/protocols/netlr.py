@@ -80,7 +80,7 @@ class NetLRProtocol(ProtocolBase):
     @classmethod
     def _power_of_two(cls, v: int) -> int:
         if v & (v - 1):
-            raise ValueError(f"slots must be a power of two (got {v})")
+            raise ValueError("not a power of two (allowed: 1, 2, 4, ... up to 2^20)")
         return v
 
     @property

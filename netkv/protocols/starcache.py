@@ -127,10 +127,11 @@ class StarCacheProtocol(ProtocolBase):
     @model_validator(mode="after")
     def _fits(self) -> "StarCacheProtocol":
         if self.keys * self.slots > SC_MAX_SLOTS_TOTAL:
-            raise ValueError(f"keys x slots = {self.keys * self.slots}: the request table "
-                             f"holds at most {SC_MAX_SLOTS_TOTAL} slots")
+            raise ValueError(f"protocol.keys x protocol.slots = {self.keys * self.slots}: the "
+                             f"request table holds at most {SC_MAX_SLOTS_TOTAL} slots")
         if self.cache_size > self.keys:
-            raise ValueError(f"cache_size {self.cache_size} > keys {self.keys}: "
+            raise ValueError(f"protocol.cache_size {self.cache_size} > protocol.keys "
+                             f"{self.keys}: "
                              "each cached key needs a CacheIdx")
         if self.resize and not self.min_size <= self.max_size <= self.keys:
             raise ValueError(f"min_size {self.min_size} <= max_size {self.max_size} <= keys "
