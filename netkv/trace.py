@@ -104,13 +104,14 @@ def capture_files(path: Path) -> dict[str, list[Path]]:
     if path.is_file():
         return {path.stem: [path]}
     if (path / "capture").is_dir():
-        return {d.name: sorted(d.glob("*.pcap")) for d in sorted((path / "capture").iterdir())
-                if d.is_dir()}
-    pcaps = sorted(path.glob("*.pcap"))
-    if not pcaps:   # e.g. a run without capture: say so rather than trace nothing
-        raise FileNotFoundError(f"{path}: no capture/ folder and no pcap (a run writes them "
-                                "with capture=true; docs/debugging.md)")
-    return {path.name: pcaps}
+        found = {d.name: sorted(d.glob("*.pcap")) for d in sorted((path / "capture").iterdir())
+                 if d.is_dir()}
+    else:
+        found = {path.name: sorted(path.glob("*.pcap"))}
+    if not any(found.values()):  # a run without capture, or one stopped before any point
+        raise FileNotFoundError(f"{path}: no pcap in it or its capture/ folder (a run writes "
+                                "them with capture=true; docs/debugging.md)")
+    return found
 
 
 def read_frames(point: str, files: list[Path], cpu_port: int = -2,

@@ -96,6 +96,11 @@ def test_capture_off_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixtur
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "capture=true" in err, err
     assert not (out / "trace.parquet").exists()
+    # a capture/ folder with no pcap yet (a run stopped before its first point)
+    (out / "capture" / "p0").mkdir(parents=True)
+    assert main(["trace", str(out)]) == 2
+    assert "capture=true" in capsys.readouterr().err
+    assert not (out / "trace.parquet").exists()
 
 
 def test_stale_reads_are_marked() -> None:

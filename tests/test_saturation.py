@@ -100,7 +100,10 @@ def test_metrics_at_saturation_only_where_a_series_saturates() -> None:
             "columns": {"overflow_ratio": "overflow"}}
     exp = Experiment.model_validate({**base, "saturate": True,
                                      "y": {"metric": "overflow_ratio_at_sat"}})
-    assert exp.metrics()["min_over_max_at_sat"].endswith("at saturation")
+    assert exp.metrics()["min_over_max_at_sat"] == ("balancing efficiency: least / most "
+                                                    "loaded server, at saturation")
+    with pytest.raises(ValidationError, match="columns: x_at_sat \\(allowed: names not"):
+        Experiment.model_validate({**base, "columns": {"x_at_sat": "x"}})
     with pytest.raises(ValidationError, match="y.metric: 'min_over_max_at_sat'"):
         Experiment.model_validate({**base, "y": {"metric": "min_over_max_at_sat"}})
     with pytest.raises(ValidationError, match="series hash does not search"):

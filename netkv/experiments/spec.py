@@ -315,8 +315,9 @@ class Experiment(Strict):
         plain = {**METRICS, **self.columns}
         if not self.saturate:
             return plain
-        return {**plain, **{at_sat(m): f"{plain[m]}, at saturation"
-                            for m in (*AT_SAT, *self.columns)}}
+        # "at max throughput" (the SLO's best point) would contradict it
+        return {**plain, **{at_sat(m): plain[m].replace(" at max throughput", "")
+                            + ", at saturation" for m in (*AT_SAT, *self.columns)}}
 
     def run_metrics(self) -> tuple[str, ...]:
         """What a ``run`` check may name: a long run's own values."""
@@ -349,6 +350,10 @@ class Experiment(Strict):
             raise ValueError(f"y.metric: '{self.y.metric}' (allowed: "
                              f"{', '.join(self.metrics())})")
         self._saturated_only(self.y.metric, list(self.series), "y.metric")
+        clash = [c for c in self.columns if c.endswith(SAT_SUFFIX)]
+        if clash:  # the suffix names the values measured at saturation
+            raise ValueError(f"columns: {', '.join(clash)} (allowed: names not ending in "
+                             f"{SAT_SUFFIX})")
         if (self.kind == "timeline") != (self.timeline is not None):
             raise ValueError("timeline: required with kind: timeline, and only with it")
         if self.kind == "timeline" and self.slo.per_x:
