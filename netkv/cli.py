@@ -119,7 +119,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.cfg:
             if args.cfg != "job":
                 return _fail(f"--cfg {args.cfg!r} is not supported (allowed: job)")
+            from netkv.runner import check_combination
+
             cfg = validate(to_container(compose_raw(overrides)))
+            check_combination(cfg)  # what run would refuse of the config itself
             print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), end="")
             return 0
         validate_all(overrides, args.multirun)

@@ -57,8 +57,18 @@ class UnsupportedCombination(ConfigError):
 
 
 def check_supported(cfg: RunConfig) -> None:
-    """Refuse, in one line, a run that cannot start here."""
+    """Refuse, in one line, a run that cannot start here: the config
+    (check_combination), then this machine (fresh binaries, the switch
+    back-end's tools)."""
     provenance.check_fresh()  # binaries older than their C sources would run the old code
+    check_combination(cfg)
+    backend_class(cfg.target.switch).preflight(cfg, protocol_plugin(cfg.protocol.name))
+
+
+def check_combination(cfg: RunConfig) -> None:
+    """Refuse, in one line, what no machine could run: a protocol the target
+    does not implement, hostile traffic the protocol has none of, and what
+    the placement cannot run (its check_config); ``run --cfg job`` too."""
     info = protocol_plugin(cfg.protocol.name)
     if cfg.target.name not in info.targets or cfg.target.name not in PLACEMENTS:
         ready = ", ".join(implemented_on(cfg.target.name)) or "none"
@@ -77,7 +87,6 @@ def check_supported(cfg: RunConfig) -> None:
                 f"invalid config: topology.hostile_clients = {cfg.topology.hostile_clients}: "
                 f"protocol {cfg.protocol.name} has no hostile traffic (allowed: 0; "
                 f"docs/security.md)")
-    backend_class(cfg.target.switch).preflight(cfg, info)
     placement = importlib.import_module(PLACEMENTS[cfg.target.name].partition(":")[0])
     check = getattr(placement, "check_config", None)
     if check is not None:  # what the placement cannot run, before anything is written

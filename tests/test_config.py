@@ -121,6 +121,21 @@ def test_cfg_job_prints_resolved_config(capsys):
     assert "alpha: 1.1" in out and "name: pegasus" in out and "${" not in out
 
 
+@pytest.mark.parametrize("overrides, message", [
+    (["target=mininet", "workload.value_size=[{size:64,weight:1},{size:128,weight:1}]"],
+     "kvclient supports zipf/uniform/ycsb workloads with one fixed value_size"),
+    (["protocol=kvswitch", "topology.kind=racks", "topology.racks=2", "write_ratio=0.1"],
+     "pushes across racks are not modelled"),
+])
+def test_cfg_job_refuses_what_run_would(overrides: list[str], message: str,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """--cfg job checks the config against its target as run does (the
+    placement's limits), not only the schema; it printed these before."""
+    assert main(["run", "--cfg", "job", *overrides]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and captured.out == "", captured
+
+
 def test_pegasus_default_replicated_keys_is_n_log_n():
     cfg = load(["protocol=pegasus", "servers=16"])
     from netkv.protocols.pegasus import replicated_keys
