@@ -133,6 +133,8 @@ def run_cell(cell: Cell, out_dir: str, load_rps: float | None = None,
                    imbalance=math.nan, sat_tput_rps=math.nan, sat_bottleneck="",
                    achieved_rps=math.nan,
                    **{c: math.nan for c in columns})
+        if saturate and load_rps is None:  # nothing at saturation either
+            row.update(sat_probes=0, **{at_sat(m): math.nan for m in (*AT_SAT, *columns)})
     else:
         b = best.row(0, named=True)
         row.update(met=True, max_tput_rps=b["achieved_rps"], p50_ns=b["p50_ns"],
@@ -152,8 +154,6 @@ def run_cell(cell: Cell, out_dir: str, load_rps: float | None = None,
             row.update(sat_fluid_rps=row["sat_tput_rps"], sat_tput_rps=sat.rps,
                        sat_probes=sat.probes,
                        **{at_sat(m): scalar(there.get(m)) for m in (*AT_SAT, *columns)})
-    if saturate and load_rps is None and not row["met"]:
-        row.update(sat_probes=0, **{at_sat(m): math.nan for m in (*AT_SAT, *columns)})
     return row
 
 

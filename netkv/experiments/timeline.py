@@ -159,7 +159,9 @@ def run_timeline(exp: Experiment, name: str, extra: list[str], out: Path, pool: 
     longs = {(s, str(x)): with_duration(run_overrides(exp, s, x, pinned), tl)
              for s in exp.series for x in exp.x.values}
     durations = {cell: load(list(o)).duration for cell, o in longs.items()}
-    of = "saturated" if tl.saturate else "max"
+    # what the long runs' load is a fraction of: its column, and its name
+    base, of = (("sat_tput_rps", "saturated") if tl.saturate
+                else ("max_tput_rps", "max under SLO"))
     console.print(f"{name}: {exp.description} ({len(searches)} searches, then {len(longs)} "
                   f"timelines at {tl.load:g} x {of}, {pool.describe()}) -> {out}")
     started = time.monotonic()
@@ -168,7 +170,6 @@ def run_timeline(exp: Experiment, name: str, extra: list[str], out: Path, pool: 
                                 tl.saturate, shared) for s, o in searches.items()],
                     [f"{s} search" for s in searches], pool, console, out)
     best = {r["series"]: r for r in found}
-    base = "sat_tput_rps" if tl.saturate else "max_tput_rps"
     for s, r in best.items():
         console.print(f"  {s}: SLO {r['slo_ns'] / 1e3:.1f} us, max "
                       f"{r['max_tput_rps'] / 1e6:.3f} Mreq/s under SLO"
@@ -192,8 +193,7 @@ def run_timeline(exp: Experiment, name: str, extra: list[str], out: Path, pool: 
         search = best[row["series"]]
         rows.append(summarize({**row, "search_run": search["run"],
                                "max_tput_rps": search["max_tput_rps"], "load": tl.load,
-                               "base_rps": search[base],
-                               "base": "saturated" if tl.saturate else "max under SLO"},
+                               "base_rps": search[base], "base": of},
                               windows, tl.warmup_s))
         frames.append(windows)
     order = {(s, str(x)): i for i, (s, x) in enumerate(longs)}
