@@ -7,6 +7,7 @@ The command name (field 2) is in parentheses and may itself hold spaces and
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 PROC = Path("/proc")
@@ -40,3 +41,27 @@ def cpu_ticks(pid: int, proc: Path = PROC) -> int:
     """User + system CPU time in clock ticks, 0 if the process is gone."""
     f = fields(pid, proc)
     return int(f[UTIME]) + int(f[STIME]) if f and len(f) > STIME else 0
+
+
+def owner_record(pid: int | None = None, proc: Path = PROC) -> str:
+    """``"<pid> <start time>"`` of ``pid`` (this process by default): what a
+    folder's owner file holds, naming one process even after its pid is
+    reused."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid} {started(pid, proc)}"
+
+
+def owner_running(record: str, proc: Path = PROC) -> bool:
+    """Whether the process an ``owner_record`` names still runs (not a
+    zombie, and the same start time: a reused pid is another process). A
+    record of the pid alone (written by netkv before 2026-11-29) is judged by
+    the pid. ValueError if ``record`` is not one."""
+    words = record.split()
+    if len(words) not in (1, 2):
+        raise ValueError(f"not an owner record: {record!r}")
+    pid = int(words[0])
+    if pid <= 0:
+        raise ValueError(f"not an owner record: {record!r}")
+    if not alive(pid, proc):
+        return False
+    return len(words) == 1 or started(pid, proc) == int(words[1])

@@ -2,7 +2,7 @@
 
 Every run gets a short tag (``nk`` + 3 base-36 characters) that prefixes all
 its node and interface names, and a state folder ``STATE_ROOT/<tag>/`` with
-``state.json``: the owner's pid, and every pid the run started (Mininet's
+``state.json``: the owner's pid and start time, and every pid the run started (Mininet's
 node shells, netkv-switch or BMv2's simple_switch_grpc, kvservers,
 kvclients; a switch carries the tag in its command line through its
 interface names: ``--port nkab1sw-eth1``, ``-i 0@nkab1sw-eth1``).
@@ -64,7 +64,10 @@ class RunState:
 
     def save(self) -> None:
         tmp = self.folder / "state.json.tmp"
-        tmp.write_text(json.dumps({"tag": self.tag, "owner": self.owner, "pids": self.pids}))
+        # the owner's start time with its pid: a reused pid is another process
+        tmp.write_text(json.dumps({"tag": self.tag, "owner": self.owner,
+                                   "owner_start": procstat.started(self.owner),
+                                   "pids": self.pids}))
         tmp.replace(self.folder / "state.json")
 
     def add_pid(self, pid: int) -> None:
@@ -72,15 +75,11 @@ class RunState:
         self.save()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie counts as gone
-    return procstat.alive(pid)
+def _alive(pid: int, start: int | None = None) -> bool:
+    """Whether run owner ``pid`` still runs: a zombie counts as gone, and so
+    does a process with another start time (a reused pid); a state file
+    without the start time (netkv before 2026-11-29) is judged by the pid."""
+    return procstat.owner_running(f"{pid} {start}" if start is not None else str(pid))
 
 
 def _cmdline(pid: int) -> str:
@@ -175,10 +174,11 @@ def clean(force: bool = False) -> list[str]:
         except (OSError, json.JSONDecodeError):
             state = {"owner": -1, "pids": []}
         owner = int(state.get("owner", -1))
+        start = state.get("owner_start")
         # a live owner's runs are left alone - this process' own included: a
         # run may hold two racks at once (e.g. the SLO's hash reference while
         # the protocol's rack is up), each cleans its own on close
-        if not force and owner > 0 and (owner == os.getpid() or _alive(owner)):
+        if not force and owner > 0 and (owner == os.getpid() or _alive(owner, start)):
             continue
         removed += clean_run(folder.name, [int(p) for p in state.get("pids", [])])
     return removed

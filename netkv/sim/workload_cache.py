@@ -134,7 +134,7 @@ UNOWNED_GRACE_S = 60.0
 def owner_alive(folder: Path) -> bool:
     """Whether the process that made figure folder ``folder`` still runs."""
     try:
-        pid, start = (int(f) for f in (folder / OWNER).read_text().split())
+        return procstat.owner_running((folder / OWNER).read_text())
     except FileNotFoundError:
         try:
             return time.time() - folder.stat().st_mtime < UNOWNED_GRACE_S
@@ -142,7 +142,6 @@ def owner_alive(folder: Path) -> bool:
             return False
     except (OSError, ValueError):
         return False
-    return procstat.started(pid) == start
 
 
 def sweep_dead(root: Path, recursive: bool = False) -> list[Path]:
@@ -171,8 +170,7 @@ def figure_folder(parent: Path) -> Iterator[Path]:
     sweep_dead(parent)
     folder = Path(tempfile.mkdtemp(prefix=PREFIX, dir=parent))
     try:
-        me = os.getpid()
-        (folder / OWNER).write_text(f"{me} {procstat.started(me)}\n")
+        (folder / OWNER).write_text(procstat.owner_record() + "\n")
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)

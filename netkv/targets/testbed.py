@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from netkv import procstat
 from netkv.backends import backend_class
 from netkv.config.schema import RunConfig
 from netkv.native import NativeBuildMissing, program_path
@@ -45,7 +46,7 @@ class LocalState:
         folder = Path(tempfile.mkdtemp(prefix="nk", dir=STATE_ROOT))
         # whose run it is: `netkv clean --inventory` treats the run as dead
         # once this process is gone
-        (folder / "owner").write_text(f"{os.getpid()}\n")
+        (folder / "owner").write_text(procstat.owner_record() + "\n")
         # it names the remote run folders and the run in process lists
         return cls(folder.name, folder)
 

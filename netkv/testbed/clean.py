@@ -1,6 +1,6 @@
 """``netkv clean --inventory NAME``: what a crashed testbed run left on its hosts.
 
-A run keeps a local folder (``STATE_ROOT/<tag>``, with its owner's pid)
+A run keeps a local folder (``STATE_ROOT/<tag>``, with its owner's pid and start time)
 while it lives and a run folder ``<workdir>/run-<tag>`` on every host it
 uses, with the pid of each program it started. A remote run folder whose
 local folder is gone, or whose owner is gone, belongs to a run that died
@@ -10,12 +10,12 @@ may have been reused) are killed and the folder removed.
 
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 import tempfile
 from pathlib import Path
 
+from netkv import procstat
 from netkv.testbed.inventory import Inventory
 from netkv.testbed.ssh import RemoteError, Ssh
 
@@ -23,16 +23,9 @@ from netkv.testbed.ssh import RemoteError, Ssh
 def alive(state_root: Path, tag: str) -> bool:
     """The run ``tag`` is still running here."""
     try:
-        pid = int((state_root / tag / "owner").read_text().strip())
+        return procstat.owner_running((state_root / tag / "owner").read_text())
     except (OSError, ValueError):
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def program_names() -> tuple[str, ...]:

@@ -16,7 +16,7 @@ Data addresses are the testbed target's to set per run (the rack plan).
 its own beside any other: a short token in its namespace and link names,
 its own management /24,
 keys, known_hosts and remote workdir, and its inventory written to its
-folder (``/run/netkv/netns-<token>/``, with its owner's pid). Two test
+folder (``/run/netkv/netns-<token>/``, with its owner's pid and start time). Two test
 sessions (or CI and a developer) then never share a name. ``sweep`` (run by
 ``netkv clean``) finds every such rack: one whose owner is gone is removed.
 """
@@ -35,6 +35,7 @@ import sys
 import time
 from pathlib import Path
 
+from netkv import procstat
 from netkv.testbed.inventory import Host, Inventory
 
 PREFIX = "nkt"
@@ -89,13 +90,12 @@ def ns_of(inv: Inventory, host: Host) -> str:
 
 
 def owner_alive(folder: Path) -> bool:
+    """Whether the session that made rack ``folder`` still runs (its pid and
+    start time: a reused pid is another process)."""
     try:
-        os.kill(int((folder / "owner").read_text().strip()), 0)
-    except ProcessLookupError:
-        return False
+        return procstat.owner_running((folder / "owner").read_text())
     except (OSError, ValueError):
         return not (folder / "owner").exists()   # unreadable: assume live
-    return True
 
 
 def _used_nets() -> set[int]:
@@ -144,7 +144,7 @@ def up_session(inv: Inventory) -> Inventory:
             raise
     folder = rack_dir(sess)
     (folder / "prefix").write_text(f"{SESSION_PREFIX}{token}\n")
-    (folder / "owner").write_text(f"{os.getpid()}\n")
+    (folder / "owner").write_text(procstat.owner_record() + "\n")
     (folder / "inventory.yaml").write_text(yaml.safe_dump(sess.model_dump(mode="json"),
                                                           sort_keys=False))
     return sess
