@@ -145,3 +145,25 @@ def test_saturate_names_series_of_a_searching_grid() -> None:
         Experiment.model_validate({**base, "saturate": ["starcach"]})
     with pytest.raises(ValidationError, match="saturate: measured after an SLO search"):
         Experiment.model_validate({**base, "saturate": True, "load_rps": 1e6})
+
+
+def test_a_cell_without_a_fluid_bound_is_named() -> None:
+    """A target without server capacities gives no fluid bound: the cell's
+    'saturated' throughput is its best point's, and a line says so (it did
+    not); a cell with a bound, or one where nothing met, says nothing."""
+    import io
+    import math
+
+    from rich.console import Console
+
+    from netkv.experiments.reproduce import warn_unsaturated
+
+    out = io.StringIO()
+    warn_unsaturated([
+        {"series": "a", "x": "1", "met": True, "sat_fluid_rps": math.nan},
+        {"series": "b", "x": "2", "met": True, "sat_fluid_rps": 4e6},
+        {"series": "c", "x": "3", "met": False, "sat_fluid_rps": math.nan},
+        {"series": "d", "x": "4", "met": True},   # not saturating
+    ], Console(file=out, width=200))
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("  a 1: no fluid bound"), lines

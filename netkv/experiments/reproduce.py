@@ -157,6 +157,18 @@ def run_cell(cell: Cell, out_dir: str, load_rps: float | None = None,
     return row
 
 
+def warn_unsaturated(rows: list[dict[str, Any]], console: Console) -> None:
+    """One line per saturating cell that met the SLO but had no fluid bound
+    to search up to (the target knows no server capacity: Mininet, the
+    testbed): its saturated throughput, and what is read at saturation, are
+    the SLO search's best point's, not a saturation search's."""
+    for r in rows:
+        if r.get("met") and math.isnan(r.get("sat_fluid_rps", 0.0)):
+            console.print(f"  [yellow]{r['series']} {r['x']}: no fluid bound (the target "
+                          "knows no server capacity): its saturated throughput is the SLO "
+                          "search's best load, not searched beyond it[/yellow]")
+
+
 def scalar(value: Any) -> float:
     """A point column as a cell value (missing: NaN, a check touching it fails)."""
     try:
@@ -363,6 +375,7 @@ def reproduce_sweep(exp: Experiment, name: str, extra: list[str], out: Path | No
                                    exp.saturates(c.series), shared)
                                   for c, d in zip(grid, dirs)],
                        labels, pool, console, out)
+    warn_unsaturated(rows, console)
     table = pl.DataFrame(rows, infer_schema_length=None)
     write_parquet(out / "results.parquet", table)
     write_points(out, [(c.series, str(c.x), Path(d)) for c, d in zip(grid, dirs)])

@@ -35,7 +35,7 @@ from netkv.experiments.checks import (CheckResult, evaluate_timeline, ms_text, p
                                       recovery_ms, windows_over)
 from netkv.experiments.reproduce import (Cell, default_out, pin_slo, report, run_all,
                                          run_cell, scalar, slo_markdown, write_checks,
-                                         write_experiment, write_points)
+                                         warn_unsaturated, write_experiment, write_points)
 from netkv.experiments.spec import Check, Experiment, RecoveryCheck, Timeline
 from netkv.results.atomic import write_parquet
 from netkv.results.columns import knob_columns
@@ -170,6 +170,7 @@ def run_timeline(exp: Experiment, name: str, extra: list[str], out: Path, pool: 
                                 tl.saturate, shared) for s, o in searches.items()],
                     [f"{s} search" for s in searches], pool, console, out)
     best = {r["series"]: r for r in found}
+    warn_unsaturated(found, console)
     for s, r in best.items():
         console.print(f"  {s}: SLO {r['slo_ns'] / 1e3:.1f} us, max "
                       f"{r['max_tput_rps'] / 1e6:.3f} Mreq/s under SLO"
