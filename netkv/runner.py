@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -59,10 +60,13 @@ class UnsupportedCombination(ConfigError):
 def check_supported(cfg: RunConfig) -> None:
     """Refuse, in one line, a run that cannot start here: the config
     (check_combination), then this machine (fresh binaries, the switch
-    back-end's tools)."""
+    back-end's tools, the placement's check_machine)."""
     provenance.check_fresh()  # binaries older than their C sources would run the old code
     check_combination(cfg)
     backend_class(cfg.target.switch).preflight(cfg, protocol_plugin(cfg.protocol.name))
+    check = getattr(placement_module(cfg.target.name), "check_machine", None)
+    if check is not None:  # what the placement needs of this machine (root, tools)
+        check(cfg)
 
 
 def check_combination(cfg: RunConfig) -> None:
@@ -87,10 +91,15 @@ def check_combination(cfg: RunConfig) -> None:
                 f"invalid config: topology.hostile_clients = {cfg.topology.hostile_clients}: "
                 f"protocol {cfg.protocol.name} has no hostile traffic (allowed: 0; "
                 f"docs/security.md)")
-    placement = importlib.import_module(PLACEMENTS[cfg.target.name].partition(":")[0])
-    check = getattr(placement, "check_config", None)
+    check = getattr(placement_module(cfg.target.name), "check_config", None)
     if check is not None:  # what the placement cannot run, before anything is written
         check(cfg)
+
+
+def placement_module(name: str) -> ModuleType:
+    """The module of placement ``name`` (its optional check_config and
+    check_machine)."""
+    return importlib.import_module(PLACEMENTS[name].partition(":")[0])
 
 
 def placement_class(name: str) -> type[Target]:

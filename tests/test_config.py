@@ -83,6 +83,26 @@ def test_what_the_testbed_cannot_run_is_refused_before_the_run_directory(
     assert not out.exists()
 
 
+@pytest.mark.parametrize("why", ["target=mininet needs root (network namespaces)",
+                                 "target=mininet needs mnexec: apt-get install mininet"])
+def test_a_machine_mininet_cannot_use_is_refused_before_the_run_directory(
+        why, capsys, tmp_path, monkeypatch):
+    """Not root, or no mnexec: one line, exit 2, nothing written (the run
+    directory was written before the refusal, so the same out= then held a
+    run of nothing)."""
+    from netkv.mininet import rack
+
+    def missing() -> None:
+        raise rack.MininetMissing(why)
+
+    monkeypatch.setattr(rack, "check_mininet", missing)
+    out = tmp_path / "run"
+    code = main(["run", "target=mininet", "servers=2", "clients=1", f"out={out}"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and lines == [lines[0]] and why in lines[0], lines
+    assert not out.exists()
+
+
 def test_a_controller_refusal_comes_before_the_run_directory(capsys, tmp_path):
     """A protocol's simulator controller may refuse a config (KVSwitch across
     racks is read-only and prewarmed): one line, exit 2, and nothing written,

@@ -99,6 +99,18 @@ def controller_epoch_ms(cfg: RunConfig) -> float | None:
     return None if epoch is None else max(epoch, cfg.target.min_epoch_ms)
 
 
+def check_machine(cfg: RunConfig) -> None:
+    """Refuse in one line, before the run directory is written
+    (runner.check_supported), a machine Mininet cannot run on: not root, no
+    mnexec, no mininet package."""
+    from netkv.mininet import rack
+
+    try:
+        rack.check_mininet()
+    except RuntimeError as exc:
+        raise TargetUnavailable(str(exc)) from None
+
+
 def check_config(cfg: RunConfig, target: str = "mininet", applies_faults: bool = True) -> None:
     """Refuse, before anything is written, what this placement cannot run
     (``applies_faults``: the rack kills and restarts its kvservers and its
@@ -227,12 +239,7 @@ class MininetTarget(Target):
 
     def check_placement(self) -> None:
         """Refuse in one line what this placement cannot run here."""
-        from netkv.mininet.rack import check_mininet
-
-        try:
-            check_mininet()
-        except RuntimeError as exc:
-            raise TargetUnavailable(str(exc)) from None
+        check_machine(self.cfg)
 
     def new_state(self) -> Any:
         """The run's local folder and record (``.tag``, ``.folder``, ``.pids``)."""
