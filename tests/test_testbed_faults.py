@@ -88,8 +88,8 @@ def test_netlr_switch_outage_on_the_testbed_recovers_and_stays_linearizable(
     2.4 s point at 1,500 req/s: the same checks as on Mininet (per 100 ms:
     ~0 during, back after; epoch 1 reinstalled; linearizable)."""
     out = tmp_path / "history.jsonl"
-    point, ctl, regs, _tag, lost, done_s = _outage_run(out, base=OUTAGE_RACK)
-    assert_outage_recovered(point, ctl, regs, lost, out, tmp_path, done_s)
+    point, ctl, regs, _tag, lost, done = _outage_run(out, base=OUTAGE_RACK)
+    assert_outage_recovered(point, ctl, regs, lost, out, tmp_path, done)
     assert not leftovers(rack)
 
 
