@@ -119,6 +119,10 @@ struct nk_pipeline_ops {
 	 * so the simulator may run it when the packet is sent, as for an
 	 * order_free pipeline. NULL: no packet is. */
 	int (*order_free_pkt)(const void *st, const struct nk_msg *m);
+	/* A hint, or NULL: this packet will reach process() soon (the
+	 * simulator calls it when a host sends it); warm the cache lines of
+	 * the tables process() will read for it. Changes nothing. */
+	void (*prefetch)(const void *st, const struct nk_msg *m);
 	int (*init)(void *st, const struct nk_pipeline_cfg *cfg);
 	void (*fini)(void *st);
 	void (*process)(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,

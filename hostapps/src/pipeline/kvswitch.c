@@ -560,6 +560,20 @@ static int ks_order_free_pkt(const void *st, const struct nk_msg *m)
 	       m->op != NK_KVSWITCH_OP_UPDATE_ACK;
 }
 
+/* A request's HotkeyTable slot: tag, then entry, read by ks_process (two
+ * cache misses per request on a 10,000-key table otherwise). */
+static void ks_prefetch(const void *st, const struct nk_msg *m)
+{
+	const struct kvswitch_state *s = st;
+	if (m->proto != NK_PROTO_KVSWITCH || !ks_is_request(m->op))
+		return;
+	uint64_t k0, k1;
+	nk_k128_words(m, &k0, &k1);
+	uint32_t i = nk_k128_home(&s->tab, k0, k1);
+	__builtin_prefetch(&s->tab.tag[i]);
+	__builtin_prefetch(&s->tab.e[i]);
+}
+
 const struct nk_pipeline_ops nk_pipeline_kvswitch = {
 	.name = "kvswitch",
 	.proto = NK_PROTO_KVSWITCH,
@@ -568,6 +582,7 @@ const struct nk_pipeline_ops nk_pipeline_kvswitch = {
 	.state_size = sizeof(struct kvswitch_state),
 	.never_to_cpu = 1,
 	.order_free_pkt = ks_order_free_pkt,
+	.prefetch = ks_prefetch,
 	.init = ks_init,
 	.fini = ks_fini,
 	.process = ks_process,

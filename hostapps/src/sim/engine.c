@@ -742,6 +742,8 @@ static uint64_t host_send(struct nk_sim *s, uint32_t pi, uint64_t t)
 			t = c->tx_next;
 		c->tx_next = t + s->client_gap_ps;
 	}
+	if (s->pipe->prefetch)
+		s->pipe->prefetch(s->sw[p->sw].pstate, &p->m);
 	uint16_t src = p->src;
 	link_send(s, pi, t, &s->up_free[src], &s->up_bytes[src], EV_SWITCH_IN, s->fault_up[src]);
 	return t;
