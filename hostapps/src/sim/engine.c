@@ -1589,8 +1589,10 @@ static inline void pre_resolve(struct nk_sim *s, uint32_t pos)
 	uint32_t r = nk_alias_sample(&wl->alias, s->pre_u[k]);
 	s->pre_rank[k] = r;
 	__builtin_prefetch(&s->ranks[r]);
-	if (r < s->key_cache_n)
+	if (r < s->key_cache_n) {
+		__builtin_prefetch(&s->key_cache_id[r]);
 		__builtin_prefetch(s->key_cache + (size_t)r * NK_MAX_KEY_LEN);
+	}
 }
 
 static void pre_init(struct nk_sim *s)
