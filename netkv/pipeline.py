@@ -41,6 +41,7 @@ struct nk_pipeline_ops {
     const char *name; uint8_t proto; uint16_t udp_port; uint16_t udp_ports;
     size_t state_size; uint8_t order_free; uint8_t never_to_cpu;
     int (*order_free_pkt)(const void *st, const struct nk_msg *m);
+    void (*prefetch)(const void *st, const struct nk_msg *m);
     int (*init)(void *st, const struct nk_pipeline_cfg *cfg);
     void (*fini)(void *st);
     void (*process)(void *st, struct nk_msg *m, struct nk_pkt_meta *meta, struct nk_actions *act);

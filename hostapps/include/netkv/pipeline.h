@@ -119,6 +119,10 @@ struct nk_pipeline_ops {
 	 * so the simulator may run it when the packet is sent, as for an
 	 * order_free pipeline. NULL: no packet is. */
 	int (*order_free_pkt)(const void *st, const struct nk_msg *m);
+	/* A hint, or NULL: this packet will reach process() soon (the
+	 * simulator calls it when a host sends it); warm the cache lines of
+	 * the tables process() will read for it. Changes nothing. */
+	void (*prefetch)(const void *st, const struct nk_msg *m);
 	int (*init)(void *st, const struct nk_pipeline_cfg *cfg);
 	void (*fini)(void *st);
 	void (*process)(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
@@ -191,6 +195,10 @@ struct nk_reg_desc {
 	uint32_t n;             /* cells */
 	uint8_t esize;          /* bytes per cell in memory (1, 2, 4, 8) */
 	uint8_t bits;           /* width: writes are masked to it */
+	/* bytes from one cell to the next, 0: esize (an array). A field of
+	 * an array of structs: registers read together per packet then
+	 * share a cache line. */
+	uint16_t stride;
 };
 
 static inline const struct nk_reg_desc *nk_reg_find(const struct nk_reg_desc *regs,
@@ -204,6 +212,15 @@ static inline const struct nk_reg_desc *nk_reg_find(const struct nk_reg_desc *re
 
 static inline uint64_t nk_reg_get(const struct nk_reg_desc *r, uint32_t i)
 {
+	if (r->stride) {
+		const uint8_t *c = (const uint8_t *)r->base + (size_t)i * r->stride;
+		switch (r->esize) {
+		case 1: return *c;
+		case 2: return *(const uint16_t *)(const void *)c;
+		case 4: return *(const uint32_t *)(const void *)c;
+		default: return *(const uint64_t *)(const void *)c;
+		}
+	}
 	switch (r->esize) {
 	case 1: return ((const uint8_t *)r->base)[i];
 	case 2: return ((const uint16_t *)r->base)[i];
@@ -216,6 +233,16 @@ static inline void nk_reg_set(const struct nk_reg_desc *r, uint32_t i, uint64_t 
 {
 	if (r->bits < 64)
 		v &= (1ull << r->bits) - 1;
+	if (r->stride) {
+		uint8_t *c = (uint8_t *)r->base + (size_t)i * r->stride;
+		switch (r->esize) {
+		case 1: *c = (uint8_t)v; break;
+		case 2: *(uint16_t *)(void *)c = (uint16_t)v; break;
+		case 4: *(uint32_t *)(void *)c = (uint32_t)v; break;
+		default: *(uint64_t *)(void *)c = v; break;
+		}
+		return;
+	}
 	switch (r->esize) {
 	case 1: ((uint8_t *)r->base)[i] = (uint8_t)v; break;
 	case 2: ((uint16_t *)r->base)[i] = (uint16_t)v; break;

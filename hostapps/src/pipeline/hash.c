@@ -36,7 +36,7 @@ struct hash_state {
 static void add_reg(struct hash_state *s, const char *name, void *base, uint32_t n,
 		    uint8_t esize, uint8_t bits)
 {
-	s->regs[s->nregs++] = (struct nk_reg_desc){ name, base, n, esize, bits };
+	s->regs[s->nregs++] = (struct nk_reg_desc){ name, base, n, esize, bits, 0 };
 }
 
 static int hash_init(void *st, const struct nk_pipeline_cfg *cfg)

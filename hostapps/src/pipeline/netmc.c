@@ -69,8 +69,8 @@ static int mc_init(void *st, const struct nk_pipeline_cfg *cfg)
 	s->n_nodes = MC_MAX_NODES;
 	for (uint32_t i = 0; i < MC_MAX_NODES; i++)
 		s->node_port[i] = i < cfg->n_nodes && cfg->node_port ? cfg->node_port[i] : NK_NODE_NONE;
-	s->regs[0] = (struct nk_reg_desc){"stats", s->stats, MC_STAT_COUNT, 8, 64};
-	s->regs[1] = (struct nk_reg_desc){"n_servers", &s->trust.n_servers, 1, 4, 8};
+	s->regs[0] = (struct nk_reg_desc){"stats", s->stats, MC_STAT_COUNT, 8, 64, 0};
+	s->regs[1] = (struct nk_reg_desc){"n_servers", &s->trust.n_servers, 1, 4, 8, 0};
 	return 0;
 }
 

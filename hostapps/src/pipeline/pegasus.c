@@ -132,7 +132,7 @@ struct pegasus_state {
 static void add_reg(struct pegasus_state *s, const char *name, void *base, uint32_t n,
 		    uint8_t esize, uint8_t bits)
 {
-	s->regs[s->nregs++] = (struct nk_reg_desc){ name, base, n, esize, bits };
+	s->regs[s->nregs++] = (struct nk_reg_desc){ name, base, n, esize, bits, 0 };
 }
 
 static void wrr_uniform(struct pegasus_state *s)

@@ -126,7 +126,7 @@ static void sc_fini(void *st)
 static void add_reg(struct starcache_state *s, const char *name, void *base, uint32_t n,
 		    uint8_t esize, uint8_t bits)
 {
-	s->regs[s->nregs++] = (struct nk_reg_desc){ name, base, n, esize, bits };
+	s->regs[s->nregs++] = (struct nk_reg_desc){ name, base, n, esize, bits, 0 };
 }
 
 static void reset_key(struct starcache_state *s, uint32_t idx)

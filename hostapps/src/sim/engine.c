@@ -35,7 +35,7 @@
 #define PRE_RING 16u
 #define PRE_ALIAS 8u  /* draw and prefetch the alias entry this many arrivals ahead */
 #define PRE_RANK 4u   /* resolve and prefetch the rank entry this many ahead */
-#define KEY_CACHE_RANKS (1u << 15)  /* key bytes kept for the hottest ranks */
+#define KEY_CACHE_RANKS (1u << 17)  /* key bytes kept for the hottest ranks */
 
 enum ev_type {
 	EV_SWITCH_IN = 1,
@@ -267,8 +267,11 @@ struct nk_sim {
 	struct nk_rng r_arr, r_key, r_op, r_svc, r_fault, r_dyn, r_host;
 
 	/* measurement */
+	/* completed requests: hist_by by who answered (server, switch), the
+	 * only ones a completion adds to; hist, all of them, is their sum,
+	 * made when read (merged_hist): one bucket written per request, not two */
 	struct nk_hist hist;
-	struct nk_hist hist_by[2];  /* completed requests by who answered: server, switch */
+	struct nk_hist hist_by[2];
 	uint64_t window_ps;
 	uint32_t n_windows;
 	struct nk_hist *whist;
@@ -283,7 +286,9 @@ struct nk_sim {
 
 	/* key bytes of the hottest ranks: making a 64 B key is ~15% of a
 	 * request's cost, and under skew most requests are for these ranks
-	 * (an entry is used only while its rank still holds that key) */
+	 * (an entry is used only while its rank still holds that key). Made
+	 * on a rank's first request, not at set-up: a short run pays only for
+	 * the ranks it draws (key_cache_id NONE32: not made yet) */
 	uint8_t *key_cache;
 	uint32_t *key_cache_id;
 	uint32_t key_cache_n;
@@ -305,6 +310,7 @@ struct nk_sim {
 	uint8_t **mbuf;               /* blocks of MBUF_BLOCK slot buffers */
 	uint32_t mbuf_blocks, mbuf_len;
 	uint64_t tx_ps, key_ps, rx_ps, pair_ps;
+	uint8_t svc_plain;            /* per_byte_ns = tx_ns = 0: service_ps's shortcut */
 
 	/* scratch */
 	struct nk_host_out hout[NK_HOST_MAX_OUT];
@@ -742,6 +748,8 @@ static uint64_t host_send(struct nk_sim *s, uint32_t pi, uint64_t t)
 			t = c->tx_next;
 		c->tx_next = t + s->client_gap_ps;
 	}
+	if (s->pipe->prefetch)
+		s->pipe->prefetch(s->sw[p->sw].pstate, &p->m);
 	uint16_t src = p->src;
 	link_send(s, pi, t, &s->up_free[src], &s->up_bytes[src], EV_SWITCH_IN, s->fault_up[src]);
 	return t;
@@ -998,10 +1006,17 @@ static uint64_t service_ps(struct nk_sim *s, struct server *sv, uint32_t bytes, 
 			   uint32_t sent)
 {
 	const struct nk_sim_cfg *c = &s->cfg;
-	double keys = work ? work : 1;
-	double base = c->per_key_ns < 0 ? c->service_ns * keys
-					: c->service_ns + c->per_key_ns * (keys - 1);
-	double mean = (base + c->per_byte_ns * bytes + c->tx_ns * sent) / sv->cap;
+	double mean;
+	if (work <= 1 && s->svc_plain && sv->cap == 1.0) {
+		/* the formula below is exactly service_ns here (x * 1.0, x + 0.0
+		 * and x / 1.0 are exact): spared its division and products */
+		mean = c->service_ns;
+	} else {
+		double keys = work ? work : 1;
+		double base = c->per_key_ns < 0 ? c->service_ns * keys
+						: c->service_ns + c->per_key_ns * (keys - 1);
+		mean = (base + c->per_byte_ns * bytes + c->tx_ns * sent) / sv->cap;
+	}
 	double x;
 	switch (c->service) {
 	case NK_SERVICE_EXPONENTIAL:
@@ -1416,8 +1431,14 @@ static void slot_release(struct nk_sim *s, uint32_t i)
 
 static const uint8_t *rank_key(struct nk_sim *s, uint32_t rank, uint32_t key, uint8_t *buf)
 {
-	if (rank < s->key_cache_n && s->key_cache_id[rank] == key)
-		return s->key_cache + (size_t)rank * NK_MAX_KEY_LEN;
+	if (rank < s->key_cache_n) {
+		uint8_t *k = s->key_cache + (size_t)rank * NK_MAX_KEY_LEN;
+		if (s->key_cache_id[rank] != key) {
+			nk_key_bytes(key, s->wl->cfg.key_size, k);
+			s->key_cache_id[rank] = key;
+		}
+		return k;
+	}
 	nk_key_bytes(key, s->wl->cfg.key_size, buf);
 	return buf;
 }
@@ -1500,11 +1521,7 @@ static void send_request(struct nk_sim *s, uint32_t si, uint64_t t)
 	if (pi == NONE32)
 		return;
 	struct pkt *p = &s->pk[pi];
-	const uint8_t *key = s->keybuf;
-	if (sl->rank < s->key_cache_n && s->key_cache_id[sl->rank] == sl->ri.key)
-		key = s->key_cache + (size_t)sl->rank * NK_MAX_KEY_LEN;
-	else
-		nk_key_bytes(sl->ri.key, s->wl->cfg.key_size, s->keybuf);
+	const uint8_t *key = rank_key(s, sl->rank, sl->ri.key, s->keybuf);
 	struct nk_req_spec spec = {
 		.kind = sl->write ? NK_KIND_WRITE : NK_KIND_READ,
 		.key_len = (uint8_t)s->wl->cfg.key_size,
@@ -1572,8 +1589,10 @@ static inline void pre_resolve(struct nk_sim *s, uint32_t pos)
 	uint32_t r = nk_alias_sample(&wl->alias, s->pre_u[k]);
 	s->pre_rank[k] = r;
 	__builtin_prefetch(&s->ranks[r]);
-	if (r < s->key_cache_n)
+	if (r < s->key_cache_n) {
+		__builtin_prefetch(&s->key_cache_id[r]);
 		__builtin_prefetch(s->key_cache + (size_t)r * NK_MAX_KEY_LEN);
+	}
 }
 
 static void pre_init(struct nk_sim *s)
@@ -1680,7 +1699,6 @@ static void complete(struct nk_sim *s, uint32_t si, uint64_t t, int by_switch)
 {
 	struct slot *sl = &s->slots[si];
 	uint64_t lat = (t - sl->intended + PS_PER_NS / 2) / PS_PER_NS;
-	nk_hist_add(&s->hist, lat);
 	nk_hist_add(&s->hist_by[by_switch != 0], lat);
 	s->st.completed++;
 	if (s->n_windows) {
@@ -2251,6 +2269,7 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 		FAIL("topology.client_*_ns: must be >= 0");
 	/* a reply that costs the client CPU must wait for its core, in time order */
 	s->fast_client = !(cfg->timeout_ns > 0) && !s->rx_ps && !s->pair_ps;
+	s->svc_plain = cfg->per_byte_ns == 0 && cfg->tx_ns == 0;
 	if (cfg->mget_max > 1) {
 		if (cfg->mget_max > NK_MAX_REQ_KEYS || !cfg->mget_weights)
 			FAIL("workload.multiget.max_keys: %u (allowed: 1..%u)", cfg->mget_max,
@@ -2285,15 +2304,11 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 	}
 	if (wl->cfg.kind != NK_WL_TRACE) {
 		uint32_t n = wl->cfg.n_keys < KEY_CACHE_RANKS ? wl->cfg.n_keys : KEY_CACHE_RANKS;
-		s->key_cache = malloc((size_t)n * NK_MAX_KEY_LEN);
+		s->key_cache = nk_big_alloc((size_t)n * NK_MAX_KEY_LEN);
 		s->key_cache_id = malloc((size_t)n * sizeof(uint32_t));
 		if (!s->key_cache || !s->key_cache_id)
 			FAIL("out of memory (key cache)");
-		for (uint32_t r = 0; r < n; r++) {
-			s->key_cache_id[r] = s->ranks[r].key;
-			nk_key_bytes(s->ranks[r].key, wl->cfg.key_size,
-				     s->key_cache + (size_t)r * NK_MAX_KEY_LEN);
-		}
+		memset(s->key_cache_id, 0xFF, (size_t)n * sizeof(uint32_t));  /* NONE32: no key id */
 		s->key_cache_n = n;
 	}
 
@@ -2364,21 +2379,38 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 
 /* ---- results ------------------------------------------------------------------------ */
 
+/* s->hist, all completed requests: the sum of hist_by[0] and [1], exactly
+ * what adding each request to it as well would have given. */
+static const struct nk_hist *merged_hist(const struct nk_sim *s)
+{
+	struct nk_hist *h = (struct nk_hist *)&s->hist;  /* derived data, kept in s */
+	const struct nk_hist *a = &s->hist_by[0], *b = &s->hist_by[1];
+	for (uint32_t i = 0; i < h->nbuckets; i++)
+		h->counts[i] = a->counts[i] + b->counts[i];
+	h->total = a->total + b->total;
+	h->clamped = a->clamped + b->clamped;
+	h->sum = a->sum + b->sum;
+	h->min = a->min < b->min ? a->min : b->min;
+	h->max = a->max > b->max ? a->max : b->max;
+	return h;
+}
+
 void nk_sim_stats(const struct nk_sim *s, struct nk_sim_stats *out)
 {
+	const struct nk_hist *all = merged_hist(s);
 	*out = s->st;
 	out->now_s = (double)s->now / 1e12;
 	out->finished = s->finished;
 	out->events = s->events;
 	out->unfinished = s->outstanding;
-	out->mean_ns = nk_hist_mean(&s->hist);
-	out->p50_ns = nk_hist_quantile(&s->hist, 0.50);
-	out->p90_ns = nk_hist_quantile(&s->hist, 0.90);
-	out->p99_ns = nk_hist_quantile(&s->hist, 0.99);
-	out->p999_ns = nk_hist_quantile(&s->hist, 0.999);
-	out->max_ns = s->hist.total ? (double)s->hist.max : 0.0;
+	out->mean_ns = nk_hist_mean(all);
+	out->p50_ns = nk_hist_quantile(all, 0.50);
+	out->p90_ns = nk_hist_quantile(all, 0.90);
+	out->p99_ns = nk_hist_quantile(all, 0.99);
+	out->p999_ns = nk_hist_quantile(all, 0.999);
+	out->max_ns = all->total ? (double)all->max : 0.0;
 	out->n_windows = s->n_windows;
-	out->hist_buckets = s->hist.nbuckets;
+	out->hist_buckets = all->nbuckets;
 	/* NaN: no request of that kind completed */
 	const struct nk_hist *srv = &s->hist_by[0], *sw = &s->hist_by[1];
 	out->server_p50_ns = srv->total ? nk_hist_quantile(srv, 0.50) : NAN;
@@ -2389,13 +2421,14 @@ void nk_sim_stats(const struct nk_sim *s, struct nk_sim_stats *out)
 
 uint32_t nk_sim_hist(const struct nk_sim *s, uint64_t *lower_ns, uint64_t *counts, uint32_t n)
 {
-	for (uint32_t i = 0; i < n && i < s->hist.nbuckets; i++) {
+	const struct nk_hist *all = counts ? merged_hist(s) : &s->hist;
+	for (uint32_t i = 0; i < n && i < all->nbuckets; i++) {
 		if (lower_ns)
-			lower_ns[i] = nk_hist_bucket_lower(&s->hist, i);
+			lower_ns[i] = nk_hist_bucket_lower(all, i);
 		if (counts)
-			counts[i] = s->hist.counts[i];
+			counts[i] = all->counts[i];
 	}
-	return s->hist.nbuckets;
+	return all->nbuckets;
 }
 
 void nk_sim_server_counts(const struct nk_sim *s, uint64_t *out)
