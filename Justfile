@@ -4,13 +4,16 @@
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
 venv := ".venv"
+# The README installs rust-just into .venv, not on PATH: recipes call the
+# `just` that runs them.
+just := quote(just_executable())
 python := venv / "bin/python"
 asan_build := "build/asan"
 fuzz_build := "build/fuzz"
 
 # List the recipes.
 default:
-    @just --list
+    @{{just}} --list
 
 # Debian packages that netkv and its tests use (root; idempotent).
 system-deps:
@@ -53,7 +56,7 @@ run *ARGS:
     #!/usr/bin/env bash
     set -euo pipefail
     if ! {{python}} -c 'from netkv.results.provenance import check_fresh; check_fresh()' 2>/dev/null; then
-        just setup
+        {{just}} setup
     fi
     {{python}} -m netkv run {{ARGS}}
 
