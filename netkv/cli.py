@@ -426,8 +426,24 @@ def _terminated(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, overrides anywhere among the options: argparse fills
+    a ``nargs="*"`` positional from one stretch only, so the overrides after
+    an option (`reproduce pegasus/fig7 --jobs 1 duration=0.1`, `run
+    protocol=hash -m alpha=0,1.2`) came back unrecognized."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    overrides = getattr(args, "overrides", None)
+    stray = [a for a in extra if overrides is None or a.startswith("-") or "=" not in a]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if extra:
+        args.overrides = [*overrides, *extra]
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None
     try:

@@ -1,0 +1,53 @@
+"""The command line's own arguments: where overrides may go, usage errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from netkv.cli import main
+
+
+def test_overrides_after_an_option_are_overrides(capsys):
+    """`run protocol=pegasus --cfg job alpha=1.2`: the overrides on both
+    sides of an option are taken (the ones after it were refused as
+    unrecognized arguments)."""
+    assert main(["run", "protocol=pegasus", "--cfg", "job", "alpha=1.2", "servers=8"]) == 0
+    cfg = yaml.safe_load(capsys.readouterr().out)
+    assert cfg["protocol"]["name"] == "pegasus"
+    assert cfg["workload"]["alpha"] == 1.2 and cfg["topology"]["servers"] == 8
+
+
+def test_reproduce_takes_overrides_after_its_options(tmp_path, monkeypatch):
+    """`reproduce pegasus/fig7 --jobs 1 duration=0.05`, as the docs write the
+    options and overrides in either order."""
+    import netkv.experiments.run
+
+    seen: dict[str, object] = {}
+
+    def record(name, extra, out, pool, console):  # noqa: ANN001, ANN202
+        seen.update(name=name, extra=extra, out=out, jobs=pool.jobs)
+        return []
+
+    monkeypatch.setattr(netkv.experiments.run, "reproduce", record)
+    out = tmp_path / "fig7"
+    assert main(["reproduce", "pegasus/fig7", "seed=2", "--jobs", "1", "duration=0.05",
+                 "--out", str(out), "keys=1000"]) == 0
+    assert seen == {"name": "pegasus/fig7", "extra": ["seed=2", "duration=0.05", "keys=1000"],
+                    "out": Path(out), "jobs": 1}
+
+
+@pytest.mark.parametrize("argv", [
+    ["reproduce", "pegasus/fig7", "--jbos", "1"],
+    ["reproduce", "pegasus/fig7", "--jobs", "1", "stray"],
+    ["trace", "runs/x", "alpha=1"],
+], ids=["unknown-option", "not-key-value", "no-overrides"])
+def test_what_is_not_an_override_is_still_refused(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(lines) == 1, lines
+    assert "unrecognized arguments" in lines[0] and argv[-1] in lines[0], lines[0]
+
