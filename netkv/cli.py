@@ -343,7 +343,9 @@ def build_parser() -> argparse.ArgumentParser:
             "`run protocol=pegasus alpha=1.2`, `run -m alpha=0.9,0.99,1.2`."
         ),
     )
-    run.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+    # default=[]: argparse counts a "*" positional without a default as required
+    # in its usage errors ("required: experiment, KEY=VALUE")
+    run.add_argument("overrides", nargs="*", default=[], metavar="KEY=VALUE",
                      help="Hydra overrides: group choices (protocol=hash) and values (alpha=1.2)")
     run.add_argument("-m", "--multirun", action="store_true",
                      help="sweep every combination of comma-separated values, in parallel")
@@ -365,7 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "`reproduce pegasus/fig7`."),
     )
     rep.add_argument("experiment", help="experiment name, e.g. pegasus/fig7 (see `list experiment`)")
-    rep.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+    rep.add_argument("overrides", nargs="*", default=[], metavar="KEY=VALUE",
                      help="extra overrides applied to every cell (e.g. duration=0.1)")
     rep.add_argument("--out", help="experiment directory (re-use it to resume)")
     rep.add_argument("--jobs", type=positive_int, default=2, help="cells run at once (default 2)")

@@ -51,3 +51,11 @@ def test_what_is_not_an_override_is_still_refused(argv, capsys):
     assert exc.value.code == 2 and len(lines) == 1, lines
     assert "unrecognized arguments" in lines[0] and argv[-1] in lines[0], lines[0]
 
+
+def test_a_missing_experiment_names_only_what_is_required(capsys):
+    """The overrides are optional: the usage error listed them as required."""
+    with pytest.raises(SystemExit) as exc:
+        main(["reproduce"])
+    line = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and "\n" not in line
+    assert "required: experiment (" in line and "KEY=VALUE" not in line, line
