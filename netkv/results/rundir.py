@@ -2,11 +2,12 @@
 
 Each measured load point is first stored as its own fragment folder under
 ``points.d/<key>/`` (one parquet per table, ``point.parquet`` written last as
-the commit mark). After every point the run-level tables
+the commit mark). When the run ends, the run-level tables
 (``points.parquet``, ``servers.parquet``, ``timeline.parquet``,
-``histograms.parquet``) are rebuilt from the fragments, atomically. A run
-killed at any instant therefore keeps every finished point, and a re-run with
-the same directory finds those points and does not measure them again.
+``histograms.parquet``) are built from the fragments, atomically. A run
+killed at any instant therefore keeps every finished point (as its
+fragment), and a re-run with the same directory finds those points and does
+not measure them again.
 """
 
 from __future__ import annotations
