@@ -302,6 +302,28 @@ def test_a_declared_difference_is_differs_with_by_how_much_and_the_exit_code_say
     assert summarize_verdicts([two, ten, three]) == {"holds": 1, "differs": 1, "FAIL": 1}
 
 
+def test_a_claim_missed_by_a_hair_prints_the_digits_that_tell_its_sides_apart():
+    """kvswitch/fig9 (installed fraction 1 against "<= 0.9999") read
+    "= 1 <= 1 = 1" and "misses the bound by 1 x": a failed comparison whose
+    sides round alike shows the digits that tell them apart; a held one and
+    a clear miss keep 3 digits."""
+    table = pl.DataFrame({"series": ["hash", "pegasus"], "x": ["1.2", "1.2"],
+                          "max_tput_rps": [1.0, 2.9]})
+    exp = experiment([
+        {"claim": "hair", "left": {"series": "hash", "x": 1.2}, "op": "<=",
+         "right": {"value": 0.9999}},
+        {"claim": "held", "left": {"series": "hash", "x": 1.2}, "op": "<=",
+         "right": {"value": 1.00001}},
+        {"claim": "clear", "left": {"series": "pegasus", "x": 1.2}, "op": "<=",
+         "right": {"value": 1.0}},
+    ])
+    hair, held, clear = (evaluate(c, table, exp) for c in exp.checks)
+    assert "hash@1.2 = 1e-06 Mreq/s <= 9.999e-07 Mreq/s = 9.999e-07 Mreq/s" in hair.measured
+    assert hair.by == "misses the bound by 1.0001 x", hair.by
+    assert "hash@1.2 = 1e-06 Mreq/s <= 1e-06 Mreq/s = 1e-06 Mreq/s" in held.measured
+    assert clear.by == "misses the bound by 2.9 x" and "2.9e-06 Mreq/s <= 1e-06" in clear.measured
+
+
 def test_a_declared_difference_on_a_none_met_cell_is_a_failure():
     table = TABLE.with_columns(met=pl.Series([True, False, True, True]))
     exp = experiment([{"claim": "c", "left": {"series": "pegasus", "x": 1.2}, "op": ">=",
