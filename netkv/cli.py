@@ -88,13 +88,20 @@ def unique_dir(base: Path) -> Path:
     raise ConfigError(f"invalid config: out: no free run directory next to {base}")
 
 
+def out_of(overrides: list[str]) -> str:
+    """The ``out=`` among overrides (claim_out put one there)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    return next(str(o.value()) for o in reversed(parsed) if o.key_or_group == "out")
+
+
 def launch(overrides: list[str], multirun: bool) -> int:
-    """Hand the validated overrides to Hydra (joblib launcher for sweeps)."""
+    """Hand the validated overrides, out= claimed, to Hydra (joblib launcher
+    for sweeps)."""
     import hydra
 
     from netkv.runner import run_job
-
-    overrides = claim_out(overrides, multirun)  # the run directory, before Hydra starts
 
     main = hydra.main(config_path=str(conf_dir()), config_name="config", version_base=None)(
         run_job
@@ -126,15 +133,24 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), end="")
             return 0
         validate_all(overrides, args.multirun)
+        overrides = claim_out(overrides, args.multirun)  # the run directory, before Hydra
     except (ConfigError, RunDirConflict) as exc:
         return _fail(str(exc))
     try:
         return launch(overrides, args.multirun)
     except (ConfigError, RunDirConflict) as exc:
         return _fail(str(exc))
-    except KeyboardInterrupt:  # a sweep (one run reports its own interruption)
-        print("netkv: interrupted: every finished point is kept in its run directory "
-              "(run the same command again to resume)", file=sys.stderr)
+    except (KeyboardInterrupt, SystemExit) as exc:
+        # a sweep's jobs exit 130 quietly (here or in joblib's workers), for
+        # the sweep to say it once; one run's job says it itself
+        if isinstance(exc, SystemExit) and (exc.code != 130 or not args.multirun):
+            raise
+        # named, not "the same command": without out= that starts a new folder
+        out = Path(out_of(overrides))
+        kept = len(list(out.glob(f"{'*/' if args.multirun else ''}points.d/*/point.parquet")))
+        again = "the sweep again" if args.multirun else "again"
+        print(f"netkv: interrupted: {kept} finished point(s) kept in {out} (run {again} "
+              f"with out={out} to resume)", file=sys.stderr)
         return 130
 
 

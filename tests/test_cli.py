@@ -59,3 +59,37 @@ def test_a_missing_experiment_names_only_what_is_required(capsys):
     line = capsys.readouterr().err.strip()
     assert exc.value.code == 2 and "\n" not in line
     assert "required: experiment (" in line and "KEY=VALUE" not in line, line
+
+
+TINY_SWEEP = ["run", "-m", "alpha=0.9,1.2", "servers=4", "keys=1000", "duration=0.02",
+              "slo.max_points=3", "hydra.launcher.n_jobs=1"]
+
+
+@pytest.mark.parametrize("given_out", [True, False], ids=["out", "default-folder"])
+def test_an_interrupted_sweep_is_one_line_naming_the_sweep_folder(given_out, tmp_path,
+                                                                  monkeypatch, capsys):
+    """Ctrl-C in a sweep's second job: one line, exit 130, naming the sweep's
+    folder as out=. Each job said "run again with out=<its subfolder>" (a
+    sweep run with it nests its jobs below that job's folder), then the
+    sweep "run the same command again", which without out= starts a new
+    folder and measures everything again."""
+    import netkv.runner
+
+    real = netkv.runner.execute
+
+    def second_job_interrupted(cfg, out_dir, argv, console, *rest):  # noqa: ANN001, ANN202
+        if cfg.workload.alpha == 1.2:
+            raise KeyboardInterrupt
+        return real(cfg, out_dir, argv, console, *rest)
+
+    monkeypatch.setattr(netkv.runner, "execute", second_job_interrupted)
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "sweep"
+    assert main([*TINY_SWEEP, *([f"out={out}"] if given_out else [])]) == 130
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    sweep = out if given_out else next(Path("runs").glob("*/*-hash-sim"))  # as claimed
+    kept = len(list(sweep.glob("alpha=0.9*/points.d/*/point.parquet")))
+    assert kept > 0
+    assert lines[0] == (f"netkv: interrupted: {kept} finished point(s) kept in {sweep} "
+                        f"(run the sweep again with out={sweep} to resume)"), lines[0]
