@@ -80,6 +80,23 @@ def test_reopening_with_other_config_is_refused(tmp_path):
     assert RunDir(tmp_path).prepare("alpha: 1.0\n", {}) == 0
 
 
+def test_a_refused_run_directory_names_what_differs(tmp_path):
+    """The refusal said only "a different config": a user resuming with one
+    knob forgotten could not tell which."""
+    held = "protocol:\n  name: pegasus\nalpha: 1.2\nduration: 2.0\nseed: 1\nkeys: 10\n"
+    RunDir(tmp_path).prepare(held, {})
+    with pytest.raises(RunDirConflict) as err:
+        RunDir(tmp_path).prepare(held.replace("2.0", "0.2").replace("pegasus", "hash"), {})
+    assert "different config (protocol.name: \"pegasus\" -> \"hash\", duration: 2.0 -> 0.2)" \
+        in str(err.value), err.value
+    many = "protocol:\n  name: hash\nalpha: 1\nduration: 0.2\nkeys: 10\nrepeat: 2\n"
+    with pytest.raises(RunDirConflict) as err:   # 1 is not 1.0; seed gone, repeat new
+        RunDir(tmp_path).prepare(many, {})
+    assert ("(protocol.name: \"pegasus\" -> \"hash\", alpha: 1.2 -> 1, duration: 2.0 -> 0.2, "
+            "and 2 more)") in str(err.value), err.value
+    assert RunDir(tmp_path).prepare(held, {}) == 0
+
+
 def test_load_many_runs_adds_run_column(tmp_path):
     for name, rate in (("a", 1e5), ("b", 3e5)):
         run = RunDir(tmp_path / name)

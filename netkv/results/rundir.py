@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import yaml
 
 from netkv.loadstats import imbalance_factor
 from netkv.results.atomic import write_parquet, write_text
@@ -31,6 +32,35 @@ FRAGMENTS = "points.d"
 
 class RunDirConflict(ValueError):
     """The directory already holds a run of a different config."""
+
+
+def _leaves(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """A config as ``group.key`` -> value (an empty mapping is a value)."""
+    if not isinstance(tree, dict) or not tree:
+        return {prefix: tree}
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        out.update(_leaves(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def _leaf_text(leaves: dict[str, Any], key: str) -> str:
+    # JSON tells 1 from 1.0 and a missing key from a null one
+    return json.dumps(leaves[key], sort_keys=True) if key in leaves else "(none)"
+
+
+def config_differences(held: str, new: str, shown: int = 3) -> str:
+    """What differs between two config.yaml texts, as ``key: held -> new``
+    (the first ``shown`` keys, then how many more); "" when nothing does."""
+    try:
+        was, now = _leaves(yaml.safe_load(held)), _leaves(yaml.safe_load(new))
+    except yaml.YAMLError:
+        return "its config.yaml does not parse"
+    keys = [k for k in dict.fromkeys([*was, *now])
+            if _leaf_text(was, k) != _leaf_text(now, k)]
+    parts = [f"{k}: {_leaf_text(was, k)} -> {_leaf_text(now, k)}" for k in keys[:shown]]
+    more = f", and {len(keys) - shown} more" if len(keys) > shown else ""
+    return ", ".join(parts) + more
 
 
 def saturated(result: PointResult, requests: np.ndarray) -> tuple[float, str]:
@@ -71,9 +101,12 @@ class RunDir:
     def check(self, config_yaml: str) -> None:
         """Refuse a directory that holds a run of another config (writes nothing)."""
         config_file = self.path / "config.yaml"
-        if config_file.is_file() and config_file.read_text(encoding="utf-8") != config_yaml:
+        if not config_file.is_file():
+            return
+        differ = config_differences(config_file.read_text(encoding="utf-8"), config_yaml)
+        if differ:
             raise RunDirConflict(
-                f"run directory {self.path} holds a run of a different config; "
+                f"run directory {self.path} holds a run of a different config ({differ}); "
                 "pass another out=<dir> or remove it"
             )
 
