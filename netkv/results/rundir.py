@@ -51,13 +51,16 @@ def _leaf_text(leaves: dict[str, Any], key: str) -> str:
 
 def config_differences(held: str, new: str, shown: int = 3) -> str:
     """What differs between two config.yaml texts, as ``key: held -> new``
-    (the first ``shown`` keys, then how many more); "" when nothing does."""
+    (the first ``shown`` keys, then how many more); "" when nothing does.
+    ``out`` is where the run lives, not what it measured: recorded as typed
+    (``runs/...`` when netkv chose it), while the interrupted run's line
+    names it as an absolute path, and both name this one directory."""
     try:
         was, now = _leaves(yaml.safe_load(held)), _leaves(yaml.safe_load(new))
     except yaml.YAMLError:
         return "its config.yaml does not parse"
     keys = [k for k in dict.fromkeys([*was, *now])
-            if _leaf_text(was, k) != _leaf_text(now, k)]
+            if k != "out" and _leaf_text(was, k) != _leaf_text(now, k)]
     parts = [f"{k}: {_leaf_text(was, k)} -> {_leaf_text(now, k)}" for k in keys[:shown]]
     more = f", and {len(keys) - shown} more" if len(keys) > shown else ""
     return ", ".join(parts) + more
