@@ -676,3 +676,31 @@ def test_an_interrupted_reproduce_is_one_line_naming_where_to_resume(tmp_path, m
     assert main(["reproduce", "pegasus/fig7"]) == 130
     line = capsys.readouterr().err.strip()
     assert "\n" not in line and "--out runs/reproduce/pegasus-fig7/" in line, line
+
+
+@pytest.mark.parametrize("figure", ["pegasus/fig12", "pegasus/fig13"], ids=["grid", "timeline"])
+def test_an_out_holding_another_experiment_or_a_run_is_refused(figure, tmp_path, capsys):
+    """`reproduce pegasus/fig12 --out <kvswitch/fig9's folder>` ran, and
+    overwrote fig9's results, plot and checks with fig12's beside fig9's
+    runs. Refused in one line, exit 2, nothing written; a run's folder too."""
+    from netkv.cli import main
+    from netkv.experiments.reproduce import check_experiment_dir, write_experiment
+
+    out = tmp_path / "fig9"
+    out.mkdir()
+    write_experiment(out, "kvswitch/fig9", load_experiment("kvswitch/fig9"))
+    held = sorted(out.iterdir()), (out / "experiment.yaml").read_text()
+    assert main(["reproduce", figure, "--out", str(out), "--jobs", "1"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "holds experiment 'kvswitch/fig9'" in lines[0], lines
+    assert f"not '{figure}'" in lines[0], lines[0]
+    assert (sorted(out.iterdir()), (out / "experiment.yaml").read_text()) == held
+    check_experiment_dir(out, "kvswitch/fig9")   # its own experiment resumes
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("protocol: {name: hash}\n")
+    assert main(["reproduce", figure, "--out", str(run)]) == 2
+    line = capsys.readouterr().err.strip()
+    assert "holds a run (config.yaml), not an experiment" in line and "\n" not in line
+    assert sorted(p.name for p in run.iterdir()) == ["config.yaml"]
