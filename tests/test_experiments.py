@@ -704,3 +704,20 @@ def test_an_out_holding_another_experiment_or_a_run_is_refused(figure, tmp_path,
     line = capsys.readouterr().err.strip()
     assert "holds a run (config.yaml), not an experiment" in line and "\n" not in line
     assert sorted(p.name for p in run.iterdir()) == ["config.yaml"]
+
+
+@pytest.mark.parametrize(("name", "meant"), [
+    ("pegasus/fig77", "did you mean pegasus/fig7,"),
+    ("fig7", "did you mean kvswitch/fig7, netlr/fig7, pegasus/fig7?"),
+    ("../conf/config", "(choose one of: kvswitch/cold,"),
+], ids=["typo", "no-paper", "a-path"])
+def test_a_wrong_experiment_name_says_what_was_meant(name, meant, capsys):
+    """One line, exit 2, the likely names first: the line listed every
+    experiment (over 50) and nothing nearer, and a path to a YAML file that
+    is no experiment was read as one ("description: Field required")."""
+    from netkv.cli import main
+
+    assert main(["reproduce", name]) == 2
+    line = capsys.readouterr().err.strip()
+    assert "\n" not in line and line.startswith(f"netkv: invalid experiment: '{name}' (")
+    assert meant in line and "pegasus/fig13" in line, line
