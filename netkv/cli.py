@@ -272,6 +272,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_clean(args: argparse.Namespace) -> int:
     from netkv.mininet.cleanup import clean
 
+    inv = None
+    if args.inventory:   # a misspelled name is refused before anything is removed
+        from netkv.config.compose import load
+
+        try:
+            inv = load([f"inventory={args.inventory}"]).inventory
+        except ConfigError as exc:
+            return _fail(str(exc))
     removed = clean(force=args.force)
     from netkv.testbed import netns
     from netkv.testbed.clean import clean_inventory
@@ -283,13 +291,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
     removed += gone
     for rack_inv in live:
         removed += clean_inventory(rack_inv, STATE_ROOT, force=args.force)
-    if args.inventory:
-        from netkv.config.compose import load
-
-        try:
-            inv = load([f"inventory={args.inventory}"]).inventory
-        except ConfigError as exc:
-            return _fail(str(exc))
+    if inv is not None:
         removed += clean_inventory(inv, STATE_ROOT, force=args.force)
     from netkv.sim.workload_cache import sweep_dead
 

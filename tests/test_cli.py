@@ -93,3 +93,17 @@ def test_an_interrupted_sweep_is_one_line_naming_the_sweep_folder(given_out, tmp
     assert kept > 0
     assert lines[0] == (f"netkv: interrupted: {kept} finished point(s) kept in {sweep} "
                         f"(run the sweep again with out={sweep} to resume)"), lines[0]
+
+
+def test_clean_refuses_an_unknown_inventory_before_cleaning(monkeypatch, capsys):
+    """`clean --inventory nope` killed and removed what crashed Mininet runs
+    and session racks left, then refused the name: bad input is refused
+    before anything is done."""
+    import netkv.mininet.cleanup
+
+    done: list[bool] = []
+    monkeypatch.setattr(netkv.mininet.cleanup, "clean", lambda force: done.append(force) or [])
+    assert main(["clean", "--inventory", "netns-rakc"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "'netns-rakc'" in lines[0] and "netns-rack" in lines[0], lines
+    assert done == []
