@@ -128,9 +128,16 @@ def cmd_run(args: argparse.Namespace) -> int:
                 return _fail(f"--cfg {args.cfg!r} is not supported (allowed: job)")
             from netkv.runner import check_combination
 
-            cfg = validate(to_container(compose_raw(overrides)))
-            check_combination(cfg)  # what run would refuse of the config itself
-            print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), end="")
+            # a sweep: every job's config, one YAML document each (its
+            # comma lists were refused as "Ambiguous value")
+            jobs = expand_sweep(overrides) if args.multirun else [overrides]
+            texts = []
+            for job in jobs:
+                cfg = validate(to_container(compose_raw(job)))
+                check_combination(cfg)  # what run would refuse of the config itself
+                head = f"# {' '.join(job)}\n" if args.multirun else ""
+                texts.append(head + yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+            print("---\n".join(texts), end="")
             return 0
         validate_all(overrides, args.multirun)
         overrides = claim_out(overrides, args.multirun)  # the run directory, before Hydra

@@ -107,3 +107,16 @@ def test_clean_refuses_an_unknown_inventory_before_cleaning(monkeypatch, capsys)
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "'netns-rakc'" in lines[0] and "netns-rack" in lines[0], lines
     assert done == []
+
+
+def test_cfg_job_of_a_sweep_prints_every_jobs_config(capsys):
+    """`run -m ... --cfg job` was refused as "Ambiguous value for argument
+    'alpha=0,1.2'": it prints each job's resolved config, one YAML document
+    each, or refuses the sweep as run would, printing nothing."""
+    assert main(["run", "-m", "protocol=hash,pegasus", "alpha=0,1.2", "--cfg", "job"]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [(d["protocol"]["name"], d["alpha"]) for d in docs] == [
+        ("hash", 0.0), ("hash", 1.2), ("pegasus", 0.0), ("pegasus", 1.2)]
+    assert main(["run", "-m", "alpha=0,-1", "--cfg", "job"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and "alpha = -1" in captured.err
