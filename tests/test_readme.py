@@ -68,7 +68,9 @@ def test_readme_run_command_works_with_just_only_in_the_venv(tmp_path):
     venv_bin.mkdir(parents=True)
     log = tmp_path / "python.log"
     # a fresh clone: netkv is not installed, so check_fresh fails and set-up runs
-    _stub(venv_bin / "python", f'echo "$*" >> {log}\ncase "$1" in -c) exit 1;; esac')
+    # one line per call, each argument as it arrived, between bars
+    _stub(venv_bin / "python",
+          f'printf "|%s" "$@" >> {log}; echo "|" >> {log}\ncase "$1" in -c) exit 1;; esac')
     fake_bin = tmp_path / "bin"     # the system tools set-up asks, all present
     fake_bin.mkdir()
     _stub(fake_bin / "dpkg-query", "exit 0")
@@ -79,5 +81,13 @@ def test_readme_run_command_works_with_just_only_in_the_venv(tmp_path):
         proc = subprocess.run([just, *args], cwd=tmp_path, env=env, capture_output=True,
                               text=True, timeout=60)
         assert proc.returncode == 0, proc.stderr
-    assert "-m netkv run protocol=pegasus alpha=1.2" in log.read_text()
-    assert "-m pip install -q -e .[dev]" in log.read_text()
+    assert "|-m|netkv|run|protocol=pegasus|alpha=1.2|" in log.read_text()
+    assert "|-m|pip|install|-q|-e|.[dev]|" in log.read_text()
+    # a value with spaces (a value-size mix, docs/configuration.md) stays one
+    # argument: `just run` split it at its spaces; so did `just test-py -k`
+    mix = "workload.value_size=[{size: 64, weight: 1}, {size: 1024, weight: 1}]"
+    for args, logged in ((["run", "--cfg", "job", mix], f"|-m|netkv|run|--cfg|job|{mix}|"),
+                         (["test-py", "-k", "a or b"], "|-m|pytest|-q|-k|a or b|")):
+        proc = subprocess.run([just, *args], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 0 and logged in log.read_text(), (proc.stderr, logged)
