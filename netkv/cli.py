@@ -279,6 +279,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_clean(args: argparse.Namespace) -> int:
     from netkv.mininet.cleanup import clean
 
+    # a mistyped --runs swept nothing and said "0 leftover(s)"; the default
+    # may well not exist yet
+    runs = Path(args.runs or "runs")
+    if args.runs is not None and not runs.is_dir():
+        return _fail(f"clean: --runs {args.runs!r} is not a directory (allowed: the folder "
+                     "that holds run and figure folders; default runs)")
     inv = None
     if args.inventory:   # a misspelled name is refused before anything is removed
         from netkv.config.compose import load
@@ -303,7 +309,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
     from netkv.sim.workload_cache import sweep_dead
 
     # figures killed by SIGKILL leave their shared workload tables (GBs)
-    removed += [str(f) for f in sweep_dead(Path(args.runs), recursive=True)]
+    removed += [str(f) for f in sweep_dead(runs, recursive=True)]
     for item in removed:
         print(f"removed {item}")
     print(f"clean: {len(removed)} leftover(s) removed")
@@ -419,7 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "Mininet interfaces and state of runs that are no longer alive.")
     cln.add_argument("--force", action="store_true",
                      help="also remove the state of runs whose owner still looks alive")
-    cln.add_argument("--runs", metavar="DIR", default="runs",
+    cln.add_argument("--runs", metavar="DIR",
                      help="where run and figure folders are (default: runs): the workload "
                           "tables of figures whose process is gone are removed")
     cln.add_argument("--inventory", metavar="NAME",

@@ -120,3 +120,22 @@ def test_cfg_job_of_a_sweep_prints_every_jobs_config(capsys):
     assert main(["run", "-m", "alpha=0,-1", "--cfg", "job"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1 and "alpha = -1" in captured.err
+
+
+def test_clean_refuses_a_runs_folder_that_is_not_there(tmp_path, monkeypatch, capsys):
+    """`clean --runs runz` swept nothing and said "0 leftover(s) removed",
+    exit 0, leaving a killed figure's workload tables (GBs) in runs/; the
+    default runs/ may be missing (nothing ran here yet)."""
+    import netkv.mininet.cleanup
+
+    import netkv.testbed.netns
+
+    done: list[bool] = []
+    monkeypatch.setattr(netkv.mininet.cleanup, "clean", lambda force: done.append(force) or [])
+    monkeypatch.setattr(netkv.testbed.netns, "sweep", lambda: ([], []))  # this machine's racks
+    monkeypatch.chdir(tmp_path)
+    assert main(["clean", "--runs", "runz"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "--runs 'runz' is not a directory" in lines[0], lines
+    assert done == []
+    assert main(["clean"]) == 0 and done == [False]   # no runs/ here: fine
