@@ -139,3 +139,12 @@ def test_clean_refuses_a_runs_folder_that_is_not_there(tmp_path, monkeypatch, ca
     assert len(lines) == 1 and "--runs 'runz' is not a directory" in lines[0], lines
     assert done == []
     assert main(["clean"]) == 0 and done == [False]   # no runs/ here: fine
+
+
+def test_trace_refuses_a_negative_show(capsys):
+    """`trace --show -1` printed every flow but the last (polars' head(-1))."""
+    with pytest.raises(SystemExit) as exc:
+        main(["trace", "runs/x", "--show", "-1"])
+    line = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and "\n" not in line
+    assert "argument --show: '-1' (allowed: an integer >= 0)" in line, line
