@@ -296,10 +296,14 @@ def unfinished_runs(runs: Sequence[Path], path: Path) -> str:
         kept = len(RunDir(run).cached_keys())
         if kept:
             name = str(run.relative_to(path)) if run != path else str(run)
+            # a sweep's job resumes with its sweep: given the job's folder as
+            # out=, a sweep would nest its jobs below it
+            again = (f"run its sweep again with <code>out={esc(str(run.parent))}</code>"
+                     if (run.parent / "multirun.yaml").is_file() else
+                     f"run it again with <code>out={esc(str(run))}</code>")
             items.append(f"<li><code>{esc(name)}</code>: {kept} finished point(s) in "
                          f"<code>points.d/</code>, not in its tables yet (interrupted, or "
-                         f"still running; run it again with <code>out={esc(str(run))}</code> "
-                         "to resume)</li>")
+                         f"still running; {again} to resume)</li>")
     return f"<ul>{''.join(items)}</ul>" if items else ""
 
 

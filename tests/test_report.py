@@ -98,6 +98,22 @@ def test_an_interrupted_run_names_the_points_it_kept(tmp_path):
     assert "Max throughput under SLO" in sweep   # the finished run as before
 
 
+def test_an_interrupted_sweep_job_is_resumed_with_its_sweep(tmp_path):
+    """A sweep's job (its folder beside multirun.yaml) resumes with the
+    sweep's out=, not its own: a sweep given the job's folder nests below it."""
+    from netkv.report import unfinished_runs
+
+    sweep = tmp_path / "sweep"
+    job = sweep / "alpha=1.2"
+    (job / "points.d" / "reference").mkdir(parents=True)
+    (job / "points.d" / "reference" / "point.parquet").write_bytes(b"")
+    (job / "config.yaml").write_text("alpha: 1.2\n")
+    (sweep / "multirun.yaml").write_text("{}\n")
+    text = unfinished_runs([job], sweep)
+    assert f"run its sweep again with <code>out={sweep}</code>" in text, text
+    assert f"out={job}" not in text
+
+
 def test_a_missing_directory_is_one_line(tmp_path, capsys):
     from netkv.cli import main
 
