@@ -52,14 +52,18 @@ def validate_all(overrides: list[str], multirun: bool) -> None:
     from netkv.config.compose import load
     from netkv.runner import check_supported
 
-    from netkv.results.rundir import RunDir
+    from netkv.results.rundir import RunDir, check_holds
     from netkv.runner import config_yaml
 
     jobs = expand_sweep(overrides) if multirun else [overrides]
     for job in jobs:
         cfg = load(job)
         check_supported(cfg)
-        if not multirun and cfg.out is not None:  # a sweep's jobs write below out
+        if cfg.out is None:
+            continue
+        if multirun:   # its jobs write below out, each checked as a run there
+            check_holds(Path(cfg.out), "sweep")
+        else:
             RunDir(Path(cfg.out)).check(config_yaml(cfg))
 
 

@@ -148,3 +148,26 @@ def test_trace_refuses_a_negative_show(capsys):
     line = capsys.readouterr().err.strip()
     assert exc.value.code == 2 and "\n" not in line
     assert "argument --show: '-1' (allowed: an integer >= 0)" in line, line
+
+
+def test_a_sweep_and_a_run_do_not_share_a_folder(tmp_path, capsys):
+    """A sweep given a run's folder as out= wrote its jobs below the run,
+    and a run given a sweep's folder wrote its config.yaml beside the jobs:
+    either way load() and report then read the folder as one run and the
+    sweep's jobs vanished from them. Refused in one line, exit 2."""
+    tiny = ["servers=2", "keys=1000", "duration=0.02", "slo.max_points=3"]
+    run, sweep = tmp_path / "run", tmp_path / "sweep"
+    assert main(["run", *tiny, f"out={run}"]) == 0
+    assert main(["run", "-m", "alpha=0.9,1.2", *tiny, "hydra.launcher.n_jobs=1",
+                 f"out={sweep}"]) == 0
+    capsys.readouterr()
+    held = sorted(p.name for p in run.iterdir()), sorted(p.name for p in sweep.iterdir())
+    assert main(["run", "-m", "alpha=0.9,1.2", *tiny, f"out={run}"]) == 2
+    assert main(["run", *tiny, f"out={sweep}"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [f"netkv: {run} holds a run (config.yaml), not a sweep; pass another "
+                     "out=<dir> or remove it",
+                     f"netkv: {sweep} holds a sweep (multirun.yaml), not a run; pass another "
+                     "out=<dir> or remove it"], lines
+    assert (sorted(p.name for p in run.iterdir()), sorted(p.name for p in sweep.iterdir())) \
+        == held

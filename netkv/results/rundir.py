@@ -34,6 +34,22 @@ class RunDirConflict(ValueError):
     """The directory already holds a run of a different config."""
 
 
+# what a folder holds, by the file each kind writes there
+MARKERS = {"run": "config.yaml", "sweep": "multirun.yaml", "experiment": "experiment.yaml"}
+
+
+def check_holds(path: Path, kind: str) -> None:
+    """Refuse a folder that holds another kind of result (writes nothing):
+    load and report read a folder with a run's config.yaml as that run
+    alone, so a sweep written into a run's folder, or a run into a sweep's,
+    hid the sweep's jobs."""
+    for other, marker in MARKERS.items():
+        if other != kind and (path / marker).is_file():
+            article = "an" if other == "experiment" else "a"
+            raise RunDirConflict(f"{path} holds {article} {other} ({marker}), not a {kind}; "
+                                 "pass another out=<dir> or remove it")
+
+
 def _leaves(tree: Any, prefix: str = "") -> dict[str, Any]:
     """A config as ``group.key`` -> value (an empty mapping is a value)."""
     if not isinstance(tree, dict) or not tree:
@@ -102,7 +118,9 @@ class RunDir:
     # --- set-up --------------------------------------------------------------
 
     def check(self, config_yaml: str) -> None:
-        """Refuse a directory that holds a run of another config (writes nothing)."""
+        """Refuse a directory that holds a run of another config, or a sweep
+        or an experiment (writes nothing)."""
+        check_holds(self.path, "run")
         config_file = self.path / "config.yaml"
         if not config_file.is_file():
             return
