@@ -217,7 +217,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from netkv.config.schema import check_out_dir
-    from netkv.results.rundir import RunDirConflict
+    from netkv.results.rundir import OTHER_OUT, RunDirConflict
 
     from netkv.experiments.checks import exit_code
     from netkv.experiments.pool import LaunchError, Pool
@@ -235,7 +235,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
                 raise ConfigError(f"invalid argument: --{exc}") from None
         pool = Pool(args.jobs, args.launcher, launcher_params(args.launcher_param))
         results = reproduce(args.experiment, list(args.overrides), out, pool, log_console())
-    except (ConfigError, RunDirConflict) as exc:
+    except RunDirConflict as exc:
+        # a cell's folder refused (other overrides, another build): what the
+        # user passes here is --out, not a run's out=
+        return _fail(str(exc).replace(OTHER_OUT, "pass another --out or remove it"))
+    except ConfigError as exc:
         return _fail(str(exc))
     except LaunchError as exc:
         print(f"netkv: {exc}", file=sys.stderr)

@@ -721,3 +721,24 @@ def test_a_wrong_experiment_name_says_what_was_meant(name, meant, capsys):
     line = capsys.readouterr().err.strip()
     assert "\n" not in line and line.startswith(f"netkv: invalid experiment: '{name}' (")
     assert meant in line and "pegasus/fig13" in line, line
+
+
+def test_a_refused_cell_folder_names_the_experiments_out(tmp_path, monkeypatch, capsys):
+    """A cell's run folder refused (the experiment resumed with other
+    overrides, or by another build) said "pass another out=<dir>", which
+    reproduce does not take: it names --out."""
+    import netkv.experiments.run
+    from netkv.cli import main
+    from netkv.results.rundir import RunDir
+
+    cell = tmp_path / "fig9" / "kvswitch" / "protocol.hot_keys=1000"
+    RunDir(cell).prepare("duration: 0.01\n", {})
+
+    def resumed_with_another_duration(name, extra, out, pool, console):  # noqa: ANN001, ANN202
+        RunDir(cell).prepare("duration: 0.02\n", {})
+
+    monkeypatch.setattr(netkv.experiments.run, "reproduce", resumed_with_another_duration)
+    assert main(["reproduce", "kvswitch/fig9", "--out", str(tmp_path / "fig9")]) == 2
+    line = capsys.readouterr().err.strip()
+    assert "\n" not in line and "(duration: 0.01 -> 0.02)" in line, line
+    assert line.endswith("; pass another --out or remove it") and "out=<dir>" not in line, line

@@ -34,6 +34,10 @@ class RunDirConflict(ValueError):
     """The directory already holds a run of a different config."""
 
 
+# the remedy a run's refusal names; reproduce names its own (--out)
+OTHER_OUT = "pass another out=<dir> or remove it"
+
+
 # what a folder holds, by the file each kind writes there
 MARKERS = {"run": "config.yaml", "sweep": "multirun.yaml", "experiment": "experiment.yaml"}
 
@@ -47,7 +51,7 @@ def check_holds(path: Path, kind: str) -> None:
         if other != kind and (path / marker).is_file():
             article = "an" if other == "experiment" else "a"
             raise RunDirConflict(f"{path} holds {article} {other} ({marker}), not a {kind}; "
-                                 "pass another out=<dir> or remove it")
+                                 f"{OTHER_OUT}")
 
 
 def _leaves(tree: Any, prefix: str = "") -> dict[str, Any]:
@@ -128,7 +132,7 @@ class RunDir:
         if differ:
             raise RunDirConflict(
                 f"run directory {self.path} holds a run of a different config ({differ}); "
-                "pass another out=<dir> or remove it"
+                f"{OTHER_OUT}"
             )
 
     def prepare(self, config_yaml: str, provenance: dict[str, Any]) -> int:
@@ -169,7 +173,7 @@ class RunDir:
         raise RunDirConflict(
             f"run directory {self.path} holds {held} point(s) measured by another build "
             f"({what} differ: build {was.get('id', 'unknown')}, now {build.get('id')}); "
-            "pass another out=<dir> or remove it"
+            f"{OTHER_OUT}"
         )
 
     def note(self, **fields: Any) -> None:
