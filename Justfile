@@ -4,13 +4,16 @@
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
 venv := ".venv"
+# The README installs rust-just into .venv, not on PATH: recipes call the
+# `just` that runs them.
+just := quote(just_executable())
 python := venv / "bin/python"
 asan_build := "build/asan"
 fuzz_build := "build/fuzz"
 
 # List the recipes.
 default:
-    @just --list
+    @{{just}} --list
 
 # Debian packages that netkv and its tests use (root; idempotent).
 system-deps:
@@ -49,13 +52,15 @@ constants:
 
 # Run an experiment: `just run protocol=pegasus alpha=1.2` (default: the README's).
 # Sets up only what is missing or stale (a C source newer than the build rebuilds it).
+# (positional: a value with spaces, such as a value-size mix, stays one argument)
+[positional-arguments]
 run *ARGS:
     #!/usr/bin/env bash
     set -euo pipefail
     if ! {{python}} -c 'from netkv.results.provenance import check_fresh; check_fresh()' 2>/dev/null; then
-        just setup
+        {{just}} setup
     fi
-    {{python}} -m netkv run {{ARGS}}
+    {{python}} -m netkv run "$@"
 
 # The command line's start-up time (`--help`, `list`): mean of 10 runs each, goal <= 0.5 s.
 bench-cli:
@@ -83,8 +88,9 @@ fuzz SECONDS="600" *PROTOCOLS: fuzz-build
 test-fuzz: (fuzz "10")
 
 # Python tests (pytest).
+[positional-arguments]
 test-py *ARGS:
-    {{python}} -m pytest -q {{ARGS}}
+    {{python}} -m pytest -q "$@"
 
 # Simulator speed: simulated requests/s and a skew sweep's wall time.
 bench-sim: setup

@@ -52,14 +52,18 @@ def validate_all(overrides: list[str], multirun: bool) -> None:
     from netkv.config.compose import load
     from netkv.runner import check_supported
 
-    from netkv.results.rundir import RunDir
+    from netkv.results.rundir import RunDir, check_holds
     from netkv.runner import config_yaml
 
     jobs = expand_sweep(overrides) if multirun else [overrides]
     for job in jobs:
         cfg = load(job)
         check_supported(cfg)
-        if not multirun and cfg.out is not None:  # a sweep's jobs write below out
+        if cfg.out is None:
+            continue
+        if multirun:   # its jobs write below out, each checked as a run there
+            check_holds(Path(cfg.out), "sweep")
+        else:
             RunDir(Path(cfg.out)).check(config_yaml(cfg))
 
 
@@ -88,13 +92,20 @@ def unique_dir(base: Path) -> Path:
     raise ConfigError(f"invalid config: out: no free run directory next to {base}")
 
 
+def out_of(overrides: list[str]) -> str:
+    """The ``out=`` among overrides (claim_out put one there)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    return next(str(o.value()) for o in reversed(parsed) if o.key_or_group == "out")
+
+
 def launch(overrides: list[str], multirun: bool) -> int:
-    """Hand the validated overrides to Hydra (joblib launcher for sweeps)."""
+    """Hand the validated overrides, out= claimed, to Hydra (joblib launcher
+    for sweeps)."""
     import hydra
 
     from netkv.runner import run_job
-
-    overrides = claim_out(overrides, multirun)  # the run directory, before Hydra starts
 
     main = hydra.main(config_path=str(conf_dir()), config_name="config", version_base=None)(
         run_job
@@ -121,20 +132,36 @@ def cmd_run(args: argparse.Namespace) -> int:
                 return _fail(f"--cfg {args.cfg!r} is not supported (allowed: job)")
             from netkv.runner import check_combination
 
-            cfg = validate(to_container(compose_raw(overrides)))
-            check_combination(cfg)  # what run would refuse of the config itself
-            print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), end="")
+            # a sweep: every job's config, one YAML document each (its
+            # comma lists were refused as "Ambiguous value")
+            jobs = expand_sweep(overrides) if args.multirun else [overrides]
+            texts = []
+            for job in jobs:
+                cfg = validate(to_container(compose_raw(job)))
+                check_combination(cfg)  # what run would refuse of the config itself
+                head = f"# {' '.join(job)}\n" if args.multirun else ""
+                texts.append(head + yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+            print("---\n".join(texts), end="")
             return 0
         validate_all(overrides, args.multirun)
+        overrides = claim_out(overrides, args.multirun)  # the run directory, before Hydra
     except (ConfigError, RunDirConflict) as exc:
         return _fail(str(exc))
     try:
         return launch(overrides, args.multirun)
     except (ConfigError, RunDirConflict) as exc:
         return _fail(str(exc))
-    except KeyboardInterrupt:  # a sweep (one run reports its own interruption)
-        print("netkv: interrupted: every finished point is kept in its run directory "
-              "(run the same command again to resume)", file=sys.stderr)
+    except (KeyboardInterrupt, SystemExit) as exc:
+        # a sweep's jobs exit 130 quietly (here or in joblib's workers), for
+        # the sweep to say it once; one run's job says it itself
+        if isinstance(exc, SystemExit) and (exc.code != 130 or not args.multirun):
+            raise
+        # named, not "the same command": without out= that starts a new folder
+        out = Path(out_of(overrides))
+        kept = len(list(out.glob(f"{'*/' if args.multirun else ''}points.d/*/point.parquet")))
+        again = "the sweep again" if args.multirun else "again"
+        print(f"netkv: interrupted: {kept} finished point(s) kept in {out} (run {again} "
+              f"with out={out} to resume)", file=sys.stderr)
         return 130
 
 
@@ -190,7 +217,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from netkv.config.schema import check_out_dir
-    from netkv.results.rundir import RunDirConflict
+    from netkv.results.rundir import OTHER_OUT, RunDirConflict
 
     from netkv.experiments.checks import exit_code
     from netkv.experiments.pool import LaunchError, Pool
@@ -208,7 +235,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
                 raise ConfigError(f"invalid argument: --{exc}") from None
         pool = Pool(args.jobs, args.launcher, launcher_params(args.launcher_param))
         results = reproduce(args.experiment, list(args.overrides), out, pool, log_console())
-    except (ConfigError, RunDirConflict) as exc:
+    except RunDirConflict as exc:
+        # a cell's folder refused (other overrides, another build): what the
+        # user passes here is --out, not a run's out=
+        return _fail(str(exc).replace(OTHER_OUT, "pass another --out or remove it"))
+    except ConfigError as exc:
         return _fail(str(exc))
     except LaunchError as exc:
         print(f"netkv: {exc}", file=sys.stderr)
@@ -256,6 +287,20 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_clean(args: argparse.Namespace) -> int:
     from netkv.mininet.cleanup import clean
 
+    # a mistyped --runs swept nothing and said "0 leftover(s)"; the default
+    # may well not exist yet
+    runs = Path(args.runs or "runs")
+    if args.runs is not None and not runs.is_dir():
+        return _fail(f"clean: --runs {args.runs!r} is not a directory (allowed: the folder "
+                     "that holds run and figure folders; default runs)")
+    inv = None
+    if args.inventory:   # a misspelled name is refused before anything is removed
+        from netkv.config.compose import load
+
+        try:
+            inv = load([f"inventory={args.inventory}"]).inventory
+        except ConfigError as exc:
+            return _fail(str(exc))
     removed = clean(force=args.force)
     from netkv.testbed import netns
     from netkv.testbed.clean import clean_inventory
@@ -267,18 +312,12 @@ def cmd_clean(args: argparse.Namespace) -> int:
     removed += gone
     for rack_inv in live:
         removed += clean_inventory(rack_inv, STATE_ROOT, force=args.force)
-    if args.inventory:
-        from netkv.config.compose import load
-
-        try:
-            inv = load([f"inventory={args.inventory}"]).inventory
-        except ConfigError as exc:
-            return _fail(str(exc))
+    if inv is not None:
         removed += clean_inventory(inv, STATE_ROOT, force=args.force)
     from netkv.sim.workload_cache import sweep_dead
 
     # figures killed by SIGKILL leave their shared workload tables (GBs)
-    removed += [str(f) for f in sweep_dead(Path(args.runs), recursive=True)]
+    removed += [str(f) for f in sweep_dead(runs, recursive=True)]
     for item in removed:
         print(f"removed {item}")
     print(f"clean: {len(removed)} leftover(s) removed")
@@ -343,7 +382,9 @@ def build_parser() -> argparse.ArgumentParser:
             "`run protocol=pegasus alpha=1.2`, `run -m alpha=0.9,0.99,1.2`."
         ),
     )
-    run.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+    # default=[]: argparse counts a "*" positional without a default as required
+    # in its usage errors ("required: experiment, KEY=VALUE")
+    run.add_argument("overrides", nargs="*", default=[], metavar="KEY=VALUE",
                      help="Hydra overrides: group choices (protocol=hash) and values (alpha=1.2)")
     run.add_argument("-m", "--multirun", action="store_true",
                      help="sweep every combination of comma-separated values, in parallel")
@@ -365,7 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "`reproduce pegasus/fig7`."),
     )
     rep.add_argument("experiment", help="experiment name, e.g. pegasus/fig7 (see `list experiment`)")
-    rep.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+    rep.add_argument("overrides", nargs="*", default=[], metavar="KEY=VALUE",
                      help="extra overrides applied to every cell (e.g. duration=0.1)")
     rep.add_argument("--out", help="experiment directory (re-use it to resume)")
     rep.add_argument("--jobs", type=positive_int, default=2, help="cells run at once (default 2)")
@@ -392,7 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "Mininet interfaces and state of runs that are no longer alive.")
     cln.add_argument("--force", action="store_true",
                      help="also remove the state of runs whose owner still looks alive")
-    cln.add_argument("--runs", metavar="DIR", default="runs",
+    cln.add_argument("--runs", metavar="DIR",
                      help="where run and figure folders are (default: runs): the workload "
                           "tables of figures whose process is gone are removed")
     cln.add_argument("--inventory", metavar="NAME",
@@ -426,8 +467,24 @@ def _terminated(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, overrides anywhere among the options: argparse fills
+    a ``nargs="*"`` positional from one stretch only, so the overrides after
+    an option (`reproduce pegasus/fig7 --jobs 1 duration=0.1`, `run
+    protocol=hash -m alpha=0,1.2`) came back unrecognized."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    overrides = getattr(args, "overrides", None)
+    stray = [a for a in extra if overrides is None or a.startswith("-") or "=" not in a]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if extra:
+        args.overrides = [*overrides, *extra]
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None
     try:

@@ -282,6 +282,31 @@ def runs_figure(points: pl.DataFrame, folder: Path) -> Path:
     return folder / "latency-throughput.svg"
 
 
+def unfinished_runs(runs: Sequence[Path], path: Path) -> str:
+    """The runs whose tables are not written yet, with the points they hold:
+    a run writes its tables when it ends, so an interrupted one (or one
+    still running) has its finished points only in points.d/, where a rerun
+    with the same out= finds them."""
+    from netkv.results.rundir import RunDir
+
+    items = []
+    for run in runs:
+        if (run / "points.parquet").is_file():
+            continue
+        kept = len(RunDir(run).cached_keys())
+        if kept:
+            name = str(run.relative_to(path)) if run != path else str(run)
+            # a sweep's job resumes with its sweep: given the job's folder as
+            # out=, a sweep would nest its jobs below it
+            again = (f"run its sweep again with <code>out={esc(str(run.parent))}</code>"
+                     if (run.parent / "multirun.yaml").is_file() else
+                     f"run it again with <code>out={esc(str(run))}</code>")
+            items.append(f"<li><code>{esc(name)}</code>: {kept} finished point(s) in "
+                         f"<code>points.d/</code>, not in its tables yet (interrupted, or "
+                         f"still running; {again} to resume)</li>")
+    return f"<ul>{''.join(items)}</ul>" if items else ""
+
+
 def runs_sections(path: Path) -> tuple[str, list[tuple[str, str]]]:
     from netkv.results.columns import varying
     from netkv.results.load import load
@@ -290,8 +315,11 @@ def runs_sections(path: Path) -> tuple[str, list[tuple[str, str]]]:
     points = load(path)
     title = f"{'run' if len(runs) == 1 else f'sweep of {len(runs)} runs'}: {path}"
     sections: list[tuple[str, str]] = []
+    waiting = unfinished_runs(runs, path)
     if points.is_empty():
-        return title, [("Runs", "<p>No finished point yet.</p>")]
+        return title, [("Runs", waiting or "<p>No finished point yet.</p>")]
+    if waiting:
+        sections.append(("Unfinished runs", waiting))
     points = points.with_columns(pl.col("run").map_elements(
         lambda r: str(Path(r).relative_to(path)) or ".", return_dtype=pl.String))
     svg = runs_figure(points, path / FIGURES)

@@ -521,6 +521,7 @@ def log_console() -> Console:
 def run_job(cfg_node: Any) -> float:
     """Hydra task function: one run into Hydra's output directory."""
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
     from omegaconf import OmegaConf
 
     data = OmegaConf.to_container(cfg_node, resolve=True)
@@ -538,6 +539,10 @@ def run_job(cfg_node: Any) -> float:
         raise SystemExit(1) from None
     except KeyboardInterrupt:
         # the targets' context managers have torn the rack down on the way out
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            # a sweep resumes as a whole, from its own folder: its command
+            # says so once (cli.cmd_run), not each job for its subfolder
+            raise SystemExit(EXIT_INTERRUPTED) from None
         kept = len(RunDir(out_dir).cached_keys()) if out_dir.is_dir() else 0
         print(f"netkv: interrupted: {kept} finished point(s) kept in {out_dir} (run again "
               f"with out={out_dir} to resume)", file=sys.stderr)

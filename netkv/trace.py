@@ -439,12 +439,35 @@ def main(argv: list[str] | None = None) -> int:
     return cmd_trace(args)
 
 
+def op_error(op: str | None) -> str | None:
+    """--op that names no op of any protocol: it matched nothing without a word."""
+    ops = sorted({o.name for enum in codec.OPS.values() for o in enum})
+    if op is None or op.upper() in ops:
+        return None
+    return f"--op {op!r} is not an op (allowed: {', '.join(ops)})"
+
+
+def point_error(point: str | None, points: Iterable[str]) -> str | None:
+    """--point that is part of no captured point's key (a typo, or another
+    run's key): it matched nothing without a word."""
+    keys = list(points)
+    if point is None or any(point in k for k in keys):
+        return None
+    return f"--point {point!r} is in no point of this capture (its points: {', '.join(keys)})"
+
+
 def cmd_trace(args: argparse.Namespace) -> int:
     path = Path(args.path)
+    if error := op_error(args.op):   # before decoding, which can take a while
+        print(f"netkv: {error}", file=sys.stderr)
+        return 2
     try:
         t = trace(path, args.servers)
     except (FileNotFoundError, pcap.PcapError) as exc:
         print(f"netkv: {exc}", file=sys.stderr)
+        return 2
+    if error := point_error(args.point, t.frames):
+        print(f"netkv: {error}", file=sys.stderr)
         return 2
     df = apply_filters(flows_frame(t.rows), args)
     out = Path(args.parquet) if args.parquet else (

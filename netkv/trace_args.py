@@ -6,6 +6,17 @@ from __future__ import annotations
 import argparse
 
 
+def count(text: str) -> int:
+    """--show's flows: polars' head(-n) would print all but the last n."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} (allowed: an integer >= 0)") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} (allowed: an integer >= 0)")
+    return value
+
+
 def build_parser(ap: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     ap = ap or argparse.ArgumentParser(prog="python -m netkv trace")
     ap.add_argument("path", help="run directory (capture=true), a point's capture folder, or a pcap")
@@ -19,7 +30,7 @@ def build_parser(ap: argparse.ArgumentParser | None = None) -> argparse.Argument
     ap.add_argument("--since", type=float, help="seconds after the first request")
     ap.add_argument("--until", type=float, help="seconds after the first request")
     ap.add_argument("--servers", type=int, help="servers in the rack (default: config.yaml)")
-    ap.add_argument("--show", type=int, default=5, help="flows to print with their hops")
+    ap.add_argument("--show", type=count, default=5, help="flows to print with their hops")
     ap.add_argument("--parquet", help="write the (filtered) flows here "
                     "(default: <run>/trace.parquet, or <pcap>.flows.parquet)")
     return ap

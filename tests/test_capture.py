@@ -130,3 +130,20 @@ def test_trace_command_filters_and_writes_parquet(tmp_path: Path, capsys: pytest
     df = pl.read_parquet(dest)
     assert df.height > 0 and set(df["client"]) == {4}
     assert main(["trace", str(tmp_path / "nothing")]) == 2
+
+
+def test_a_trace_filter_that_can_match_nothing_is_refused(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A misspelled --op or a --point of no captured point gave "0 rows",
+    exit 0, as if nothing had happened: one line naming what there is,
+    exit 2, nothing written."""
+    out, _ = _run(tmp_path, "protocol=pegasus", "write_ratio=0.3", "capture=true")
+    assert main(["trace", str(out), "--op", "WRTE"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--op 'WRTE' is not an op (allowed: " in err and " WRITE," in err
+    assert main(["trace", str(out), "--point", "r9.9e+99"]) == 2
+    err = capsys.readouterr().err.strip()
+    points = sorted(p.name for p in (out / "capture").iterdir() if p.is_dir())
+    assert "\n" not in err and f"(its points: {', '.join(points)})" in err, err
+    assert not (out / "trace.parquet").exists()
+    assert main(["trace", str(out), "--op", "write", "--point", points[0][:6], "--show", "0"]) == 0

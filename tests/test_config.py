@@ -27,6 +27,7 @@ BAD = [
     (["record_history=maybe"], ["record_history", "true or false"]),
     (["workload.kind=pareto"], ["workload.kind", "'pareto'", "zipf"]),
     (["target=tofino9"], ["target", "'tofino9'", "sim"]),
+    (["inventory=netns-rakc"], ["inventory = 'netns-rakc' is not an inventory", "netns-rack"]),
     (["slo=fixed", "slo.p99_us=null"], ["slo.p99_us"]),
     (["duration=0"], ["duration", "> 0"]),
     (["alpha=[1"], ["invalid override"]),

@@ -302,6 +302,28 @@ def test_a_declared_difference_is_differs_with_by_how_much_and_the_exit_code_say
     assert summarize_verdicts([two, ten, three]) == {"holds": 1, "differs": 1, "FAIL": 1}
 
 
+def test_a_claim_missed_by_a_hair_prints_the_digits_that_tell_its_sides_apart():
+    """kvswitch/fig9 (installed fraction 1 against "<= 0.9999") read
+    "= 1 <= 1 = 1" and "misses the bound by 1 x": a failed comparison whose
+    sides round alike shows the digits that tell them apart; a held one and
+    a clear miss keep 3 digits."""
+    table = pl.DataFrame({"series": ["hash", "pegasus"], "x": ["1.2", "1.2"],
+                          "max_tput_rps": [1.0, 2.9]})
+    exp = experiment([
+        {"claim": "hair", "left": {"series": "hash", "x": 1.2}, "op": "<=",
+         "right": {"value": 0.9999}},
+        {"claim": "held", "left": {"series": "hash", "x": 1.2}, "op": "<=",
+         "right": {"value": 1.00001}},
+        {"claim": "clear", "left": {"series": "pegasus", "x": 1.2}, "op": "<=",
+         "right": {"value": 1.0}},
+    ])
+    hair, held, clear = (evaluate(c, table, exp) for c in exp.checks)
+    assert "hash@1.2 = 1e-06 Mreq/s <= 9.999e-07 Mreq/s = 9.999e-07 Mreq/s" in hair.measured
+    assert hair.by == "misses the bound by 1.0001 x", hair.by
+    assert "hash@1.2 = 1e-06 Mreq/s <= 1e-06 Mreq/s = 1e-06 Mreq/s" in held.measured
+    assert clear.by == "misses the bound by 2.9 x" and "2.9e-06 Mreq/s <= 1e-06" in clear.measured
+
+
 def test_a_declared_difference_on_a_none_met_cell_is_a_failure():
     table = TABLE.with_columns(met=pl.Series([True, False, True, True]))
     exp = experiment([{"claim": "c", "left": {"series": "pegasus", "x": 1.2}, "op": ">=",
@@ -654,3 +676,69 @@ def test_an_interrupted_reproduce_is_one_line_naming_where_to_resume(tmp_path, m
     assert main(["reproduce", "pegasus/fig7"]) == 130
     line = capsys.readouterr().err.strip()
     assert "\n" not in line and "--out runs/reproduce/pegasus-fig7/" in line, line
+
+
+@pytest.mark.parametrize("figure", ["pegasus/fig12", "pegasus/fig13"], ids=["grid", "timeline"])
+def test_an_out_holding_another_experiment_or_a_run_is_refused(figure, tmp_path, capsys):
+    """`reproduce pegasus/fig12 --out <kvswitch/fig9's folder>` ran, and
+    overwrote fig9's results, plot and checks with fig12's beside fig9's
+    runs. Refused in one line, exit 2, nothing written; a run's folder too."""
+    from netkv.cli import main
+    from netkv.experiments.reproduce import check_experiment_dir, write_experiment
+
+    out = tmp_path / "fig9"
+    out.mkdir()
+    write_experiment(out, "kvswitch/fig9", load_experiment("kvswitch/fig9"))
+    held = sorted(out.iterdir()), (out / "experiment.yaml").read_text()
+    assert main(["reproduce", figure, "--out", str(out), "--jobs", "1"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "holds experiment 'kvswitch/fig9'" in lines[0], lines
+    assert f"not '{figure}'" in lines[0], lines[0]
+    assert (sorted(out.iterdir()), (out / "experiment.yaml").read_text()) == held
+    check_experiment_dir(out, "kvswitch/fig9")   # its own experiment resumes
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("protocol: {name: hash}\n")
+    assert main(["reproduce", figure, "--out", str(run)]) == 2
+    line = capsys.readouterr().err.strip()
+    assert "holds a run (config.yaml), not an experiment" in line and "\n" not in line
+    assert sorted(p.name for p in run.iterdir()) == ["config.yaml"]
+
+
+@pytest.mark.parametrize(("name", "meant"), [
+    ("pegasus/fig77", "did you mean pegasus/fig7,"),
+    ("fig7", "did you mean kvswitch/fig7, netlr/fig7, pegasus/fig7?"),
+    ("../conf/config", "(choose one of: kvswitch/cold,"),
+], ids=["typo", "no-paper", "a-path"])
+def test_a_wrong_experiment_name_says_what_was_meant(name, meant, capsys):
+    """One line, exit 2, the likely names first: the line listed every
+    experiment (over 50) and nothing nearer, and a path to a YAML file that
+    is no experiment was read as one ("description: Field required")."""
+    from netkv.cli import main
+
+    assert main(["reproduce", name]) == 2
+    line = capsys.readouterr().err.strip()
+    assert "\n" not in line and line.startswith(f"netkv: invalid experiment: '{name}' (")
+    assert meant in line and "pegasus/fig13" in line, line
+
+
+def test_a_refused_cell_folder_names_the_experiments_out(tmp_path, monkeypatch, capsys):
+    """A cell's run folder refused (the experiment resumed with other
+    overrides, or by another build) said "pass another out=<dir>", which
+    reproduce does not take: it names --out."""
+    import netkv.experiments.run
+    from netkv.cli import main
+    from netkv.results.rundir import RunDir
+
+    cell = tmp_path / "fig9" / "kvswitch" / "protocol.hot_keys=1000"
+    RunDir(cell).prepare("duration: 0.01\n", {})
+
+    def resumed_with_another_duration(name, extra, out, pool, console):  # noqa: ANN001, ANN202
+        RunDir(cell).prepare("duration: 0.02\n", {})
+
+    monkeypatch.setattr(netkv.experiments.run, "reproduce", resumed_with_another_duration)
+    assert main(["reproduce", "kvswitch/fig9", "--out", str(tmp_path / "fig9")]) == 2
+    line = capsys.readouterr().err.strip()
+    assert "\n" not in line and "(duration: 0.01 -> 0.02)" in line, line
+    assert line.endswith("; pass another --out or remove it") and "out=<dir>" not in line, line

@@ -77,6 +77,43 @@ def test_a_run_and_a_sweep_get_one_page_with_figures_provenance_and_noise(tmp_pa
     assert "<th>protocol.selection</th>" in text and "<td>wrr</td>" in text
 
 
+def test_an_interrupted_run_names_the_points_it_kept(tmp_path):
+    """A run writes its tables when it ends; one interrupted (Ctrl-C) keeps
+    its finished points in points.d/ only. Its page said "No finished point
+    yet"; it names them and how to resume, alone and in a sweep."""
+    from netkv.report import report
+    from netkv.runner import execute
+
+    done, stopped = tmp_path / "done", tmp_path / "stopped"
+    execute(load([*TINY, f"out={done}"]), done, ["test"], Console(file=io.StringIO()))
+    shutil.copytree(done, stopped)
+    for table in stopped.glob("*.parquet"):   # as Ctrl-C leaves it: fragments only
+        table.unlink()
+    kept = len(list((stopped / "points.d").glob("*/point.parquet")))
+    text = report(stopped).read_text()
+    assert "No finished point yet" not in text
+    assert f"{kept} finished point(s)" in text and f"out={stopped}" in text
+    sweep = report(tmp_path).read_text()
+    assert "Unfinished runs" in sweep and "<code>stopped</code>" in sweep
+    assert "Max throughput under SLO" in sweep   # the finished run as before
+
+
+def test_an_interrupted_sweep_job_is_resumed_with_its_sweep(tmp_path):
+    """A sweep's job (its folder beside multirun.yaml) resumes with the
+    sweep's out=, not its own: a sweep given the job's folder nests below it."""
+    from netkv.report import unfinished_runs
+
+    sweep = tmp_path / "sweep"
+    job = sweep / "alpha=1.2"
+    (job / "points.d" / "reference").mkdir(parents=True)
+    (job / "points.d" / "reference" / "point.parquet").write_bytes(b"")
+    (job / "config.yaml").write_text("alpha: 1.2\n")
+    (sweep / "multirun.yaml").write_text("{}\n")
+    text = unfinished_runs([job], sweep)
+    assert f"run its sweep again with <code>out={sweep}</code>" in text, text
+    assert f"out={job}" not in text
+
+
 def test_a_missing_directory_is_one_line(tmp_path, capsys):
     from netkv.cli import main
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import polars as pl
 import pytest
@@ -78,6 +80,40 @@ def test_reopening_with_other_config_is_refused(tmp_path):
     with pytest.raises(RunDirConflict, match="different config"):
         RunDir(tmp_path).prepare("alpha: 1.2\n", {})
     assert RunDir(tmp_path).prepare("alpha: 1.0\n", {}) == 0
+
+
+def test_a_refused_run_directory_names_what_differs(tmp_path):
+    """The refusal said only "a different config": a user resuming with one
+    knob forgotten could not tell which."""
+    held = "protocol:\n  name: pegasus\nalpha: 1.2\nduration: 2.0\nseed: 1\nkeys: 10\n"
+    RunDir(tmp_path).prepare(held, {})
+    with pytest.raises(RunDirConflict) as err:
+        RunDir(tmp_path).prepare(held.replace("2.0", "0.2").replace("pegasus", "hash"), {})
+    assert "different config (protocol.name: \"pegasus\" -> \"hash\", duration: 2.0 -> 0.2)" \
+        in str(err.value), err.value
+    many = "protocol:\n  name: hash\nalpha: 1\nduration: 0.2\nkeys: 10\nrepeat: 2\n"
+    with pytest.raises(RunDirConflict) as err:   # 1 is not 1.0; seed gone, repeat new
+        RunDir(tmp_path).prepare(many, {})
+    assert ("(protocol.name: \"pegasus\" -> \"hash\", alpha: 1.2 -> 1, duration: 2.0 -> 0.2, "
+            "and 2 more)") in str(err.value), err.value
+    assert RunDir(tmp_path).prepare(held, {}) == 0
+
+
+def test_an_interrupted_run_resumes_with_the_out_its_line_names(tmp_path, monkeypatch, capsys):
+    """A run netkv placed (no out=) records out as runs/...; interrupted,
+    it says "run again with out=<absolute path>", which was refused as a
+    different config. The path is no part of what was measured."""
+    from netkv.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    tiny = ["servers=2", "keys=1000", "duration=0.02", "slo.max_points=3"]
+    assert main(["run", *tiny, "out=runs/x"]) == 0
+    for out in (tmp_path / "runs" / "x", "./runs/x/"):
+        assert main(["run", *tiny, f"out={out}"]) == 0, capsys.readouterr().err
+        prov = json.loads((tmp_path / "runs" / "x" / "provenance.json").read_text())
+        assert prov["resumed_points"] > 0
+    assert main(["run", *tiny, "seed=2", f"out={tmp_path / 'runs' / 'x'}"]) == 2
+    assert "(seed: 1 -> 2)" in capsys.readouterr().err   # what was measured still counts
 
 
 def test_load_many_runs_adds_run_column(tmp_path):

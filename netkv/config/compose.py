@@ -199,7 +199,9 @@ def _missing_option_message(text: str) -> str:
     if match:
         group, option = match.groups()
         options = ", ".join(group_options(group))
-        return f"invalid config: {group} = '{option}' is not a {group} (choose one of: {options})"
+        article = "an" if group[:1] in "aeiou" else "a"   # "an inventory"
+        return (f"invalid config: {group} = '{option}' is not {article} {group} "
+                f"(choose one of: {options})")
     match = re.search(r"Could not load '([^']+)'", text)
     if match:
         return f"invalid config: no such config '{match.group(1)}'"

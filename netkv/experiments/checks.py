@@ -54,8 +54,23 @@ def _ref_name(ref: Ref) -> str:
     return ref.series or _fmt(ref.value or math.nan)
 
 
-def _fmt(value: float) -> str:
-    return f"{value:.3g}" if math.isfinite(value) else str(value)
+def _fmt(value: float, digits: int = 3) -> str:
+    return f"{value:.{digits}g}" if math.isfinite(value) else str(value)
+
+
+def _digits(a: float, b: float) -> int:
+    """Significant digits (3 at least) that print two different values
+    differently: a claim missing its bound by a hair read "1 <= 1 = 1" and
+    "misses the bound by 1 x"."""
+    digits = 3
+    while digits < 17 and a != b and _fmt(a, digits) == _fmt(b, digits):
+        digits += 1
+    return digits
+
+
+def _factor(worst: float) -> str:
+    """A miss factor, never shown as 1 when it is not."""
+    return _fmt(worst, _digits(worst, 1.0))
 
 
 NONE_MET = "none met"
@@ -96,17 +111,18 @@ def _unmeasured(value: float | str) -> str:
     return "unbounded" if math.isinf(value) else "missing"
 
 
-def _show(value: float, metric: str) -> str:
+def _show(value: float, metric: str, digits: int = 3) -> str:
     """A stored value (rps, ns) as people read it (Mreq/s, us)."""
     if math.isinf(value) and value > 0:
         return "unbounded"
     unit = display(metric)[1]
-    return _fmt(shown(metric, value)) + (f" {unit}" if unit and math.isfinite(value) else "")
+    return (_fmt(shown(metric, value), digits)
+            + (f" {unit}" if unit and math.isfinite(value) else ""))
 
 
-def _label(ref: Ref, x: object, metric: str = "") -> str:
+def _label(ref: Ref, x: object, metric: str = "", digits: int = 3) -> str:
     if ref.value is not None:
-        return _show(ref.value * ref.times + ref.plus, metric)
+        return _show(ref.value * ref.times + ref.plus, metric, digits)
     times = f"{ref.times:g} x " if ref.times != 1.0 else ""
     plus = f" + {_show(ref.plus, metric)}" if ref.plus else ""
     if ref.minus is not None:
@@ -208,8 +224,10 @@ def evaluate(check: Check, table: pl.DataFrame, exp: Experiment) -> CheckResult:
         else:
             lm = check.left.metric or exp.y.metric
             rm = check.right.metric or exp.y.metric
-            parts.append(f"{_label(check.left, x, lm)} = {_show(lv, lm)} {check.op} "
-                         f"{_label(check.right, rx, rm)} = {_show(rv, rm)}")
+            digits = 3 if good else _digits(lv, rv)
+            parts.append(f"{_label(check.left, x, lm, digits)} = {_show(lv, lm, digits)} "
+                         f"{check.op} {_label(check.right, rx, rm, digits)} = "
+                         f"{_show(rv, rm, digits)}")
     ok = measurable and bool(held) and (all(held) if check.quantifier == "all" else any(held))
     if check.quantifier == "any":
         parts.append(f"(any of {len(held)} pairs: {sum(held)} hold)")
@@ -224,7 +242,7 @@ def evaluate(check: Check, table: pl.DataFrame, exp: Experiment) -> CheckResult:
     by = ""
     if measurable and not ok:
         by = (f"|ratio - 1| up to {_fmt(worst)} x the tolerance" if check.op == "within"
-              else f"misses the bound by {_fmt(worst)} x")
+              else f"misses the bound by {_factor(worst)} x")
     text = "; ".join(parts[:-1]) + " " + parts[-1] if len(parts) > 1 else parts[0]
     return CheckResult(check.claim, check.paper, text, ok,
                        used, verdict(ok, measurable, check.differs), check.differs, by)
@@ -371,7 +389,7 @@ def evaluate_timeline(check: TimelineCheck, results: pl.DataFrame, timeline: pl.
                          f"({_fmt(slo)} us; max window p99 {_fmt(peak)} us)")
     by = ""
     if measurable and not ok:
-        by = (f"recovers {_fmt(worst)} x slower than the bound"
+        by = (f"recovers {_factor(worst)} x slower than the bound"
               if isinstance(check, RecoveryCheck) and worst else
               f"{_fmt(worst)} x the windows allowed above the SLO" if worst else "")
     return CheckResult(check.claim, check.paper, "; ".join(parts), ok, used,
@@ -413,7 +431,7 @@ def evaluate_throughput(check: ThroughputCheck, timeline: pl.DataFrame,
                      f"[{check.window_s[0]:g}, {check.window_s[1]:g}) s = {_fmt(ratio)} x "
                      f"the {_fmt(ref)} of [{check.reference_s[0]:g}, {check.reference_s[1]:g}) s "
                      f"({check.op} {check.fraction:g} x; {n + m} windows)")
-    by = f"misses the bound by {_fmt(worst)} x" if measurable and not ok and worst else ""
+    by = f"misses the bound by {_factor(worst)} x" if measurable and not ok and worst else ""
     return CheckResult(check.claim, check.paper, "; ".join(parts), ok, used,
                        verdict(ok, measurable, check.differs), check.differs, by)
 
@@ -440,7 +458,7 @@ def evaluate_run(check: RunCheck, results: pl.DataFrame, exp: Experiment) -> Che
                         check.value / value if value else math.inf)
         parts.append(f"{label}: {check.metric} {_fmt(value * scale)}{unit and ' ' + unit} "
                      f"({check.op} {_fmt(check.value * scale)})")
-    by = f"misses the bound by {_fmt(worst)} x" if measurable and not ok and worst else ""
+    by = f"misses the bound by {_factor(worst)} x" if measurable and not ok and worst else ""
     return CheckResult(check.claim, check.paper, "; ".join(parts), ok, used,
                        verdict(ok, measurable, check.differs), check.differs, by)
 

@@ -253,6 +253,29 @@ def _indexed(fn: Callable[..., Any], i: int, call: tuple[Any, ...]) -> tuple[int
     return i, fn(*call)
 
 
+def check_experiment_dir(out: Path, name: str) -> None:
+    """Refuse an --out that holds another experiment or a run, before
+    anything is written: a second figure would overwrite the first's
+    results, plot and checks and leave its runs beside its own."""
+    import yaml
+
+    from netkv.results.rundir import RunDirConflict
+
+    held = out / "experiment.yaml"
+    if held.is_file():
+        try:
+            data = yaml.safe_load(held.read_text(encoding="utf-8"))
+        except yaml.YAMLError:
+            data = None
+        other = data.get("name") if isinstance(data, dict) else None
+        if other != name:
+            raise RunDirConflict(f"experiment directory {out} holds experiment {other!r}, not "
+                                 f"{name!r}; pass another --out or remove it")
+    elif (out / "config.yaml").is_file():
+        raise RunDirConflict(f"{out} holds a run (config.yaml), not an experiment; pass "
+                             "another --out or remove it")
+
+
 def write_experiment(out: Path, name: str, exp: Experiment) -> None:
     """``experiment.yaml``: the experiment as it ran (what ``report`` reads)."""
     import yaml
@@ -355,6 +378,7 @@ def reproduce_sweep(exp: Experiment, name: str, extra: list[str], out: Path | No
     for cell in cells(exp, extra):  # every cell's config is valid before anything runs
         check_supported(load(list(cell.overrides)))
     out = out or default_out(name)
+    check_experiment_dir(out, name)
     out.mkdir(parents=True, exist_ok=True)
     write_experiment(out, name, exp)
     from netkv.sim.workload_cache import figure_folder

@@ -26,6 +26,7 @@ times the values of one *x* key:
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -428,11 +429,23 @@ def available() -> list[str]:
     return sorted(f"{p.parent.name}/{p.stem}" for p in root.glob("*/*.yaml"))
 
 
+def nearest(name: str, names: list[str]) -> list[str]:
+    """The experiments a mistyped name most likely meant: close spellings,
+    and every paper's figure of that name (`fig7` is in three papers)."""
+    same_figure = [n for n in names if n.rpartition("/")[2] == name.rpartition("/")[2]]
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.8)
+    return list(dict.fromkeys([*close, *same_figure]))
+
+
 def load_experiment(name: str) -> Experiment:
+    names = available()
+    # only a listed name: a path such as ../conf/config is no experiment
+    if name not in names:
+        near = nearest(name, names)
+        hint = f"did you mean {', '.join(near)}? " if near else ""
+        raise ConfigError(f"invalid experiment: '{name}' ({hint}choose one of: "
+                          f"{', '.join(names) or 'none'})")
     path = experiments_root() / f"{name}.yaml"
-    if not path.is_file():
-        choices = ", ".join(available()) or "none"
-        raise ConfigError(f"invalid experiment: '{name}' (choose one of: {choices})")
     try:
         return Experiment.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
     except ValidationError as exc:

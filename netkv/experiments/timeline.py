@@ -33,9 +33,10 @@ from netkv.config.compose import load
 from netkv.experiments.pool import Pool
 from netkv.experiments.checks import (CheckResult, evaluate_timeline, ms_text, print_checks,
                                       recovery_ms, windows_over)
-from netkv.experiments.reproduce import (Cell, default_out, pin_slo, report, run_all,
-                                         run_cell, scalar, slo_markdown, write_checks,
-                                         warn_unsaturated, write_experiment, write_points)
+from netkv.experiments.reproduce import (Cell, check_experiment_dir, default_out, pin_slo,
+                                         report, run_all, run_cell, scalar, slo_markdown,
+                                         write_checks, warn_unsaturated, write_experiment,
+                                         write_points)
 from netkv.experiments.spec import Check, Experiment, RecoveryCheck, Timeline
 from netkv.results.atomic import write_parquet
 from netkv.results.columns import knob_columns
@@ -137,6 +138,7 @@ def reproduce_timeline(exp: Experiment, name: str, extra: list[str], out: Path |
         for x in exp.x.values:
             load(list(run_overrides(exp, s, x, extra)))
     out = out or default_out(name)
+    check_experiment_dir(out, name)
     out.mkdir(parents=True, exist_ok=True)
     pool = jobs if isinstance(jobs, Pool) else Pool(jobs)
     write_experiment(out, name, exp)

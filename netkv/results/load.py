@@ -21,7 +21,8 @@ def load(*paths: str | Path, table: str = "points") -> pl.DataFrame:
     """Concatenate ``table`` of every run found under ``paths``.
 
     Each row gains a ``run`` column (the run directory). Runs whose table is
-    missing (still running, or killed before their first point) are skipped.
+    missing are skipped: a run writes its tables when it ends, so one still
+    running or interrupted has its finished points only in ``points.d/``.
     """
     if table not in TABLE_FILES:
         raise ValueError(f"table {table!r} is not one of {', '.join(TABLE_FILES)}")

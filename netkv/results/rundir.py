@@ -2,11 +2,12 @@
 
 Each measured load point is first stored as its own fragment folder under
 ``points.d/<key>/`` (one parquet per table, ``point.parquet`` written last as
-the commit mark). After every point the run-level tables
+the commit mark). When the run ends, the run-level tables
 (``points.parquet``, ``servers.parquet``, ``timeline.parquet``,
-``histograms.parquet``) are rebuilt from the fragments, atomically. A run
-killed at any instant therefore keeps every finished point, and a re-run with
-the same directory finds those points and does not measure them again.
+``histograms.parquet``) are built from the fragments, atomically. A run
+killed at any instant therefore keeps every finished point (as its
+fragment), and a re-run with the same directory finds those points and does
+not measure them again.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import yaml
 
 from netkv.loadstats import imbalance_factor
 from netkv.results.atomic import write_parquet, write_text
@@ -30,6 +32,58 @@ FRAGMENTS = "points.d"
 
 class RunDirConflict(ValueError):
     """The directory already holds a run of a different config."""
+
+
+# the remedy a run's refusal names; reproduce names its own (--out)
+OTHER_OUT = "pass another out=<dir> or remove it"
+
+
+# what a folder holds, by the file each kind writes there
+MARKERS = {"run": "config.yaml", "sweep": "multirun.yaml", "experiment": "experiment.yaml"}
+
+
+def check_holds(path: Path, kind: str) -> None:
+    """Refuse a folder that holds another kind of result (writes nothing):
+    load and report read a folder with a run's config.yaml as that run
+    alone, so a sweep written into a run's folder, or a run into a sweep's,
+    hid the sweep's jobs."""
+    for other, marker in MARKERS.items():
+        if other != kind and (path / marker).is_file():
+            article = "an" if other == "experiment" else "a"
+            raise RunDirConflict(f"{path} holds {article} {other} ({marker}), not a {kind}; "
+                                 f"{OTHER_OUT}")
+
+
+def _leaves(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """A config as ``group.key`` -> value (an empty mapping is a value)."""
+    if not isinstance(tree, dict) or not tree:
+        return {prefix: tree}
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        out.update(_leaves(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def _leaf_text(leaves: dict[str, Any], key: str) -> str:
+    # JSON tells 1 from 1.0 and a missing key from a null one
+    return json.dumps(leaves[key], sort_keys=True) if key in leaves else "(none)"
+
+
+def config_differences(held: str, new: str, shown: int = 3) -> str:
+    """What differs between two config.yaml texts, as ``key: held -> new``
+    (the first ``shown`` keys, then how many more); "" when nothing does.
+    ``out`` is where the run lives, not what it measured: recorded as typed
+    (``runs/...`` when netkv chose it), while the interrupted run's line
+    names it as an absolute path, and both name this one directory."""
+    try:
+        was, now = _leaves(yaml.safe_load(held)), _leaves(yaml.safe_load(new))
+    except yaml.YAMLError:
+        return "its config.yaml does not parse"
+    keys = [k for k in dict.fromkeys([*was, *now])
+            if k != "out" and _leaf_text(was, k) != _leaf_text(now, k)]
+    parts = [f"{k}: {_leaf_text(was, k)} -> {_leaf_text(now, k)}" for k in keys[:shown]]
+    more = f", and {len(keys) - shown} more" if len(keys) > shown else ""
+    return ", ".join(parts) + more
 
 
 def saturated(result: PointResult, requests: np.ndarray) -> tuple[float, str]:
@@ -68,12 +122,17 @@ class RunDir:
     # --- set-up --------------------------------------------------------------
 
     def check(self, config_yaml: str) -> None:
-        """Refuse a directory that holds a run of another config (writes nothing)."""
+        """Refuse a directory that holds a run of another config, or a sweep
+        or an experiment (writes nothing)."""
+        check_holds(self.path, "run")
         config_file = self.path / "config.yaml"
-        if config_file.is_file() and config_file.read_text(encoding="utf-8") != config_yaml:
+        if not config_file.is_file():
+            return
+        differ = config_differences(config_file.read_text(encoding="utf-8"), config_yaml)
+        if differ:
             raise RunDirConflict(
-                f"run directory {self.path} holds a run of a different config; "
-                "pass another out=<dir> or remove it"
+                f"run directory {self.path} holds a run of a different config ({differ}); "
+                f"{OTHER_OUT}"
             )
 
     def prepare(self, config_yaml: str, provenance: dict[str, Any]) -> int:
@@ -114,7 +173,7 @@ class RunDir:
         raise RunDirConflict(
             f"run directory {self.path} holds {held} point(s) measured by another build "
             f"({what} differ: build {was.get('id', 'unknown')}, now {build.get('id')}); "
-            "pass another out=<dir> or remove it"
+            f"{OTHER_OUT}"
         )
 
     def note(self, **fields: Any) -> None:
