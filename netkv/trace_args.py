@@ -17,10 +17,22 @@ def count(text: str) -> int:
     return value
 
 
+def key(text: str) -> str:
+    """--key: ``#`` then the key hash in hex (any case), or the key as text or
+    hex; a ``#`` followed by anything else matched no flow, silently."""
+    if text.startswith("#"):
+        digits = text[1:].lower()
+        if not digits or any(c not in "0123456789abcdef" for c in digits):
+            raise argparse.ArgumentTypeError(f"{text!r} (allowed: #<key hash in hex>, e.g. "
+                                             "#9f2c01aa, or the key as text or hex)")
+        return "#" + digits
+    return text
+
+
 def build_parser(ap: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     ap = ap or argparse.ArgumentParser(prog="python -m netkv trace")
     ap.add_argument("path", help="run directory (capture=true), a point's capture folder, or a pcap")
-    ap.add_argument("--key", help="key: text, hex, or #<keyhash hex>")
+    ap.add_argument("--key", type=key, help="key: text, hex, or #<keyhash hex>")
     ap.add_argument("--op", help="op name of the request, e.g. WRITE")
     ap.add_argument("--client", type=int, help="client node id")
     ap.add_argument("--server", type=int, help="server that answered")

@@ -150,6 +150,23 @@ def test_trace_refuses_a_negative_show(capsys):
     assert "argument --show: '-1' (allowed: an integer >= 0)" in line, line
 
 
+@pytest.mark.parametrize("bad", ["#zz", "#", "#12g4"])
+def test_trace_refuses_a_key_hash_that_is_not_hex(bad, capsys):
+    """`trace --key '#zz'` was read as the text key '#zz' and matched no
+    flow, exit 0."""
+    with pytest.raises(SystemExit) as exc:
+        main(["trace", "runs/x", "--key", bad])
+    line = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and "\n" not in line
+    assert f"argument --key: {bad!r} (allowed: #<key hash in hex>" in line, line
+
+
+def test_trace_key_hash_in_either_case():
+    from netkv.trace_args import key
+
+    assert key("#9F2c") == "#9f2c" and key("user1") == "user1"
+
+
 def test_a_sweep_and_a_run_do_not_share_a_folder(tmp_path, capsys):
     """A sweep given a run's folder as out= wrote its jobs below the run,
     and a run given a sweep's folder wrote its config.yaml beside the jobs:

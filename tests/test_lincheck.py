@@ -284,6 +284,20 @@ def test_cli(tmp_path, porcupine_bin):
             assert p.stdout.startswith(start) and p.stdout.count("\n") == 1
 
 
+def test_cli_names_a_missing_file(tmp_path):
+    from netkv.lincheck.__main__ import main
+
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main([str(tmp_path / "nope.jsonl")]) == 2
+    line = out.getvalue()
+    assert line == (f"error: {tmp_path / 'nope.jsonl'}: No such file or directory "
+                    "(allowed: a history.jsonl that netkv wrote)\n"), line
+
+
 def test_porcupine_missing_binary_is_a_clear_error(tmp_path):
     from netkv.lincheck import PorcupineUnavailable
     f = write_history(tmp_path / "h.jsonl", [])

@@ -38,8 +38,12 @@ def main(argv: list[str] | None = None) -> int:
     except HistoryError as e:
         print(f"error: {e}")
         return 2
-    except (PorcupineUnavailable, OSError) as e:
+    except PorcupineUnavailable as e:
         print(f"error: {e}")
+        return 2
+    except OSError as e:   # the file, named once (not "[Errno 2] ...")
+        print(f"error: {e.filename or a.file}: {e.strerror or e} (allowed: a history.jsonl "
+              "that netkv wrote)")
         return 2
     print(res.line())
     return {True: 0, False: 1, None: 3}[res.ok]
