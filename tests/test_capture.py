@@ -45,7 +45,9 @@ def test_trace_accounts_for_every_completed_request(tmp_path: Path, proto: str) 
     assert (row["flows"], row["done"]) == (row["issued"], row["completed"])
     prov = json.loads((out / "provenance.json").read_text())
     assert prov["capture"]["limits"]["snaplen"] == 256
-    assert "switch-cpu.pcap" in prov["capture"]["points"]
+    assert "switch-cpu.pcap" in prov["capture"]["files"]
+    assert prov["capture"]["points"] == points["point"].to_list()
+    assert prov["capture"]["not_captured"] == []
     summary = json.loads(next(out.glob("capture/*/capture.json")).read_text())
     assert summary["missed"] == 0 and summary["limits_reached"] == []
     assert 0 < summary["busy_s"] < summary["wall_s"]
@@ -147,3 +149,33 @@ def test_a_trace_filter_that_can_match_nothing_is_refused(tmp_path: Path,
     assert "\n" not in err and f"(its points: {', '.join(points)})" in err, err
     assert not (out / "trace.parquet").exists()
     assert main(["trace", str(out), "--op", "write", "--point", points[0][:6], "--show", "0"]) == 0
+
+
+def test_a_run_stops_capturing_at_its_folder_budget(tmp_path: Path) -> None:
+    """Per-file bounds left a search of many points unbounded (1.75 GB for a
+    0.01 s NetCache search): once capture/ holds max_total_mb, the later
+    points run uncaptured, with their results, and the run says which. With
+    the default budget every point of the same search is captured."""
+    from netkv.results import capture
+    from netkv.runner import execute
+
+    def search(out: Path, *extra: str) -> pl.DataFrame:
+        cfg = load([*COMMON, "capture=true", "slo.max_points=4", *extra])
+        return execute(cfg, out, ["test"], Console(file=io.StringIO()))
+
+    full = search(tmp_path / "full")
+    prov = json.loads((tmp_path / "full" / "provenance.json").read_text())
+    assert full.height >= 3 and prov["capture"]["points"] == sorted(full["point"].to_list())
+    assert prov["capture"]["not_captured"] == []
+    assert "not captured" not in capture.summary_line(tmp_path / "full")
+
+    # a budget smaller than any point's capture: the first point's only
+    out = tmp_path / "capped"
+    capped = search(out, "capture_limits.max_total_mb=0.000001")
+    assert capped["point"].to_list() == full["point"].to_list()   # every point ran
+    prov = json.loads((out / "provenance.json").read_text())
+    assert len(prov["capture"]["points"]) == 1
+    assert prov["capture"]["not_captured"] == sorted(set(capped["point"]) -
+                                                    set(prov["capture"]["points"]))
+    assert len([p for p in (out / "capture").iterdir() if p.is_dir()]) == 1
+    assert f"{capped.height - 1} later point(s) not captured" in capture.summary_line(out)

@@ -393,11 +393,13 @@ class Slo(Strict):
 class CaptureLimits(Strict):
     """Bounds of every capture file (one per switch port and per host):
     frames cut to snaplen bytes; a file stops at max_mb or max_packets and
-    counts what it left out (docs/debugging.md)."""
+    counts what it left out; once the run's capture folder holds
+    max_total_mb, later points run without capture (docs/debugging.md)."""
 
     snaplen: int = Field(256, ge=64, le=65535)
     max_mb: Pos = 64.0
     max_packets: int = Field(1_000_000, ge=1)
+    max_total_mb: Pos = 1024.0
 
 
 # --- the whole run ---------------------------------------------------------

@@ -26,7 +26,13 @@ SUMMARY = "capture.json"
 def limits(cfg: RunConfig) -> dict[str, Any]:
     lim = cfg.capture_limits
     return {"snaplen": lim.snaplen, "max_bytes": int(lim.max_mb * 1e6),
-            "max_packets": lim.max_packets}
+            "max_packets": lim.max_packets, "max_total_bytes": int(lim.max_total_mb * 1e6)}
+
+
+def folder_bytes(run_path: Path) -> int:
+    """What the run's capture folder holds (its pcaps and summaries)."""
+    root = run_path / FOLDER
+    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) if root.is_dir() else 0
 
 
 def run_point(target: Target, cfg: RunConfig, run_path: Path, key: str,
@@ -37,6 +43,11 @@ def run_point(target: Target, cfg: RunConfig, run_path: Path, key: str,
     folder = run_path / FOLDER / key
     if folder.exists():
         shutil.rmtree(folder)  # an interrupted point's partial capture
+    if folder_bytes(run_path) >= cfg.capture_limits.max_total_mb * 1e6:
+        # the per-file bounds leave a run of many points unbounded (GBs that
+        # trace then decodes for minutes): the point runs, uncaptured
+        note_provenance(run_path, cfg, skipped=key)
+        return target.run_point(offered_rps, seed)
     folder.mkdir(parents=True)
     target.capture_dir = folder
     target.last_capture = None
@@ -61,17 +72,31 @@ def run_point(target: Target, cfg: RunConfig, run_path: Path, key: str,
         "limits_reached": sorted(n for n, f in files.items() if f["missed"]),
     }
     write_text(folder / SUMMARY, json.dumps(summary, indent=2) + "\n")
-    note_provenance(run_path, cfg, sorted(files))
+    note_provenance(run_path, cfg)
     return result
 
 
-def note_provenance(run_path: Path, cfg: RunConfig, points: list[str]) -> None:
-    """Add the capture points and limits to the run's provenance.json."""
+def note_provenance(run_path: Path, cfg: RunConfig, skipped: str | None = None) -> None:
+    """Add the capture points (the point folders written) and their files,
+    the points not captured (``skipped``: the folder had reached max_total_mb) and the
+    limits to the run's provenance.json."""
     path = run_path / "provenance.json"
     prov = json.loads(path.read_text()) if path.exists() else {}
+    before = prov.get("capture", {}).get("not_captured", [])
+    got = summaries(run_path)
+    points = sorted(s["point"] for s in got)
     prov["capture"] = {"enabled": True, "folder": FOLDER, "limits": limits(cfg),
-                       "points": points}
+                       "points": points, "files": sorted({f for s in got for f in s["files"]}),
+                       "not_captured": sorted({*before, *([skipped] if skipped else [])}
+                                              - set(points))}
     write_text(path, json.dumps(prov, indent=2) + "\n")
+
+
+def not_captured(run_path: Path) -> list[str]:
+    """The points that ran uncaptured: the folder had reached max_total_mb."""
+    path = run_path / "provenance.json"
+    prov = json.loads(path.read_text()) if path.exists() else {}
+    return list(prov.get("capture", {}).get("not_captured", []))
 
 
 def summaries(run_path: Path) -> list[dict[str, Any]]:
@@ -93,4 +118,8 @@ def summary_line(run_path: Path) -> str:
     if reached:
         missed = sum(s["missed"] for s in got)
         line += f"; limits reached in {len(reached)} file(s), {missed} frames left out"
+    skipped = not_captured(run_path)
+    if skipped:
+        line += (f"; {len(skipped)} later point(s) not captured (the folder had reached "
+                 "capture_limits.max_total_mb)")
     return line + f"; read it with `python -m netkv trace {run_path}`"
