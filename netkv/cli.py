@@ -48,6 +48,15 @@ def expand_sweep(overrides: list[str]) -> list[list[str]]:
     return [job for batch in batches for job in batch]
 
 
+def swept_keys(job: list[str]) -> list[str]:
+    """The keys of a sweep job's overrides that name its folder (Hydra's
+    override_dirname: all but out= and hydra.*)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    keys = [o.key_or_group for o in OverridesParser.create().parse_overrides(job)]
+    return [k for k in keys if k != "out" and not k.startswith("hydra.")]
+
+
 def validate_all(overrides: list[str], multirun: bool) -> None:
     from netkv.config.compose import load
     from netkv.runner import check_supported
@@ -56,6 +65,12 @@ def validate_all(overrides: list[str], multirun: bool) -> None:
     from netkv.runner import config_yaml
 
     jobs = expand_sweep(overrides) if multirun else [overrides]
+    if multirun and not any(swept_keys(job) for job in jobs):
+        # a job's folder is named by its overrides (but out= and hydra.*):
+        # with none, the job would write into the sweep's own folder
+        raise ConfigError("invalid config: run -m with nothing to sweep (allowed: at least one "
+                          "KEY=VALUE besides out= and hydra.*, e.g. alpha=0.9,1.2; or run "
+                          "without -m)")
     for job in jobs:
         cfg = load(job)
         check_supported(cfg)

@@ -173,9 +173,32 @@ def test_a_run_stops_capturing_at_its_folder_budget(tmp_path: Path) -> None:
     out = tmp_path / "capped"
     capped = search(out, "capture_limits.max_total_mb=0.000001")
     assert capped["point"].to_list() == full["point"].to_list()   # every point ran
+    for col in ("achieved_rps", "p99_ns", "completed"):   # and measured the same
+        assert capped[col].to_list() == full[col].to_list(), col
     prov = json.loads((out / "provenance.json").read_text())
     assert len(prov["capture"]["points"]) == 1
     assert prov["capture"]["not_captured"] == sorted(set(capped["point"]) -
                                                     set(prov["capture"]["points"]))
     assert len([p for p in (out / "capture").iterdir() if p.is_dir()]) == 1
     assert f"{capped.height - 1} later point(s) not captured" in capture.summary_line(out)
+
+
+def test_points_left_uncaptured_are_named_after_a_resume(tmp_path: Path) -> None:
+    """A resumed run rewrote provenance.json without its capture record, so
+    the points run uncaptured before the interruption (kept, never rerun)
+    were no longer named."""
+    from netkv.results import capture
+    from netkv.runner import execute
+
+    out = tmp_path / "run"
+    cfg = load([*COMMON, "capture=true", "slo.max_points=4",
+                "capture_limits.max_total_mb=0.000001"])
+    points = execute(cfg, out, ["test"], Console(file=io.StringIO()))
+    before = json.loads((out / "provenance.json").read_text())["capture"]["not_captured"]
+    assert len(before) == points.height - 1 >= 2
+    # the same command again: every point kept, the provenance written anew
+    again = execute(cfg, out, ["test"], Console(file=io.StringIO()))
+    assert again["point"].to_list() == points["point"].to_list()
+    prov = json.loads((out / "provenance.json").read_text())
+    assert prov["resumed_points"] == points.height
+    assert capture.not_captured(out) == before

@@ -167,6 +167,18 @@ def test_trace_key_hash_in_either_case():
     assert key("#9F2c") == "#9f2c" and key("user1") == "user1"
 
 
+@pytest.mark.parametrize("extra", [[], ["hydra.launcher.n_jobs=1"]])
+def test_a_sweep_with_nothing_to_sweep_is_refused(extra, tmp_path, capsys):
+    """`run -m out=X` (no override to name a job's folder): the job would
+    write into the sweep's own folder, beside its multirun.yaml, and refuse
+    it as a sweep's; one line, exit 2, nothing written."""
+    out = tmp_path / "sweep"
+    assert main(["run", "-m", *extra, f"out={out}"]) == 2
+    line = capsys.readouterr().err.strip()
+    assert "\n" not in line and "run -m with nothing to sweep" in line, line
+    assert not out.exists()
+
+
 def test_a_sweep_and_a_run_do_not_share_a_folder(tmp_path, capsys):
     """A sweep given a run's folder as out= wrote its jobs below the run,
     and a run given a sweep's folder wrote its config.yaml beside the jobs:

@@ -697,13 +697,16 @@ def test_an_out_holding_another_experiment_or_a_run_is_refused(figure, tmp_path,
     assert (sorted(out.iterdir()), (out / "experiment.yaml").read_text()) == held
     check_experiment_dir(out, "kvswitch/fig9")   # its own experiment resumes
 
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "config.yaml").write_text("protocol: {name: hash}\n")
-    assert main(["reproduce", figure, "--out", str(run)]) == 2
-    line = capsys.readouterr().err.strip()
-    assert "holds a run (config.yaml), not an experiment" in line and "\n" not in line
-    assert sorted(p.name for p in run.iterdir()) == ["config.yaml"]
+    # a run's folder, and a run -m sweep's (its jobs below it)
+    for kind, marker, text in (("a run", "config.yaml", "protocol: {name: hash}\n"),
+                               ("a sweep", "multirun.yaml", "hydra: {}\n")):
+        held_dir = tmp_path / marker
+        held_dir.mkdir()
+        (held_dir / marker).write_text(text)
+        assert main(["reproduce", figure, "--out", str(held_dir)]) == 2
+        line = capsys.readouterr().err.strip()
+        assert f"holds {kind} ({marker}), not an experiment" in line and "\n" not in line
+        assert sorted(p.name for p in held_dir.iterdir()) == [marker]
 
 
 @pytest.mark.parametrize(("name", "meant"), [

@@ -133,3 +133,11 @@ def test_load_many_runs_adds_run_column(tmp_path):
 def test_write_text_is_atomic_and_complete(tmp_path):
     write_text(tmp_path / "x.yaml", "a: 1\n")
     assert (tmp_path / "x.yaml").read_text() == "a: 1\n"
+
+
+def test_config_differences_of_a_hand_edited_date() -> None:
+    """YAML reads an unquoted 2026-01-01 as a date, which json.dumps
+    refused: the one-line refusal became a traceback."""
+    from netkv.results.rundir import config_differences
+
+    assert config_differences("note: 2026-01-01\n", "note: x\n") == 'note: "2026-01-01" -> "x"'

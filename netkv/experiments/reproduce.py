@@ -271,9 +271,11 @@ def check_experiment_dir(out: Path, name: str) -> None:
         if other != name:
             raise RunDirConflict(f"experiment directory {out} holds experiment {other!r}, not "
                                  f"{name!r}; pass another --out or remove it")
-    elif (out / "config.yaml").is_file():
-        raise RunDirConflict(f"{out} holds a run (config.yaml), not an experiment; pass "
-                             "another --out or remove it")
+    else:
+        for kind, marker in (("a run", "config.yaml"), ("a sweep", "multirun.yaml")):
+            if (out / marker).is_file():
+                raise RunDirConflict(f"{out} holds {kind} ({marker}), not an experiment; pass "
+                                     "another --out or remove it")
 
 
 def write_experiment(out: Path, name: str, exp: Experiment) -> None:

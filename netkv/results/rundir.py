@@ -66,7 +66,8 @@ def _leaves(tree: Any, prefix: str = "") -> dict[str, Any]:
 
 def _leaf_text(leaves: dict[str, Any], key: str) -> str:
     # JSON tells 1 from 1.0 and a missing key from a null one
-    return json.dumps(leaves[key], sort_keys=True) if key in leaves else "(none)"
+    # default=str: a hand-edited config.yaml may hold a date (2026-01-01)
+    return json.dumps(leaves[key], sort_keys=True, default=str) if key in leaves else "(none)"
 
 
 def config_differences(held: str, new: str, shown: int = 3) -> str:
@@ -147,6 +148,16 @@ class RunDir:
             self._same_build(held, provenance.get("build") or {})
         write_text(config_file, config_yaml)
         provenance = dict(provenance, resumed_points=held)
+        # what capture recorded of the points kept (capture.not_captured:
+        # points run uncaptured once the budget was reached) outlives a resume
+        old = self.path / "provenance.json"
+        if held and old.is_file():
+            try:
+                kept = json.loads(old.read_text(encoding="utf-8")).get("capture")
+            except (OSError, ValueError):
+                kept = None
+            if kept is not None:
+                provenance["capture"] = kept
         write_text(self.path / "provenance.json", json.dumps(provenance, indent=2) + "\n")
         return held
 
