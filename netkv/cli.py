@@ -173,7 +173,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise
         # named, not "the same command": without out= that starts a new folder
         out = Path(out_of(overrides))
-        kept = len(list(out.glob(f"{'*/' if args.multirun else ''}points.d/*/point.parquet")))
+        # a job's folder may nest (an override value with a "/" in it)
+        kept = len(list(out.glob(f"{'**/' if args.multirun else ''}points.d/*/point.parquet")))
         again = "the sweep again" if args.multirun else "again"
         print(f"netkv: interrupted: {kept} finished point(s) kept in {out} (run {again} "
               f"with out={out} to resume)", file=sys.stderr)

@@ -298,8 +298,10 @@ def unfinished_runs(runs: Sequence[Path], path: Path) -> str:
             name = str(run.relative_to(path)) if run != path else str(run)
             # a sweep's job resumes with its sweep: given the job's folder as
             # out=, a sweep would nest its jobs below it
-            again = (f"run its sweep again with <code>out={esc(str(run.parent))}</code>"
-                     if (run.parent / "multirun.yaml").is_file() else
+            # (nested deeper when an override value holds a "/")
+            sweep = next((d for d in run.parents if (d / "multirun.yaml").is_file()), None)
+            again = (f"run its sweep again with <code>out={esc(str(sweep))}</code>"
+                     if sweep is not None else
                      f"run it again with <code>out={esc(str(run))}</code>")
             items.append(f"<li><code>{esc(name)}</code>: {kept} finished point(s) in "
                          f"<code>points.d/</code>, not in its tables yet (interrupted, or "

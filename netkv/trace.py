@@ -447,12 +447,18 @@ def op_error(op: str | None) -> str | None:
     return f"--op {op!r} is not an op (allowed: {', '.join(ops)})"
 
 
-def point_error(point: str | None, points: Iterable[str]) -> str | None:
-    """--point that is part of no captured point's key (a typo, or another
-    run's key): it matched nothing without a word."""
+def point_error(point: str | None, points: Iterable[str],
+                uncaptured: Iterable[str] = ()) -> str | None:
+    """--point that is part of no captured point's key (a typo, another
+    run's key, or a point run uncaptured once the run's capture budget was
+    reached): it matched nothing without a word."""
     keys = list(points)
     if point is None or any(point in k for k in keys):
         return None
+    late = [k for k in uncaptured if point in k]
+    if late:
+        return (f"--point {point!r}: {late[0]} ran without capture (the run's capture folder "
+                f"had reached capture_limits.max_total_mb; its points: {', '.join(keys)})")
     return f"--point {point!r} is in no point of this capture (its points: {', '.join(keys)})"
 
 
@@ -466,7 +472,10 @@ def cmd_trace(args: argparse.Namespace) -> int:
     except (FileNotFoundError, pcap.PcapError) as exc:
         print(f"netkv: {exc}", file=sys.stderr)
         return 2
-    if error := point_error(args.point, t.frames):
+    from netkv.results.capture import not_captured
+
+    run = path if path.is_dir() and (path / "provenance.json").is_file() else None
+    if error := point_error(args.point, t.frames, not_captured(run) if run else ()):
         print(f"netkv: {error}", file=sys.stderr)
         return 2
     df = apply_filters(flows_frame(t.rows), args)

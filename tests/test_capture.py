@@ -151,7 +151,8 @@ def test_a_trace_filter_that_can_match_nothing_is_refused(tmp_path: Path,
     assert main(["trace", str(out), "--op", "write", "--point", points[0][:6], "--show", "0"]) == 0
 
 
-def test_a_run_stops_capturing_at_its_folder_budget(tmp_path: Path) -> None:
+def test_a_run_stops_capturing_at_its_folder_budget(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """Per-file bounds left a search of many points unbounded (1.75 GB for a
     0.01 s NetCache search): once capture/ holds max_total_mb, the later
     points run uncaptured, with their results, and the run says which. With
@@ -181,6 +182,9 @@ def test_a_run_stops_capturing_at_its_folder_budget(tmp_path: Path) -> None:
                                                     set(prov["capture"]["points"]))
     assert len([p for p in (out / "capture").iterdir() if p.is_dir()]) == 1
     assert f"{capped.height - 1} later point(s) not captured" in capture.summary_line(out)
+    late = prov["capture"]["not_captured"][0]
+    assert main(["trace", str(out), "--point", late]) == 2   # says why it has no flows
+    assert f"{late} ran without capture" in capsys.readouterr().err
 
 
 def test_points_left_uncaptured_are_named_after_a_resume(tmp_path: Path) -> None:

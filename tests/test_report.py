@@ -98,13 +98,15 @@ def test_an_interrupted_run_names_the_points_it_kept(tmp_path):
     assert "Max throughput under SLO" in sweep   # the finished run as before
 
 
-def test_an_interrupted_sweep_job_is_resumed_with_its_sweep(tmp_path):
-    """A sweep's job (its folder beside multirun.yaml) resumes with the
-    sweep's out=, not its own: a sweep given the job's folder nests below it."""
+@pytest.mark.parametrize("job_name", ["alpha=1.2", "workload.trace=traces/a.csv"])
+def test_an_interrupted_sweep_job_is_resumed_with_its_sweep(tmp_path, job_name):
+    """A sweep's job (its folder below multirun.yaml's, nested when an
+    override value holds a "/") resumes with the sweep's out=, not its own:
+    a sweep given the job's folder nests below it."""
     from netkv.report import unfinished_runs
 
     sweep = tmp_path / "sweep"
-    job = sweep / "alpha=1.2"
+    job = sweep / job_name
     (job / "points.d" / "reference").mkdir(parents=True)
     (job / "points.d" / "reference" / "point.parquet").write_bytes(b"")
     (job / "config.yaml").write_text("alpha: 1.2\n")
