@@ -431,9 +431,10 @@ def print_summary(cfg: RunConfig, outcome: SearchOutcome, path: Path, console: C
     if found is not None:
         res = found[0].repeats[found[1]] if found[0].repeats else found[0].result
         requests = res.server_requests
-        spread = float(requests.max() / requests.mean()) if requests.mean() else 0.0
+        # "-": no server served a request (the switch answered all)
+        spread = f"{requests.max() / requests.mean():.2f}" if requests.sum() else "-"
         cells = [human_rate(res.achieved_rps), f"{res.latency_ns['p50'] / 1e3:.1f}",
-                 f"{res.latency_ns['p99'] / 1e3:.1f}", f"{spread:.2f}"]
+                 f"{res.latency_ns['p99'] / 1e3:.1f}", spread]
     else:
         cells = ["none met", "-", "-", "-"]
     variant = protocol_plugin(cfg.protocol.name).variant(cfg)

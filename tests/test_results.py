@@ -62,6 +62,25 @@ def test_point_round_trip_and_tables(tmp_path):
     assert load(tmp_path).height == 2
 
 
+def test_balance_columns_are_nan_when_no_server_served(tmp_path):
+    """The switch answered every request: a ratio of loads is undefined,
+    and 0.0 (the old value) read as the worst balance in min_over_max but
+    the best in imbalance."""
+    run = RunDir(tmp_path / "run")
+    run.prepare("a: 1\n", {"seed": 1})
+    served = make_result(1e5)
+    idle = make_result(2e5)
+    idle.server_requests = np.zeros(3, dtype=np.int64)
+    keys = [point_key(1e5, 0), point_key(2e5, 1)]
+    run.store_point(keys[0], "search", served, {})
+    run.store_point(keys[1], "search", idle, {})
+    points = run.finalize_tables(5e4, {k: True for k in keys}, keys[0], keys)
+    balance = ("max_server_share", "max_over_mean", "min_over_max", "imbalance")
+    assert points.row(0, named=True)["min_over_max"] == pytest.approx(190 / 500)
+    assert points.row(0, named=True)["max_over_mean"] == pytest.approx(500 / (990 / 3))
+    assert all(np.isnan(points.row(1, named=True)[c]) for c in balance)
+
+
 def test_unfinished_fragment_is_not_a_point(tmp_path):
     run = RunDir(tmp_path)
     run.prepare("a: 1\n", {})

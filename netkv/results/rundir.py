@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 import yaml
 
-from netkv.loadstats import imbalance_factor
+from netkv.loadstats import balance_columns
 from netkv.results.atomic import write_parquet, write_text
 from netkv.results.noise import COLUMNS as NOISE_COLUMNS
 from netkv.targets.base import BY_SOURCE, PointResult
@@ -265,7 +265,6 @@ class RunDir:
                 "count": counts[filled],
             }
         )
-        mean_load = requests.mean() if len(requests) else 0.0
         sat = saturated(result, requests)
         row = {
             "point": key,
@@ -292,11 +291,7 @@ class RunDir:
                for k in ("mean", "p50", "p90", "p99", "p999")},
             **{f"{k}_ns": float(result.latency_by_source.get(k, float("nan")))
                for k in BY_SOURCE},
-            "max_server_share": float(requests.max() / total) if len(requests) else 0.0,
-            "max_over_mean": float(requests.max() / mean_load) if mean_load else 0.0,
-            # balancing efficiency: least / most loaded server
-            "min_over_max": float(requests.min() / requests.max()) if mean_load else 0.0,
-            "imbalance": imbalance_factor(requests),
+            **balance_columns(requests),
             "sat_tput_rps": sat[0],
             "sat_bottleneck": sat[1],
             **result.controller_metrics,
