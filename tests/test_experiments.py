@@ -745,3 +745,37 @@ def test_a_refused_cell_folder_names_the_experiments_out(tmp_path, monkeypatch, 
     line = capsys.readouterr().err.strip()
     assert "\n" not in line and "(duration: 0.01 -> 0.02)" in line, line
     assert line.endswith("; pass another --out or remove it") and "out=<dir>" not in line, line
+
+
+def wrong_grid(exp: Experiment, met: bool) -> pl.DataFrame:
+    """Every cell of ``exp`` present, each metric a check reads NaN; ``met``
+    False: nothing met the SLO anywhere."""
+    metrics = {exp.y.metric} | {ref.metric for c in exp.checks
+                                for ref in (c.left, c.right) if ref.metric}
+    rows = [{"series": s, "x": str(x), "met": met, **{m: math.nan for m in metrics}}
+            for s in exp.series for x in exp.x.values]
+    return pl.DataFrame(rows)
+
+
+def test_every_shipped_check_fails_on_wrong_data():
+    """The guide's rule, on every shipped claim: a grid where nothing met
+    the SLO or every value is NaN, and a timeline with no windows and no
+    long run, fail every check (FAIL, not holds, not differs)."""
+    empty_timeline = pl.DataFrame(schema={
+        "series": pl.String, "x": pl.String, "t_s": pl.Float64, "window_s": pl.Float64,
+        "completed": pl.Int64, "p99_ns": pl.Float64, "slo_ns": pl.Float64})
+    empty_results = pl.DataFrame(schema={"series": pl.String, "x": pl.String, "met": pl.Boolean})
+    found, checked = [], 0
+    for name in available():
+        exp = load_experiment(name)
+        if exp.kind == "grid":
+            results = [evaluate(c, wrong_grid(exp, met), exp)
+                       for met in (False, True) for c in exp.checks]
+        else:
+            results = [evaluate_timeline(c, empty_results, empty_timeline, exp)
+                       for c in exp.checks]
+        checked += len(results)
+        found += [f"{name}: {r.claim!r} reads {r.verdict} on wrong data ({r.measured})"
+                  for r in results if r.passed or r.verdict != "FAIL"]
+    assert checked > 100
+    assert not found, "\n".join(found)
