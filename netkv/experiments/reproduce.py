@@ -259,7 +259,7 @@ def check_experiment_dir(out: Path, name: str) -> None:
     results, plot and checks and leave its runs beside its own."""
     import yaml
 
-    from netkv.results.rundir import RunDirConflict
+    from netkv.results.rundir import RunDirConflict, check_holds
 
     held = out / "experiment.yaml"
     if held.is_file():
@@ -271,11 +271,8 @@ def check_experiment_dir(out: Path, name: str) -> None:
         if other != name:
             raise RunDirConflict(f"experiment directory {out} holds experiment {other!r}, not "
                                  f"{name!r}; pass another --out or remove it")
-    else:
-        for kind, marker in (("a run", "config.yaml"), ("a sweep", "multirun.yaml")):
-            if (out / marker).is_file():
-                raise RunDirConflict(f"{out} holds {kind} ({marker}), not an experiment; pass "
-                                     "another --out or remove it")
+    else:   # a run's or a sweep's folder (the command names --out as the remedy)
+        check_holds(out, "experiment")
 
 
 def write_experiment(out: Path, name: str, exp: Experiment) -> None:

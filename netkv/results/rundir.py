@@ -47,10 +47,12 @@ def check_holds(path: Path, kind: str) -> None:
     load and report read a folder with a run's config.yaml as that run
     alone, so a sweep written into a run's folder, or a run into a sweep's,
     hid the sweep's jobs."""
+    def a(what: str) -> str:
+        return f"an {what}" if what == "experiment" else f"a {what}"
+
     for other, marker in MARKERS.items():
         if other != kind and (path / marker).is_file():
-            article = "an" if other == "experiment" else "a"
-            raise RunDirConflict(f"{path} holds {article} {other} ({marker}), not a {kind}; "
+            raise RunDirConflict(f"{path} holds {a(other)} ({marker}), not {a(kind)}; "
                                  f"{OTHER_OUT}")
 
 
