@@ -457,6 +457,10 @@ def print_summary(cfg: RunConfig, outcome: SearchOutcome, path: Path, console: C
                 why += "; client retries are off (topology.timeout_us, topology.retries)"
         else:
             why = f"{key} {tail:.1f} us > {outcome.slo_ns / 1e3:.1f} us"
+            if res.retries > (1 - cfg.slo.percentile / 100) * res.issued:
+                # injected loss: a resent request's latency includes its timeout
+                why += (f"; {res.retries} of {res.issued} requests were resent after their "
+                        f"timeout, over {100 - cfg.slo.percentile:g}%, so the {key} includes one")
         if best is None:
             console.print(f"[yellow]warning: no load point met the SLO; the unloaded point "
                           f"({res.offered_rps:,.0f} req/s) misses it: {why}[/yellow]")
@@ -505,6 +509,18 @@ def warn_reference_noise(cfg: RunConfig, outcome: SearchOutcome,
     pct = cfg.slo.percentile
     over = [r.tail_ns(pct) for r, b in zip(references, outcome.bounds, strict=True)
             if not r.tail_ns(pct) <= b]
+    noisy = [t for t in over if math.isfinite(t)]
+    if len(noisy) < len(over) and cfg.target.faults.loss > 0:
+        # not noise: the reference runs without client retries (their timeout
+        # is derived from the bound it gives), so injected loss leaves some of
+        # its requests unanswered; the bound, from its median, stands
+        console.print(f"[yellow]note: the SLO reference ({cfg.slo.reference}, unloaded) lost "
+                      f"over {100 - pct:g}% of its requests in {len(over) - len(noisy)} of "
+                      f"{len(references)} measurement(s) ({latency_key(pct)} unbounded): it runs "
+                      "without client retries, whose timeout comes from the bound it gives, "
+                      f"and target.faults drops {100 * cfg.target.faults.loss:g}% of packets; "
+                      "the bound is its median's and stands[/yellow]")
+        over = noisy
     if over:
         console.print(f"[yellow]warning: the SLO reference ({cfg.slo.reference}, unloaded) "
                       f"misses its own bound in {len(over)} of {len(references)} "

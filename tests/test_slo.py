@@ -220,3 +220,70 @@ def test_summary_labels_a_baseline_by_its_scheme():
     assert "kvswitch (replicate-to-all)" in cell(["protocol=kvswitch", "protocol.placement=all"])
     plain = cell(["protocol=netlr", "servers=4"])
     assert "netlr" in plain and "(" not in plain.split("netlr", 1)[1].split("\n", 1)[0]
+
+
+def test_summary_says_a_lossy_reference_lost_requests_not_noise():
+    """With injected loss the reference runs without retries (their timeout
+    comes from its bound): over 1% lost makes its p99 unbounded. That is the
+    loss, not the machine's noise floor; a finite miss is still noise."""
+    from io import StringIO
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from netkv.config.compose import load
+    from netkv.runner import print_summary
+    from netkv.slo import search_repeated
+
+    quiet = mm1_point(MU * 0.05, "reference")
+    bound = 10 * quiet.latency_ns["p50"]
+    lossy = point(MU * 0.05, mm1_latencies(MU * 0.05), completed=SAMPLES * 97 // 100)
+    lat = mm1_latencies(MU * 0.05)
+    lat[-SAMPLES // 50:] = 3 * bound
+    noisy = point(MU * 0.05, lat)
+
+    def summary(overrides: list[str], references: list[PointResult]) -> str:
+        buf = StringIO()
+        out = search_repeated(lambda i, rate, phase: mm1_point(rate, phase), 2, MU, slo(),
+                              lambda i: bound)
+        print_summary(load(["protocol=hash", "servers=1", "repeat=2", *overrides]), out,
+                      Path("runs/x"), Console(file=buf, width=400), references)
+        return buf.getvalue()
+
+    text = summary(["target.faults.loss=0.02"], [quiet, lossy])
+    assert "lost over 1% of its requests in 1 of 2 measurement(s)" in text
+    assert "drops 2% of packets" in text and "noise floor" not in text
+    both = summary(["target.faults.loss=0.02"], [noisy, lossy])
+    assert "lost over 1%" in both and "misses its own bound in 1 of 2" in both
+    # no injected loss: an unbounded reference is not explained by it
+    assert "lost over" not in summary([], [quiet, lossy])
+    assert "noise floor" in summary([], [quiet, lossy])
+
+
+def test_summary_says_a_resent_share_above_the_tail_puts_a_timeout_in_it():
+    from io import StringIO
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from netkv.config.compose import load
+    from netkv.runner import print_summary
+    from netkv.slo import search_repeated
+
+    def resent(count: int):
+        def measure(i: int, rate: float, phase: str) -> PointResult:
+            p = mm1_point(rate, phase)
+            p.retries = count
+            return p
+        return measure
+
+    def summary(count: int) -> str:
+        buf = StringIO()
+        out = search_repeated(resent(count), 1, MU, slo(), lambda i: 1.0)   # nothing meets 1 ns
+        print_summary(load(["protocol=hash", "servers=1"]), out, Path("runs/x"),
+                      Console(file=buf, width=400))
+        return buf.getvalue()
+
+    assert f"{SAMPLES // 10} of {SAMPLES} requests were resent after their timeout, over 1%" \
+        in summary(SAMPLES // 10)
+    assert "resent" not in summary(SAMPLES // 200)   # 0.5%: below the tail
