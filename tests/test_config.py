@@ -30,6 +30,7 @@ BAD = [
     (["inventory=netns-rakc"], ["inventory = 'netns-rakc' is not an inventory", "netns-rack"]),
     (["slo=fixed", "slo.p99_us=null"], ["slo.p99_us"]),
     (["duration=0"], ["duration", "> 0"]),
+    (["topology.hostile_clients=4"], ["topology.hostile_clients = 4 (allowed: 0..3"]),
     (["alpha=[1"], ["invalid override"]),
 ]
 

@@ -248,8 +248,9 @@ class Topology(Strict):
     @model_validator(mode="after")
     def _hostile_fewer_than_clients(self) -> "Topology":
         if self.hostile_clients >= self.clients:
-            raise ValueError(f"hostile_clients {self.hostile_clients}: allowed 0..{self.clients - 1} "
-                             "(fewer than topology.clients: the rest run the workload)")
+            raise ValueError(f"topology.hostile_clients = {self.hostile_clients} (allowed: "
+                             f"0..{self.clients - 1}, fewer than clients: the rest run the "
+                             "workload)")
         return self
 
 
