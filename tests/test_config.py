@@ -255,9 +255,12 @@ def test_every_protocol_bounds_its_ring_as_the_simulator_does() -> None:
      "invalid config: protocol.slots = 1000: not a power of two"),
     # a model validator's names its fields itself
     (["protocol=starcache", "protocol.keys=1024", "protocol.slots=256"],
-     "invalid config: protocol.keys x protocol.slots = 262144"),
+     "invalid config: protocol.keys x protocol.slots = 262144 (allowed: at most 65536"),
     (["protocol=starcache", "protocol.keys=16", "protocol.cache_size=32"],
-     "invalid config: protocol.cache_size 32 > protocol.keys 16"),
+     "invalid config: protocol.cache_size = 32 (allowed: 0..16"),
+    (["protocol=starcache", "protocol.resize=true", "protocol.min_size=300"],
+     "invalid config: protocol.min_size = 300, protocol.max_size = 256 with protocol.resize=true "
+     "(allowed: min_size <= max_size <= protocol.keys = 4096)"),
 ])
 def test_a_protocol_setting_error_names_its_key(overrides: list[str], message: str,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
