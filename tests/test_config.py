@@ -22,6 +22,14 @@ BAD = [
     (["alpah=1.2"], ["unknown key", "alpah", "alpha"]),
     (["protocol.virtual_nodez=8"], ["unknown key", "protocol.virtual_nodez", "virtual_nodes"]),
     (["+workload.zipf_alpha=1"], ["unknown key", "workload.zipf_alpha"]),
+    # a key below one the config does not have: the first missing part, with
+    # the keys beside it (the hint listed the keys under the missing one: none)
+    (["foo.bar=1"], ["unknown key 'foo' (allowed keys: alpha, capture"]),
+    (["topology.serverx.foo=1"], ["unknown key 'topology.serverx' (allowed keys under topology:",
+                                  "server"]),
+    (["target.loop.depth=3"], ["unknown key 'target.loop' (allowed keys under target:",
+                               "faults"]),
+    (["alpha.x=1"], ["unknown key 'alpha.x' (alpha is a value", "allowed alpha=<value>"]),
     (["seed=1.5"], ["seed", "1.5", "an integer"]),
     (["clients=many"], ["clients", "'many'", "an integer"]),
     (["record_history=maybe"], ["record_history", "true or false"]),

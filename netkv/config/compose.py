@@ -212,12 +212,9 @@ def _composition_message(text: str, cause: BaseException | None, overrides: list
     match = re.search(r"Could not override '([^']+)'", text)
     if match:
         key = match.group(1)
-        head, _, leaf = key.rpartition(".")
         # the group choices the user made, so the hint lists the right keys
         choices = [o for o in overrides if "=" in o and o.split("=", 1)[0] in GROUPS]
-        known = _known_keys(head, choices)
-        hint = f" (allowed keys{' under ' + head if head else ''}: {', '.join(known)})"
-        return f"invalid config: unknown key '{key}'{hint}"
+        return _unknown_key_message(key, choices)
     match = re.search(r"Could not append to config. An item is already at '([^']+)'", text)
     if match:
         return f"invalid config: '{match.group(1)}' already exists; drop the leading '+'"
@@ -225,15 +222,35 @@ def _composition_message(text: str, cause: BaseException | None, overrides: list
     return f"invalid config: {detail}"
 
 
-def _known_keys(head: str, choices: list[str]) -> list[str]:
+def _unknown_key_message(key: str, choices: list[str]) -> str:
+    """Name the first part of ``key`` the config does not have, with the
+    keys beside it (``target.loop.depth`` on the testbed: ``target.loop``,
+    the keys under ``target``), or the value ``key`` reaches below."""
+    parts = key.split(".")
+    node = _composed(choices)
+    for depth, part in enumerate(parts[:-1]):
+        child = node.get(part) if isinstance(node, DictConfig) else None
+        if child is None:
+            return _unknown_at(parts[:depth + 1], node)
+        if not isinstance(child, DictConfig):
+            where = ".".join(parts[:depth + 1])
+            return (f"invalid config: unknown key '{key}' ({where} is a value, with no keys "
+                    f"below it: allowed {where}=<value>)")
+        node = child
+    return _unknown_at(parts, node)
+
+
+def _unknown_at(parts: list[str], parent: Any) -> str:
+    head = ".".join(parts[:-1])
+    known = sorted(str(k) for k in parent.keys() if k != "hydra") \
+        if isinstance(parent, DictConfig) else []
+    hint = f" (allowed keys{' under ' + head if head else ''}: {', '.join(known)})"
+    return f"invalid config: unknown key '{'.'.join(parts)}'{hint}"
+
+
+def _composed(choices: list[str]) -> DictConfig | None:
     try:
         with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
-            cfg = compose(CONFIG_NAME, overrides=choices)
+            return compose(CONFIG_NAME, overrides=choices)
     except Exception:  # noqa: BLE001 - best-effort hint only
-        return []
-    node: Any = cfg
-    for part in head.split(".") if head else []:
-        node = node.get(part) if isinstance(node, DictConfig) else None
-    if not isinstance(node, DictConfig):
-        return []
-    return sorted(str(k) for k in node.keys() if k != "hydra")
+        return None
