@@ -161,6 +161,21 @@ def test_trace_refuses_a_key_hash_that_is_not_hex(bad, capsys):
     assert f"argument --key: {bad!r} (allowed: #<key hash in hex>" in line, line
 
 
+@pytest.mark.parametrize("option, bad, allowed", [
+    ("--client", "x", "an integer >= 0"), ("--server", "-1", "an integer >= 0"),
+    ("--servers", "0", "an integer >= 1"), ("--since", "x", "seconds, a finite number >= 0"),
+    ("--until", "nan", "seconds, a finite number >= 0"), ("--since", "-1", "seconds"),
+])
+def test_trace_numeric_options_say_what_is_allowed(option, bad, allowed, capsys):
+    """`--client x` was refused as "invalid int value: 'x'", `--servers 0`
+    and `--since -1` were taken."""
+    with pytest.raises(SystemExit) as exc:
+        main(["trace", "runs/x", option, bad])
+    line = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and "\n" not in line
+    assert f"argument {option}: {bad!r} (allowed: {allowed}" in line, line
+
+
 def test_trace_key_hash_in_either_case():
     from netkv.trace_args import key
 
