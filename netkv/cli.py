@@ -358,7 +358,13 @@ def cmd_wireshark(args: argparse.Namespace) -> int:
     if args.print:
         print(lua_source(), end="")
         return 0
-    path = install(Path(args.dir) if args.dir else None)
+    try:
+        path = install(Path(args.dir) if args.dir else None)
+    except OSError as exc:   # --dir names a file, a folder not writable, ...
+        where = f"--dir {args.dir!r}" if args.dir else "the personal Lua plugin folder"
+        why = "a file" if args.dir and Path(args.dir).is_file() else exc.strerror or exc
+        return _fail(f"wireshark: cannot write netkv.lua into {where}: {why} "
+                     "(allowed: a folder you can write)")
     print(f"wrote {path} (restart Wireshark, or `tshark -r FILE` picks it up)")
     return 0
 
