@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Callable
+from pathlib import Path
 
 
 def at_least(minimum: int) -> Callable[[str], int]:
@@ -49,6 +51,20 @@ def key(text: str) -> str:
     return text
 
 
+def parquet_file(text: str) -> str:
+    """--parquet: checked before the capture is decoded (minutes for a big
+    one), not when the table is written."""
+    path = Path(text)
+    allowed = "(allowed: a file path in a folder you can write)"
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder {allowed}")
+    folder = path.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text!r}: {str(folder)!r} is not a folder you can "
+                                         f"write {allowed}")
+    return text
+
+
 def build_parser(ap: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     ap = ap or argparse.ArgumentParser(prog="python -m netkv trace")
     ap.add_argument("path", help="run directory (capture=true), a point's capture folder, or a pcap")
@@ -63,6 +79,6 @@ def build_parser(ap: argparse.ArgumentParser | None = None) -> argparse.Argument
     ap.add_argument("--until", type=seconds, help="seconds after the first request")
     ap.add_argument("--servers", type=at_least(1), help="servers in the rack (default: config.yaml)")
     ap.add_argument("--show", type=count, default=5, help="flows to print with their hops")
-    ap.add_argument("--parquet", help="write the (filtered) flows here "
+    ap.add_argument("--parquet", type=parquet_file, help="write the (filtered) flows here "
                     "(default: <run>/trace.parquet, or <pcap>.flows.parquet)")
     return ap

@@ -176,6 +176,20 @@ def test_trace_numeric_options_say_what_is_allowed(option, bad, allowed, capsys)
     assert f"argument {option}: {bad!r} (allowed: {allowed}" in line, line
 
 
+def test_trace_refuses_a_parquet_path_it_cannot_write(tmp_path, capsys):
+    """`trace --parquet DIR` or a path below a file ended, after decoding the
+    whole capture, in a polars traceback."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for bad, why in [(tmp_path, "is a folder"), (afile / "x.parquet", "is not a folder")]:
+        with pytest.raises(SystemExit) as exc:
+            main(["trace", "runs/x", "--parquet", str(bad)])
+        line = capsys.readouterr().err.strip()
+        assert exc.value.code == 2 and "\n" not in line
+        assert f"argument --parquet: '{bad}'" in line and why in line, line
+        assert line.endswith("(allowed: a file path in a folder you can write) (see --help)")
+
+
 def test_trace_key_hash_in_either_case():
     from netkv.trace_args import key
 
