@@ -30,6 +30,9 @@ BAD = [
     (["target.loop.depth=3"], ["unknown key 'target.loop' (allowed keys under target:",
                                "faults"]),
     (["alpha.x=1"], ["unknown key 'alpha.x' (alpha is a value", "allowed alpha=<value>"]),
+    # Hydra's own keys are listed too (the hint composed the config without them)
+    (["hydra.launcher.foo=1"], ["unknown key 'hydra.launcher.foo' (allowed keys under "
+                                "hydra.launcher:", "n_jobs"]),
     (["seed=1.5"], ["seed", "1.5", "an integer"]),
     (["clients=many"], ["clients", "'many'", "an integer"]),
     (["record_history=maybe"], ["record_history", "true or false"]),

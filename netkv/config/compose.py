@@ -251,6 +251,6 @@ def _unknown_at(parts: list[str], parent: Any) -> str:
 def _composed(choices: list[str]) -> DictConfig | None:
     try:
         with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
-            return compose(CONFIG_NAME, overrides=choices)
+            return compose(CONFIG_NAME, overrides=choices, return_hydra_config=True)
     except Exception:  # noqa: BLE001 - best-effort hint only
         return None
