@@ -208,6 +208,18 @@ def test_a_sweep_with_nothing_to_sweep_is_refused(extra, tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("jobs", ["0", "1.5", "two"])
+def test_a_sweep_refuses_launcher_jobs_joblib_cannot_run(jobs, tmp_path, capsys):
+    """`hydra.launcher.n_jobs=0` (docs/configuration.md "Sweeps") reached
+    joblib, which raised a traceback after multirun.yaml was written."""
+    out = tmp_path / "sweep"
+    assert main(["run", "-m", "alpha=0,1", f"hydra.launcher.n_jobs={jobs}", f"out={out}"]) == 2
+    line = capsys.readouterr().err.strip()
+    assert "\n" not in line, line
+    assert f"hydra.launcher.n_jobs = {jobs} (allowed: an integer >= 1" in line, line
+    assert not out.exists()
+
+
 def test_a_sweep_and_a_run_do_not_share_a_folder(tmp_path, capsys):
     """A sweep given a run's folder as out= wrote its jobs below the run,
     and a run given a sweep's folder wrote its config.yaml beside the jobs:
