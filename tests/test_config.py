@@ -42,6 +42,9 @@ BAD = [
     (["slo=fixed", "slo.p99_us=null"], ["slo.p99_us"]),
     (["duration=0"], ["duration", "> 0"]),
     (["topology.hostile_clients=4"], ["topology.hostile_clients = 4 (allowed: 0..3"]),
+    # a required key left out: the line showed the mapping as its value
+    (["target.faults.crashes=[{server: 1}]"],
+     ["target.faults.crashes.0.at_s is missing (allowed: a value (the key is required))"]),
     (["alpha=[1"], ["invalid override"]),
 ]
 

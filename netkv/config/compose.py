@@ -157,6 +157,8 @@ def describe_validation_error(exc: ValidationError, data: dict[str, Any]) -> str
         where = ".".join(str(p) for p in loc[:-1])
         under = f" under {where}" if where else ""
         return f"invalid config: unknown key '{key}' (allowed keys{under}: {', '.join(model_keys)})"
+    if err["type"] == "missing":   # its "input" is the mapping it is missing from
+        return f"invalid config: {key} is missing (allowed: {_range_text(err, ctx)})"
     value = err.get("input", _lookup(data, loc))
     return f"invalid config: {key} = {value!r} (allowed: {_range_text(err, ctx)})"
 
