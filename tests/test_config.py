@@ -45,6 +45,9 @@ BAD = [
     # a required key left out: the line showed the mapping as its value
     (["target.faults.crashes=[{server: 1}]"],
      ["target.faults.crashes.0.at_s is missing (allowed: a value (the key is required))"]),
+    # a comma list without -m: Hydra's three readings were cut with its later lines
+    (["protocol=hash,pegasus"], ["Ambiguous value for argument 'protocol=hash,pegasus' "
+                                 "(allowed: one value; a sweep of each: run -m"]),
     (["alpha=[1"], ["invalid override"]),
 ]
 

@@ -110,6 +110,15 @@ _ALLOWED = {
 }
 
 
+def _hint(text: str) -> str:
+    """What is allowed, where Hydra says it on the lines _first_line drops: a
+    comma list without -m ("Ambiguous value") lists its three readings."""
+    if text.startswith("Ambiguous value for argument"):
+        return " (allowed: one value; a sweep of each: run -m; a list: KEY=[a,b]; a string: " \
+               "KEY='a,b')"
+    return ""
+
+
 def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else text
 
@@ -221,7 +230,7 @@ def _composition_message(text: str, cause: BaseException | None, overrides: list
     if match:
         return f"invalid config: '{match.group(1)}' already exists; drop the leading '+'"
     detail = _first_line(str(cause)) if cause else _first_line(text)
-    return f"invalid config: {detail}"
+    return f"invalid config: {detail}{_hint(text)}"
 
 
 def _unknown_key_message(key: str, choices: list[str]) -> str:
