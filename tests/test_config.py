@@ -48,6 +48,10 @@ BAD = [
     # a comma list without -m: Hydra's three readings were cut with its later lines
     (["protocol=hash,pegasus"], ["Ambiguous value for argument 'protocol=hash,pegasus' "
                                  "(allowed: one value; a sweep of each: run -m"]),
+    # a mapping where a list goes, a group given no option's name: no key named
+    # ("Cannot merge DictConfig with ListConfig"), or an empty list of keys
+    (["target.faults.crashes={a: 1}"], ["target.faults.crashes = {a: 1} (allowed: a list)"]),
+    (["topology={a: 1}"], ["topology = {a: 1} (allowed: one of rack)"]),
     (["alpha=[1"], ["invalid override"]),
 ]
 

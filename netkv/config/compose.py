@@ -223,14 +223,29 @@ def _composition_message(text: str, cause: BaseException | None, overrides: list
     match = re.search(r"Could not override '([^']+)'", text)
     if match:
         key = match.group(1)
+        if key in GROUPS:   # a group given a mapping or a list, not an option's name
+            return (f"invalid config: {key} = {_override_value(key, overrides)} (allowed: one "
+                    f"of {', '.join(group_options(key))})")
         # the group choices the user made, so the hint lists the right keys
         choices = [o for o in overrides if "=" in o and o.split("=", 1)[0] in GROUPS]
         return _unknown_key_message(key, choices)
+    match = re.search(r"full_key: (\S+)\s+object_type=(list|dict)", str(cause or ""))
+    if match and text.startswith("Error merging override"):
+        # a mapping given to a list (target.faults.crashes={a: 1}) or the reverse
+        key, kind = match.groups()
+        return (f"invalid config: {key} = {_override_value(key, overrides)} (allowed: "
+                f"{'a list' if kind == 'list' else 'a mapping'})")
     match = re.search(r"Could not append to config. An item is already at '([^']+)'", text)
     if match:
         return f"invalid config: '{match.group(1)}' already exists; drop the leading '+'"
     detail = _first_line(str(cause)) if cause else _first_line(text)
     return f"invalid config: {detail}{_hint(text)}"
+
+
+def _override_value(key: str, overrides: list[str]) -> str:
+    """The text the last override of ``key`` gave it."""
+    given = [o.split("=", 1)[1] for o in overrides if o.lstrip("+~").split("=", 1)[0] == key]
+    return given[-1] if given else "?"
 
 
 def _unknown_key_message(key: str, choices: list[str]) -> str:
