@@ -528,6 +528,11 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None
     try:
         return int(args.func(args))
+    except KeyboardInterrupt:
+        # Ctrl-C, or SIGTERM (_terminated), in a command that does not say
+        # it itself (run and reproduce name what they kept): one line
+        print(f"netkv: {args.command}: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
     except BrokenPipeError:
         # the reader went away (`netkv list | head`): exit as a shell's SIGPIPE
         # would, without a traceback; stdout to /dev/null quiets the final flush

@@ -241,3 +241,15 @@ def test_a_sweep_and_a_run_do_not_share_a_folder(tmp_path, capsys):
                      "out=<dir> or remove it"], lines
     assert (sorted(p.name for p in run.iterdir()), sorted(p.name for p in sweep.iterdir())) \
         == held
+
+
+def test_an_interrupted_command_is_one_line(monkeypatch, tmp_path, capsys):
+    """Ctrl-C or SIGTERM (docs/robustness.md: one line, for every netkv
+    command) during `trace` or `report` ended in a KeyboardInterrupt
+    traceback."""
+    def interrupted(path):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("netkv.report.report", interrupted)
+    assert main(["report", str(tmp_path)]) == 130
+    assert capsys.readouterr().err == "netkv: report: interrupted\n"
