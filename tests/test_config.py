@@ -47,7 +47,11 @@ BAD = [
      ["target.faults.crashes.0.at_s is missing (allowed: a value (the key is required))"]),
     # a comma list without -m: Hydra's three readings were cut with its later lines
     (["protocol=hash,pegasus"], ["Ambiguous value for argument 'protocol=hash,pegasus' "
-                                 "(allowed: one value; a sweep of each: run -m"]),
+                                 "(allowed: one value, or a sweep of each with run -m)"]),
+    # a group is one option: a list of them was merged silently (Pegasus ran)
+    (["protocol=[hash,pegasus]"], ["protocol = [hash,pegasus] (allowed: one of hash, kvswitch"]),
+    (["protocol="], ["protocol = '' (allowed: one of hash"]),
+    (["topology=5"], ["topology = 5 (allowed: one of rack)"]),
     # a mapping where a list goes, a group given no option's name: no key named
     # ("Cannot merge DictConfig with ListConfig"), or an empty list of keys
     (["target.faults.crashes={a: 1}"], ["target.faults.crashes = {a: 1} (allowed: a list)"]),

@@ -38,6 +38,7 @@ def group_options(group: str) -> list[str]:
 
 def compose_raw(overrides: list[str]) -> DictConfig:
     """Hydra-compose the config, translating Hydra's errors into ConfigError."""
+    _check_group_choices(overrides)
     try:
         with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
             return compose(CONFIG_NAME, overrides=overrides)
@@ -110,12 +111,30 @@ _ALLOWED = {
 }
 
 
+def _check_group_choices(overrides: list[str]) -> None:
+    """A group takes one option's name: Hydra merged a list of them silently
+    (protocol=[hash,pegasus] ran Pegasus) and named no key for an empty, null
+    or numeric choice."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except OverrideParseException:   # compose says it, with Hydra's words
+        return
+    for o in parsed:
+        if o.key_or_group not in GROUPS or o.is_delete() or o.is_sweep_override():
+            continue
+        if not isinstance(o.value(), str) or not o.value():
+            text = (o.input_line or "").partition("=")[2] or "''"
+            raise ConfigError(f"invalid config: {o.key_or_group} = {text} (allowed: one of "
+                              f"{', '.join(group_options(o.key_or_group))})")
+
+
 def _hint(text: str) -> str:
     """What is allowed, where Hydra says it on the lines _first_line drops: a
-    comma list without -m ("Ambiguous value") lists its three readings."""
+    comma list without -m ("Ambiguous value"): one value, or a sweep."""
     if text.startswith("Ambiguous value for argument"):
-        return " (allowed: one value; a sweep of each: run -m; a list: KEY=[a,b]; a string: " \
-               "KEY='a,b')"
+        return " (allowed: one value, or a sweep of each with run -m)"
     return ""
 
 
