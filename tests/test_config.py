@@ -49,13 +49,14 @@ BAD = [
     (["protocol=hash,pegasus"], ["Ambiguous value for argument 'protocol=hash,pegasus' "
                                  "(allowed: one value, or a sweep of each with run -m)"]),
     # a group is one option: a list of them was merged silently (Pegasus ran)
-    (["protocol=[hash,pegasus]"], ["protocol = [hash,pegasus] (allowed: one of hash, kvswitch"]),
-    (["protocol="], ["protocol = '' (allowed: one of hash"]),
-    (["topology=5"], ["topology = 5 (allowed: one of rack)"]),
+    (["protocol=[hash,pegasus]"], ["protocol = [hash,pegasus] is not a protocol (choose one of: "
+                                   "hash, kvswitch"]),
+    (["protocol="], ["protocol = '' is not a protocol (choose one of: hash"]),
+    (["topology=5"], ["topology = 5 is not a topology (choose one of: rack)"]),
     # a mapping where a list goes, a group given no option's name: no key named
     # ("Cannot merge DictConfig with ListConfig"), or an empty list of keys
     (["target.faults.crashes={a: 1}"], ["target.faults.crashes = {a: 1} (allowed: a list)"]),
-    (["topology={a: 1}"], ["topology = {a: 1} (allowed: one of rack)"]),
+    (["topology={a: 1}"], ["topology = {a: 1} is not a topology (choose one of: rack)"]),
     (["alpha=[1"], ["invalid override"]),
 ]
 

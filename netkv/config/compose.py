@@ -126,8 +126,7 @@ def _check_group_choices(overrides: list[str]) -> None:
             continue
         if not isinstance(o.value(), str) or not o.value():
             text = (o.input_line or "").partition("=")[2] or "''"
-            raise ConfigError(f"invalid config: {o.key_or_group} = {text} (allowed: one of "
-                              f"{', '.join(group_options(o.key_or_group))})")
+            raise ConfigError(_not_an_option(o.key_or_group, text))
 
 
 def _hint(text: str) -> str:
@@ -224,14 +223,17 @@ def _relevant_error(errors: list[Any], data: dict[str, Any]) -> Any:
     return err
 
 
+def _not_an_option(group: str, shown: str) -> str:
+    article = "an" if group[:1] in "aeiou" else "a"   # "an inventory"
+    return (f"invalid config: {group} = {shown} is not {article} {group} "
+            f"(choose one of: {', '.join(group_options(group))})")
+
+
 def _missing_option_message(text: str) -> str:
     match = re.search(r"Could not find '([^/']+)/([^']+)'", text)
     if match:
         group, option = match.groups()
-        options = ", ".join(group_options(group))
-        article = "an" if group[:1] in "aeiou" else "a"   # "an inventory"
-        return (f"invalid config: {group} = '{option}' is not {article} {group} "
-                f"(choose one of: {options})")
+        return _not_an_option(group, f"'{option}'")
     match = re.search(r"Could not load '([^']+)'", text)
     if match:
         return f"invalid config: no such config '{match.group(1)}'"
@@ -242,9 +244,8 @@ def _composition_message(text: str, cause: BaseException | None, overrides: list
     match = re.search(r"Could not override '([^']+)'", text)
     if match:
         key = match.group(1)
-        if key in GROUPS:   # a group given a mapping or a list, not an option's name
-            return (f"invalid config: {key} = {_override_value(key, overrides)} (allowed: one "
-                    f"of {', '.join(group_options(key))})")
+        if key in GROUPS:   # a group given a mapping, not an option's name
+            return _not_an_option(key, _override_value(key, overrides))
         # the group choices the user made, so the hint lists the right keys
         choices = [o for o in overrides if "=" in o and o.split("=", 1)[0] in GROUPS]
         return _unknown_key_message(key, choices)
