@@ -502,3 +502,16 @@ def test_cli_says_what_an_option_allows(option, bad, allowed, tmp_path, capsys):
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1, err
     assert err.startswith(f"error: argument {option}: {bad!r} (allowed: {allowed}"), err
+
+
+def test_cli_interrupted_is_one_line(tmp_path, monkeypatch, capsys):
+    """Ctrl-C during a long check ended in a KeyboardInterrupt traceback."""
+    from netkv.lincheck import __main__ as cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "check_file", interrupted)
+    path = write_history(tmp_path / "h.jsonl", CLASSIC["stale read after completed write"][0])
+    assert cli.main([str(path)]) == 130
+    assert capsys.readouterr().out == "error: interrupted (no verdict)\n"

@@ -74,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e.filename or a.file}: {e.strerror or e} (allowed: a history.jsonl "
               "that netkv wrote)")
         return 2
+    except KeyboardInterrupt:   # Ctrl-C: one line, as every netkv command (no traceback)
+        print("error: interrupted (no verdict)")
+        return 130
     print(res.line())
     return {True: 0, False: 1, None: 3}[res.ok]
 
