@@ -50,9 +50,9 @@ porcupine:
 constants:
     {{python}} tools/gen_constants.py
 
-# Run an experiment: `just run protocol=pegasus alpha=1.2` (default: the README's).
 # Sets up only what is missing or stale (a C source newer than the build rebuilds it).
-# (positional: a value with spaces, such as a value-size mix, stays one argument)
+# Positional: a value with spaces, such as a value-size mix, stays one argument.
+# Run an experiment, set up first if needed: `just run protocol=pegasus alpha=1.2` (`netkv run`'s arguments).
 [positional-arguments]
 run *ARGS:
     #!/usr/bin/env bash

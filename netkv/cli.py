@@ -57,6 +57,21 @@ def swept_keys(job: list[str]) -> list[str]:
     return [k for k in keys if k != "out" and not k.startswith("hydra.")]
 
 
+def check_launcher_jobs(overrides: list[str]) -> None:
+    """A sweep's ``hydra.launcher.n_jobs`` (docs/configuration.md "Sweeps"):
+    0 reached joblib, which raised after Hydra had written multirun.yaml."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    for o in OverridesParser.create().parse_overrides(overrides):
+        if o.key_or_group != "hydra.launcher.n_jobs":
+            continue
+        value = o.value()
+        if isinstance(value, bool) or not isinstance(value, int) or value == 0:
+            text = (o.input_line or "").partition("=")[2]
+            raise ConfigError(f"invalid config: hydra.launcher.n_jobs = {text} (allowed: an "
+                              "integer >= 1, jobs at once; -1: one per core)")
+
+
 def validate_all(overrides: list[str], multirun: bool) -> None:
     from netkv.config.compose import load
     from netkv.runner import check_supported
@@ -65,6 +80,8 @@ def validate_all(overrides: list[str], multirun: bool) -> None:
     from netkv.runner import config_yaml
 
     jobs = expand_sweep(overrides) if multirun else [overrides]
+    if multirun:
+        check_launcher_jobs(overrides)
     if multirun and not any(swept_keys(job) for job in jobs):
         # a job's folder is named by its overrides (but out= and hydra.*):
         # with none, the job would write into the sweep's own folder
@@ -358,7 +375,13 @@ def cmd_wireshark(args: argparse.Namespace) -> int:
     if args.print:
         print(lua_source(), end="")
         return 0
-    path = install(Path(args.dir) if args.dir else None)
+    try:
+        path = install(Path(args.dir) if args.dir else None)
+    except OSError as exc:   # --dir names a file, a folder not writable, ...
+        where = f"--dir {args.dir!r}" if args.dir else "the personal Lua plugin folder"
+        why = "a file" if args.dir and Path(args.dir).is_file() else exc.strerror or exc
+        return _fail(f"wireshark: cannot write netkv.lua into {where}: {why} "
+                     "(allowed: a folder you can write)")
     print(f"wrote {path} (restart Wireshark, or `tshark -r FILE` picks it up)")
     return 0
 
@@ -505,6 +528,11 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None
     try:
         return int(args.func(args))
+    except KeyboardInterrupt:
+        # Ctrl-C, or SIGTERM (_terminated), in a command that does not say
+        # it itself (run and reproduce name what they kept): one line
+        print(f"netkv: {args.command}: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
     except BrokenPipeError:
         # the reader went away (`netkv list | head`): exit as a shell's SIGPIPE
         # would, without a traceback; stdout to /dev/null quiets the final flush

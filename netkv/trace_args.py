@@ -4,16 +4,38 @@ the codecs) so that the command line's --help stays fast."""
 from __future__ import annotations
 
 import argparse
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
 
 
-def count(text: str) -> int:
-    """--show's flows: polars' head(-n) would print all but the last n."""
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An integer option's parser that says what is allowed (argparse's
+    ``type=int`` says only 'invalid int value')."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r} (allowed: an integer >= {minimum})")
+        return value
+    return parse
+
+
+# --show's flows: polars' head(-n) would print all but the last n
+count = at_least(0)
+
+
+def seconds(text: str) -> float:
+    """--since/--until: seconds after the first request."""
     try:
-        value = int(text)
+        value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} (allowed: an integer >= 0)") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} (allowed: an integer >= 0)")
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} (allowed: seconds, a finite number >= 0)")
     return value
 
 
@@ -29,20 +51,34 @@ def key(text: str) -> str:
     return text
 
 
+def parquet_file(text: str) -> str:
+    """--parquet: checked before the capture is decoded (minutes for a big
+    one), not when the table is written."""
+    path = Path(text)
+    allowed = "(allowed: a file path in a folder you can write)"
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder {allowed}")
+    folder = path.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text!r}: {str(folder)!r} is not a folder you can "
+                                         f"write {allowed}")
+    return text
+
+
 def build_parser(ap: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     ap = ap or argparse.ArgumentParser(prog="python -m netkv trace")
     ap.add_argument("path", help="run directory (capture=true), a point's capture folder, or a pcap")
     ap.add_argument("--key", type=key, help="key: text, hex, or #<keyhash hex>")
     ap.add_argument("--op", help="op name of the request, e.g. WRITE")
-    ap.add_argument("--client", type=int, help="client node id")
-    ap.add_argument("--server", type=int, help="server that answered")
+    ap.add_argument("--client", type=at_least(0), help="client node id")
+    ap.add_argument("--server", type=at_least(0), help="server that answered")
     ap.add_argument("--point", help="load point (substring of its key)")
     ap.add_argument("--only", choices=["replicated", "retried", "dropped", "duplicated", "stale",
                                        "switch"], help="only flows where this happened")
-    ap.add_argument("--since", type=float, help="seconds after the first request")
-    ap.add_argument("--until", type=float, help="seconds after the first request")
-    ap.add_argument("--servers", type=int, help="servers in the rack (default: config.yaml)")
+    ap.add_argument("--since", type=seconds, help="seconds after the first request")
+    ap.add_argument("--until", type=seconds, help="seconds after the first request")
+    ap.add_argument("--servers", type=at_least(1), help="servers in the rack (default: config.yaml)")
     ap.add_argument("--show", type=count, default=5, help="flows to print with their hops")
-    ap.add_argument("--parquet", help="write the (filtered) flows here "
+    ap.add_argument("--parquet", type=parquet_file, help="write the (filtered) flows here "
                     "(default: <run>/trace.parquet, or <pcap>.flows.parquet)")
     return ap

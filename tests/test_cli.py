@@ -161,6 +161,35 @@ def test_trace_refuses_a_key_hash_that_is_not_hex(bad, capsys):
     assert f"argument --key: {bad!r} (allowed: #<key hash in hex>" in line, line
 
 
+@pytest.mark.parametrize("option, bad, allowed", [
+    ("--client", "x", "an integer >= 0"), ("--server", "-1", "an integer >= 0"),
+    ("--servers", "0", "an integer >= 1"), ("--since", "x", "seconds, a finite number >= 0"),
+    ("--until", "nan", "seconds, a finite number >= 0"), ("--since", "-1", "seconds"),
+])
+def test_trace_numeric_options_say_what_is_allowed(option, bad, allowed, capsys):
+    """`--client x` was refused as "invalid int value: 'x'", `--servers 0`
+    and `--since -1` were taken."""
+    with pytest.raises(SystemExit) as exc:
+        main(["trace", "runs/x", option, bad])
+    line = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and "\n" not in line
+    assert f"argument {option}: {bad!r} (allowed: {allowed}" in line, line
+
+
+def test_trace_refuses_a_parquet_path_it_cannot_write(tmp_path, capsys):
+    """`trace --parquet DIR` or a path below a file ended, after decoding the
+    whole capture, in a polars traceback."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for bad, why in [(tmp_path, "is a folder"), (afile / "x.parquet", "is not a folder")]:
+        with pytest.raises(SystemExit) as exc:
+            main(["trace", "runs/x", "--parquet", str(bad)])
+        line = capsys.readouterr().err.strip()
+        assert exc.value.code == 2 and "\n" not in line
+        assert f"argument --parquet: '{bad}'" in line and why in line, line
+        assert line.endswith("(allowed: a file path in a folder you can write) (see --help)")
+
+
 def test_trace_key_hash_in_either_case():
     from netkv.trace_args import key
 
@@ -176,6 +205,18 @@ def test_a_sweep_with_nothing_to_sweep_is_refused(extra, tmp_path, capsys):
     assert main(["run", "-m", *extra, f"out={out}"]) == 2
     line = capsys.readouterr().err.strip()
     assert "\n" not in line and "run -m with nothing to sweep" in line, line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("jobs", ["0", "1.5", "two"])
+def test_a_sweep_refuses_launcher_jobs_joblib_cannot_run(jobs, tmp_path, capsys):
+    """`hydra.launcher.n_jobs=0` (docs/configuration.md "Sweeps") reached
+    joblib, which raised a traceback after multirun.yaml was written."""
+    out = tmp_path / "sweep"
+    assert main(["run", "-m", "alpha=0,1", f"hydra.launcher.n_jobs={jobs}", f"out={out}"]) == 2
+    line = capsys.readouterr().err.strip()
+    assert "\n" not in line, line
+    assert f"hydra.launcher.n_jobs = {jobs} (allowed: an integer >= 1" in line, line
     assert not out.exists()
 
 
@@ -200,3 +241,15 @@ def test_a_sweep_and_a_run_do_not_share_a_folder(tmp_path, capsys):
                      "out=<dir> or remove it"], lines
     assert (sorted(p.name for p in run.iterdir()), sorted(p.name for p in sweep.iterdir())) \
         == held
+
+
+def test_an_interrupted_command_is_one_line(monkeypatch, tmp_path, capsys):
+    """Ctrl-C or SIGTERM (docs/robustness.md: one line, for every netkv
+    command) during `trace` or `report` ended in a KeyboardInterrupt
+    traceback."""
+    def interrupted(path):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("netkv.report.report", interrupted)
+    assert main(["report", str(tmp_path)]) == 130
+    assert capsys.readouterr().err == "netkv: report: interrupted\n"

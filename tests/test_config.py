@@ -22,6 +22,17 @@ BAD = [
     (["alpah=1.2"], ["unknown key", "alpah", "alpha"]),
     (["protocol.virtual_nodez=8"], ["unknown key", "protocol.virtual_nodez", "virtual_nodes"]),
     (["+workload.zipf_alpha=1"], ["unknown key", "workload.zipf_alpha"]),
+    # a key below one the config does not have: the first missing part, with
+    # the keys beside it (the hint listed the keys under the missing one: none)
+    (["foo.bar=1"], ["unknown key 'foo' (allowed keys: alpha, capture"]),
+    (["topology.serverx.foo=1"], ["unknown key 'topology.serverx' (allowed keys under topology:",
+                                  "server"]),
+    (["target.loop.depth=3"], ["unknown key 'target.loop' (allowed keys under target:",
+                               "faults"]),
+    (["alpha.x=1"], ["unknown key 'alpha.x' (alpha is a value", "allowed alpha=<value>"]),
+    # Hydra's own keys are listed too (the hint composed the config without them)
+    (["hydra.launcher.foo=1"], ["unknown key 'hydra.launcher.foo' (allowed keys under "
+                                "hydra.launcher:", "n_jobs"]),
     (["seed=1.5"], ["seed", "1.5", "an integer"]),
     (["clients=many"], ["clients", "'many'", "an integer"]),
     (["record_history=maybe"], ["record_history", "true or false"]),
@@ -30,6 +41,22 @@ BAD = [
     (["inventory=netns-rakc"], ["inventory = 'netns-rakc' is not an inventory", "netns-rack"]),
     (["slo=fixed", "slo.p99_us=null"], ["slo.p99_us"]),
     (["duration=0"], ["duration", "> 0"]),
+    (["topology.hostile_clients=4"], ["topology.hostile_clients = 4 (allowed: 0..3"]),
+    # a required key left out: the line showed the mapping as its value
+    (["target.faults.crashes=[{server: 1}]"],
+     ["target.faults.crashes.0.at_s is missing (allowed: a value (the key is required))"]),
+    # a comma list without -m: Hydra's three readings were cut with its later lines
+    (["protocol=hash,pegasus"], ["Ambiguous value for argument 'protocol=hash,pegasus' "
+                                 "(allowed: one value, or a sweep of each with run -m)"]),
+    # a group is one option: a list of them was merged silently (Pegasus ran)
+    (["protocol=[hash,pegasus]"], ["protocol = [hash,pegasus] is not a protocol (choose one of: "
+                                   "hash, kvswitch"]),
+    (["protocol="], ["protocol = '' is not a protocol (choose one of: hash"]),
+    (["topology=5"], ["topology = 5 is not a topology (choose one of: rack)"]),
+    # a mapping where a list goes, a group given no option's name: no key named
+    # ("Cannot merge DictConfig with ListConfig"), or an empty list of keys
+    (["target.faults.crashes={a: 1}"], ["target.faults.crashes = {a: 1} (allowed: a list)"]),
+    (["topology={a: 1}"], ["topology = {a: 1} is not a topology (choose one of: rack)"]),
     (["alpha=[1"], ["invalid override"]),
 ]
 
@@ -254,9 +281,12 @@ def test_every_protocol_bounds_its_ring_as_the_simulator_does() -> None:
      "invalid config: protocol.slots = 1000: not a power of two"),
     # a model validator's names its fields itself
     (["protocol=starcache", "protocol.keys=1024", "protocol.slots=256"],
-     "invalid config: protocol.keys x protocol.slots = 262144"),
+     "invalid config: protocol.keys x protocol.slots = 262144 (allowed: at most 65536"),
     (["protocol=starcache", "protocol.keys=16", "protocol.cache_size=32"],
-     "invalid config: protocol.cache_size 32 > protocol.keys 16"),
+     "invalid config: protocol.cache_size = 32 (allowed: 0..16"),
+    (["protocol=starcache", "protocol.resize=true", "protocol.min_size=300"],
+     "invalid config: protocol.min_size = 300, protocol.max_size = 256 with protocol.resize=true "
+     "(allowed: min_size <= max_size <= protocol.keys = 4096)"),
 ])
 def test_a_protocol_setting_error_names_its_key(overrides: list[str], message: str,
                                                 capsys: pytest.CaptureFixture[str]) -> None:

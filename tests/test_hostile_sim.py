@@ -489,7 +489,8 @@ def test_hostile_clients_refused_without_hostile_traffic_and_bad_counts() -> Non
     from netkv.protocols import implemented_on
 
     _, lib = native.load()
-    cases = [(["protocol=hash", "topology.hostile_clients=2", "clients=2"], "hostile_clients 2")]
+    cases = [(["protocol=hash", "topology.hostile_clients=2", "clients=2"],
+              "topology.hostile_clients = 2 (allowed: 0..1")]
     for target in ("sim", "mininet"):
         without = [p for p in implemented_on(target) if not lib.nk_host_has_hostile(p.encode())]
         cases += [([f"protocol={p}", f"target={target}", "topology.hostile_clients=1",

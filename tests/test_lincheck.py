@@ -483,3 +483,35 @@ def test_scale_multi_key(tmp_path):
     dt = time.perf_counter() - t0
     assert res.ok is True and res.ops == 20_000
     assert dt < 10, dt
+
+
+@pytest.mark.parametrize("option, bad, allowed", [
+    ("--timeout", "-1", "seconds, a finite number > 0"),
+    ("--timeout", "nan", "seconds, a finite number > 0"),
+    ("--max-states", "x", "an integer >= 0"), ("--max-states", "-5", "an integer >= 0"),
+])
+def test_cli_says_what_an_option_allows(option, bad, allowed, tmp_path, capsys):
+    """`--timeout -1` and `nan` were taken (nan: never timed out), as was
+    `--max-states -5`; `--max-states x` printed the usage, then argparse's
+    "invalid int value"."""
+    from netkv.lincheck.__main__ import main
+
+    path = write_history(tmp_path / "h.jsonl", CLASSIC["stale read after completed write"][0])
+    with pytest.raises(SystemExit) as exc:
+        main([option, bad, str(path)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"error: argument {option}: {bad!r} (allowed: {allowed}"), err
+
+
+def test_cli_interrupted_is_one_line(tmp_path, monkeypatch, capsys):
+    """Ctrl-C during a long check ended in a KeyboardInterrupt traceback."""
+    from netkv.lincheck import __main__ as cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "check_file", interrupted)
+    path = write_history(tmp_path / "h.jsonl", CLASSIC["stale read after completed write"][0])
+    assert cli.main([str(path)]) == 130
+    assert capsys.readouterr().out == "error: interrupted (no verdict)\n"

@@ -140,6 +140,9 @@ def test_slo_search_on_multigets(tmp_path: Path) -> None:
 @pytest.mark.parametrize("overrides, words", [
     (["protocol=hash", "workload.multiget.mean=4"], "no multiget requests"),
     (["workload.multiget.mean=16"], "allowed: 1, or between 1 and max_keys = 16"),
+    (["workload.multiget.mean=15.9999999"],
+     "workload.multiget.mean = 15.9999999 (allowed: 1, or above 1 and below 15.979 with "
+     "max_keys = 16"),
     (["workload.multiget.max_keys=65"], "max_keys"),
     (["workload.multiget.mean=4", "slo.reference=hash"], "slo.reference = 'hash' has no multiget"),
     (["workload.multiget.mean=4", "workload.multiget.exponent=3"], "exponent = 3 gives mean"),

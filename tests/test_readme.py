@@ -91,3 +91,15 @@ def test_readme_run_command_works_with_just_only_in_the_venv(tmp_path):
         proc = subprocess.run([just, *args], cwd=tmp_path, env=env, capture_output=True,
                               text=True, timeout=60)
         assert proc.returncode == 0 and logged in log.read_text(), (proc.stderr, logged)
+
+
+@pytest.mark.skipif(_just() is None, reason="rust-just not installed (the README's pip install)")
+def test_just_list_says_what_run_does():
+    """`just --list` shows the comment line just above a recipe: `run`'s was
+    its note on positional arguments, not what it does."""
+    just = _just()
+    assert just is not None
+    listing = subprocess.run([just, "--list", "--justfile", str(ROOT / "Justfile")],
+                             capture_output=True, text=True, check=True).stdout
+    line = next(x for x in listing.splitlines() if x.strip().startswith("run "))
+    assert "# Run an experiment" in line, line

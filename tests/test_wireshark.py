@@ -135,3 +135,16 @@ def test_install_puts_the_plugin_where_tshark_finds_it(tmp_path: Path) -> None:
     vec = next(v for v in vectors() if v["proto"] == "pegasus" and "fields" in v)
     layers = _tshark(_capture(tmp_path, [vec]), None, ["netkv_pegasus.req_id"], env=env)
     assert layers[0]["netkv_pegasus.req_id"] == [str(vec["fields"]["req_id"])]
+
+
+@pytest.mark.parametrize("below", ["", "sub"])
+def test_install_into_a_file_is_one_line(below: str, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """`wireshark --dir FILE` ended in a FileExistsError traceback."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    dest = afile / below if below else afile
+    assert main(["wireshark", "--dir", str(dest)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"netkv: wireshark: cannot write netkv.lua into --dir '{dest}': ")
+    assert err.endswith("(allowed: a folder you can write)") and "\n" not in err

@@ -38,6 +38,7 @@ def group_options(group: str) -> list[str]:
 
 def compose_raw(overrides: list[str]) -> DictConfig:
     """Hydra-compose the config, translating Hydra's errors into ConfigError."""
+    _check_group_choices(overrides)
     try:
         with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
             return compose(CONFIG_NAME, overrides=overrides)
@@ -110,6 +111,32 @@ _ALLOWED = {
 }
 
 
+def _check_group_choices(overrides: list[str]) -> None:
+    """A group takes one option's name: Hydra merged a list of them silently
+    (protocol=[hash,pegasus] ran Pegasus) and named no key for an empty, null
+    or numeric choice."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except OverrideParseException:   # compose says it, with Hydra's words
+        return
+    for o in parsed:
+        if o.key_or_group not in GROUPS or o.is_delete() or o.is_sweep_override():
+            continue
+        if not isinstance(o.value(), str) or not o.value():
+            text = (o.input_line or "").partition("=")[2] or "''"
+            raise ConfigError(_not_an_option(o.key_or_group, text))
+
+
+def _hint(text: str) -> str:
+    """What is allowed, where Hydra says it on the lines _first_line drops: a
+    comma list without -m ("Ambiguous value"): one value, or a sweep."""
+    if text.startswith("Ambiguous value for argument"):
+        return " (allowed: one value, or a sweep of each with run -m)"
+    return ""
+
+
 def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else text
 
@@ -157,6 +184,8 @@ def describe_validation_error(exc: ValidationError, data: dict[str, Any]) -> str
         where = ".".join(str(p) for p in loc[:-1])
         under = f" under {where}" if where else ""
         return f"invalid config: unknown key '{key}' (allowed keys{under}: {', '.join(model_keys)})"
+    if err["type"] == "missing":   # its "input" is the mapping it is missing from
+        return f"invalid config: {key} is missing (allowed: {_range_text(err, ctx)})"
     value = err.get("input", _lookup(data, loc))
     return f"invalid config: {key} = {value!r} (allowed: {_range_text(err, ctx)})"
 
@@ -194,14 +223,17 @@ def _relevant_error(errors: list[Any], data: dict[str, Any]) -> Any:
     return err
 
 
+def _not_an_option(group: str, shown: str) -> str:
+    article = "an" if group[:1] in "aeiou" else "a"   # "an inventory"
+    return (f"invalid config: {group} = {shown} is not {article} {group} "
+            f"(choose one of: {', '.join(group_options(group))})")
+
+
 def _missing_option_message(text: str) -> str:
     match = re.search(r"Could not find '([^/']+)/([^']+)'", text)
     if match:
         group, option = match.groups()
-        options = ", ".join(group_options(group))
-        article = "an" if group[:1] in "aeiou" else "a"   # "an inventory"
-        return (f"invalid config: {group} = '{option}' is not {article} {group} "
-                f"(choose one of: {options})")
+        return _not_an_option(group, f"'{option}'")
     match = re.search(r"Could not load '([^']+)'", text)
     if match:
         return f"invalid config: no such config '{match.group(1)}'"
@@ -212,28 +244,59 @@ def _composition_message(text: str, cause: BaseException | None, overrides: list
     match = re.search(r"Could not override '([^']+)'", text)
     if match:
         key = match.group(1)
-        head, _, leaf = key.rpartition(".")
+        if key in GROUPS:   # a group given a mapping, not an option's name
+            return _not_an_option(key, _override_value(key, overrides))
         # the group choices the user made, so the hint lists the right keys
         choices = [o for o in overrides if "=" in o and o.split("=", 1)[0] in GROUPS]
-        known = _known_keys(head, choices)
-        hint = f" (allowed keys{' under ' + head if head else ''}: {', '.join(known)})"
-        return f"invalid config: unknown key '{key}'{hint}"
+        return _unknown_key_message(key, choices)
+    match = re.search(r"full_key: (\S+)\s+object_type=(list|dict)", str(cause or ""))
+    if match and text.startswith("Error merging override"):
+        # a mapping given to a list (target.faults.crashes={a: 1}) or the reverse
+        key, kind = match.groups()
+        return (f"invalid config: {key} = {_override_value(key, overrides)} (allowed: "
+                f"{'a list' if kind == 'list' else 'a mapping'})")
     match = re.search(r"Could not append to config. An item is already at '([^']+)'", text)
     if match:
         return f"invalid config: '{match.group(1)}' already exists; drop the leading '+'"
     detail = _first_line(str(cause)) if cause else _first_line(text)
-    return f"invalid config: {detail}"
+    return f"invalid config: {detail}{_hint(text)}"
 
 
-def _known_keys(head: str, choices: list[str]) -> list[str]:
+def _override_value(key: str, overrides: list[str]) -> str:
+    """The text the last override of ``key`` gave it."""
+    given = [o.split("=", 1)[1] for o in overrides if o.lstrip("+~").split("=", 1)[0] == key]
+    return given[-1] if given else "?"
+
+
+def _unknown_key_message(key: str, choices: list[str]) -> str:
+    """Name the first part of ``key`` the config does not have, with the
+    keys beside it (``target.loop.depth`` on the testbed: ``target.loop``,
+    the keys under ``target``), or the value ``key`` reaches below."""
+    parts = key.split(".")
+    node = _composed(choices)
+    for depth, part in enumerate(parts[:-1]):
+        child = node.get(part) if isinstance(node, DictConfig) else None
+        if child is None:
+            return _unknown_at(parts[:depth + 1], node)
+        if not isinstance(child, DictConfig):
+            where = ".".join(parts[:depth + 1])
+            return (f"invalid config: unknown key '{key}' ({where} is a value, with no keys "
+                    f"below it: allowed {where}=<value>)")
+        node = child
+    return _unknown_at(parts, node)
+
+
+def _unknown_at(parts: list[str], parent: Any) -> str:
+    head = ".".join(parts[:-1])
+    known = sorted(str(k) for k in parent.keys() if k != "hydra") \
+        if isinstance(parent, DictConfig) else []
+    hint = f" (allowed keys{' under ' + head if head else ''}: {', '.join(known)})"
+    return f"invalid config: unknown key '{'.'.join(parts)}'{hint}"
+
+
+def _composed(choices: list[str]) -> DictConfig | None:
     try:
         with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
-            cfg = compose(CONFIG_NAME, overrides=choices)
+            return compose(CONFIG_NAME, overrides=choices, return_hydra_config=True)
     except Exception:  # noqa: BLE001 - best-effort hint only
-        return []
-    node: Any = cfg
-    for part in head.split(".") if head else []:
-        node = node.get(part) if isinstance(node, DictConfig) else None
-    if not isinstance(node, DictConfig):
-        return []
-    return sorted(str(k) for k in node.keys() if k != "hydra")
+        return None

@@ -34,7 +34,7 @@ from netkv.config.base import (
     ProtocolBase,
     Strict,
 )
-from netkv.config.multiget import mean_size, solve_exponent
+from netkv.config.multiget import EXPONENT_RANGE, mean_size, solve_exponent
 from netkv.protocols import config_models, lookup, names as protocol_names
 from netkv.testbed.inventory import Inventory
 
@@ -99,8 +99,11 @@ class Multiget(Strict):
                              f"1 and max_keys = {self.max_keys}, exclusive)")
         try:
             solved = solve_exponent(self.mean, self.max_keys)
-        except ValueError as exc:
-            raise ValueError(f"workload.multiget.mean = {self.mean:g}: {exc}") from None
+        except ValueError:
+            top = mean_size(self.max_keys, EXPONENT_RANGE[0])
+            raise ValueError(f"workload.multiget.mean = {self.mean:.10g} (allowed: 1, or above 1 "
+                             f"and below {top:.5g} with max_keys = {self.max_keys}: the size "
+                             f"law's exponent is solved within {list(EXPONENT_RANGE)})") from None
         if self.exponent is not None and abs(
                 mean_size(self.max_keys, self.exponent) - self.mean) > 1e-6 * self.mean:
             raise ValueError(
@@ -248,8 +251,9 @@ class Topology(Strict):
     @model_validator(mode="after")
     def _hostile_fewer_than_clients(self) -> "Topology":
         if self.hostile_clients >= self.clients:
-            raise ValueError(f"hostile_clients {self.hostile_clients}: allowed 0..{self.clients - 1} "
-                             "(fewer than topology.clients: the rest run the workload)")
+            raise ValueError(f"topology.hostile_clients = {self.hostile_clients} (allowed: "
+                             f"0..{self.clients - 1}, fewer than clients: the rest run the "
+                             "workload)")
         return self
 
 

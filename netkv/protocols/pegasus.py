@@ -97,8 +97,9 @@ class PegasusProtocol(ProtocolBase):
         d16 = self.fanout_div * PEG_FANOUT_DIV_UNIT
         if d16 != round(d16) or not 1 <= d16 <= 0xFFFF:
             raise ValueError(
-                f"protocol.fanout_div {self.fanout_div:g}: a multiple of 1/{PEG_FANOUT_DIV_UNIT} "
-                f"in 1/{PEG_FANOUT_DIV_UNIT}..4095 (the switch divides in sixteenths)")
+                f"protocol.fanout_div = {self.fanout_div:g} (allowed: a multiple of "
+                f"1/{PEG_FANOUT_DIV_UNIT} in 1/{PEG_FANOUT_DIV_UNIT}.."
+                f"{0xFFFF / PEG_FANOUT_DIV_UNIT}: the switch divides in sixteenths)")
         return self
 
     @property

@@ -127,15 +127,15 @@ class StarCacheProtocol(ProtocolBase):
     @model_validator(mode="after")
     def _fits(self) -> "StarCacheProtocol":
         if self.keys * self.slots > SC_MAX_SLOTS_TOTAL:
-            raise ValueError(f"protocol.keys x protocol.slots = {self.keys * self.slots}: the "
-                             f"request table holds at most {SC_MAX_SLOTS_TOTAL} slots")
+            raise ValueError(f"protocol.keys x protocol.slots = {self.keys * self.slots} "
+                             f"(allowed: at most {SC_MAX_SLOTS_TOTAL}, the request table's slots)")
         if self.cache_size > self.keys:
-            raise ValueError(f"protocol.cache_size {self.cache_size} > protocol.keys "
-                             f"{self.keys}: "
-                             "each cached key needs a CacheIdx")
+            raise ValueError(f"protocol.cache_size = {self.cache_size} (allowed: 0..{self.keys}, "
+                             "at most protocol.keys: each cached key needs a CacheIdx)")
         if self.resize and not self.min_size <= self.max_size <= self.keys:
-            raise ValueError(f"min_size {self.min_size} <= max_size {self.max_size} <= keys "
-                             f"{self.keys} is needed to resize the cache")
+            raise ValueError(f"protocol.min_size = {self.min_size}, protocol.max_size = "
+                             f"{self.max_size} with protocol.resize=true (allowed: min_size <= "
+                             f"max_size <= protocol.keys = {self.keys})")
         return self
 
 
