@@ -57,6 +57,11 @@ BAD = [
     # ("Cannot merge DictConfig with ListConfig"), or an empty list of keys
     (["target.faults.crashes={a: 1}"], ["target.faults.crashes = {a: 1} (allowed: a list)"]),
     (["topology={a: 1}"], ["topology = {a: 1} is not a topology (choose one of: rack)"]),
+    # a value others are made of, removed: "Interpolation key 'protocol.name' not found"
+    (["~protocol"], ["protocol.name is missing, and name is made of it (allowed: protocol=<one "
+                     "of: hash, kvswitch"]),
+    (["~alpha"], ["alpha is missing, and workload.alpha is made of it (allowed: a value for "
+                  "alpha"]),
     (["alpha=[1"], ["invalid override"]),
 ]
 

@@ -19,7 +19,7 @@ from hydra.errors import (
     OverrideParseException,
 )
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import InterpolationKeyError, OmegaConfBaseException
 from pydantic import ValidationError
 
 from netkv.config.core import ConfigError, conf_dir  # noqa: F401 - re-exported
@@ -63,6 +63,15 @@ def compose_raw(overrides: list[str]) -> DictConfig:
 def to_container(cfg: DictConfig) -> dict[str, Any]:
     try:
         data = OmegaConf.to_container(cfg, resolve=True)
+    except InterpolationKeyError as exc:
+        # e.g. ~protocol or ~alpha: another value is made of the removed one
+        missing = re.search(r"Interpolation key '([^']+)'", str(exc))
+        what = missing.group(1) if missing else "a key"
+        group = what.split(".")[0]
+        allowed = (f"{group}=<one of: {', '.join(group_options(group))}>" if group in GROUPS
+                   else f"a value for {what}")
+        raise ConfigError(f"invalid config: {what} is missing, and {exc.full_key} is made of "
+                          f"it (allowed: {allowed}, not removed with '~')") from None
     except OmegaConfBaseException as exc:
         raise ConfigError(f"config error: {_first_line(str(exc))}") from None
     assert isinstance(data, dict)
