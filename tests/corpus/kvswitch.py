@@ -182,6 +182,16 @@ CASES = [
         after={("RoundRobin", SLOT): 2, ("HotkeyCount", SLOT): 3, ("Valid", SLOT): BOTH,
                **load(s1=2, s3=1), **stats(hot_gets=3, redirected=1, invalid=0, cold=0),
                **hp(0, HOT, None, 0)}),
+    Case("kvswitch/a stale RoundRobin cell (> r after a shrink) sends the read to the owner",
+         "kvswitch", [
+        Step(CLIENT, req(GET), {OWNER: [req(GET)]},
+             why="o = 3 > r = 2: ServermapTable misses, the read stays at the owner (§4 "
+                 "'Update ordering'); o >= r writes back 1 (§3 step 3)"),
+        Step(CLIENT, req(GET), {OWNER: [req(GET)]}, why="o = 1: the owner, RoundRobin 2"),
+        Step(CLIENT, req(GET), redirected(), why="o = 2: the replica"),
+    ], params=PARAMS, **installed(BOTH, rr=3),
+        after={("RoundRobin", SLOT): 1, ("HotkeyCount", SLOT): 3, **load(s1=2, s3=1),
+               **stats(hot_gets=3, redirected=1, invalid=0)}),
     Case("kvswitch/a new replica is read once its ACK after REPL_PUSH arrives", "kvswitch", [
         Step(CLIENT, req(GET), {OWNER: [req(GET)]}, why="ordinal 1, the owner"),
         Step(CLIENT, req(GET), {OWNER: [req(GET)]},
