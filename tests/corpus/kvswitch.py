@@ -273,6 +273,22 @@ CASES = [
     ], params=PARAMS, **installed(BOTH),
         after={**load(), ("HotkeyCount", SLOT): 0, ("RoundRobin", SLOT): 1,
                ("Valid", SLOT): BOTH, **stats(hot_gets=0, hot_writes=0, cold=0)}),
+    Case("kvswitch/period_reset clears the period's counts, keeps the hot keys' state",
+         "kvswitch", [
+        Step(CLIENT, req(GET), {OWNER: [req(GET)]}, why="RoundRobin kept at 1: the owner"),
+        Step(CLIENT, req(msg(KvswitchOp.GET, key=COLD), HOME),
+             {HOME: [req(msg(KvswitchOp.GET, key=COLD), HOME)]},
+             why="HashPipe starts empty: (COLD, 1), not the last period's 4 + 1"),
+    ], params=PARAMS, tables=installed(BOTH)["tables"], groups=installed(BOTH)["groups"],
+        registers=[*installed(BOTH)["registers"],  # type: ignore[misc]
+                   ("HotkeyCount", SLOT, 9), ("Loadcount", OWNER, 7), ("Loadcount", HOME, 5),
+                   *[(reg, hp_cell(0, COLD), v) for reg, v in
+                     zip(("HashPipeKeyHi", "HashPipeKeyLo", "HashPipeCount"), [*words(COLD), 4])],
+                   ("period_reset", 0, 1)],
+        after={("HotkeyCount", SLOT): 1, **load(s1=1, s2=1), **hp(0, COLD, COLD, 1),
+               ("period_reset", 0): 0, ("Valid", SLOT): BOTH, ("Ver", SLOT): INSTALL_VER,
+               ("RoundRobin", SLOT): 2},
+    ),
     Case("kvswitch/server-only ops from a client port are dropped and counted", "kvswitch", [
         Step(CLIENT, frame(REPLICA, OWNER, encode(ack(INSTALL_VER)), sport=KVSWITCH_PORT,
                            dport=KVSWITCH_PORT), {},
