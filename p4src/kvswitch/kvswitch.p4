@@ -322,14 +322,13 @@ control KvswitchIngress(inout headers_t hdr, inout metadata_t meta,
                         }
                     }
                     if (op == KVSWITCH_OP_GET) {
-                        /* round robin over the r copies; a stale cell (> r
-                         * after a shrink) starts again at 1 */
+                        /* round robin over the r copies (digest §3 step
+                         * 3): o + 1, or 1 once o >= r; a stale cell (0, or
+                         * > r after a shrink) is a ServermapTable miss: the
+                         * read stays at the owner */
                         bit<8> o;
                         @atomic {
                             RoundRobin.read(o, (bit<32>)h_slot);
-                            if (o < 1 || o > h_r) {
-                                o = 1;
-                            }
                             if (o >= h_r) {
                                 RoundRobin.write((bit<32>)h_slot, 1);
                             } else {
@@ -339,7 +338,10 @@ control KvswitchIngress(inout headers_t hdr, inout metadata_t meta,
                         stat(KS_HOT_GETS);
                         ks_slot = h_slot;
                         ks_ord = o;
-                        ServermapTable.apply();
+                        m_hit = 0;
+                        if (o >= 1 && o <= h_r) {
+                            ServermapTable.apply();
+                        }
                         if (m_hit == 1 && (bit<16>)m_server != meta.dst_node) {
                             /* strict: a replica is read only once the owner
                              * has confirmed the same write */

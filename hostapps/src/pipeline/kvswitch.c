@@ -415,10 +415,13 @@ static void hot_get(struct kvswitch_state *s, uint32_t slot, struct nk_msg *m,
 {
 	uint32_t r = s->slot_r[slot];
 	uint32_t o = s->rr[slot];
-	if (o < 1 || o > r)
-		o = 1;                         /* stale RR cell after a shrink */
+	/* digest §3 step 3: write back o + 1, or 1 once o >= r */
 	s->rr[slot] = (uint8_t)(o >= r ? 1 : o + 1);
 	s->stats[KS_HOT_GETS]++;
+	/* a stale cell (0, or > r after a shrink) is a ServermapTable miss: the
+	 * read stays at the owner (digest §4 "Update ordering") */
+	if (o < 1 || o > r)
+		return;
 	uint16_t srv = s->servermap[slot * NK_MAX_SERVERS + o - 1];
 	uint32_t owner = s->slot_owner[slot];
 	if (srv == KS_NO_SERVER || srv == meta->dst)
