@@ -39,6 +39,7 @@ PROTOCOLS = (
     "netcache",
     "starcache",
     "netlr",
+    "netmc",
 )
 
 
