@@ -1,7 +1,9 @@
 """NetMC (docs/netmc.md "The switch"; digest ../shared/design/netmc.md §3):
 a multiget split pass by pass, one group per pass, by the PRE group
 {server port, recirculation port} (each recirculated copy fed back in as the
-next step), the last group unicast; a single-server multiget in one pass;
+next step), the last group unicast, and the thesis' worked example as the
+golden vectors (tests/vectors/netmc.json) hold its passes; a single-server
+multiget in one pass;
 AddrTable's node, port and PRE group (digest §9.5); W = 32; the baselines'
 ``split=0`` forwarding a multiget as sent; a GET, a PUT and the replies
 forwarded by destination; forged and malformed multigets and a client's
@@ -24,6 +26,8 @@ all 8 ``stats`` cells (``enum mc_stat``)."""
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 from netkv.constants import MC_ID_SHIFT, NETMC_PORT_BASE, McStat, mc_mcast_group
 from netkv.wire.codec import Msg, NetmcOp, Proto, encode
@@ -69,7 +73,7 @@ def rep(m: Msg, server: int) -> bytes:
     return frame(server, CLIENT, encode(m), sport=PORT, dport=CLIENT_PORT)
 
 
-def chain(sent: Msg, to: int, passes: list[tuple[Msg, int, str]]) -> list[Step]:
+def chain(sent: Msg | bytes, to: int, passes: list[tuple[Msg | bytes, int, str]]) -> list[Step]:
     """The client's MGET addressed to node ``to``, then one step per pass:
     (the header the pass leaves with, the node behind the port it leaves by,
     why). Every pass but the last also leaves by LOOP, and that copy is the
@@ -134,6 +138,15 @@ MGET_REPLY = Msg(proto=Proto.NETMC, op=NetmcOp.MGET_REPLY, req_id=7 << MC_ID_SHI
                  items=b"k002" + b"\x00\x03" + b"abc", send_ns=SPLIT3.send_ns)
 
 
+# ---- the thesis' worked example (Fig. 6), as the golden vectors hold it -----------------------
+# keys A, D on server 1, B on 2, C on 3: KEYIDX 0111 (W = 16); tests/vectors/netmc.json
+VECTORS = {v["name"]: bytes.fromhex(v["hex"]) for v in json.loads(
+    (Path(__file__).resolve().parents[1] / "vectors" / "netmc.json").read_text())}
+FIG6 = [VECTORS[f"netmc/MGET {n}"] for n in (
+    "3 groups, as sent by the client", "pass 1 (to server 1)",
+    "pass 2 (recirculated, to server 2)", "pass 3 (to server 3)")]
+
+
 def patched(m: Msg, **at: int) -> bytes:
     """``m`` encoded, then the bytes at the given offsets set (fields the
     encoder would refuse): ``op`` 0, ``numkey`` 6."""
@@ -151,6 +164,12 @@ CASES = [
              (PASS2, 2, "pass 2: OID 1, STARTIDX 0 + 2, n = 1; readdressed to server 2, "
                         "both copies"),
              (PASS3, 3, "pass 3: OID 2, STARTIDX 3, n = 2, KEYIDX 0: unicast, nothing loops"),
+         ]), params=NETMC, **RACK, after=stats(MGETS=1, PASSES=3, CLONES=2)),
+    Case("netmc/the thesis' worked example: the golden vectors, pass by pass", "netmc",
+         chain(FIG6[0], 1, [
+             (FIG6[1], 1, "A, D to server 1: KEYIDX 1100, NUMKEY 2, CLO 1 (set before cloning)"),
+             (FIG6[2], 2, "B to server 2: OID 1, STARTIDX 2"),
+             (FIG6[3], 3, "C to server 3: OID 2, STARTIDX 3, KEYIDX 0"),
          ]), params=NETMC, **RACK, after=stats(MGETS=1, PASSES=3, CLONES=2)),
     Case("netmc/a single-server MGET goes out in one pass, readdressed, with no copy", "netmc", [
         Step(CLIENT, req(ONE, 0), {2: [req(ONE_OUT, 2)]},
