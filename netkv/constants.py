@@ -332,6 +332,10 @@ REGISTERS: dict[str, dict[str, tuple[int, str]]] = {
         'stats': (64, '13'),
         'n_servers': (8, '1'),
     },
+    'netmc': {
+        'stats': (64, '8'),
+        'n_servers': (8, '1'),
+    },
 }
 
 #: name -> keys [(field, bits)], action, args [(name, bits)], default action
@@ -359,5 +363,9 @@ TABLES: dict[str, dict[str, dict[str, object]]] = {
     'netlr': {
         'node_fwd': {'keys': [('node', 16)], 'action': 'set_port', 'args': [('port', 9)], 'default': 'node_miss'},
         'get_dst_rep_table': {'keys': [('idx', 8)], 'action': 'set_dst_rep', 'args': [('rep', 8)], 'default': 'dst_rep_miss'},
+    },
+    'netmc': {
+        'node_fwd': {'keys': [('node', 16)], 'action': 'set_port', 'args': [('port', 9)], 'default': 'node_miss'},
+        'addr_table': {'keys': [('srv_id', 8)], 'action': 'set_addr', 'args': [('node', 16), ('port', 9), ('mgid', 16)], 'default': 'addr_miss'},
     },
 }

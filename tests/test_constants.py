@@ -40,11 +40,11 @@ except ImportError:
 # knobs the probes use, and the symbols of the spec's cell expressions
 KNOBS = {"hash": "", "pegasus": "max_rkeys=8", "netcache": "cache_items=16;max_value_bytes=64;cm_width=32;bf_bits=128",
          "kvswitch": "hot_keys=9;hashpipe_stages=2", "starcache": "keys=5;slots=3",
-         "netlr": "slots=16"}
+         "netlr": "slots=16", "netmc": "w=16"}
 SYMBOLS = {"hash": {}, "pegasus": {"K": 8},
            "netcache": {"ITEMS": 16, "WORDS": 8, "CM_WIDTH": 32, "BF_BITS": 128},
            "kvswitch": {"HOT_KEYS": 9, "HP_STAGES": 2, "HP_WIDTH": 5},
-           "starcache": {"KEYS": 5, "SLOTS": 3}, "netlr": {"NL_SLOTS": 16}}
+           "starcache": {"KEYS": 5, "SLOTS": 3}, "netlr": {"NL_SLOTS": 16}, "netmc": {}}
 
 
 def _cells(expr: str, symbols: dict[str, int]) -> int:

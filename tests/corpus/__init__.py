@@ -40,6 +40,7 @@ PROTOCOLS = (
     "starcache",
     "netlr",
     "kvswitch",
+    "netmc",
 )
 
 

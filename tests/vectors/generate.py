@@ -372,9 +372,10 @@ def netmc() -> list[dict[str, Any]]:
         vec("netmc/MGET 3 groups, as sent by the client",
             Msg(proto=P, op=O.MGET, req_id=100, nkeys=4, keyidx=0x7000, srv=srv(1, 2, 3),
                 key_slot_len=4, key_slots=4, items=keys, send_ns=T0)),
+        # CLO 1: set before cloning, so the sub-request carries it too (§9.4)
         vec("netmc/MGET pass 1 (to server 1)",
-            Msg(proto=P, op=O.MGET, req_id=100, nkeys=2, keyidx=0xC000, srv=srv(1, 2, 3),
-                key_slot_len=4, key_slots=4, items=keys, send_ns=T0)),
+            Msg(proto=P, op=O.MGET, req_id=100, nkeys=2, keyidx=0xC000, clo=1,
+                srv=srv(1, 2, 3), key_slot_len=4, key_slots=4, items=keys, send_ns=T0)),
         vec("netmc/MGET pass 2 (recirculated, to server 2)",
             Msg(proto=P, op=O.MGET, req_id=100, oid=1, nkeys=1, keyidx=0x8000, startidx=2,
                 clo=1, srv=srv(1, 2, 3), key_slot_len=4, key_slots=4, items=keys,
