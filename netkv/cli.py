@@ -57,19 +57,16 @@ def swept_keys(job: list[str]) -> list[str]:
     return [k for k in keys if k != "out" and not k.startswith("hydra.")]
 
 
-def check_launcher_jobs(overrides: list[str]) -> None:
-    """A sweep's ``hydra.launcher.n_jobs`` (docs/configuration.md "Sweeps"):
-    0 reached joblib, which raised after Hydra had written multirun.yaml."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+def check_launcher_jobs(job: list[str]) -> None:
+    """A sweep's ``hydra.launcher.n_jobs`` (docs/configuration.md "Sweeps"),
+    as Hydra composes it: 0 reached joblib, which raised after Hydra had
+    written multirun.yaml (a bool or a non-integer Hydra refuses itself)."""
+    from netkv.config.compose import JOBS_ALLOWED, launcher_jobs
 
-    for o in OverridesParser.create().parse_overrides(overrides):
-        if o.key_or_group != "hydra.launcher.n_jobs":
-            continue
-        value = o.value()
-        if isinstance(value, bool) or not isinstance(value, int) or value == 0:
-            text = (o.input_line or "").partition("=")[2]
-            raise ConfigError(f"invalid config: hydra.launcher.n_jobs = {text} (allowed: an "
-                              "integer >= 1, jobs at once; -1: one per core)")
+    jobs = launcher_jobs(job)
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs == 0):
+        raise ConfigError(f"invalid config: hydra.launcher.n_jobs = {jobs} (allowed: "
+                          f"{JOBS_ALLOWED})")
 
 
 def validate_all(overrides: list[str], multirun: bool) -> None:
@@ -81,7 +78,7 @@ def validate_all(overrides: list[str], multirun: bool) -> None:
 
     jobs = expand_sweep(overrides) if multirun else [overrides]
     if multirun:
-        check_launcher_jobs(overrides)
+        check_launcher_jobs(jobs[0])
     if multirun and not any(swept_keys(job) for job in jobs):
         # a job's folder is named by its overrides (but out= and hydra.*):
         # with none, the job would write into the sweep's own folder
@@ -167,6 +164,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             # a sweep: every job's config, one YAML document each (its
             # comma lists were refused as "Ambiguous value")
             jobs = expand_sweep(overrides) if args.multirun else [overrides]
+            if args.multirun:
+                check_launcher_jobs(jobs[0])
             texts = []
             for job in jobs:
                 cfg = validate(to_container(compose_raw(job)))

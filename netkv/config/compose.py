@@ -37,12 +37,13 @@ def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
 
 
-def compose_raw(overrides: list[str]) -> DictConfig:
-    """Hydra-compose the config, translating Hydra's errors into ConfigError."""
+def compose_raw(overrides: list[str], hydra: bool = False) -> DictConfig:
+    """Hydra-compose the config (with its ``hydra`` node if ``hydra``),
+    translating Hydra's errors into ConfigError."""
     _check_group_choices(overrides)
     try:
         with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
-            return compose(CONFIG_NAME, overrides=overrides)
+            return compose(CONFIG_NAME, overrides=overrides, return_hydra_config=hydra)
     except MissingConfigException as exc:
         raise ConfigError(_missing_option_message(str(exc))) from None
     except ConfigCompositionException as exc:
@@ -59,6 +60,20 @@ def compose_raw(overrides: list[str]) -> DictConfig:
         # Hydra's own checks that raise plain exceptions (e.g. `topology=5`:
         # a group choice that is not a name)
         raise ConfigError(f"invalid override: {_first_line(str(exc))}") from None
+
+
+def launcher_jobs(overrides: list[str]) -> object:
+    """The composed, resolved ``hydra.launcher.n_jobs`` (None: the launcher
+    has none, e.g. submitit's)."""
+    cfg = compose_raw(overrides, hydra=True)
+    try:
+        return OmegaConf.select(cfg, "hydra.launcher.n_jobs")
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"invalid config: hydra.launcher.n_jobs: {_first_line(str(exc))} "
+                          f"(allowed: {JOBS_ALLOWED})") from None
+
+
+JOBS_ALLOWED = "a nonzero integer, jobs at once; -1: one per core"
 
 
 def to_container(cfg: DictConfig) -> dict[str, Any]:
@@ -282,6 +297,9 @@ def _merge_message(line: str, cause: BaseException, overrides: list[str]) -> str
         return f"invalid config: {_first_line(str(cause))}"
     key, text = parsed[0].key_or_group, line.partition("=")[2]
     detail = str(cause)
+    if parsed[0].is_delete():
+        return (f"invalid config: ~{key}: {_first_line(detail)} (allowed: a value instead, "
+                f"{key}=<value>)")
     if re.search(r"Cannot merge (DictConfig with ListConfig|ListConfig with DictConfig)", detail):
         node = _node_at(_composed(_group_choices(overrides)), key.split("."))
         clash = _clash(node, parsed[0].value(), key.split("."))
@@ -299,11 +317,13 @@ def _merge_message(line: str, cause: BaseException, overrides: list[str]) -> str
                 f"below the list's length, or the whole list: {head}=[...])")
     match = re.search(r"could not be converted to (\w+)", detail)
     if match:
-        wanted = _TYPE_NAMES.get(match.group(1), f"a {match.group(1)}")
+        wanted = _KEY_ALLOWED.get(key) or _TYPE_NAMES.get(match.group(1), f"a {match.group(1)}")
         return f"invalid config: {key} = {text} (allowed: {wanted})"
     return f"invalid config: {key} = {text}: {_first_line(detail)}"
 
 
+# what a key of Hydra's own takes, where its type says less
+_KEY_ALLOWED = {"hydra.launcher.n_jobs": JOBS_ALLOWED}
 _TYPE_NAMES = {"Integer": "an integer", "Float": "a number", "Boolean": "true or false",
                "String": "a string"}
 
