@@ -1,4 +1,4 @@
-"""``python -m netkv.lincheck FILE [--porcupine] [--timeout S] [--max-states N]``: one line; exit 0/1/2/3."""
+"""``python -m netkv.lincheck FILE [--porcupine] [--timeout S] [--max-states N]``: one line; exit 0/1/2/3, 130 if interrupted."""
 
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m netkv.lincheck",
         description="Check a netkv history.jsonl for linearizability (one register per key). "
         "Exit 0: linearizable, 1: not linearizable, 2: malformed history or checker "
-        "unavailable, 3: unknown (timed out).")
+        "unavailable, 3: unknown (timed out), 130: interrupted (Ctrl-C; no "
+        "verdict).")
     ap.add_argument("file", help="history.jsonl")
     ap.add_argument("--porcupine", action="store_true",
                     help="use Porcupine (the Go helper in tools/porcupine) instead of the "
