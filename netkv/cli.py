@@ -21,7 +21,7 @@ from typing import NoReturn
 
 # Only what --help needs at import: every command imports its own (Hydra,
 # pydantic, polars) so that `--help` and `list` answer in well under 0.5 s.
-from netkv.config.core import ConfigError, conf_dir
+from netkv.config.core import EXIT_INTERRUPTED, ConfigError, conf_dir
 
 EXIT_CONFIG = 2
 
@@ -185,7 +185,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (KeyboardInterrupt, SystemExit) as exc:
         # a sweep's jobs exit 130 quietly (here or in joblib's workers), for
         # the sweep to say it once; one run's job says it itself
-        if isinstance(exc, SystemExit) and (exc.code != 130 or not args.multirun):
+        if isinstance(exc, SystemExit) and (exc.code != EXIT_INTERRUPTED or not args.multirun):
             raise
         # named, not "the same command": without out= that starts a new folder
         out = Path(out_of(overrides))
@@ -194,7 +194,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         again = "the sweep again" if args.multirun else "again"
         print(f"netkv: interrupted: {kept} finished point(s) kept in {out} (run {again} "
               f"with out={out} to resume)", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 # --- list ------------------------------------------------------------------------
@@ -255,7 +255,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from netkv.experiments.pool import LaunchError, Pool
     from netkv.experiments.reproduce import default_out
     from netkv.experiments.run import reproduce
-    from netkv.runner import EXIT_INTERRUPTED, log_console
+    from netkv.runner import log_console
 
     # chosen here, so that an interruption can name the directory to resume
     out = Path(args.out) if args.out else default_out(args.experiment)
@@ -531,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
         # Ctrl-C, or SIGTERM (_terminated), in a command that does not say
         # it itself (run and reproduce name what they kept): one line
         print(f"netkv: {args.command}: interrupted", file=sys.stderr)
-        return 128 + signal.SIGINT
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader went away (`netkv list | head`): exit as a shell's SIGPIPE
         # would, without a traceback; stdout to /dev/null quiets the final flush

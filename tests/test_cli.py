@@ -277,3 +277,14 @@ def test_an_interrupted_command_is_one_line(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr("netkv.report.report", interrupted)
     assert main(["report", str(tmp_path)]) == 130
     assert capsys.readouterr().err == "netkv: report: interrupted\n"
+
+
+def test_every_command_exits_130_from_one_constant():
+    """Exit 130 was written three ways (128 + SIGINT in the CLI, a literal in
+    lincheck, runner.EXIT_INTERRUPTED); all now read netkv.config.core's."""
+    from netkv import cli, runner
+    from netkv.config import core
+    from netkv.lincheck import __main__ as lincheck
+
+    assert core.EXIT_INTERRUPTED == 130
+    assert cli.EXIT_INTERRUPTED is runner.EXIT_INTERRUPTED is lincheck.EXIT_INTERRUPTED

@@ -7,6 +7,11 @@ import os
 from pathlib import Path
 
 
+# a command interrupted by Ctrl-C (or SIGTERM, which netkv turns into one):
+# 128 + SIGINT, as a shell reports it
+EXIT_INTERRUPTED = 130
+
+
 class ConfigError(ValueError):
     """A config that cannot run; ``str()`` is the one line to print."""
 

@@ -7,6 +7,7 @@ import math
 import sys
 from typing import NoReturn
 
+from netkv.config.core import EXIT_INTERRUPTED
 from netkv.lincheck import (
     DEFAULT_MAX_STATES,
     HistoryError,
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:   # Ctrl-C: one line, as every netkv command (no traceback)
         print("error: interrupted (no verdict)")
-        return 130
+        return EXIT_INTERRUPTED
     print(res.line())
     return {True: 0, False: 1, None: 3}[res.ok]
 
