@@ -17,13 +17,11 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import NoReturn
 
 # Only what --help needs at import: every command imports its own (Hydra,
 # pydantic, polars) so that `--help` and `list` answer in well under 0.5 s.
-from netkv.config.core import EXIT_INTERRUPTED, ConfigError, conf_dir
-
-EXIT_CONFIG = 2
+from netkv.argtypes import OneLineParser, integer
+from netkv.config.core import EXIT_CONFIG, EXIT_INTERRUPTED, ConfigError, conf_dir
 
 
 def _fail(message: str) -> int:
@@ -388,23 +386,6 @@ def cmd_wireshark(args: argparse.Namespace) -> int:
 # --- entry -------------------------------------------------------------------------
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} (allowed: an integer >= 1)") from None
-    if not 1 <= value <= 256:
-        raise argparse.ArgumentTypeError(f"{text!r} (allowed: 1..256)")
-    return value
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """Usage errors are one line and exit 2, like config errors."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_CONFIG, f"netkv: {self.prog}: {message} (see --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="python -m netkv",
@@ -447,7 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("overrides", nargs="*", default=[], metavar="KEY=VALUE",
                      help="extra overrides applied to every cell (e.g. duration=0.1)")
     rep.add_argument("--out", help="experiment directory (re-use it to resume)")
-    rep.add_argument("--jobs", type=positive_int, default=2, help="cells run at once (default 2)")
+    rep.add_argument("--jobs", type=integer(1, 256), default=2, help="cells run at once (default 2)")
     rep.add_argument("--launcher", default="joblib",
                      choices=["joblib", "submitit_local", "submitit_slurm"],
                      help="where cells run: joblib workers here (default), or submitit jobs "

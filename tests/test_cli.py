@@ -288,3 +288,31 @@ def test_every_command_exits_130_from_one_constant():
 
     assert core.EXIT_INTERRUPTED == 130
     assert cli.EXIT_INTERRUPTED is runner.EXIT_INTERRUPTED is lincheck.EXIT_INTERRUPTED
+
+
+@pytest.mark.parametrize("bad", ["0", "x", "257"])
+def test_reproduce_jobs_says_one_range(bad, capsys):
+    """--jobs x said 'an integer >= 1', --jobs 257 '1..256'; one check now."""
+    with pytest.raises(SystemExit) as exc:
+        main(["reproduce", "pegasus/fig7", "--jobs", bad])
+    line = capsys.readouterr().err
+    assert exc.value.code == 2 and line.count("\n") == 1, line
+    assert f"argument --jobs: '{bad}' (allowed: 1..256) (see --help)" in line, line
+
+
+def test_number_options_and_the_one_line_parser_are_shared():
+    """The number checks lived in four places (cli.positive_int,
+    trace_args.at_least/seconds, lincheck's states/seconds) and the one-line
+    parser in two: one module, netkv.argtypes, serves every command."""
+    import argparse
+
+    from netkv import argtypes, cli
+    from netkv.lincheck import __main__ as lincheck
+
+    assert cli.OneLineParser is lincheck.OneLineParser is argtypes.OneLineParser
+    assert argtypes.integer(1, 4)("3") == 3
+    assert argtypes.seconds(above_zero=False)("0") == 0.0
+    for parse, text in [(argtypes.integer(0), "-1"), (argtypes.seconds(above_zero=True), "0"),
+                        (argtypes.seconds(above_zero=False), "inf")]:
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse(text)
