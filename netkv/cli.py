@@ -17,13 +17,11 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import NoReturn
 
 # Only what --help needs at import: every command imports its own (Hydra,
 # pydantic, polars) so that `--help` and `list` answer in well under 0.5 s.
-from netkv.config.core import ConfigError, conf_dir
-
-EXIT_CONFIG = 2
+from netkv.argtypes import OneLineParser, integer
+from netkv.config.core import EXIT_CONFIG, EXIT_INTERRUPTED, ConfigError, conf_dir
 
 
 def _fail(message: str) -> int:
@@ -57,19 +55,16 @@ def swept_keys(job: list[str]) -> list[str]:
     return [k for k in keys if k != "out" and not k.startswith("hydra.")]
 
 
-def check_launcher_jobs(overrides: list[str]) -> None:
-    """A sweep's ``hydra.launcher.n_jobs`` (docs/configuration.md "Sweeps"):
-    0 reached joblib, which raised after Hydra had written multirun.yaml."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+def check_launcher_jobs(job: list[str]) -> None:
+    """A sweep's ``hydra.launcher.n_jobs`` (docs/configuration.md "Sweeps"),
+    as Hydra composes it: 0 reached joblib, which raised after Hydra had
+    written multirun.yaml (a bool or a non-integer Hydra refuses itself)."""
+    from netkv.config.compose import JOBS_ALLOWED, launcher_jobs
 
-    for o in OverridesParser.create().parse_overrides(overrides):
-        if o.key_or_group != "hydra.launcher.n_jobs":
-            continue
-        value = o.value()
-        if isinstance(value, bool) or not isinstance(value, int) or value == 0:
-            text = (o.input_line or "").partition("=")[2]
-            raise ConfigError(f"invalid config: hydra.launcher.n_jobs = {text} (allowed: an "
-                              "integer >= 1, jobs at once; -1: one per core)")
+    jobs = launcher_jobs(job)
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs == 0):
+        raise ConfigError(f"invalid config: hydra.launcher.n_jobs = {jobs} (allowed: "
+                          f"{JOBS_ALLOWED})")
 
 
 def validate_all(overrides: list[str], multirun: bool) -> None:
@@ -81,7 +76,7 @@ def validate_all(overrides: list[str], multirun: bool) -> None:
 
     jobs = expand_sweep(overrides) if multirun else [overrides]
     if multirun:
-        check_launcher_jobs(overrides)
+        check_launcher_jobs(jobs[0])
     if multirun and not any(swept_keys(job) for job in jobs):
         # a job's folder is named by its overrides (but out= and hydra.*):
         # with none, the job would write into the sweep's own folder
@@ -167,6 +162,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             # a sweep: every job's config, one YAML document each (its
             # comma lists were refused as "Ambiguous value")
             jobs = expand_sweep(overrides) if args.multirun else [overrides]
+            if args.multirun:
+                check_launcher_jobs(jobs[0])
             texts = []
             for job in jobs:
                 cfg = validate(to_container(compose_raw(job)))
@@ -186,7 +183,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (KeyboardInterrupt, SystemExit) as exc:
         # a sweep's jobs exit 130 quietly (here or in joblib's workers), for
         # the sweep to say it once; one run's job says it itself
-        if isinstance(exc, SystemExit) and (exc.code != 130 or not args.multirun):
+        if isinstance(exc, SystemExit) and (exc.code != EXIT_INTERRUPTED or not args.multirun):
             raise
         # named, not "the same command": without out= that starts a new folder
         out = Path(out_of(overrides))
@@ -195,7 +192,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         again = "the sweep again" if args.multirun else "again"
         print(f"netkv: interrupted: {kept} finished point(s) kept in {out} (run {again} "
               f"with out={out} to resume)", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 # --- list ------------------------------------------------------------------------
@@ -256,7 +253,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from netkv.experiments.pool import LaunchError, Pool
     from netkv.experiments.reproduce import default_out
     from netkv.experiments.run import reproduce
-    from netkv.runner import EXIT_INTERRUPTED, log_console
+    from netkv.runner import log_console
 
     # chosen here, so that an interruption can name the directory to resume
     out = Path(args.out) if args.out else default_out(args.experiment)
@@ -389,23 +386,6 @@ def cmd_wireshark(args: argparse.Namespace) -> int:
 # --- entry -------------------------------------------------------------------------
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} (allowed: an integer >= 1)") from None
-    if not 1 <= value <= 256:
-        raise argparse.ArgumentTypeError(f"{text!r} (allowed: 1..256)")
-    return value
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """Usage errors are one line and exit 2, like config errors."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_CONFIG, f"netkv: {self.prog}: {message} (see --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="python -m netkv",
@@ -448,7 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("overrides", nargs="*", default=[], metavar="KEY=VALUE",
                      help="extra overrides applied to every cell (e.g. duration=0.1)")
     rep.add_argument("--out", help="experiment directory (re-use it to resume)")
-    rep.add_argument("--jobs", type=positive_int, default=2, help="cells run at once (default 2)")
+    rep.add_argument("--jobs", type=integer(1, 256), default=2, help="cells run at once (default 2)")
     rep.add_argument("--launcher", default="joblib",
                      choices=["joblib", "submitit_local", "submitit_slurm"],
                      help="where cells run: joblib workers here (default), or submitit jobs "
@@ -532,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
         # Ctrl-C, or SIGTERM (_terminated), in a command that does not say
         # it itself (run and reproduce name what they kept): one line
         print(f"netkv: {args.command}: interrupted", file=sys.stderr)
-        return 128 + signal.SIGINT
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader went away (`netkv list | head`): exit as a shell's SIGPIPE
         # would, without a traceback; stdout to /dev/null quiets the final flush

@@ -25,6 +25,7 @@ from rich.table import Table
 
 from netkv.backends import backend_class
 from netkv.config.compose import ConfigError, validate
+from netkv.config.core import EXIT_INTERRUPTED
 from netkv import retries
 from netkv.config.schema import RunConfig
 from netkv.native import NativeBuildMissing
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
     from netkv.sim.workload_cache import WorkloadCache
 
 
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 REFERENCE_KEY = "reference"  # the SLO reference point's fragment in points.d/
 LOG_WIDTH = 400  # columns of a console that is not a terminal (a log file)
 

@@ -4,39 +4,16 @@ the codecs) so that the command line's --help stays fast."""
 from __future__ import annotations
 
 import argparse
-import math
 import os
-from collections.abc import Callable
 from pathlib import Path
 
-
-def at_least(minimum: int) -> Callable[[str], int]:
-    """An integer option's parser that says what is allowed (argparse's
-    ``type=int`` says only 'invalid int value')."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = minimum - 1
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{text!r} (allowed: an integer >= {minimum})")
-        return value
-    return parse
+from netkv.argtypes import integer
+from netkv.argtypes import seconds as seconds_type
 
 
 # --show's flows: polars' head(-n) would print all but the last n
-count = at_least(0)
-
-
-def seconds(text: str) -> float:
-    """--since/--until: seconds after the first request."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} (allowed: seconds, a finite number >= 0)")
-    return value
+count = integer(0)
+seconds = seconds_type(above_zero=False)   # --since/--until: after the first request
 
 
 def key(text: str) -> str:
@@ -70,14 +47,14 @@ def build_parser(ap: argparse.ArgumentParser | None = None) -> argparse.Argument
     ap.add_argument("path", help="run directory (capture=true), a point's capture folder, or a pcap")
     ap.add_argument("--key", type=key, help="key: text, hex, or #<keyhash hex>")
     ap.add_argument("--op", help="op name of the request, e.g. WRITE")
-    ap.add_argument("--client", type=at_least(0), help="client node id")
-    ap.add_argument("--server", type=at_least(0), help="server that answered")
+    ap.add_argument("--client", type=integer(0), help="client node id")
+    ap.add_argument("--server", type=integer(0), help="server that answered")
     ap.add_argument("--point", help="load point (substring of its key)")
     ap.add_argument("--only", choices=["replicated", "retried", "dropped", "duplicated", "stale",
                                        "switch"], help="only flows where this happened")
     ap.add_argument("--since", type=seconds, help="seconds after the first request")
     ap.add_argument("--until", type=seconds, help="seconds after the first request")
-    ap.add_argument("--servers", type=at_least(1), help="servers in the rack (default: config.yaml)")
+    ap.add_argument("--servers", type=integer(1), help="servers in the rack (default: config.yaml)")
     ap.add_argument("--show", type=count, default=5, help="flows to print with their hops")
     ap.add_argument("--parquet", type=parquet_file, help="write the (filtered) flows here "
                     "(default: <run>/trace.parquet, or <pcap>.flows.parquet)")

@@ -208,16 +208,40 @@ def test_a_sweep_with_nothing_to_sweep_is_refused(extra, tmp_path, capsys):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("jobs", ["0", "1.5", "two"])
-def test_a_sweep_refuses_launcher_jobs_joblib_cannot_run(jobs, tmp_path, capsys):
+@pytest.mark.parametrize(("jobs", "shown"), [("0", "0"), ("1.5", "1.5"), ("two", "two"),
+                                             ("${oc.env:NETKV_NO_SUCH_VAR,0}", "0")])
+@pytest.mark.parametrize("cfg", [[], ["--cfg", "job"]], ids=["run", "cfg-job"])
+def test_a_sweep_refuses_launcher_jobs_joblib_cannot_run(jobs, shown, cfg, tmp_path, capsys):
     """`hydra.launcher.n_jobs=0` (docs/configuration.md "Sweeps") reached
-    joblib, which raised a traceback after multirun.yaml was written."""
+    joblib, which raised a traceback after multirun.yaml was written; --cfg
+    job refuses it as run does (it printed the sweep, exit 0)."""
     out = tmp_path / "sweep"
-    assert main(["run", "-m", "alpha=0,1", f"hydra.launcher.n_jobs={jobs}", f"out={out}"]) == 2
+    assert main(["run", "-m", *cfg, "alpha=0,1", f"hydra.launcher.n_jobs={jobs}",
+                 f"out={out}"]) == 2
     line = capsys.readouterr().err.strip()
     assert "\n" not in line, line
-    assert f"hydra.launcher.n_jobs = {jobs} (allowed: an integer >= 1" in line, line
+    assert (f"hydra.launcher.n_jobs = {shown} (allowed: a nonzero integer, jobs at once; "
+            "-1: one per core)") in line, line
     assert not out.exists()
+
+
+@pytest.mark.parametrize("jobs", ["'2'", "${oc.env:NETKV_NO_SUCH_VAR,2}", "-2", "-1"])
+def test_a_sweep_takes_launcher_jobs_joblib_runs(jobs, capsys):
+    """What Hydra composes to a nonzero integer is joblib's (a quoted '2' or
+    an interpolation were refused, and -2 is joblib's all cores but one)."""
+    from netkv.cli import validate_all
+
+    validate_all(["alpha=0,1", f"hydra.launcher.n_jobs={jobs}"], multirun=True)  # no refusal
+    assert main(["run", "-m", "--cfg", "job", "alpha=0,1", f"hydra.launcher.n_jobs={jobs}"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_deleting_launcher_jobs_names_the_key_and_what_it_takes(capsys):
+    assert main(["run", "-m", "alpha=0,1", "~hydra.launcher.n_jobs"]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line == ("netkv: invalid config: ~hydra.launcher.n_jobs: JobLibLauncherConf "
+                    "(DictConfig) does not support deletion (allowed: a value instead, "
+                    "hydra.launcher.n_jobs=<value>)"), line
 
 
 def test_a_sweep_and_a_run_do_not_share_a_folder(tmp_path, capsys):
@@ -253,3 +277,42 @@ def test_an_interrupted_command_is_one_line(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr("netkv.report.report", interrupted)
     assert main(["report", str(tmp_path)]) == 130
     assert capsys.readouterr().err == "netkv: report: interrupted\n"
+
+
+def test_every_command_exits_130_from_one_constant():
+    """Exit 130 was written three ways (128 + SIGINT in the CLI, a literal in
+    lincheck, runner.EXIT_INTERRUPTED); all now read netkv.config.core's."""
+    from netkv import cli, runner
+    from netkv.config import core
+    from netkv.lincheck import __main__ as lincheck
+
+    assert core.EXIT_INTERRUPTED == 130
+    assert cli.EXIT_INTERRUPTED is runner.EXIT_INTERRUPTED is lincheck.EXIT_INTERRUPTED
+
+
+@pytest.mark.parametrize("bad", ["0", "x", "257"])
+def test_reproduce_jobs_says_one_range(bad, capsys):
+    """--jobs x said 'an integer >= 1', --jobs 257 '1..256'; one check now."""
+    with pytest.raises(SystemExit) as exc:
+        main(["reproduce", "pegasus/fig7", "--jobs", bad])
+    line = capsys.readouterr().err
+    assert exc.value.code == 2 and line.count("\n") == 1, line
+    assert f"argument --jobs: '{bad}' (allowed: 1..256) (see --help)" in line, line
+
+
+def test_number_options_and_the_one_line_parser_are_shared():
+    """The number checks lived in four places (cli.positive_int,
+    trace_args.at_least/seconds, lincheck's states/seconds) and the one-line
+    parser in two: one module, netkv.argtypes, serves every command."""
+    import argparse
+
+    from netkv import argtypes, cli
+    from netkv.lincheck import __main__ as lincheck
+
+    assert cli.OneLineParser is lincheck.OneLineParser is argtypes.OneLineParser
+    assert argtypes.integer(1, 4)("3") == 3
+    assert argtypes.seconds(above_zero=False)("0") == 0.0
+    for parse, text in [(argtypes.integer(0), "-1"), (argtypes.seconds(above_zero=True), "0"),
+                        (argtypes.seconds(above_zero=False), "inf")]:
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse(text)

@@ -62,6 +62,27 @@ BAD = [
                      "of: hash, kvswitch"]),
     (["~alpha"], ["alpha is missing, and workload.alpha is made of it (allowed: a value for "
                   "alpha"]),
+    # an override without '=' after a merge error (IndexError traceback)
+    (["target.faults.crashes={a:1}", "~target.faults.crashes"],
+     ["target.faults.crashes = {a:1} (allowed: a list)"]),
+    # the clash named where it is, not by the outer node the override set
+    (["target.faults={crashes:{a:1}}"], ["target.faults.crashes = {a: 1} (allowed: a list)"]),
+    (["target.faults=[1]"], ["target.faults = [1] (allowed: a mapping)"]),
+    # an index past a list's end is not a list-vs-mapping clash (said "= ?")
+    (["target.faults.crashes.5=1"],
+     ["target.faults.crashes.5 = 1: target.faults.crashes has no entry 5 (allowed: an index "
+      "below the list's length, or the whole list: target.faults.crashes=[...])"]),
+    (["+target.faults.crashes.0.x=1"],
+     ["target.faults.crashes.0.x = 1: target.faults.crashes has no entry 0"]),
+    # a key below a list: its entries' keys (it said "is a value")
+    (["target.faults.crashes=[{server:1,at_s:0.1}]", "target.faults.crashes.0.servr=2"],
+     ["unknown key 'target.faults.crashes.0.servr' (target.faults.crashes is a list: allowed "
+      "keys of an entry: server, at_s, restart_s; or set the list whole, "
+      "target.faults.crashes=[...])"]),
+    # Hydra's own group choices count for the hint (it listed joblib's keys)
+    (["hydra/launcher=submitit_local", "hydra.launcher.foo=1"],
+     ["unknown key 'hydra.launcher.foo' (allowed keys under hydra.launcher: _target_, "
+      "cpus_per_task"]),
     (["alpha=[1"], ["invalid override"]),
 ]
 

@@ -515,3 +515,14 @@ def test_cli_interrupted_is_one_line(tmp_path, monkeypatch, capsys):
     path = write_history(tmp_path / "h.jsonl", CLASSIC["stale read after completed write"][0])
     assert cli.main([str(path)]) == 130
     assert capsys.readouterr().out == "error: interrupted (no verdict)\n"
+
+
+def test_cli_help_lists_every_exit_code(capsys):
+    """--help listed 0-3, not the 130 an interrupted check exits with."""
+    from netkv.lincheck import __main__ as cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "3: unknown (timed out), 130: interrupted (Ctrl-C; no verdict)" in text, text
+    assert "130 if interrupted" in (cli.__doc__ or "")

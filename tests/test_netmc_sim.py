@@ -141,7 +141,12 @@ def test_slo_search_on_multigets(tmp_path: Path) -> None:
     (["protocol=hash", "workload.multiget.mean=4"], "no multiget requests"),
     (["workload.multiget.mean=16"], "allowed: 1, or between 1 and max_keys = 16"),
     (["workload.multiget.mean=15.9999999"],
-     "workload.multiget.mean = 15.9999999 (allowed: 1, or above 1 and below 15.979 with "
+     "workload.multiget.mean = 15.9999999 (allowed: 1, or above 1 and below 15.978 with "
+     "max_keys = 16"),
+    # the bound rounded toward the allowed side: the true one is 15.97896, so
+    # 15.97899 was refused as "below 15.979"
+    (["workload.multiget.mean=15.97899"],
+     "workload.multiget.mean = 15.97899 (allowed: 1, or above 1 and below 15.978 with "
      "max_keys = 16"),
     (["workload.multiget.max_keys=65"], "max_keys"),
     (["workload.multiget.mean=4", "slo.reference=hash"], "slo.reference = 'hash' has no multiget"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_origin
 
 from hydra import compose, initialize_config_dir
 from hydra.errors import (
@@ -18,9 +18,10 @@ from hydra.errors import (
     MissingConfigException,
     OverrideParseException,
 )
-from omegaconf import DictConfig, OmegaConf
+from hydra.core.override_parser.types import Override
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import InterpolationKeyError, OmegaConfBaseException
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from netkv.config.core import ConfigError, conf_dir  # noqa: F401 - re-exported
 from netkv.config.schema import RunConfig
@@ -36,12 +37,13 @@ def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
 
 
-def compose_raw(overrides: list[str]) -> DictConfig:
-    """Hydra-compose the config, translating Hydra's errors into ConfigError."""
+def compose_raw(overrides: list[str], hydra: bool = False) -> DictConfig:
+    """Hydra-compose the config (with its ``hydra`` node if ``hydra``),
+    translating Hydra's errors into ConfigError."""
     _check_group_choices(overrides)
     try:
         with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
-            return compose(CONFIG_NAME, overrides=overrides)
+            return compose(CONFIG_NAME, overrides=overrides, return_hydra_config=hydra)
     except MissingConfigException as exc:
         raise ConfigError(_missing_option_message(str(exc))) from None
     except ConfigCompositionException as exc:
@@ -58,6 +60,20 @@ def compose_raw(overrides: list[str]) -> DictConfig:
         # Hydra's own checks that raise plain exceptions (e.g. `topology=5`:
         # a group choice that is not a name)
         raise ConfigError(f"invalid override: {_first_line(str(exc))}") from None
+
+
+def launcher_jobs(overrides: list[str]) -> object:
+    """The composed, resolved ``hydra.launcher.n_jobs`` (None: the launcher
+    has none, e.g. submitit's)."""
+    cfg = compose_raw(overrides, hydra=True)
+    try:
+        return OmegaConf.select(cfg, "hydra.launcher.n_jobs")
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"invalid config: hydra.launcher.n_jobs: {_first_line(str(exc))} "
+                          f"(allowed: {JOBS_ALLOWED})") from None
+
+
+JOBS_ALLOWED = "a nonzero integer, jobs at once; -1: one per core"
 
 
 def to_container(cfg: DictConfig) -> dict[str, Any]:
@@ -124,13 +140,7 @@ def _check_group_choices(overrides: list[str]) -> None:
     """A group takes one option's name: Hydra merged a list of them silently
     (protocol=[hash,pegasus] ran Pegasus) and named no key for an empty, null
     or numeric choice."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except OverrideParseException:   # compose says it, with Hydra's words
-        return
-    for o in parsed:
+    for o in _parsed(overrides):   # unparsable: compose says it, with Hydra's words
         if o.key_or_group not in GROUPS or o.is_delete() or o.is_sweep_override():
             continue
         if not isinstance(o.value(), str) or not o.value():
@@ -254,16 +264,10 @@ def _composition_message(text: str, cause: BaseException | None, overrides: list
     if match:
         key = match.group(1)
         if key in GROUPS:   # a group given a mapping, not an option's name
-            return _not_an_option(key, _override_value(key, overrides))
-        # the group choices the user made, so the hint lists the right keys
-        choices = [o for o in overrides if "=" in o and o.split("=", 1)[0] in GROUPS]
-        return _unknown_key_message(key, choices)
-    match = re.search(r"full_key: (\S+)\s+object_type=(list|dict)", str(cause or ""))
-    if match and text.startswith("Error merging override"):
-        # a mapping given to a list (target.faults.crashes={a: 1}) or the reverse
-        key, kind = match.groups()
-        return (f"invalid config: {key} = {_override_value(key, overrides)} (allowed: "
-                f"{'a list' if kind == 'list' else 'a mapping'})")
+            return _not_an_option(key, _override_value(key, overrides) or "''")
+        return _unknown_key_message(key, _group_choices(overrides))
+    if text.startswith("Error merging override ") and cause is not None:
+        return _merge_message(text.removeprefix("Error merging override "), cause, overrides)
     match = re.search(r"Could not append to config. An item is already at '([^']+)'", text)
     if match:
         return f"invalid config: '{match.group(1)}' already exists; drop the leading '+'"
@@ -271,10 +275,106 @@ def _composition_message(text: str, cause: BaseException | None, overrides: list
     return f"invalid config: {detail}{_hint(text)}"
 
 
-def _override_value(key: str, overrides: list[str]) -> str:
-    """The text the last override of ``key`` gave it."""
-    given = [o.split("=", 1)[1] for o in overrides if o.lstrip("+~").split("=", 1)[0] == key]
-    return given[-1] if given else "?"
+def _parsed(overrides: list[str]) -> list[Override]:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        return OverridesParser.create().parse_overrides(overrides)
+    except OverrideParseException:
+        return []
+
+
+def _group_choices(overrides: list[str]) -> list[str]:
+    """The group choices the user made (netkv's and Hydra's own, e.g.
+    hydra/launcher=submitit_local), so a hint lists the right keys."""
+    return [o.input_line or "" for o in _parsed(overrides)
+            if (o.key_or_group in GROUPS or "/" in o.key_or_group) and not o.is_sweep_override()]
+
+
+def _override_value(key: str, overrides: list[str]) -> str | None:
+    """The text the last override of ``key`` gave it (None: none gave it one)."""
+    given = [(o.input_line or "").partition("=")[2] for o in _parsed(overrides)
+             if o.key_or_group == key and not o.is_delete()]
+    return given[-1] if given else None
+
+
+def _merge_message(line: str, cause: BaseException, overrides: list[str]) -> str:
+    """An override OmegaConf could not merge: a mapping given to a list (or
+    the reverse), an index past a list's end, a value of the wrong type."""
+    parsed = _parsed([line])
+    if not parsed:
+        return f"invalid config: {_first_line(str(cause))}"
+    key, text = parsed[0].key_or_group, line.partition("=")[2]
+    detail = str(cause)
+    if parsed[0].is_delete():
+        return (f"invalid config: ~{key}: {_first_line(detail)} (allowed: a value instead, "
+                f"{key}=<value>)")
+    if re.search(r"Cannot merge (DictConfig with ListConfig|ListConfig with DictConfig)", detail):
+        node = _node_at(_composed(_group_choices(overrides)), key.split("."))
+        clash = _clash(node, parsed[0].value(), key.split("."))
+        if clash is not None:
+            where, value, allowed = clash
+            shown = text if where == key else _render(value)
+            return f"invalid config: {where} = {shown} (allowed: {allowed})"
+        return f"invalid config: {key} = {text} (allowed: a mapping where the config has one, " \
+               "a list where it has a list)"
+    match = re.search(r"full_key: (\S+)", detail)
+    if "list index out of range" in detail and match:
+        where = _dotted(match.group(1))
+        head, _, index = where.rpartition(".")
+        return (f"invalid config: {key} = {text}: {head} has no entry {index} (allowed: an index "
+                f"below the list's length, or the whole list: {head}=[...])")
+    match = re.search(r"could not be converted to (\w+)", detail)
+    if match:
+        wanted = _KEY_ALLOWED.get(key) or _TYPE_NAMES.get(match.group(1), f"a {match.group(1)}")
+        return f"invalid config: {key} = {text} (allowed: {wanted})"
+    return f"invalid config: {key} = {text}: {_first_line(detail)}"
+
+
+# what a key of Hydra's own takes, where its type says less
+_KEY_ALLOWED = {"hydra.launcher.n_jobs": JOBS_ALLOWED}
+_TYPE_NAMES = {"Integer": "an integer", "Float": "a number", "Boolean": "true or false",
+               "String": "a string"}
+
+
+def _dotted(full_key: str) -> str:
+    """OmegaConf's ``a.b[5]`` as an override names it: ``a.b.5``."""
+    return re.sub(r"\[(\d+)\]", r".\1", full_key)
+
+
+def _node_at(node: Any, parts: list[str]) -> Any:
+    for part in parts:
+        if isinstance(node, DictConfig):
+            node = node.get(part)
+        elif isinstance(node, ListConfig) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def _clash(node: Any, value: Any, path: list[str]) -> tuple[str, Any, str] | None:
+    """The first key below ``path`` where ``value`` is a mapping and the
+    config a list, or the reverse: (key, value there, what is allowed)."""
+    if isinstance(value, dict) and isinstance(node, ListConfig):
+        return ".".join(path), value, "a list"
+    if isinstance(value, list) and isinstance(node, DictConfig):
+        return ".".join(path), value, "a mapping"
+    if isinstance(value, dict) and isinstance(node, DictConfig):
+        for name, inner in value.items():
+            found = _clash(node.get(str(name)), inner, [*path, str(name)])
+            if found is not None:
+                return found
+    return None
+
+
+def _render(value: Any) -> str:
+    """A parsed override value as an override writes it: {a: 1}, [1, 2]."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_render(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_render(v) for v in value) + "]"
+    return str(value)
 
 
 def _unknown_key_message(key: str, choices: list[str]) -> str:
@@ -287,12 +387,47 @@ def _unknown_key_message(key: str, choices: list[str]) -> str:
         child = node.get(part) if isinstance(node, DictConfig) else None
         if child is None:
             return _unknown_at(parts[:depth + 1], node)
+        if isinstance(child, ListConfig):
+            return _unknown_in_list(key, parts[:depth + 1])
         if not isinstance(child, DictConfig):
             where = ".".join(parts[:depth + 1])
             return (f"invalid config: unknown key '{key}' ({where} is a value, with no keys "
                     f"below it: allowed {where}=<value>)")
         node = child
     return _unknown_at(parts, node)
+
+
+def _unknown_in_list(key: str, parts: list[str]) -> str:
+    where = ".".join(parts)
+    keys = _entry_keys(parts)
+    entry = f"allowed keys of an entry: {', '.join(keys)}; or " if keys else "allowed: "
+    return (f"invalid config: unknown key '{key}' ({where} is a list: {entry}set the list "
+            f"whole, {where}=[...])")
+
+
+def _entry_keys(parts: list[str]) -> list[str]:
+    """The fields of an entry of the list at ``parts``, from the schema."""
+    annotation: Any = RunConfig
+    for part in parts:
+        model = _model_of(annotation)
+        if model is None or part not in model.model_fields:
+            return []
+        annotation = model.model_fields[part].annotation
+    entry = _model_of(get_args(annotation)[0]) if get_origin(annotation) is list else None
+    return list(entry.model_fields) if entry is not None else []
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The model an annotation holds (unwrapping Optional, Annotated, unions)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if get_origin(annotation) is list:
+        return None
+    for arg in get_args(annotation):
+        model = _model_of(arg)
+        if model is not None:
+            return model
+    return None
 
 
 def _unknown_at(parts: list[str], parent: Any) -> str:

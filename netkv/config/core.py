@@ -1,10 +1,17 @@
 """What every command needs without Hydra or pydantic (``--help`` and
-``list`` stay fast): the config error and where ``conf/`` is."""
+``list`` stay fast): the config error, the exit codes and where ``conf/`` is."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+
+# a bad config or command-line option: one line saying what is allowed
+EXIT_CONFIG = 2
+# a command interrupted by Ctrl-C (or SIGTERM, which netkv turns into one):
+# 128 + SIGINT, as a shell reports it
+EXIT_INTERRUPTED = 130
 
 
 class ConfigError(ValueError):

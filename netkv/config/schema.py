@@ -7,6 +7,7 @@ key is an error, not a silently ignored setting.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Annotated, Literal, Union
@@ -80,6 +81,13 @@ class Dynamics(Strict):
 MAX_MULTIGET_KEYS = 64  # NK_MAX_REQ_KEYS (host.h)
 
 
+def _rounded_down(bound: float, digits: int = 5) -> str:
+    """``bound`` to ``digits`` significant digits, toward zero, so an upper
+    bound printed is never above the true one (15.97896 -> 15.978, not 15.979)."""
+    step = 10.0 ** (math.floor(math.log10(abs(bound))) - digits + 1) if bound else 1.0
+    return f"{math.floor(bound / step) * step:.{digits}g}"
+
+
 class Multiget(Strict):
     """Multiget sizes (reads only; writes stay single-key): a discrete power
     law P(k) ∝ k^-exponent truncated to [1, max_keys], the exponent solved
@@ -102,7 +110,7 @@ class Multiget(Strict):
         except ValueError:
             top = mean_size(self.max_keys, EXPONENT_RANGE[0])
             raise ValueError(f"workload.multiget.mean = {self.mean:.10g} (allowed: 1, or above 1 "
-                             f"and below {top:.5g} with max_keys = {self.max_keys}: the size "
+                             f"and below {_rounded_down(top)} with max_keys = {self.max_keys}: the size "
                              f"law's exponent is solved within {list(EXPONENT_RANGE)})") from None
         if self.exponent is not None and abs(
                 mean_size(self.max_keys, self.exponent) - self.mean) > 1e-6 * self.mean:

@@ -1,12 +1,11 @@
-"""``python -m netkv.lincheck FILE [--porcupine] [--timeout S] [--max-states N]``: one line; exit 0/1/2/3."""
+"""``python -m netkv.lincheck FILE [--porcupine] [--timeout S] [--max-states N]``: one line; exit 0/1/2/3, 130 if interrupted."""
 
 from __future__ import annotations
 
-import argparse
-import math
 import sys
-from typing import NoReturn
 
+from netkv.argtypes import OneLineParser, integer, seconds
+from netkv.config.core import EXIT_INTERRUPTED
 from netkv.lincheck import (
     DEFAULT_MAX_STATES,
     HistoryError,
@@ -16,46 +15,20 @@ from netkv.lincheck import (
 )
 
 
-class OneLineParser(argparse.ArgumentParser):
-    """A bad argument is one line, exit 2 (argparse prints its usage first)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"error: {message} (see --help)\n")
-
-
-def seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} (allowed: seconds, a finite number > 0)")
-    return value
-
-
-def states(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} (allowed: an integer >= 0; 0: no limit)")
-    return value
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(
-        prog="python -m netkv.lincheck",
+        prog="python -m netkv.lincheck", error_prefix="error: ",
         description="Check a netkv history.jsonl for linearizability (one register per key). "
         "Exit 0: linearizable, 1: not linearizable, 2: malformed history or checker "
-        "unavailable, 3: unknown (timed out).")
+        "unavailable, 3: unknown (timed out), 130: interrupted (Ctrl-C; no "
+        "verdict).")
     ap.add_argument("file", help="history.jsonl")
     ap.add_argument("--porcupine", action="store_true",
                     help="use Porcupine (the Go helper in tools/porcupine) instead of the "
                     "Python Wing-Gong/Lowe checker")
-    ap.add_argument("--timeout", type=seconds, default=None, metavar="S",
+    ap.add_argument("--timeout", type=seconds(above_zero=True), default=None, metavar="S",
                     help="give up after S seconds (exit 3)")
-    ap.add_argument("--max-states", type=states, default=DEFAULT_MAX_STATES, metavar="N",
+    ap.add_argument("--max-states", type=integer(0, note="; 0: no limit"), default=DEFAULT_MAX_STATES, metavar="N",
                     help="Python checker: give up (exit 3) after N memoized search "
                     f"configurations for one key (default {DEFAULT_MAX_STATES}; 0: no limit)")
     a = ap.parse_args(argv)
@@ -76,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:   # Ctrl-C: one line, as every netkv command (no traceback)
         print("error: interrupted (no verdict)")
-        return 130
+        return EXIT_INTERRUPTED
     print(res.line())
     return {True: 0, False: 1, None: 3}[res.ok]
 
