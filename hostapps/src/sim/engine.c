@@ -737,6 +737,10 @@ static void deliver_switch(struct nk_sim *s, uint32_t pi, uint64_t arr)
 			pkt_free(s, pi);
 		return;
 	}
+	/* it waits for its time at the switch: the pipeline may fetch the
+	 * tables it will read meanwhile */
+	if (s->pipe->prefetch)
+		s->pipe->prefetch(s->sw[s->pk[pi].sw].pstate, &s->pk[pi].m);
 	ev_push(s, arr, EV_SWITCH_IN, pi, LANE_UP);
 }
 
@@ -799,8 +803,6 @@ static uint64_t host_send(struct nk_sim *s, uint32_t pi, uint64_t t)
 			t = c->tx_next;
 		c->tx_next = t + s->client_gap_ps;
 	}
-	if (s->pipe->prefetch)
-		s->pipe->prefetch(s->sw[p->sw].pstate, &p->m);
 	uint16_t src = p->src;
 	link_send(s, pi, t, &s->up_free[src], &s->up_bytes[src], EV_SWITCH_IN, s->fault_up[src]);
 	return t;
