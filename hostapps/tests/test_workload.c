@@ -21,6 +21,13 @@ int main(void)
 	for (int i = 0; i < 40; i++)
 		CHECK(k[i] == (uint8_t)hex[i / 16][i % 16], "key byte %d", i);
 	CHECK(nk_key_hash(12345, 40) == nk_djb2(k, 40), "keyhash = djb2(key bytes)");
+	/* a key's first n >= 8 bytes made alone are those of the whole key (the
+	 * simulator makes only the bytes a client reads: client_key_bytes) */
+	for (unsigned n = 8; n <= 40; n++) {
+		uint8_t part[64];
+		nk_key_bytes(12345, n, part);
+		CHECK(!memcmp(part, k, n), "first %u key bytes made alone", n);
+	}
 	/* djb2's low bits vary over keys */
 	unsigned low[4] = {0};
 	for (uint64_t id = 0; id < 4000; id++)

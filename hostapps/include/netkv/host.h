@@ -193,6 +193,10 @@ struct nk_host_ops {
 	 * NK_VALUE_CORRUPT if the bytes are not those of the value with that
 	 * id, each at its place. Valid right after client_reply said DONE. */
 	uint64_t (*read_value_id)(void *st, const struct nk_msg *reply);
+	/* 0, or the most leading bytes of spec->key client_request reads (at
+	 * least 8; KVSwitch: its 16 B wire key): the simulator then makes
+	 * only those of a workload key, not all key_size of them. */
+	uint8_t client_key_bytes;
 };
 
 #define NK_VALUE_CORRUPT UINT64_MAX

@@ -120,8 +120,9 @@ struct nk_pipeline_ops {
 	 * order_free pipeline. NULL: no packet is. */
 	int (*order_free_pkt)(const void *st, const struct nk_msg *m);
 	/* A hint, or NULL: this packet will reach process() soon (the
-	 * simulator calls it when a host sends it); warm the cache lines of
-	 * the tables process() will read for it. Changes nothing. */
+	 * simulator calls it when a packet sent to the switch will wait for
+	 * its arrival there, not for one it processes at once); warm the cache
+	 * lines of the tables process() will read for it. Changes nothing. */
 	void (*prefetch)(const void *st, const struct nk_msg *m);
 	int (*init)(void *st, const struct nk_pipeline_cfg *cfg);
 	void (*fini)(void *st);

@@ -605,4 +605,5 @@ const struct nk_host_ops nk_host_kvswitch = {
 	.client_reply = ks_client_reply,
 	.server_ctl = ks_server_ctl,
 	.client_hostile = ks_client_hostile,
+	.client_key_bytes = NK_KVSWITCH_KEY_LEN,   /* ks_client_request: the first 16 B */
 };

@@ -214,6 +214,7 @@ struct nk_sim {
 	struct ev *heap;
 	uint32_t heap_n, heap_cap;
 	struct lane lane[N_LANES];
+	uint32_t rare_live;         /* events in LANE_RECIRC or LANE_TIMER (ev_next skips both if 0) */
 	uint32_t seq;
 	uint64_t events;
 
@@ -292,6 +293,10 @@ struct nk_sim {
 	uint8_t *key_cache;
 	uint32_t *key_cache_id;
 	uint32_t key_cache_n;
+	/* bytes of a key made (key_size, or fewer when every client reads only
+	 * those: host client_key_bytes) and the cache's stride for them: a
+	 * KVSwitch client reads 16 B, a quarter of a 64 B key's cost and lines */
+	uint32_t key_made, key_stride;
 
 	/* capture (nk_sim_capture): one file per node port, then the CPU port;
 	 * NULL when off, so an off capture costs one test per switch hop */
@@ -322,7 +327,7 @@ struct nk_sim {
 
 #define MBUF_BLOCK 4096u
 
-/* ---- event heap (4-ary, ordered by (t, seq)) ------------------------------ */
+/* ---- event heap (binary, ordered by (t, seq)) ----------------------------- */
 
 static inline int ev_lt(const struct ev *a, const struct ev *b)
 {
@@ -342,7 +347,7 @@ static int heap_insert(struct nk_sim *s, struct ev e)
 	struct ev *h = s->heap;
 	uint32_t i = s->heap_n++;
 	while (i) {
-		uint32_t p = (i - 1) >> 2;
+		uint32_t p = (i - 1) >> 1;
 		if (!ev_lt(&e, &h[p]))
 			break;
 		h[i] = h[p];
@@ -379,6 +384,8 @@ static int ev_push(struct nk_sim *s, uint64_t t, uint32_t type, uint32_t idx,
 			if (q->n == q->cap && lane_grow(q))
 				return -1;
 			q->ev[(q->head + q->n++) & (q->cap - 1)] = e;
+			if (lane >= LANE_RECIRC)
+				s->rare_live++;
 			return 0;
 		}
 	}
@@ -397,21 +404,37 @@ static void heap_pop(struct nk_sim *s)
 	if (!n)
 		return;
 	struct ev last = h[n];
+	/* bottom-up (Floyd): the hole sinks to a leaf along the lesser
+	 * children, one comparison a level, then `last` (mostly a late
+	 * completion) rises from there, mostly not at all. The keys are
+	 * distinct, so any heap pops the same order. */
 	uint32_t i = 0;
 	for (;;) {
-		uint32_t c = 4 * i + 1;
+		uint32_t c = 2 * i + 1;
 		if (c >= n)
 			break;
-		uint32_t best = c, end = c + 4 < n ? c + 4 : n;
-		for (uint32_t j = c + 1; j < end; j++)
-			if (ev_lt(&h[j], &h[best]))
-				best = j;
-		if (!ev_lt(&h[best], &last))
+		if (c + 1 < n && ev_lt(&h[c + 1], &h[c]))
+			c++;
+		h[i] = h[c];
+		i = c;
+	}
+	while (i) {
+		uint32_t p = (i - 1) >> 1;
+		if (!ev_lt(&last, &h[p]))
 			break;
-		h[i] = h[best];
-		i = best;
+		h[i] = h[p];
+		i = p;
 	}
 	h[i] = last;
+}
+
+static inline void lane_min(const struct nk_sim *s, int l, const struct ev **best, int *src)
+{
+	const struct lane *q = &s->lane[l];
+	if (q->n && (!*best || ev_lt(&q->ev[q->head], *best))) {
+		*best = &q->ev[q->head];
+		*src = l;
+	}
 }
 
 /* The next event (the least (t, seq) of the heap's top and the lanes'
@@ -421,12 +444,12 @@ static inline int ev_next(const struct nk_sim *s, const struct ev **out)
 {
 	const struct ev *best = s->heap_n ? &s->heap[0] : NULL;
 	int src = best ? LANE_HEAP : -1;
-	for (int l = 0; l < N_LANES; l++) {
-		const struct lane *q = &s->lane[l];
-		if (q->n && (!best || ev_lt(&q->ev[q->head], best))) {
-			best = &q->ev[q->head];
-			src = l;
-		}
+	/* the link lanes, then the two that most runs never use */
+	lane_min(s, LANE_UP, &best, &src);
+	lane_min(s, LANE_DOWN, &best, &src);
+	if (s->rare_live) {
+		lane_min(s, LANE_RECIRC, &best, &src);
+		lane_min(s, LANE_TIMER, &best, &src);
 	}
 	*out = best;
 	return src;
@@ -441,6 +464,8 @@ static inline void ev_take(struct nk_sim *s, int src)
 	struct lane *q = &s->lane[src];
 	q->head = (q->head + 1) & (q->cap - 1);
 	q->n--;
+	if (src >= LANE_RECIRC)
+		s->rare_live--;
 }
 
 static void ev_clear(struct nk_sim *s)
@@ -448,6 +473,7 @@ static void ev_clear(struct nk_sim *s)
 	s->heap_n = 0;
 	for (int l = 0; l < N_LANES; l++)
 		s->lane[l].n = 0;
+	s->rare_live = 0;
 }
 
 /* ---- packet pool ------------------------------------------------------------ */
@@ -638,67 +664,96 @@ static void deliver_client(struct nk_sim *s, uint32_t pi, uint64_t t);
 static uint64_t vown_get(const struct nk_sim *s, uint32_t keyhash, uint64_t ver);
 static void vown_put(struct nk_sim *s, uint32_t keyhash, uint64_t ver, uint64_t owner);
 static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in);
-static void deliver(struct nk_sim *s, uint32_t pi, uint64_t arr, uint32_t type);
+static void deliver_switch(struct nk_sim *s, uint32_t pi, uint64_t arr);
+static void deliver_host(struct nk_sim *s, uint32_t pi, uint64_t arr);
+
+/* Hand packet pi to its next stop at time `arr` (event `type`): one
+ * function per type, as every caller's type is a constant */
+static inline void deliver(struct nk_sim *s, uint32_t pi, uint64_t arr, uint32_t type)
+{
+	if (type == EV_SWITCH_IN)
+		deliver_switch(s, pi, arr);
+	else
+		deliver_host(s, pi, arr);
+}
+
+/* A link's faults on packet pi that would arrive at `arr`, then its delivery
+ * (out of line: most links have none). A duplicate is a fresh copy
+ * delivered right after. */
+static __attribute__((noinline)) void link_faults(struct nk_sim *s, uint32_t pi, uint64_t arr,
+						  uint32_t type)
+{
+	const struct nk_sim_cfg *c = &s->cfg;
+	if (c->loss > 0 && nk_rng_double(&s->r_fault) < c->loss) {
+		count_drop(s, &s->st.drop_loss);
+		pkt_free(s, pi);
+		return;
+	}
+	arr += s->extra_ps;
+	if (c->duplicate > 0 && nk_rng_double(&s->r_fault) < c->duplicate) {
+		uint32_t di = pkt_alloc(s);
+		if (di != NONE32) {
+			s->pk[di] = s->pk[pi];
+			s->pk[di].next = NONE32;
+			uint64_t darr = arr;
+			if (c->reorder > 0 && nk_rng_double(&s->r_fault) < c->reorder)
+				darr += (uint64_t)(nk_rng_double(&s->r_fault) * c->reorder_ns * PS_PER_NS);
+			deliver(s, di, darr, type);
+		}
+	}
+	if (c->reorder > 0 && nk_rng_double(&s->r_fault) < c->reorder)
+		arr += (uint64_t)(nk_rng_double(&s->r_fault) * c->reorder_ns * PS_PER_NS);
+	deliver(s, pi, arr, type);
+}
 
 /* Put packet pi on a link that is free at *free_at and deliver it (event
- * `type`) after serialization + latency, with faults applied. A duplicate
- * is a fresh copy delivered right after. */
-static void link_send(struct nk_sim *s, uint32_t pi, uint64_t t, uint64_t *free_at,
-		      uint64_t *bytes, uint32_t type, int faulty)
+ * `type`) after serialization + latency, with faults applied. Inline: four
+ * calls a request, each with a constant type. */
+static inline void link_send(struct nk_sim *s, uint32_t pi, uint64_t t, uint64_t *free_at,
+			     uint64_t *bytes, uint32_t type, int faulty)
 {
 	uint64_t depart = t > *free_at ? t : *free_at;
 	depart += ser_ps(s, s->pk[pi].wire_len);
 	*bytes += s->pk[pi].wire_len;
 	*free_at = depart;
 	uint64_t arr = depart + s->link_ps;
-	if (faulty) {
-		const struct nk_sim_cfg *c = &s->cfg;
-		if (c->loss > 0 && nk_rng_double(&s->r_fault) < c->loss) {
-			count_drop(s, &s->st.drop_loss);
-			pkt_free(s, pi);
-			return;
-		}
-		arr += s->extra_ps;
-		if (c->duplicate > 0 && nk_rng_double(&s->r_fault) < c->duplicate) {
-			uint32_t di = pkt_alloc(s);
-			if (di != NONE32) {
-				s->pk[di] = s->pk[pi];
-				s->pk[di].next = NONE32;
-				uint64_t darr = arr;
-				if (c->reorder > 0 && nk_rng_double(&s->r_fault) < c->reorder)
-					darr += (uint64_t)(nk_rng_double(&s->r_fault) * c->reorder_ns * PS_PER_NS);
-				deliver(s, di, darr, type);
-			}
-		}
-		if (c->reorder > 0 && nk_rng_double(&s->r_fault) < c->reorder)
-			arr += (uint64_t)(nk_rng_double(&s->r_fault) * c->reorder_ns * PS_PER_NS);
-	}
-	deliver(s, pi, arr, type);
+	if (faulty)
+		link_faults(s, pi, arr, type);
+	else
+		deliver(s, pi, arr, type);
 }
 
 /* Hand packet pi to its next stop at time `arr`: normally an event; but a
  * reply to a client with no timers, or a packet into an order-free pipeline,
  * has a fate fixed already, so it is processed now, stamped with `arr`. */
-static void deliver(struct nk_sim *s, uint32_t pi, uint64_t arr, uint32_t type)
+static void deliver_switch(struct nk_sim *s, uint32_t pi, uint64_t arr)
 {
-	if (type == EV_HOST_IN && s->fast_client && s->pk[pi].dst >= s->S &&
-	    s->pk[pi].dst < s->S + s->M) {
-		if (arr <= s->end)
-			deliver_client(s, pi, arr);
-		else
-			pkt_free(s, pi);
-		return;
-	}
-	if (type == EV_SWITCH_IN && (s->order_free ||
+	if (s->order_free ||
 	    (!s->in_order && s->pipe->order_free_pkt &&
-	     s->pipe->order_free_pkt(s->sw[s->pk[pi].sw].pstate, &s->pk[pi].m)))) {
+	     s->pipe->order_free_pkt(s->sw[s->pk[pi].sw].pstate, &s->pk[pi].m))) {
 		if (arr <= s->end)
 			switch_in(s, pi, arr);
 		else
 			pkt_free(s, pi);
 		return;
 	}
-	ev_push(s, arr, type, pi, type == EV_SWITCH_IN ? LANE_UP : LANE_DOWN);
+	/* it waits for its time at the switch: the pipeline may fetch the
+	 * tables it will read meanwhile */
+	if (s->pipe->prefetch)
+		s->pipe->prefetch(s->sw[s->pk[pi].sw].pstate, &s->pk[pi].m);
+	ev_push(s, arr, EV_SWITCH_IN, pi, LANE_UP);
+}
+
+static void deliver_host(struct nk_sim *s, uint32_t pi, uint64_t arr)
+{
+	if (s->fast_client && s->pk[pi].dst >= s->S && s->pk[pi].dst < s->S + s->M) {
+		if (arr <= s->end)
+			deliver_client(s, pi, arr);
+		else
+			pkt_free(s, pi);
+		return;
+	}
+	ev_push(s, arr, EV_HOST_IN, pi, LANE_DOWN);
 }
 
 /* the client core that frees first (ties: the lowest): work arriving in
@@ -748,8 +803,6 @@ static uint64_t host_send(struct nk_sim *s, uint32_t pi, uint64_t t)
 			t = c->tx_next;
 		c->tx_next = t + s->client_gap_ps;
 	}
-	if (s->pipe->prefetch)
-		s->pipe->prefetch(s->sw[p->sw].pstate, &p->m);
 	uint16_t src = p->src;
 	link_send(s, pi, t, &s->up_free[src], &s->up_bytes[src], EV_SWITCH_IN, s->fault_up[src]);
 	return t;
@@ -1432,14 +1485,14 @@ static void slot_release(struct nk_sim *s, uint32_t i)
 static const uint8_t *rank_key(struct nk_sim *s, uint32_t rank, uint32_t key, uint8_t *buf)
 {
 	if (rank < s->key_cache_n) {
-		uint8_t *k = s->key_cache + (size_t)rank * NK_MAX_KEY_LEN;
+		uint8_t *k = s->key_cache + (size_t)rank * s->key_stride;
 		if (s->key_cache_id[rank] != key) {
-			nk_key_bytes(key, s->wl->cfg.key_size, k);
+			nk_key_bytes(key, s->key_made, k);
 			s->key_cache_id[rank] = key;
 		}
 		return k;
 	}
-	nk_key_bytes(key, s->wl->cfg.key_size, buf);
+	nk_key_bytes(key, s->key_made, buf);
 	return buf;
 }
 
@@ -1591,7 +1644,7 @@ static inline void pre_resolve(struct nk_sim *s, uint32_t pos)
 	__builtin_prefetch(&s->ranks[r]);
 	if (r < s->key_cache_n) {
 		__builtin_prefetch(&s->key_cache_id[r]);
-		__builtin_prefetch(s->key_cache + (size_t)r * NK_MAX_KEY_LEN);
+		__builtin_prefetch(s->key_cache + (size_t)r * s->key_stride);
 	}
 }
 
@@ -2302,9 +2355,19 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 	} else {
 		s->ranks = wl->ranks;
 	}
+	/* a key's first n >= 8 bytes are made alone as they are in the whole
+	 * key (nk_key_bytes: 16 B blocks), if it has 8 or more; a multiget's
+	 * client reads its keys whole */
+	s->key_made = wl->cfg.key_size;
+	s->key_stride = NK_MAX_KEY_LEN;
+	if (s->host->client_key_bytes >= 8 && s->host->client_key_bytes < wl->cfg.key_size &&
+	    s->mget_max <= 1) {
+		s->key_made = s->host->client_key_bytes;
+		s->key_stride = (s->key_made + 15) & ~15u;
+	}
 	if (wl->cfg.kind != NK_WL_TRACE) {
 		uint32_t n = wl->cfg.n_keys < KEY_CACHE_RANKS ? wl->cfg.n_keys : KEY_CACHE_RANKS;
-		s->key_cache = nk_big_alloc((size_t)n * NK_MAX_KEY_LEN);
+		s->key_cache = nk_big_alloc((size_t)n * s->key_stride);
 		s->key_cache_id = malloc((size_t)n * sizeof(uint32_t));
 		if (!s->key_cache || !s->key_cache_id)
 			FAIL("out of memory (key cache)");
