@@ -149,3 +149,28 @@ def test_replies_skip_the_event_queue_unless_packets_must_meet_the_switch_in_ord
     packet rate (switch_mpps: one FIFO) keeps every packet in time order."""
     assert _events_per_request([]) == pytest.approx(4.0, abs=0.01)
     assert _events_per_request(["topology.switch_mpps=1000"]) == pytest.approx(5.0, abs=0.01)
+
+
+def test_prediction_shares_do_not_depend_on_the_sets_order() -> None:
+    """true_top is a set of key bytes, whose order PYTHONHASHSEED changes
+    from one process to the next: a plain sum of its shares differed in the
+    last bit between two processes running the same seed."""
+    class InOrder(set):  # a set iterated in a given order, as another process might
+        def __init__(self, order: list[bytes]) -> None:
+            super().__init__(order)
+            self.order = order
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            return iter(self.order)
+
+    def judged(order: list[bytes]) -> tuple[float, float]:
+        ctl = ks.KVSwitchController.__new__(ks.KVSwitchController)
+        ctl.truth = {b"a": 0.1, b"b": 0.2, b"c": 0.3}
+        ctl.true_top = InOrder(order)
+        ctl.last_prediction = order
+        ctl.stats = ks.KVSwitchStats()
+        ctl._judge_prediction()
+        return ctl.stats.true_share[0], ctl.stats.predicted_share[0]
+
+    # (0.1 + 0.2) + 0.3 = 0.6000000000000001, (0.3 + 0.2) + 0.1 = 0.6
+    assert judged([b"a", b"b", b"c"]) == judged([b"c", b"b", b"a"]) == (0.6, 0.6)

@@ -402,9 +402,11 @@ class KVSwitchController(Controller):
             return
         k = len(self.true_top)
         self.stats.accuracy.append(len(self.true_top.intersection(self.last_prediction)) / k)
-        self.stats.predicted_share.append(sum(self.truth.get(x, 0.0)
-                                              for x in self.last_prediction))
-        self.stats.true_share.append(sum(self.truth[x] for x in self.true_top))
+        # fsum: exactly rounded whatever the sets' order, which changes with
+        # Python's string hashing from one process to the next
+        self.stats.predicted_share.append(math.fsum(self.truth.get(x, 0.0)
+                                                    for x in self.last_prediction))
+        self.stats.true_share.append(math.fsum(self.truth[x] for x in self.true_top))
 
     def point_metrics(self) -> dict[str, Any]:
         """Switch-counter statistics of the point (docs/kvswitch.md "Dataset"):
