@@ -28,6 +28,7 @@ from netkv.config.compose import ConfigError, validate
 from netkv.config.core import EXIT_INTERRUPTED
 from netkv import retries
 from netkv.config.schema import RunConfig
+from netkv.loadstats import balance_columns
 from netkv.native import NativeBuildMissing
 from netkv.protocols import implemented_on
 from netkv.protocols import lookup as protocol_plugin
@@ -431,8 +432,9 @@ def print_summary(cfg: RunConfig, outcome: SearchOutcome, path: Path, console: C
     if found is not None:
         res = found[0].repeats[found[1]] if found[0].repeats else found[0].result
         requests = res.server_requests
-        # "-": no server served a request (the switch answered all)
-        spread = f"{requests.max() / requests.mean():.2f}" if requests.sum() else "-"
+        # "-": no server served a request (the switch answered all): NaN
+        over_mean = balance_columns(requests)["max_over_mean"]
+        spread = "-" if math.isnan(over_mean) else f"{over_mean:.2f}"
         cells = [human_rate(res.achieved_rps), f"{res.latency_ns['p50'] / 1e3:.1f}",
                  f"{res.latency_ns['p99'] / 1e3:.1f}", spread]
     else:
