@@ -55,19 +55,23 @@ def swept_keys(job: list[str]) -> list[str]:
     return [k for k in keys if k != "out" and not k.startswith("hydra.")]
 
 
-def check_launcher_jobs(job: list[str]) -> None:
+def check_launcher_jobs(job: list[str]) -> object:
     """A sweep's ``hydra.launcher.n_jobs`` (docs/configuration.md "Sweeps"),
     as Hydra composes it: 0 reached joblib, which raised after Hydra had
-    written multirun.yaml (a bool or a non-integer Hydra refuses itself)."""
+    written multirun.yaml (a bool or a non-integer Hydra refuses itself).
+    None: the launcher has none (submitit's)."""
     from netkv.config.compose import JOBS_ALLOWED, launcher_jobs
 
     jobs = launcher_jobs(job)
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs == 0):
         raise ConfigError(f"invalid config: hydra.launcher.n_jobs = {jobs} (allowed: "
                           f"{JOBS_ALLOWED})")
+    return jobs
 
 
-def validate_all(overrides: list[str], multirun: bool) -> None:
+def validate_all(overrides: list[str], multirun: bool) -> bool:
+    """Refuse what Hydra would run badly, before anything is written; True
+    for a sweep through joblib's launcher (its jobs may run in workers)."""
     from netkv.config.compose import load
     from netkv.runner import check_supported
 
@@ -75,8 +79,7 @@ def validate_all(overrides: list[str], multirun: bool) -> None:
     from netkv.runner import config_yaml
 
     jobs = expand_sweep(overrides) if multirun else [overrides]
-    if multirun:
-        check_launcher_jobs(jobs[0])
+    pooled = multirun and check_launcher_jobs(jobs[0]) is not None
     if multirun and not any(swept_keys(job) for job in jobs):
         # a job's folder is named by its overrides (but out= and hydra.*):
         # with none, the job would write into the sweep's own folder
@@ -92,6 +95,7 @@ def validate_all(overrides: list[str], multirun: bool) -> None:
             check_holds(Path(cfg.out), "sweep")
         else:
             RunDir(Path(cfg.out)).check(config_yaml(cfg))
+    return pooled
 
 
 def claim_out(overrides: list[str], multirun: bool) -> list[str]:
@@ -127,11 +131,14 @@ def out_of(overrides: list[str]) -> str:
     return next(str(o.value()) for o in reversed(parsed) if o.key_or_group == "out")
 
 
-def launch(overrides: list[str], multirun: bool) -> int:
+def launch(overrides: list[str], multirun: bool, pooled: bool) -> int:
     """Hand the validated overrides, out= claimed, to Hydra (joblib launcher
-    for sweeps)."""
+    for sweeps: ``pooled``)."""
+    from contextlib import nullcontext
+
     import hydra
 
+    from netkv.interrupts import workers_start_deaf
     from netkv.runner import run_job
 
     main = hydra.main(config_path=str(conf_dir()), config_name="config", version_base=None)(
@@ -140,7 +147,9 @@ def launch(overrides: list[str], multirun: bool) -> int:
     saved = sys.argv
     sys.argv = [saved[0], *overrides, *(["--multirun"] if multirun else [])]
     try:
-        main()
+        # Ctrl-C: the jobs hear it (runner.run_job), starting workers don't
+        with workers_start_deaf() if pooled else nullcontext():
+            main()
     finally:
         sys.argv = saved
     return 0
@@ -172,12 +181,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                 texts.append(head + yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
             print("---\n".join(texts), end="")
             return 0
-        validate_all(overrides, args.multirun)
+        pooled = validate_all(overrides, args.multirun)
         overrides = claim_out(overrides, args.multirun)  # the run directory, before Hydra
     except (ConfigError, RunDirConflict) as exc:
         return _fail(str(exc))
     try:
-        return launch(overrides, args.multirun)
+        return launch(overrides, args.multirun, pooled)
     except (ConfigError, RunDirConflict) as exc:
         return _fail(str(exc))
     except (KeyboardInterrupt, SystemExit) as exc:

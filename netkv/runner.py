@@ -27,6 +27,7 @@ from netkv.backends import backend_class
 from netkv.config.compose import ConfigError, validate
 from netkv.config.core import EXIT_INTERRUPTED
 from netkv import retries
+from netkv.interrupts import interruptible
 from netkv.config.schema import RunConfig
 from netkv.loadstats import balance_columns
 from netkv.native import NativeBuildMissing
@@ -549,7 +550,8 @@ def run_job(cfg_node: Any) -> float:
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     console = log_console()
     try:
-        points = execute(cfg, out_dir, sys.argv, console)
+        with interruptible():  # in a sweep's worker, only the job hears Ctrl-C
+            points = execute(cfg, out_dir, sys.argv, console)
     except (ConfigError, RunDirConflict, NativeBuildMissing) as exc:
         print(f"netkv: {exc}", file=sys.stderr)  # one line, never wrapped
         raise SystemExit(2) from None

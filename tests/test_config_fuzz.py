@@ -180,7 +180,7 @@ def fuzz_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     work.mkdir()
     monkeypatch.chdir(work)
     launched: list[list[str]] = []
-    monkeypatch.setattr(cli, "launch", lambda o, m: launched.append(list(o)) or 0)
+    monkeypatch.setattr(cli, "launch", lambda o, m, p: launched.append(list(o)) or 0)
     # a run that would start claims its default run directory just before
     # launch (mocked): what validation alone writes must be nothing
     monkeypatch.setattr(cli, "claim_out", lambda o, m: o)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from netkv.config.compose import ConfigError
+from netkv.interrupts import call_interruptible, workers_start_deaf
 
 LAUNCHERS = ("joblib", "submitit_local", "submitit_slurm")
 
@@ -55,8 +56,9 @@ class Pool:
             if self.jobs > 1 and len(calls) > 1:
                 from joblib import Parallel, delayed
 
-                return list(Parallel(n_jobs=self.jobs, backend="loky")(
-                    delayed(fn)(*c) for c in calls))
+                with workers_start_deaf():  # Ctrl-C: the calls hear it, starting workers don't
+                    return list(Parallel(n_jobs=self.jobs, backend="loky")(
+                        delayed(call_interruptible)(fn, *c) for c in calls))
             return [fn(*c) for c in calls]
         return self._submitit(fn, calls, folder)
 

@@ -30,6 +30,7 @@ from netkv.experiments.checks import (CheckResult, differs_text, evaluate, print
 from netkv.experiments.spec import AT_SAT, LOAD_X, Experiment, at_sat, shown
 from netkv.results.atomic import write_parquet, write_text
 from netkv.experiments.saturation import saturation_rps
+from netkv.interrupts import call_interruptible, workers_start_deaf
 from netkv.results.columns import knob_columns
 from netkv.runner import check_supported
 
@@ -235,12 +236,13 @@ def run_all(fn: Callable[..., Any], calls: list[tuple[Any, ...]], labels: list[s
         if jobs > 1 and len(calls) > 1:
             from joblib import Parallel, delayed
 
-            stream = Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")(
-                delayed(_indexed)(fn, i, c) for i, c in enumerate(calls))
-            for done, (i, result) in enumerate(stream, 1):
-                results[i] = result
-                pending.remove(i)
-                note(done)
+            with workers_start_deaf():  # Ctrl-C: the runs hear it, starting workers don't
+                stream = Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")(
+                    delayed(_indexed)(fn, i, c) for i, c in enumerate(calls))
+                for done, (i, result) in enumerate(stream, 1):
+                    results[i] = result
+                    pending.remove(i)
+                    note(done)
         else:
             for done, (i, call) in enumerate(enumerate(calls), 1):
                 results[i] = fn(*call)
@@ -250,7 +252,7 @@ def run_all(fn: Callable[..., Any], calls: list[tuple[Any, ...]], labels: list[s
 
 
 def _indexed(fn: Callable[..., Any], i: int, call: tuple[Any, ...]) -> tuple[int, Any]:
-    return i, fn(*call)
+    return i, call_interruptible(fn, *call)
 
 
 def check_experiment_dir(out: Path, name: str) -> None:

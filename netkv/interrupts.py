@@ -1,0 +1,75 @@
+"""Ctrl-C and joblib's worker processes.
+
+A terminal's Ctrl-C sends SIGINT to the whole foreground process group: the
+command and its loky workers. A worker still starting (the interpreter, its
+imports, the job's unpickling) died of it with a KeyboardInterrupt traceback
+on the shared stderr, while the command itself had the same signal and was
+already stopping the pool (joblib kills its workers on an interruption).
+
+So workers start with SIGINT blocked (a signal mask is inherited through
+fork and exec) and unblock it only while a job runs: a job (a Mininet rack)
+still hears Ctrl-C and tears down what it built; a worker starting or idle
+keeps the signal pending and is killed by joblib, without a word. A real
+error in a worker or a job is reported as before.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from multiprocessing import resource_tracker
+from typing import Any, TypeVar
+
+_SIGINT = {signal.SIGINT}
+T = TypeVar("T")
+
+
+@contextmanager
+def workers_start_deaf() -> Iterator[None]:
+    """Processes and threads started inside (joblib's loky workers) start
+    with SIGINT blocked; the command still gets Ctrl-C as KeyboardInterrupt
+    in its main thread. From any other thread: nothing changes (workers
+    started from there start as usual)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    # multiprocessing's resource tracker (loky starts it for its first
+    # worker) leaves SIGINT unblocked in the thread that started it (CPython
+    # < 3.14: SIG_UNBLOCK, not the previous mask): started now, it is not
+    # started again below
+    resource_tracker.ensure_running()
+    done = threading.Event()
+    # started before the block, so it keeps SIGINT unblocked: the kernel
+    # hands the process's SIGINT to it, and Python raises KeyboardInterrupt
+    # in the main thread (its handlers always run there)
+    listener = threading.Thread(target=done.wait, name="netkv-sigint", daemon=True)
+    listener.start()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        done.set()
+        listener.join()
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """A job: SIGINT unblocked while it runs (and in the processes it
+    starts: tcpdump, a rack's nodes), the previous mask back after. A
+    Ctrl-C that reached a worker before its job started is raised here, at
+    once, before the job builds anything."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGINT)
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def call_interruptible(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` as a job (module-level: what joblib sends to a worker)."""
+    with interruptible():
+        return fn(*args)
