@@ -2,4 +2,5 @@
 
   schema   the pydantic models (RunConfig and its groups)
   compose  compose + validate, with one-line errors (ConfigError, exit 2)
+  errors   the wording of those errors (key = value, what is allowed)
 """

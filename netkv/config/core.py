@@ -1,5 +1,6 @@
 """What every command needs without Hydra or pydantic (``--help`` and
-``list`` stay fast): the config error, the exit codes and where ``conf/`` is."""
+``list`` stay fast): the config error, the exit codes, where ``conf/`` is
+and its groups."""
 
 from __future__ import annotations
 
@@ -24,3 +25,11 @@ def conf_dir() -> Path:
     if override:
         return Path(override).resolve()
     return Path(__file__).resolve().parents[2] / "conf"
+
+
+CONFIG_NAME = "config"
+GROUPS = ("protocol", "target", "workload", "topology", "slo", "inventory")
+
+
+def group_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
