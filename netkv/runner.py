@@ -355,8 +355,12 @@ def reference_bound_ns(cfg: RunConfig, run_dir: RunDir, order: list[str], consol
     refs.points[i] = result
     p50 = result.latency_ns.get("p50", float("inf"))
     if result.completed == 0 or not p50 < float("inf"):
+        # over half lost leaves the median unbounded: no bound, whatever completed
+        done = ("no request" if result.completed == 0 else
+                f"only {result.completed} of its {result.issued} requests: over half "
+                "lost, its median is unbounded")
         raise MeasurementError(f"the SLO reference point ({cfg.slo.reference}, unloaded) "
-                               "completed no request")
+                               f"completed {done}")
     return cfg.slo.factor * p50
 
 
