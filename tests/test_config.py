@@ -38,6 +38,10 @@ BAD = [
     (["record_history=maybe"], ["record_history", "true or false"]),
     (["workload.kind=pareto"], ["workload.kind", "'pareto'", "zipf"]),
     (["target=tofino9"], ["target", "'tofino9'", "sim"]),
+    # a switch back-end named as a target: where it is one
+    (["target=bmv2"], ["target = 'bmv2' is not a target (choose one of: mininet, sim, testbed; "
+                       "bmv2 is a switch back-end: target=mininet|testbed target.switch=bmv2)"]),
+    (["target=tofino"], ["tofino is a switch back-end: target=testbed target.switch=tofino)"]),
     (["inventory=netns-rakc"], ["inventory = 'netns-rakc' is not an inventory", "netns-rack"]),
     (["slo=fixed", "slo.p99_us=null"], ["slo.p99_us"]),
     (["duration=0"], ["duration", "> 0"]),
