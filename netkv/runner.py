@@ -528,9 +528,12 @@ def warn_reference_noise(cfg: RunConfig, outcome: SearchOutcome,
                       "the bound is its median's and stands[/yellow]")
         over = noisy
     if over:
+        # an unbounded tail is a loss (it said "p99 up to inf us")
+        worst = (f"up to {max(over) / 1e3:.0f} us" if math.isfinite(max(over)) else
+                 f"unbounded: over {100 - pct:g}% of its requests lost")
         console.print(f"[yellow]warning: the SLO reference ({cfg.slo.reference}, unloaded) "
                       f"misses its own bound in {len(over)} of {len(references)} "
-                      f"measurement(s) ({latency_key(pct)} up to {max(over) / 1e3:.0f} us): "
+                      f"measurement(s) ({latency_key(pct)} {worst}): "
                       "the bound is at this machine's latency noise floor, so whether a load "
                       "meets it is decided by noise more than by load[/yellow]")
 

@@ -258,6 +258,8 @@ def test_summary_says_a_lossy_reference_lost_requests_not_noise():
     # no injected loss: an unbounded reference is not explained by it
     assert "lost over" not in summary([], [quiet, lossy])
     assert "noise floor" in summary([], [quiet, lossy])
+    # its tail said as lost, not as a number (it said "p99 up to inf us")
+    assert "(p99 unbounded: over 1% of its requests lost)" in summary([], [quiet, lossy])
 
 
 def test_summary_says_a_resent_share_above_the_tail_puts_a_timeout_in_it():
