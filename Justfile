@@ -62,9 +62,10 @@ run *ARGS:
     fi
     {{python}} -m netkv run "$@"
 
-# The command line's start-up time (`--help`, `list`): mean of 10 runs each, goal <= 0.5 s.
-bench-cli:
-    {{python}} benchmarks/bench_cli.py
+# The command line's start-up time (`--help`, `list`): mean of 10 runs each, goal <= 0.5 s (`--runs N`).
+[positional-arguments]
+bench-cli *ARGS:
+    {{python}} benchmarks/bench_cli.py "$@"
 
 # C unit tests under ASan+UBSan, then the Python tests, then a short fuzz.
 test: setup test-c test-py test-fuzz
@@ -92,13 +93,15 @@ test-fuzz: (fuzz "10")
 test-py *ARGS:
     {{python}} -m pytest -q "$@"
 
-# Simulator speed: simulated requests/s and a skew sweep's wall time.
-bench-sim: setup
-    {{python}} benchmarks/bench_sim.py
+# Simulator speed: simulated requests/s and a skew sweep's wall time (`--no-save`: keep the .last.json).
+[positional-arguments]
+bench-sim *ARGS: setup
+    {{python}} benchmarks/bench_sim.py "$@"
 
-# Emulation speed: direct veth vs netkv-switch, kvserver vs a UDP echo (root).
-bench-emu: setup
-    {{python}} benchmarks/bench_emu.py
+# Emulation speed: direct veth vs netkv-switch, kvserver vs a UDP echo, kernel vs DPDK pair (root; `--help`).
+[positional-arguments]
+bench-emu *ARGS: setup
+    {{python}} benchmarks/bench_emu.py "$@"
 
 # Remove build outputs (not runs/).
 clean-build:

@@ -356,8 +356,12 @@ def reference_bound_ns(cfg: RunConfig, run_dir: RunDir, order: list[str], consol
     refs.points[i] = result
     p50 = result.latency_ns.get("p50", float("inf"))
     if result.completed == 0 or not p50 < float("inf"):
+        # over half lost leaves the median unbounded: no bound, whatever completed
+        done = ("no request" if result.completed == 0 else
+                f"only {result.completed} of its {result.issued} requests: over half "
+                "lost, its median is unbounded")
         raise MeasurementError(f"the SLO reference point ({cfg.slo.reference}, unloaded) "
-                               "completed no request")
+                               f"completed {done}")
     return cfg.slo.factor * p50
 
 
@@ -525,9 +529,12 @@ def warn_reference_noise(cfg: RunConfig, outcome: SearchOutcome,
                       "the bound is its median's and stands[/yellow]")
         over = noisy
     if over:
+        # an unbounded tail is a loss (it said "p99 up to inf us")
+        worst = (f"up to {max(over) / 1e3:.0f} us" if math.isfinite(max(over)) else
+                 f"unbounded: over {100 - pct:g}% of its requests lost")
         console.print(f"[yellow]warning: the SLO reference ({cfg.slo.reference}, unloaded) "
                       f"misses its own bound in {len(over)} of {len(references)} "
-                      f"measurement(s) ({latency_key(pct)} up to {max(over) / 1e3:.0f} us): "
+                      f"measurement(s) ({latency_key(pct)} {worst}): "
                       "the bound is at this machine's latency noise floor, so whether a load "
                       "meets it is decided by noise more than by load[/yellow]")
 

@@ -38,6 +38,10 @@ BAD = [
     (["record_history=maybe"], ["record_history", "true or false"]),
     (["workload.kind=pareto"], ["workload.kind", "'pareto'", "zipf"]),
     (["target=tofino9"], ["target", "'tofino9'", "sim"]),
+    # a switch back-end named as a target: where it is one
+    (["target=bmv2"], ["target = 'bmv2' is not a target (choose one of: mininet, sim, testbed; "
+                       "bmv2 is a switch back-end: target=mininet|testbed target.switch=bmv2)"]),
+    (["target=tofino"], ["tofino is a switch back-end: target=testbed target.switch=tofino)"]),
     (["inventory=netns-rakc"], ["inventory = 'netns-rakc' is not an inventory", "netns-rack"]),
     (["slo=fixed", "slo.p99_us=null"], ["slo.p99_us"]),
     (["duration=0"], ["duration", "> 0"]),
@@ -197,14 +201,22 @@ def test_cfg_job_prints_resolved_config(capsys):
 
 @pytest.mark.parametrize("overrides, message", [
     (["target=mininet", "workload.value_size=[{size:64,weight:1},{size:128,weight:1}]"],
-     "kvclient supports zipf/uniform/ycsb workloads with one fixed value_size"),
+     "workload.value_size = a mix of 2 sizes on target=mininet: kvclient sends one fixed size "
+     "for now (allowed: one size in bytes; a mix runs on target=sim)"),
+    (["target=mininet", "workload=trace", "workload.trace={trace}"],
+     "workload=trace on target=mininet: kvclient has no trace workload yet (allowed: zipf, "
+     "uniform, ycsb; a trace runs on target=sim)"),
     (["protocol=kvswitch", "topology.kind=racks", "topology.racks=2", "write_ratio=0.1"],
      "pushes across racks are not modelled"),
 ])
-def test_cfg_job_refuses_what_run_would(overrides: list[str], message: str,
+def test_cfg_job_refuses_what_run_would(overrides: list[str], message: str, tmp_path,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     """--cfg job checks the config against its target as run does (the
-    placement's limits), not only the schema; it printed these before."""
+    placement's limits), not only the schema; it printed these before. Each
+    refusal names the value and what is allowed."""
+    trace = tmp_path / "keys.txt"
+    trace.write_text("1\n2\n")
+    overrides = [o.replace("{trace}", str(trace)) for o in overrides]
     assert main(["run", "--cfg", "job", *overrides]) == 2
     captured = capsys.readouterr()
     assert message in captured.err and captured.out == "", captured

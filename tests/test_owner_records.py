@@ -97,6 +97,8 @@ def test_mininet_run_state_owner(tmp_path: Path, child: int,
         (tmp_path / tag).mkdir()
         (tmp_path / tag / "state.json").write_text(json.dumps({"tag": tag, **state, "pids": []}))
     assert cleanup.clean() == [f"{cleanup.TAG_PREFIX}reu"]
+    # `netkv clean --force`: the live owner's runs too
+    assert cleanup.clean(force=True) == [f"{cleanup.TAG_PREFIX}{t}" for t in ("liv", "old", "reu")]
     # what a run writes carries its owner's start time
     state = cleanup.RunState(f"{cleanup.TAG_PREFIX}new", tmp_path / "new")
     state.folder.mkdir()

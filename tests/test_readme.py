@@ -56,19 +56,15 @@ def _stub(path: Path, body: str) -> None:
     path.chmod(0o755)
 
 
-@pytest.mark.skipif(_just() is None, reason="rust-just not installed (the README's pip install)")
-def test_readme_run_command_works_with_just_only_in_the_venv(tmp_path):
-    """The README's first command runs `.venv/bin/just run ...` on a fresh
-    clone: `just` is not on PATH, so the recipes must call the `just` that
-    runs them (set-up, then the run; `just` alone lists the recipes)."""
-    just = _just()
-    assert just is not None
+def _fresh_clone(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """The Justfile in ``tmp_path`` with a stub .venv/bin/python that logs
+    each call (one line, each argument as it arrived, between bars) and
+    stubs of the system tools set-up asks: the environment and the log."""
     shutil.copy(ROOT / "Justfile", tmp_path / "Justfile")
     venv_bin = tmp_path / ".venv" / "bin"
     venv_bin.mkdir(parents=True)
     log = tmp_path / "python.log"
     # a fresh clone: netkv is not installed, so check_fresh fails and set-up runs
-    # one line per call, each argument as it arrived, between bars
     _stub(venv_bin / "python",
           f'printf "|%s" "$@" >> {log}; echo "|" >> {log}\ncase "$1" in -c) exit 1;; esac')
     fake_bin = tmp_path / "bin"     # the system tools set-up asks, all present
@@ -76,7 +72,17 @@ def test_readme_run_command_works_with_just_only_in_the_venv(tmp_path):
     _stub(fake_bin / "dpkg-query", "exit 0")
     _stub(fake_bin / "go", "exit 0")
     (tmp_path / "tools" / "porcupine").mkdir(parents=True)
-    env = {"PATH": f"{fake_bin}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    return {"PATH": f"{fake_bin}:/usr/bin:/bin", "HOME": str(tmp_path)}, log
+
+
+@pytest.mark.skipif(_just() is None, reason="rust-just not installed (the README's pip install)")
+def test_readme_run_command_works_with_just_only_in_the_venv(tmp_path):
+    """The README's first command runs `.venv/bin/just run ...` on a fresh
+    clone: `just` is not on PATH, so the recipes must call the `just` that
+    runs them (set-up, then the run; `just` alone lists the recipes)."""
+    just = _just()
+    assert just is not None
+    env, log = _fresh_clone(tmp_path)
     for args in (["run", "protocol=pegasus", "alpha=1.2"], []):
         proc = subprocess.run([just, *args], cwd=tmp_path, env=env, capture_output=True,
                               text=True, timeout=60)
@@ -88,6 +94,22 @@ def test_readme_run_command_works_with_just_only_in_the_venv(tmp_path):
     mix = "workload.value_size=[{size: 64, weight: 1}, {size: 1024, weight: 1}]"
     for args, logged in ((["run", "--cfg", "job", mix], f"|-m|netkv|run|--cfg|job|{mix}|"),
                          (["test-py", "-k", "a or b"], "|-m|pytest|-q|-k|a or b|")):
+        proc = subprocess.run([just, *args], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 0 and logged in log.read_text(), (proc.stderr, logged)
+
+
+@pytest.mark.skipif(_just() is None, reason="rust-just not installed (the README's pip install)")
+def test_bench_recipes_pass_their_options_on(tmp_path):
+    """`just bench-sim --no-save` measures without rewriting
+    benchmarks/bench-sim.last.json, as the script's option says: the bench
+    recipes took no arguments, so a recipe run always rewrote it."""
+    just = _just()
+    assert just is not None
+    env, log = _fresh_clone(tmp_path)
+    for args, logged in ((["bench-sim", "--no-save"], "|benchmarks/bench_sim.py|--no-save|"),
+                         (["bench-emu", "--rounds", "1"], "|benchmarks/bench_emu.py|--rounds|1|"),
+                         (["bench-cli", "--runs", "2"], "|benchmarks/bench_cli.py|--runs|2|")):
         proc = subprocess.run([just, *args], cwd=tmp_path, env=env, capture_output=True,
                               text=True, timeout=60)
         assert proc.returncode == 0 and logged in log.read_text(), (proc.stderr, logged)

@@ -258,6 +258,8 @@ def test_summary_says_a_lossy_reference_lost_requests_not_noise():
     # no injected loss: an unbounded reference is not explained by it
     assert "lost over" not in summary([], [quiet, lossy])
     assert "noise floor" in summary([], [quiet, lossy])
+    # its tail said as lost, not as a number (it said "p99 up to inf us")
+    assert "(p99 unbounded: over 1% of its requests lost)" in summary([], [quiet, lossy])
 
 
 def test_summary_says_a_resent_share_above_the_tail_puts_a_timeout_in_it():
@@ -287,3 +289,27 @@ def test_summary_says_a_resent_share_above_the_tail_puts_a_timeout_in_it():
     assert f"{SAMPLES // 10} of {SAMPLES} requests were resent after their timeout, over 1%" \
         in summary(SAMPLES // 10)
     assert "resent" not in summary(SAMPLES // 200)   # 0.5%: below the tail
+
+
+def test_a_reference_that_lost_over_half_its_requests_says_how_many_completed(tmp_path):
+    """The SLO reference's median unbounded because over half of its requests
+    were lost (a loaded machine's timeouts): the run stops in one line that
+    says how many completed. It said 'completed no request' of one that had
+    completed 12% of them."""
+    from rich.console import Console
+
+    from netkv.config.compose import load
+    from netkv.results.rundir import RunDir
+    from netkv.runner import ReferenceRack, reference_bound_ns
+    from netkv.slo import MeasurementError
+
+    cfg = load(["protocol=hash", "servers=1"])
+    lat = mm1_latencies(MU * 0.05)
+    refs = ReferenceRack(cfg)
+    for done, said in ((SAMPLES // 8, f"completed only {SAMPLES // 8} of its {SAMPLES} requests: "
+                                      "over half lost, its median is unbounded"),
+                       (0, "completed no request")):
+        refs.points[0] = point(MU * 0.05, lat[:max(done, 1)], completed=done)
+        with pytest.raises(MeasurementError) as err:
+            reference_bound_ns(cfg, RunDir(tmp_path), [], Console(), 0, refs)
+        assert str(err.value) == f"the SLO reference point (hash, unloaded) {said}"

@@ -187,6 +187,21 @@ def test_cli_refuses_a_testbed_without_inventory(capsys: pytest.CaptureFixture[s
     assert not out.exists()
 
 
+def test_cli_refuses_a_missing_key_file_before_writing(capsys: pytest.CaptureFixture[str],
+                                                       tmp_path: Path) -> None:
+    """A key file missing here is this machine's, known before anything
+    starts: one line, exit 2, and no run folder (config.yaml and
+    provenance.json were written first, for a run that never began)."""
+    from netkv.cli import main
+
+    out = tmp_path / "run"
+    assert main(["run", *SMALL, f"inventory.hosts.0.key={tmp_path / 'nokey'}",
+                 f"out={out}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "nokey not found" in err, err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("protocol", implemented_on("testbed"))
 def test_a_run_over_ssh_writes_the_tables_and_leaves_nothing(rack: Inventory, protocol: str,
                                                             tmp_path: Path) -> None:

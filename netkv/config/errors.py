@@ -158,7 +158,19 @@ def _relevant_error(errors: list[Any], data: dict[str, Any]) -> Any:
 def _not_an_option(group: str, shown: str) -> str:
     article = "an" if group[:1] in "aeiou" else "a"   # "an inventory"
     return (f"invalid config: {group} = {shown} is not {article} {group} "
-            f"(choose one of: {', '.join(group_options(group))})")
+            f"(choose one of: {', '.join(group_options(group))}{_switch_hint(group, shown)})")
+
+
+def _switch_hint(group: str, shown: str) -> str:
+    """target=bmv2 (or tofino): the switch back-end named as a target."""
+    from netkv.backends import BACKENDS
+
+    name = shown.strip("'")
+    entry = BACKENDS.get(name) if group == "target" else None
+    if entry is None:
+        return ""
+    return (f"; {name} is a switch back-end: target={'|'.join(entry.placements)} "
+            f"target.switch={name}")
 
 
 def missing_option_message(text: str) -> str:

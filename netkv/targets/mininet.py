@@ -118,9 +118,14 @@ def check_config(cfg: RunConfig, target: str = "mininet", applies_faults: bool =
     if cfg.topology.kind != "rack":
         raise TargetUnavailable(f"topology.kind = {cfg.topology.kind} on target={target}: one "
                                 "switch only for now (allowed: rack; racks runs on target=sim)")
-    if cfg.workload.kind == "trace" or not isinstance(cfg.workload.value_size, int):
-        raise TargetUnavailable(f"target={target}: kvclient supports zipf/uniform/ycsb workloads "
-                                "with one fixed value_size for now")
+    if cfg.workload.kind == "trace":
+        raise TargetUnavailable(f"workload=trace on target={target}: kvclient has no trace "
+                                "workload yet (allowed: zipf, uniform, ycsb; a trace runs on "
+                                "target=sim)")
+    if not isinstance(cfg.workload.value_size, int):
+        raise TargetUnavailable(f"workload.value_size = a mix of {len(cfg.workload.value_size)} "
+                                f"sizes on target={target}: kvclient sends one fixed size for "
+                                "now (allowed: one size in bytes; a mix runs on target=sim)")
     if cfg.workload.multiget.enabled and cfg.topology.retries:
         raise TargetUnavailable(f"topology.retries = {cfg.topology.retries} with multigets: "
                                 f"target={target}'s kvclient does not resend a multiget "

@@ -54,12 +54,41 @@ class LocalState:
 def check_config(cfg: RunConfig) -> None:
     """Refuse, before the run directory is written (runner.check_supported),
     what the testbed cannot run: the Mininet rack's limits (one switch,
-    kvclient's workloads) and capture; environment checks (key files, SSH,
-    the hosts) wait for the target."""
+    kvclient's workloads) and capture; this machine's part is check_machine's,
+    and the hosts (over SSH) wait for the target."""
     check_rack_config(cfg, TestbedTarget.name, TestbedTarget.applies_faults)
     if cfg.capture:
         raise TargetUnavailable("capture=true is not implemented on target=testbed yet "
                                 "(sim and mininet capture)")
+
+
+def check_machine(cfg: RunConfig) -> None:
+    """Refuse, before the run directory is written (runner.check_supported),
+    what this machine lacks for the inventory: OpenSSH's client, the key
+    files, the DPDK programs its dpdk hosts run, the known_hosts file."""
+    inv = cfg.inventory
+    if shutil.which("ssh") is None:
+        raise TargetUnavailable("target=testbed needs OpenSSH's client: "
+                                "apt-get install openssh-client")
+    missing = sorted({h.key for h in inv.hosts if not os.path.exists(h.key)})
+    if missing:
+        # every one, so that a test or a user fixing one is not sent back
+        # for the next
+        raise TargetUnavailable(f"target=testbed: key file{'s' if len(missing) > 1 else ''}"
+                                f" {', '.join(missing)} not found (inventory {inv.name!r})")
+    used = (inv.with_role("server")[: cfg.topology.servers]
+            + inv.with_role("client")[: cfg.topology.clients]
+            + inv.with_role("coordinator")[: cfg.protocol.coordinators()[0]])
+    for prog in stacks.programs(inv, used):
+        try:
+            program_path(prog)
+        except NativeBuildMissing:
+            raise TargetUnavailable(f"target=testbed: stack dpdk needs {prog}, which this "
+                                    "build has not (CMake found no libdpdk: apt-get install "
+                                    "libdpdk-dev, then just setup)") from None
+    if not os.path.exists(inv.known_hosts):
+        raise TargetUnavailable(f"target=testbed: known_hosts file {inv.known_hosts} not "
+                                "found (host keys are pinned)")
 
 
 class TestbedTarget(MininetTarget):
@@ -77,31 +106,9 @@ class TestbedTarget(MininetTarget):
                                     f"loop port on the switch: inventory {inv.name!r} host "
                                     f"{switch.name!r} has no loop (two interfaces wired to "
                                     "each other, e.g. loop: [lp0, lp1])")
-        check_config(self.cfg)   # as runner.check_supported did, for a target built directly
-        if shutil.which("ssh") is None:
-            raise TargetUnavailable("target=testbed needs OpenSSH's client: "
-                                    "apt-get install openssh-client")
-        missing = sorted({h.key for h in self.cfg.inventory.hosts if not os.path.exists(h.key)})
-        if missing:
-            # every one, so that a test or a user fixing one is not sent back
-            # for the next
-            raise TargetUnavailable(f"target=testbed: key file{'s' if len(missing) > 1 else ''}"
-                                    f" {', '.join(missing)} not found "
-                                    f"(inventory {self.cfg.inventory.name!r})")
-        used = (inv.with_role("server")[: self.cfg.topology.servers]
-                + inv.with_role("client")[: self.cfg.topology.clients]
-                + inv.with_role("coordinator")[: self.cfg.protocol.coordinators()[0]])
-        for prog in stacks.programs(inv, used):
-            try:
-                program_path(prog)
-            except NativeBuildMissing:
-                raise TargetUnavailable(f"target=testbed: stack dpdk needs {prog}, which this "
-                                        "build has not (CMake found no libdpdk: apt-get install "
-                                        "libdpdk-dev, then just setup)") from None
-        if not os.path.exists(self.cfg.inventory.known_hosts):
-            raise TargetUnavailable(f"target=testbed: known_hosts file "
-                                    f"{self.cfg.inventory.known_hosts} not found (host keys "
-                                    "are pinned)")
+        # as runner.check_supported did, for a target built directly
+        check_config(self.cfg)
+        check_machine(self.cfg)
         self.check_switch_host(switch)
 
     def check_switch_host(self, switch: Host) -> None:
