@@ -79,7 +79,8 @@ def validate_all(overrides: list[str], multirun: bool) -> bool:
     from netkv.runner import config_yaml
 
     jobs = expand_sweep(overrides) if multirun else [overrides]
-    pooled = multirun and check_launcher_jobs(jobs[0]) is not None
+    # n_jobs=1: joblib runs the jobs in this process, no worker to keep deaf
+    pooled = multirun and check_launcher_jobs(jobs[0]) not in (None, 1)
     if multirun and not any(swept_keys(job) for job in jobs):
         # a job's folder is named by its overrides (but out= and hydra.*):
         # with none, the job would write into the sweep's own folder

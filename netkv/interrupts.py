@@ -8,9 +8,15 @@ already stopping the pool (joblib kills its workers on an interruption).
 
 So workers start with SIGINT blocked (a signal mask is inherited through
 fork and exec) and unblock it only while a job runs: a job (a Mininet rack)
-still hears Ctrl-C and tears down what it built; a worker starting or idle
-keeps the signal pending and is killed by joblib, without a word. A real
-error in a worker or a job is reported as before.
+still hears Ctrl-C and tears down what it built; a worker starting keeps
+the signal pending and is killed by joblib, without a word. (An idle worker
+may take it in a thread a finished job started, e.g. polars' pool, with the
+job's mask; joblib kills it all the same.) A real error in a worker or a job
+is reported as before.
+
+While a section runs, the command's main thread sees Ctrl-C only at its
+next bytecode: a wait with no timeout there (joblib's shutdown after a first
+Ctrl-C) is not broken by a second one; SIGTERM still is.
 """
 
 from __future__ import annotations
@@ -19,7 +25,6 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from multiprocessing import resource_tracker
 from typing import Any, TypeVar
 
 _SIGINT = {signal.SIGINT}
@@ -39,6 +44,8 @@ def workers_start_deaf() -> Iterator[None]:
     # worker) leaves SIGINT unblocked in the thread that started it (CPython
     # < 3.14: SIG_UNBLOCK, not the previous mask): started now, it is not
     # started again below
+    from multiprocessing import resource_tracker   # here: not in every worker's imports
+
     resource_tracker.ensure_running()
     done = threading.Event()
     # started before the block, so it keeps SIGINT unblocked: the kernel
@@ -46,13 +53,18 @@ def workers_start_deaf() -> Iterator[None]:
     # in the main thread (its handlers always run there)
     listener = threading.Thread(target=done.wait, name="netkv-sigint", daemon=True)
     listener.start()
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)
+    # the mask read first: pthread_sigmask raises a pending KeyboardInterrupt
+    # after changing the mask, which must not skip the restore below
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, set())
     try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-        done.set()
-        listener.join()
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        finally:
+            done.set()
+            listener.join()
 
 
 @contextmanager

@@ -111,5 +111,6 @@ def test_workers_start_deaf_and_a_job_hears() -> None:
         assert blocked_in_child()
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)   # to the process, as a terminal sends it
-            time.sleep(1)
+            for _ in range(100):   # the listener thread takes it when scheduled
+                time.sleep(0.05)
     assert not blocked_in_child()
