@@ -2,7 +2,8 @@
 
 The command name (field 2) is in parentheses and may itself hold spaces and
 ")" ("a) b"), so the fields are split after its last ")": index 0 of what
-``fields`` returns is field 3 (state), 11/12 are utime/stime, 19 starttime.
+``fields`` returns is field 3 (state), 1 the parent's pid, 11/12 are
+utime/stime, 19 starttime.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import os
 from pathlib import Path
 
 PROC = Path("/proc")
-STATE, UTIME, STIME, STARTTIME = 0, 11, 12, 19
+STATE, PPID, UTIME, STIME, STARTTIME = 0, 1, 11, 12, 19
 
 
 def fields(pid: int, proc: Path = PROC) -> list[str] | None:

@@ -5,20 +5,24 @@ kvserver and kvclient die with their parent (PR_SET_PDEATHSIG), the node
 shells read EOF and exit, so every namespace and interface of the run goes
 within 5 s, with no ``clean`` needed. Ctrl-C (SIGINT): one line saying what
 was kept, exit 130, the rack torn down, finished points on disk; SIGTERM
-(kill, timeout, a batch scheduler) the same.
+(kill, timeout, a batch scheduler) the same. Ctrl-C on a sweep in joblib's
+workers: the same one line, and nothing of its racks is left once it exits.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
 
+from netkv import procstat
 from netkv.mininet.cleanup import STATE_ROOT, clean_run
 
 try:
@@ -45,12 +49,14 @@ def _tags_of(owner: int) -> list[str]:
     return tags
 
 
-def _wait_for_clients(proc: subprocess.Popen[str], seen: set[str], timeout_s: float) -> None:
-    """Until one of the run's kvclients runs (mid-point); collects its tags."""
+def _wait_for_clients(proc: subprocess.Popen[str], seen: set[str], timeout_s: float,
+                      tags_of: Callable[[int], Iterable[str]] = _tags_of) -> None:
+    """Until one of the run's kvclients runs (mid-point); collects its tags
+    (``tags_of(pid)``: the folders of the command's runs)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
-        seen.update(_tags_of(proc.pid))
+        seen.update(tags_of(proc.pid))
         if any("kvclient" in cmd for tag in seen for cmd in _leftovers(tag)[1]):
             return
         time.sleep(0.1)
@@ -191,3 +197,48 @@ def test_control_socket_refuses_every_bad_value(tmp_path: Path) -> None:
         sw.communicate(timeout=5)
         for name in names:
             subprocess.run(["ip", "link", "del", name], capture_output=True)
+
+
+def _tags_of_children(parent: int) -> set[str]:
+    """State folders of the runs whose owner is a child of ``parent`` (a
+    sweep's joblib workers), read while they are alive."""
+    tags: set[str] = set()
+    if STATE_ROOT.is_dir():
+        for folder in STATE_ROOT.iterdir():
+            try:
+                owner = json.loads((folder / "state.json").read_text())["owner"]
+            except (OSError, ValueError, KeyError):
+                continue
+            stat = procstat.fields(owner)
+            if stat is not None and int(stat[procstat.PPID]) == parent:
+                tags.add(folder.name)
+    return tags
+
+
+def test_ctrl_c_on_a_pooled_sweep_leaves_no_rack(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) on a
+    2-job sweep in joblib workers once a kvclient runs: joblib kills its
+    workers at once, mid-teardown; the command removes what they left (the
+    old code left state folders, sometimes links, in 2 of 3 runs)."""
+    out = tmp_path / "sweep"
+    proc = subprocess.Popen([*RUN, "-m", "alpha=0.9,0.99", "hydra.launcher.n_jobs=2",
+                             f"out={out}"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    tags: set[str] = set()
+    try:
+        _wait_for_clients(proc, tags, 120, _tags_of_children)
+        tags |= _tags_of_children(proc.pid)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in err, err
+        assert lines[0].startswith("netkv: interrupted: "), err
+        links, procs = _gone_within(tags, 3.0)
+        assert not procs and not links, (procs, links)
+        assert not [t for t in tags if (STATE_ROOT / t).exists()], tags
+    finally:
+        if proc.poll() is None:   # the workers too: they are in its session
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        _cleanup(tags)

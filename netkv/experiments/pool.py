@@ -56,7 +56,11 @@ class Pool:
             if self.jobs > 1 and len(calls) > 1:
                 from joblib import Parallel, delayed
 
-                with workers_start_deaf():  # Ctrl-C: the calls hear it, starting workers don't
+                from netkv.mininet.cleanup import workers_racks_removed
+
+                # Ctrl-C: the calls hear it, starting workers don't; what
+                # joblib's killed workers left of their racks goes after
+                with workers_racks_removed(), workers_start_deaf():
                     return list(Parallel(n_jobs=self.jobs, backend="loky")(
                         delayed(call_interruptible)(fn, *c) for c in calls))
             return [fn(*c) for c in calls]

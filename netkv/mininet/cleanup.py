@@ -2,7 +2,8 @@
 
 Every run gets a short tag (``nk`` + 3 base-36 characters) that prefixes all
 its node and interface names, and a state folder ``STATE_ROOT/<tag>/`` with
-``state.json``: the owner's pid and start time, and every pid the run started (Mininet's
+``state.json``: the owner's pid and start time, its parent's (a sweep's command
+for a joblib worker), and every pid the run started (Mininet's
 node shells, netkv-switch or BMv2's simple_switch_grpc, kvservers,
 kvclients; a switch carries the tag in its command line through its
 interface names: ``--port nkab1sw-eth1``, ``-i 0@nkab1sw-eth1``).
@@ -10,6 +11,8 @@ interface names: ``--port nkab1sw-eth1``, ``-i 0@nkab1sw-eth1``).
 ``force=True``), stops the recorded processes (only if /proc still shows
 them carrying the tag or the run's program paths, so a recycled pid is never
 hit), deletes interfaces named with the tag, and removes the folder.
+``clean_children()`` does the same for the runs of this process's children
+only (a sweep's joblib workers, which joblib kills mid-teardown).
 Killing a node's shell frees its network namespace, and with it the host
 end of every veth.
 """
@@ -22,7 +25,10 @@ import random
 import signal
 import string
 import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +48,9 @@ class RunState:
     tag: str
     folder: Path
     owner: int = field(default_factory=os.getpid)
+    # "<pid> <start time>" of the owner's parent: a sweep command finds its
+    # workers' runs by it once joblib has killed them (clean_children)
+    parent: str = field(default_factory=lambda: procstat.owner_record(os.getppid()))
     pids: list[int] = field(default_factory=list)
 
     @classmethod
@@ -67,7 +76,7 @@ class RunState:
         # the owner's start time with its pid: a reused pid is another process
         tmp.write_text(json.dumps({"tag": self.tag, "owner": self.owner,
                                    "owner_start": procstat.started(self.owner),
-                                   "pids": self.pids}))
+                                   "parent": self.parent, "pids": self.pids}))
         tmp.replace(self.folder / "state.json")
 
     def add_pid(self, pid: int) -> None:
@@ -182,3 +191,56 @@ def clean(force: bool = False) -> list[str]:
             continue
         removed += clean_run(folder.name, [int(p) for p in state.get("pids", [])])
     return removed
+
+
+def clean_children(wait_s: float = 5.0) -> tuple[list[str], list[str]]:
+    """Remove the runs of this process's children (``parent`` in their
+    state) once their owners are gone: a sweep's joblib workers, which
+    joblib kills mid-teardown when the sweep stops. Waits up to ``wait_s``
+    for the owners to exit, so no teardown still runs beside the removal;
+    returns what went and the tags of the runs whose owner still runs at the
+    deadline (left alone: not a worker joblib killed, so not ours to stop)."""
+    me = procstat.owner_record()
+    runs: list[tuple[str, list[int], int, int | None]] = []
+    try:   # a sim sweep, not root: no such folder, or not ours to read
+        folders = sorted(STATE_ROOT.iterdir())
+    except OSError:
+        folders = []
+    for folder in folders:
+        try:
+            state = json.loads((folder / "state.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            continue   # not a run's: never ours
+        if state.get("parent") == me and folder.name.startswith(TAG_PREFIX):
+            runs.append((folder.name, [int(p) for p in state.get("pids", [])],
+                         int(state.get("owner", -1)), state.get("owner_start")))
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and any(_alive(o, s) for _, _, o, s in runs):
+        time.sleep(0.05)
+    removed: list[str] = []
+    left: list[str] = []
+    for tag, pids, owner, start in runs:
+        if _alive(owner, start):
+            left.append(tag)
+        else:
+            removed += clean_run(tag, pids)
+    return removed, left
+
+
+@contextmanager
+def workers_racks_removed() -> Iterator[None]:
+    """Around a joblib pool whose jobs may build Mininet racks (a sweep, a
+    figure's cells): stopped by Ctrl-C, SIGTERM or a job's error, joblib
+    kills its workers at once, some still tearing a rack down (Hydra's
+    launcher asks for joblib's loky backend by name: it cannot be made to
+    wait); what they left goes on the way out, so the command exits with
+    nothing of its racks running or left behind."""
+    try:
+        yield
+    except BaseException:
+        _, left = clean_children()
+        if left:   # joblib kills its workers before it raises: not expected
+            print(f"netkv: run(s) {', '.join(left)} still running after the pool stopped: "
+                  "left alone (`python -m netkv clean` removes them once they exit)",
+                  file=sys.stderr)
+        raise
