@@ -800,27 +800,33 @@ int nk_wire_decode(enum nk_proto proto, const uint8_t *buf, size_t len,
 	return 0;
 }
 
+nk_wire_size_fn nk_wire_size_of(uint8_t proto)
+{
+	switch ((enum nk_proto)proto) {
+	case NK_PROTO_PLAIN:
+	case NK_PROTO_PEGASUS:
+		return pegasus_size;
+	case NK_PROTO_NETCACHE:
+		return netcache_size;
+	case NK_PROTO_KVSWITCH:
+		return kvswitch_size;
+	case NK_PROTO_STARCACHE:
+		return starcache_size;
+	case NK_PROTO_NETLR:
+		return netlr_size;
+	case NK_PROTO_NETMC:
+		return netmc_size;
+	default:
+		return NULL;
+	}
+}
+
 int nk_wire_encoded_len(const struct nk_msg *m)
 {
 	if (!m)
 		return NK_WIRE_EINVAL;
-	switch ((enum nk_proto)m->proto) {
-	case NK_PROTO_PLAIN:
-	case NK_PROTO_PEGASUS:
-		return pegasus_size(m);
-	case NK_PROTO_NETCACHE:
-		return netcache_size(m);
-	case NK_PROTO_KVSWITCH:
-		return kvswitch_size(m);
-	case NK_PROTO_STARCACHE:
-		return starcache_size(m);
-	case NK_PROTO_NETLR:
-		return netlr_size(m);
-	case NK_PROTO_NETMC:
-		return netmc_size(m);
-	default:
-		return NK_WIRE_EPROTO;
-	}
+	nk_wire_size_fn f = nk_wire_size_of(m->proto);
+	return f ? f(m) : NK_WIRE_EPROTO;
 }
 
 int nk_wire_encode(const struct nk_msg *m, uint8_t *buf, size_t cap)

@@ -122,6 +122,11 @@ int nk_wire_encode(const struct nk_msg *m, uint8_t *buf, size_t cap);
 
 /* Bytes nk_wire_encode would write for `m`, or a negative error code. */
 int nk_wire_encoded_len(const struct nk_msg *m);
+/* The size function nk_wire_encoded_len dispatches to for messages of
+ * `proto` (NULL if none): an embedder sizing many messages of one protocol
+ * calls it directly (the simulator, four times a request). */
+typedef int (*nk_wire_size_fn)(const struct nk_msg *m);
+nk_wire_size_fn nk_wire_size_of(uint8_t proto);
 
 /* sizeof(struct nk_msg): lets FFI users (tests/test_wire.py) check that their
  * copy of the struct layout is current. */

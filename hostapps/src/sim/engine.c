@@ -36,6 +36,9 @@
 #define PRE_ALIAS 8u  /* draw and prefetch the alias entry this many arrivals ahead */
 #define PRE_RANK 4u   /* resolve and prefetch the rank entry this many ahead */
 #define KEY_CACHE_RANKS (1u << 17)  /* key bytes kept for the hottest ranks */
+/* the per-hop path, inlined where GCC would not: a call there costs about
+ * as much as the work it does */
+#define HOP_INLINE static inline __attribute__((always_inline))
 
 enum ev_type {
 	EV_SWITCH_IN = 1,
@@ -188,6 +191,9 @@ struct nk_sim {
 	const struct nk_workload *wl;
 	const struct nk_pipeline_ops *pipe;
 	const struct nk_host_ops *host;
+	/* the codec's size function for the protocol's own messages (wire_len) */
+	nk_wire_size_fn wire_size;
+	uint8_t wire_proto;
 	struct sw *sw;                /* n_sw switches: [0] the only one, or the spine */
 	uint32_t n_sw, ctl_sw;        /* ctl_sw: the one the controller hooks act on */
 	uint32_t R, per_rack;         /* racks (0: one switch) and servers per rack */
@@ -213,6 +219,11 @@ struct nk_sim {
 	 * the lanes' heads, so the order is the one a single heap gives */
 	struct ev *heap;
 	uint32_t heap_n, heap_cap;
+	/* the top was taken (ev_take) but still fills heap[0]: the next insert
+	 * takes its place (one sift instead of a pop and an insert; a
+	 * completion mostly starts the next service at once), anything else
+	 * removes it first (heap_settle) */
+	uint8_t heap_hole;
 	struct lane lane[N_LANES];
 	uint32_t rare_live;         /* events in LANE_RECIRC or LANE_TIMER (ev_next skips both if 0) */
 	uint32_t seq;
@@ -334,18 +345,9 @@ static inline int ev_lt(const struct ev *a, const struct ev *b)
 	return a->t < b->t || (a->t == b->t && (int32_t)(a->seq - b->seq) < 0);
 }
 
-static int heap_insert(struct nk_sim *s, struct ev e)
+/* e into free slot i, risen toward the root past every greater parent */
+static inline void heap_rise(struct ev *h, uint32_t i, struct ev e)
 {
-	if (s->heap_n == s->heap_cap) {
-		uint32_t nc = s->heap_cap ? s->heap_cap * 2 : 1024;
-		struct ev *h = realloc(s->heap, nc * sizeof(*h));
-		if (!h)
-			return -1;
-		s->heap = h;
-		s->heap_cap = nc;
-	}
-	struct ev *h = s->heap;
-	uint32_t i = s->heap_n++;
 	while (i) {
 		uint32_t p = (i - 1) >> 1;
 		if (!ev_lt(&e, &h[p]))
@@ -354,6 +356,44 @@ static int heap_insert(struct nk_sim *s, struct ev e)
 		i = p;
 	}
 	h[i] = e;
+}
+
+/* Put e in the heap's first n slots, whose root is free: bottom-up
+ * (Floyd): the hole sinks to a leaf along the lesser children, one
+ * comparison a level, then e (mostly a late completion) rises from there,
+ * mostly not at all. The keys are distinct, so any heap pops the same
+ * order. */
+static void heap_fill_root(struct ev *h, uint32_t n, struct ev e)
+{
+	uint32_t i = 0;
+	for (;;) {
+		uint32_t c = 2 * i + 1;
+		if (c >= n)
+			break;
+		if (c + 1 < n && ev_lt(&h[c + 1], &h[c]))
+			c++;
+		h[i] = h[c];
+		i = c;
+	}
+	heap_rise(h, i, e);
+}
+
+static int heap_insert(struct nk_sim *s, struct ev e)
+{
+	if (s->heap_hole) {
+		s->heap_hole = 0;
+		heap_fill_root(s->heap, s->heap_n, e);
+		return 0;
+	}
+	if (s->heap_n == s->heap_cap) {
+		uint32_t nc = s->heap_cap ? s->heap_cap * 2 : 1024;
+		struct ev *h = realloc(s->heap, nc * sizeof(*h));
+		if (!h)
+			return -1;
+		s->heap = h;
+		s->heap_cap = nc;
+	}
+	heap_rise(s->heap, s->heap_n++, e);
 	return 0;
 }
 
@@ -374,8 +414,8 @@ static int lane_grow(struct lane *q)
 
 /* Schedule event `type` for idx at t, in `lane` if t keeps it in order
  * there (not before its tail), else in the heap. */
-static int ev_push(struct nk_sim *s, uint64_t t, uint32_t type, uint32_t idx,
-		   enum ev_lane lane)
+HOP_INLINE int ev_push(struct nk_sim *s, uint64_t t, uint32_t type, uint32_t idx,
+		       enum ev_lane lane)
 {
 	struct ev e = {.t = t, .seq = s->seq++, .pl = (idx << 4) | type};
 	if (lane < N_LANES) {
@@ -399,33 +439,18 @@ static int heap_push(struct nk_sim *s, uint64_t t, uint32_t type, uint32_t idx)
 
 static void heap_pop(struct nk_sim *s)
 {
-	struct ev *h = s->heap;
 	uint32_t n = --s->heap_n;
-	if (!n)
-		return;
-	struct ev last = h[n];
-	/* bottom-up (Floyd): the hole sinks to a leaf along the lesser
-	 * children, one comparison a level, then `last` (mostly a late
-	 * completion) rises from there, mostly not at all. The keys are
-	 * distinct, so any heap pops the same order. */
-	uint32_t i = 0;
-	for (;;) {
-		uint32_t c = 2 * i + 1;
-		if (c >= n)
-			break;
-		if (c + 1 < n && ev_lt(&h[c + 1], &h[c]))
-			c++;
-		h[i] = h[c];
-		i = c;
+	if (n)
+		heap_fill_root(s->heap, n, s->heap[n]);
+}
+
+/* Remove a taken top that no insert replaced (heap_hole). */
+static inline void heap_settle(struct nk_sim *s)
+{
+	if (s->heap_hole) {
+		s->heap_hole = 0;
+		heap_pop(s);
 	}
-	while (i) {
-		uint32_t p = (i - 1) >> 1;
-		if (!ev_lt(&last, &h[p]))
-			break;
-		h[i] = h[p];
-		i = p;
-	}
-	h[i] = last;
 }
 
 static inline void lane_min(const struct nk_sim *s, int l, const struct ev **best, int *src)
@@ -458,7 +483,7 @@ static inline int ev_next(const struct nk_sim *s, const struct ev **out)
 static inline void ev_take(struct nk_sim *s, int src)
 {
 	if (src == LANE_HEAP) {
-		heap_pop(s);
+		s->heap_hole = 1;  /* removed by the next insert or heap_settle */
 		return;
 	}
 	struct lane *q = &s->lane[src];
@@ -471,6 +496,7 @@ static inline void ev_take(struct nk_sim *s, int src)
 static void ev_clear(struct nk_sim *s)
 {
 	s->heap_n = 0;
+	s->heap_hole = 0;
 	for (int l = 0; l < N_LANES; l++)
 		s->lane[l].n = 0;
 	s->rare_live = 0;
@@ -478,21 +504,28 @@ static void ev_clear(struct nk_sim *s)
 
 /* ---- packet pool ------------------------------------------------------------ */
 
-static uint32_t pkt_alloc(struct nk_sim *s)
+/* The pool doubled (out of line: pkt_alloc's common path stays small
+ * enough to inline); -1 if it cannot grow. */
+static __attribute__((noinline)) int pkt_grow(struct nk_sim *s)
 {
-	if (s->pk_free == NONE32) {
-		uint32_t oc = s->pk_cap, nc = oc ? oc * 2 : 4096;
-		if (nc > (1u << 27))
-			return NONE32;
-		struct pkt *p = realloc(s->pk, (size_t)nc * sizeof(*p));
-		if (!p)
-			return NONE32;
-		s->pk = p;
-		for (uint32_t i = oc; i < nc; i++)
-			p[i].next = i + 1 < nc ? i + 1 : NONE32;
-		s->pk_free = oc;
-		s->pk_cap = nc;
-	}
+	uint32_t oc = s->pk_cap, nc = oc ? oc * 2 : 4096;
+	if (nc > (1u << 27))
+		return -1;
+	struct pkt *p = realloc(s->pk, (size_t)nc * sizeof(*p));
+	if (!p)
+		return -1;
+	s->pk = p;
+	for (uint32_t i = oc; i < nc; i++)
+		p[i].next = i + 1 < nc ? i + 1 : NONE32;
+	s->pk_free = oc;
+	s->pk_cap = nc;
+	return 0;
+}
+
+static inline uint32_t pkt_alloc(struct nk_sim *s)
+{
+	if (s->pk_free == NONE32 && pkt_grow(s))
+		return NONE32;
 	uint32_t i = s->pk_free;
 	s->pk_free = s->pk[i].next;
 	struct pkt *p = &s->pk[i];
@@ -653,7 +686,8 @@ static inline uint64_t ser_ps(const struct nk_sim *s, uint32_t bytes)
 
 static uint16_t wire_len(const struct nk_sim *s, const struct nk_msg *m)
 {
-	int n = nk_wire_encoded_len(m);
+	int n = s->wire_size && m->proto == s->wire_proto ? s->wire_size(m)
+							  : nk_wire_encoded_len(m);
 	if (n < 0)
 		n = 64;
 	n += (int)s->cfg.frame_overhead;
@@ -664,8 +698,8 @@ static void deliver_client(struct nk_sim *s, uint32_t pi, uint64_t t);
 static uint64_t vown_get(const struct nk_sim *s, uint32_t keyhash, uint64_t ver);
 static void vown_put(struct nk_sim *s, uint32_t keyhash, uint64_t ver, uint64_t owner);
 static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in);
-static void deliver_switch(struct nk_sim *s, uint32_t pi, uint64_t arr);
-static void deliver_host(struct nk_sim *s, uint32_t pi, uint64_t arr);
+HOP_INLINE void deliver_switch(struct nk_sim *s, uint32_t pi, uint64_t arr);
+HOP_INLINE void deliver_host(struct nk_sim *s, uint32_t pi, uint64_t arr);
 
 /* Hand packet pi to its next stop at time `arr` (event `type`): one
  * function per type, as every caller's type is a constant */
@@ -726,7 +760,7 @@ static inline void link_send(struct nk_sim *s, uint32_t pi, uint64_t t, uint64_t
 /* Hand packet pi to its next stop at time `arr`: normally an event; but a
  * reply to a client with no timers, or a packet into an order-free pipeline,
  * has a fate fixed already, so it is processed now, stamped with `arr`. */
-static void deliver_switch(struct nk_sim *s, uint32_t pi, uint64_t arr)
+HOP_INLINE void deliver_switch(struct nk_sim *s, uint32_t pi, uint64_t arr)
 {
 	if (s->order_free ||
 	    (!s->in_order && s->pipe->order_free_pkt &&
@@ -744,7 +778,7 @@ static void deliver_switch(struct nk_sim *s, uint32_t pi, uint64_t arr)
 	ev_push(s, arr, EV_SWITCH_IN, pi, LANE_UP);
 }
 
-static void deliver_host(struct nk_sim *s, uint32_t pi, uint64_t arr)
+HOP_INLINE void deliver_host(struct nk_sim *s, uint32_t pi, uint64_t arr)
 {
 	if (s->fast_client && s->pk[pi].dst >= s->S && s->pk[pi].dst < s->S + s->M) {
 		if (arr <= s->end)
@@ -859,24 +893,34 @@ static void egress_view(struct nk_sim *s, uint32_t pi, uint32_t l, uint64_t t)
 	link_send(s, pi, t, &s->down_free[g], &s->down_bytes[g], EV_HOST_IN, s->fault_down[g]);
 }
 
+/* Out of switch port `port`, one of its node ports (< n_local): most
+ * packets leave a switch pass this way. */
+HOP_INLINE void egress_node(struct nk_sim *s, uint32_t pi, uint16_t port, uint64_t t)
+{
+	struct pkt *p = &s->pk[pi];
+	if (s->R) {
+		egress_view(s, pi, port, t);
+		return;
+	}
+	p->dst = port;  /* the port reaches exactly one node */
+	if (s->cap)
+		cap_frame(s, port, t, p);
+	p->wire_len = wire_len(s, &p->m);
+	link_send(s, pi, t, &s->down_free[port], &s->down_bytes[port], EV_HOST_IN,
+		  s->fault_down[port]);
+}
+
 static void egress(struct nk_sim *s, uint32_t pi, uint16_t port, uint64_t t)
 {
 	struct pkt *p = &s->pk[pi];
 	struct sw *w = &s->sw[p->sw];
+	if (port < w->n_local) {
+		egress_node(s, pi, port, t);
+		return;
+	}
 	if (s->cap && port == s->cpu_port)
 		cap_frame(s, port, t, p);
-	if (port < w->n_local) {
-		if (s->R) {
-			egress_view(s, pi, port, t);
-			return;
-		}
-		p->dst = port;  /* the port reaches exactly one node */
-		if (s->cap)
-			cap_frame(s, port, t, p);
-		p->wire_len = wire_len(s, &p->m);
-		link_send(s, pi, t, &s->down_free[port], &s->down_bytes[port], EV_HOST_IN,
-			  s->fault_down[port]);
-	} else if (port == w->recirc_port) {
+	if (port == w->recirc_port) {
 		uint64_t *f = &w->recirc_free;
 		uint64_t depart = t > *f ? t : *f;
 		if (s->recirc_ps_per_byte > 0)
@@ -1021,7 +1065,10 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 	}
 	switch (act.fwd) {
 	case NK_FWD_PORT:
-		egress(s, pi, act.port, t);
+		if (act.port < w->n_local)
+			egress_node(s, pi, act.port, t);
+		else
+			egress(s, pi, act.port, t);
 		break;
 	case NK_FWD_RECIRC:
 		egress(s, pi, (uint16_t)w->recirc_port, t);
@@ -1962,6 +2009,7 @@ int nk_sim_run_until(struct nk_sim *s, double t_ns)
 	for (;;) {
 		/* an arrival goes before a heap event at the same time */
 		const struct ev *top;
+		heap_settle(s);
 		int src = ev_next(s, &top);
 		if (src >= 0 && top->t < s->arr_t) {
 			struct ev e = *top;
@@ -1991,6 +2039,7 @@ int nk_sim_run_until(struct nk_sim *s, double t_ns)
 	s->events += n;
 	if (s->now < limit)
 		s->now = limit;
+	heap_settle(s);
 	const struct ev *rest;
 	if ((ev_next(s, &rest) < 0 && s->arr_t == UINT64_MAX) || s->now >= s->end) {
 		s->finished = 1;
@@ -2133,6 +2182,10 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 		FAIL("topology.server.service: %u unknown", cfg->service);
 	s->pipe = nk_pipeline_find(cfg->protocol);
 	s->host = nk_host_find(cfg->protocol);
+	if (s->host) {
+		s->wire_proto = s->host->proto;
+		s->wire_size = nk_wire_size_of(s->wire_proto);
+	}
 	if (!s->pipe || !s->host)
 		FAIL("protocol %s: no %s in the C library", cfg->protocol ? cfg->protocol : "(null)",
 		     !s->pipe ? "switch pipeline" : "host logic");
