@@ -14,7 +14,9 @@
 #ifndef NETKV_MSG_H
 #define NETKV_MSG_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "netkv/constants.h"
 
@@ -90,6 +92,19 @@ struct nk_msg {
 	 * answer reaches the request it is for. */
 	uint64_t cookie;
 };
+
+/* m zeroed, as memset(m, 0, sizeof *m) but in four pieces: GCC makes one
+ * 216 B memset a `rep stos` (27 iterations, counted by callgrind, and its
+ * start-up), a 64 B one four vector stores. Once a request. */
+typedef char nk_msg_zero_fits[sizeof(struct nk_msg) > 192 && sizeof(struct nk_msg) <= 256 ? 1 : -1];
+static inline void nk_msg_zero(struct nk_msg *m)
+{
+	unsigned char *b = (unsigned char *)m;
+	memset(b, 0, 64);
+	memset(b + 64, 0, 64);
+	memset(b + 128, 0, 64);
+	memset(b + 192, 0, sizeof(*m) - 192);
+}
 
 #ifdef __cplusplus
 }

@@ -232,12 +232,31 @@ static uint64_t ks_ver_after(int found, uint64_t stored)
 	return v > UINT32_MAX ? UINT32_MAX : v;
 }
 
+/* The kind of an op a server sends (wire.c's table): a constant where
+ * mk_msg is inlined, instead of nk_wire_kind's lookup (~20 instructions a
+ * reply). */
+static inline uint8_t ks_out_kind(uint8_t op)
+{
+	switch (op) {
+	case NK_KVSWITCH_OP_GET_REPLY:
+		return NK_KIND_READ_REPLY;
+	case NK_KVSWITCH_OP_SET_REPLY:
+	case NK_KVSWITCH_OP_DEL_REPLY:
+		return NK_KIND_WRITE_REPLY;
+	case NK_KVSWITCH_OP_UPDATE_ACK:
+	case NK_KVSWITCH_OP_REPL_PUSH:
+		return NK_KIND_CONTROL;
+	default:
+		return (uint8_t)nk_wire_kind(NK_PROTO_KVSWITCH, op);
+	}
+}
+
 static void mk_msg(const struct ks_server *s, const struct nk_msg *in, struct nk_msg *r,
 		   uint8_t op, uint8_t result)
 {
 	*r = *in;
 	r->op = op;
-	r->kind = (uint8_t)nk_wire_kind(NK_PROTO_KVSWITCH, op);
+	r->kind = ks_out_kind(op);
 	r->result = result;
 	r->server_id = (uint8_t)s->id;
 	r->value_len = 0;
@@ -493,7 +512,7 @@ static void ks_client_fini(void *st)
 static uint16_t ks_client_request(void *st, const struct nk_req_spec *sp, struct nk_msg *m)
 {
 	(void)st;
-	memset(m, 0, sizeof(*m));
+	nk_msg_zero(m);
 	m->proto = NK_PROTO_KVSWITCH;
 	int w = sp->kind == NK_KIND_WRITE;
 	m->op = w ? NK_KVSWITCH_OP_SET : NK_KVSWITCH_OP_GET;

@@ -106,7 +106,7 @@ static int nc_client_init(void *st, const struct nk_host_cfg *cfg)
 static uint16_t nc_client_request(void *st, const struct nk_req_spec *sp, struct nk_msg *m)
 {
 	(void)st;
-	memset(m, 0, sizeof(*m));
+	nk_msg_zero(m);
 	m->proto = NK_PROTO_NETCACHE;
 	int w = sp->kind == NK_KIND_WRITE;
 	m->op = w ? NK_NETCACHE_OP_WRITE : NK_NETCACHE_OP_READ;

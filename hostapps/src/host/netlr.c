@@ -224,7 +224,7 @@ static uint8_t nl_wire_key(const uint8_t *key, uint8_t key_len, uint8_t *out)
 static uint16_t nl_client_request(void *st, const struct nk_req_spec *sp, struct nk_msg *m)
 {
 	struct nl_client *c = st;
-	memset(m, 0, sizeof(*m));
+	nk_msg_zero(m);
 	m->proto = NK_PROTO_NETLR;
 	int w = sp->kind == NK_KIND_WRITE;
 	m->op = w ? NK_NETLR_OP_WRITE : NK_NETLR_OP_READ;

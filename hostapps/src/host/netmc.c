@@ -332,7 +332,7 @@ static uint16_t mc_client_request(void *st, const struct nk_req_spec *sp, struct
 {
 	const struct mc_client *c = st;
 	int w = sp->kind == NK_KIND_WRITE;
-	memset(m, 0, sizeof(*m));
+	nk_msg_zero(m);
 	m->proto = NK_PROTO_NETMC;
 	m->op = w ? NK_NETMC_OP_PUT : NK_NETMC_OP_GET;
 	m->kind = w ? NK_KIND_WRITE : NK_KIND_READ;
@@ -361,7 +361,7 @@ static void mc_mget(struct nk_host_out *o, uint32_t req_id, const uint8_t *items
 		    const uint8_t *srv_of, unsigned n, unsigned w, uint64_t send_ns)
 {
 	struct nk_msg *m = &o->msg;
-	memset(m, 0, sizeof(*m));
+	nk_msg_zero(m);
 	m->proto = NK_PROTO_NETMC;
 	m->op = NK_NETMC_OP_MGET;
 	m->kind = NK_KIND_MULTIGET;

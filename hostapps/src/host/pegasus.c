@@ -670,7 +670,7 @@ static void peg_client_fini(void *st)
 static uint16_t peg_client_request(void *st, const struct nk_req_spec *sp, struct nk_msg *m)
 {
 	(void)st;
-	memset(m, 0, sizeof(*m));
+	nk_msg_zero(m);
 	m->proto = NK_PROTO_PEGASUS;
 	int w = sp->kind == NK_KIND_WRITE;
 	m->op = w ? NK_PEGASUS_OP_WRITE : NK_PEGASUS_OP_READ;

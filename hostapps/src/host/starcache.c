@@ -439,7 +439,7 @@ static uint16_t sc_client_request(void *st, const struct nk_req_spec *sp, struct
 	p->key_len = sp->key_len < NK_MAX_KEY_LEN ? sp->key_len : NK_MAX_KEY_LEN;
 	memcpy(p->key, sp->key, p->key_len);
 
-	memset(m, 0, sizeof(*m));
+	nk_msg_zero(m);
 	m->proto = NK_PROTO_STARCACHE;
 	m->op = w ? NK_STARCACHE_OP_W_REQ
 		  : correct ? NK_STARCACHE_OP_CRN_REQ : NK_STARCACHE_OP_R_REQ;
