@@ -264,6 +264,19 @@ static void test_limits(void)
 
 /* ---- hosts ------------------------------------------------------------------ */
 
+/* H->server_handle, and every message it sends carries the kind wire.c's
+ * table gives its op: the simulator takes the host logic's kind as it is
+ * (kvswitch.c's ks_out_kind spells the common ones out), netkv-switch and
+ * kvserver the decoder's, from the table. */
+static int serve(void *st, struct nk_store *store, const struct nk_msg *in, uint16_t src,
+		 struct nk_host_out *out, int max_out)
+{
+	int n = H->server_handle(st, store, in, src, out, max_out);
+	for (int i = 0; i < n; i++)
+		EXPECT_EQ(out[i].msg.kind, (uint8_t)nk_wire_kind(NK_PROTO_KVSWITCH, out[i].msg.op));
+	return n;
+}
+
 struct host {
 	void *st;
 	struct tstore store;
@@ -305,7 +318,7 @@ static void test_server_agent(int strict)
 	/* a cold write at the owner: self-versioned, replied */
 	struct nk_msg w = mk(NK_KVSWITCH_OP_SET, 4, 1);
 	w.value_len = 10;
-	EXPECT_EQ(H->server_handle(own.st, &own.ns, &w, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(serve(own.st, &own.ns, &w, CL, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_SET_REPLY);
 	EXPECT_EQ(stored_ver(&own, 4), 1);
 	/* REPL_CMD: install version V0, push to servers 2 and 3 (payload) */
@@ -314,7 +327,7 @@ static void test_server_agent(int strict)
 	cmd.value = payload;
 	cmd.value_len = 3;
 	cmd.ver = 1u << 20;
-	int n = H->server_handle(own.st, &own.ns, &cmd, NK_NODE_NONE, out, NK_HOST_MAX_OUT);
+	int n = serve(own.st, &own.ns, &cmd, NK_NODE_NONE, out, NK_HOST_MAX_OUT);
 	EXPECT_EQ(n, 2);
 	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_REPL_PUSH);
 	EXPECT_EQ(out[0].dst, 2);
@@ -327,19 +340,19 @@ static void test_server_agent(int strict)
 	cmd2.bitmap = 0x9;   /* servers 0 (itself: skipped) and 3 */
 	cmd2.value_len = 3;
 	cmd2.ver = 1u << 20;
-	n = H->server_handle(own.st, &own.ns, &cmd2, NK_NODE_NONE, out, NK_HOST_MAX_OUT);
+	n = serve(own.st, &own.ns, &cmd2, NK_NODE_NONE, out, NK_HOST_MAX_OUT);
 	EXPECT_EQ(n, 1);
 	EXPECT_EQ(out[0].dst, 3);
 	/* the push at the replica: stored, confirmed with its version */
 	struct nk_msg push = out[0].msg;
-	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &push, 0, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(serve(rep.st, &rep.ns, &push, 0, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_UPDATE_ACK);
 	EXPECT_EQ(out[0].msg.ver, 1u << 20);
 	EXPECT_EQ(stored_ver(&rep, 4), 1u << 20);
 	/* a hot write (stamped): the owner replies, the replica confirms */
 	struct nk_msg hw = mk(NK_KVSWITCH_OP_SET, 4, 7);
 	hw.ver = (1u << 20) + 2;
-	EXPECT_EQ(H->server_handle(own.st, &own.ns, &hw, CL, out, NK_HOST_MAX_OUT), strict ? 2 : 1);
+	EXPECT_EQ(serve(own.st, &own.ns, &hw, CL, out, NK_HOST_MAX_OUT), strict ? 2 : 1);
 	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_SET_REPLY);
 	EXPECT_EQ(out[0].msg.req_id, 7);
 	if (strict) {   /* the owner confirms too: replicas are read only then */
@@ -347,36 +360,36 @@ static void test_server_agent(int strict)
 		EXPECT_EQ(out[1].msg.ver, (1u << 20) + 2);
 	}
 	EXPECT_EQ(stored_ver(&own, 4), (1u << 20) + 2);
-	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &hw, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(serve(rep.st, &rep.ns, &hw, CL, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_UPDATE_ACK);
 	EXPECT_EQ(out[0].msg.ver, (1u << 20) + 2);
 	/* an older copy arrives late (reordered): strict keeps the newer one */
 	struct nk_msg old = mk(NK_KVSWITCH_OP_SET, 4, 6);
 	old.ver = (1u << 20) + 1;
-	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &old, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(serve(rep.st, &rep.ns, &old, CL, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(stored_ver(&rep, 4), strict ? (1u << 20) + 2 : (1u << 20) + 1);
 	EXPECT_EQ(out[0].msg.ver, strict ? (1u << 20) + 2 : (1u << 20) + 1);
-	EXPECT_EQ(H->server_handle(own.st, &own.ns, &old, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(serve(own.st, &own.ns, &old, CL, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_SET_REPLY);
 	EXPECT_EQ(out[0].msg.result, strict ? NK_KVSWITCH_RESULT_ERROR : NK_RESULT_OK);
 	EXPECT_EQ(stored_ver(&own, 4), strict ? (1u << 20) + 2 : (1u << 20) + 1);
 	/* a redirected read at the replica: its stored version */
 	struct nk_msg g = mk(NK_KVSWITCH_OP_GET, 4, 8);
-	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &g, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(serve(rep.st, &rep.ns, &g, CL, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_GET_REPLY);
 	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
 	EXPECT_EQ(out[0].msg.ver, stored_ver(&rep, 4));
 	/* a hot delete: a tombstone at the replica, read as NOT_FOUND */
 	struct nk_msg del = mk(NK_KVSWITCH_OP_DEL, 4, 9);
 	del.ver = (1u << 20) + 3;
-	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &del, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(serve(rep.st, &rep.ns, &del, CL, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_UPDATE_ACK);
-	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &g, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(serve(rep.st, &rep.ns, &g, CL, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(out[0].msg.result, NK_RESULT_NOT_FOUND);
 	/* evicted: the replica role is gone (a later stamped copy is a replica
 	 * update again, the owner's role is kept) */
 	struct nk_msg ev = mk(NK_KVSWITCH_OP_REPL_EVICT, 4, 0);
-	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &ev, NK_NODE_NONE, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(serve(rep.st, &rep.ns, &ev, NK_NODE_NONE, out, NK_HOST_MAX_OUT), 0);
 	char line[128];
 	char *argv[1] = { "roles" };
 	EXPECT_EQ(H->server_ctl(rep.st, &rep.ns, 1, argv, line, sizeof line), (int)strlen(line));
@@ -390,7 +403,7 @@ static void test_server_agent(int strict)
 	EXPECT(!strcmp(line, "ok"));
 	struct nk_msg hw2 = mk(NK_KVSWITCH_OP_SET, 0xab, 11);
 	hw2.ver = 5u << 20;
-	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &hw2, CL, out, NK_HOST_MAX_OUT), strict ? 2 : 1);
+	EXPECT_EQ(serve(rep.st, &rep.ns, &hw2, CL, out, NK_HOST_MAX_OUT), strict ? 2 : 1);
 	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_SET_REPLY);
 	own_args[1] = "00zz";
 	EXPECT(H->server_ctl(rep.st, &rep.ns, 2, own_args, line, sizeof line) > 0);
@@ -415,68 +428,68 @@ static void test_strict_rules(void)
 	struct nk_msg w = mk(NK_KVSWITCH_OP_SET, 5, 100);
 	w.ver = 3u << 16;
 	w.result = 1 + 1;
-	EXPECT_EQ(H->server_handle(own.st, &own.ns, &w, CL, out, NK_HOST_MAX_OUT), 2);
+	EXPECT_EQ(serve(own.st, &own.ns, &w, CL, out, NK_HOST_MAX_OUT), 2);
 	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_SET_REPLY);
 	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
 	EXPECT_EQ(out[1].msg.op, NK_KVSWITCH_OP_UPDATE_ACK);
-	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &w, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(serve(rep.st, &rep.ns, &w, CL, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_UPDATE_ACK);
 	/* the same write resent (its reply was lost), stamped anew after a
 	 * newer write: answered from the table, not applied, not confirmed */
 	struct nk_msg w2 = mk(NK_KVSWITCH_OP_SET, 5, 101);
 	w2.ver = (3u << 16) + 1;
 	w2.result = 2;
-	EXPECT_EQ(H->server_handle(own.st, &own.ns, &w2, CL, out, NK_HOST_MAX_OUT), 2);
+	EXPECT_EQ(serve(own.st, &own.ns, &w2, CL, out, NK_HOST_MAX_OUT), 2);
 	w.ver = (3u << 16) + 2;
-	EXPECT_EQ(H->server_handle(own.st, &own.ns, &w, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(serve(own.st, &own.ns, &w, CL, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
 	EXPECT_EQ(stored_ver(&own, 5), (3u << 16) + 1);
 	/* too old to tell (its table slot was reused): dropped */
 	for (uint32_t i = 0; i < 4; i++) {
 		struct nk_msg c = mk(NK_KVSWITCH_OP_SET, 6, 200 + i);
-		EXPECT_EQ(H->server_handle(own.st, &own.ns, &c, CL, out, NK_HOST_MAX_OUT), 1);
+		EXPECT_EQ(serve(own.st, &own.ns, &c, CL, out, NK_HOST_MAX_OUT), 1);
 	}
 	struct nk_msg stale = mk(NK_KVSWITCH_OP_SET, 6, 100);
-	EXPECT_EQ(H->server_handle(own.st, &own.ns, &stale, CL, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(serve(own.st, &own.ns, &stale, CL, out, NK_HOST_MAX_OUT), 0);
 	/* a cold write of a key the owner knows hot (it passed the switch
 	 * before the install): ERROR, the resend is stamped */
 	struct nk_msg cw = mk(NK_KVSWITCH_OP_SET, 5, 300);
-	EXPECT_EQ(H->server_handle(own.st, &own.ns, &cw, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(serve(own.st, &own.ns, &cw, CL, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(out[0].msg.result, NK_KVSWITCH_RESULT_ERROR);
 	EXPECT_EQ(stored_ver(&own, 5), (3u << 16) + 1);
 	/* an eviction older than the last hot news changes nothing ... */
 	struct nk_msg ev = mk(NK_KVSWITCH_OP_REPL_EVICT, 5, 0);
 	ev.ver = 2u << 16;
-	EXPECT_EQ(H->server_handle(own.st, &own.ns, &ev, NK_NODE_NONE, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(serve(own.st, &own.ns, &ev, NK_NODE_NONE, out, NK_HOST_MAX_OUT), 0);
 	cw.req_id = 301;
-	EXPECT_EQ(H->server_handle(own.st, &own.ns, &cw, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(serve(own.st, &own.ns, &cw, CL, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(out[0].msg.result, NK_KVSWITCH_RESULT_ERROR);
 	/* ... the current one makes the key cold and raises the version to
 	 * the eviction's: cold writes are versioned above every hot write */
 	ev.ver = 4u << 16;
-	EXPECT_EQ(H->server_handle(own.st, &own.ns, &ev, NK_NODE_NONE, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(serve(own.st, &own.ns, &ev, NK_NODE_NONE, out, NK_HOST_MAX_OUT), 0);
 	EXPECT_EQ(stored_ver(&own, 5), 4u << 16);
 	cw.req_id = 302;
-	EXPECT_EQ(H->server_handle(own.st, &own.ns, &cw, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(serve(own.st, &own.ns, &cw, CL, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
 	EXPECT_EQ(stored_ver(&own, 5), (4u << 16) + 1);
 	/* a late REPL_CMD of the evicted install does not make it hot again */
 	struct nk_msg cmd = mk(NK_KVSWITCH_OP_REPL_CMD, 5, 0);
 	cmd.ver = 3u << 16;
-	H->server_handle(own.st, &own.ns, &cmd, NK_NODE_NONE, out, NK_HOST_MAX_OUT);
+	serve(own.st, &own.ns, &cmd, NK_NODE_NONE, out, NK_HOST_MAX_OUT);
 	cw.req_id = 303;
-	EXPECT_EQ(H->server_handle(own.st, &own.ns, &cw, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(serve(own.st, &own.ns, &cw, CL, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
 	/* a redirected read stamped with the validated version: answered while
 	 * the replica holds no newer write, ERROR once it does */
 	struct nk_msg g = mk(NK_KVSWITCH_OP_GET, 5, 400);
 	g.ver = 3u << 16;
-	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &g, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(serve(rep.st, &rep.ns, &g, CL, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
 	w2.result = 2;
-	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &w2, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(serve(rep.st, &rep.ns, &w2, CL, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_UPDATE_ACK);
-	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &g, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(serve(rep.st, &rep.ns, &g, CL, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(out[0].msg.result, NK_KVSWITCH_RESULT_ERROR);
 	host_free(&own);
 	host_free(&rep);
@@ -484,9 +497,9 @@ static void test_strict_rules(void)
 	host_init(&own, 1, "hot_keys=8");
 	w.result = 2;
 	w.ver = 7u << 16;
-	H->server_handle(own.st, &own.ns, &w, CL, out, NK_HOST_MAX_OUT);
+	serve(own.st, &own.ns, &w, CL, out, NK_HOST_MAX_OUT);
 	w.ver = (7u << 16) + 5;
-	EXPECT_EQ(H->server_handle(own.st, &own.ns, &w, CL, out, NK_HOST_MAX_OUT), 2);
+	EXPECT_EQ(serve(own.st, &own.ns, &w, CL, out, NK_HOST_MAX_OUT), 2);
 	EXPECT_EQ(stored_ver(&own, 5), (7u << 16) + 5);
 	host_free(&own);
 }
@@ -512,14 +525,14 @@ static void test_stale_read(int strict)
 	/* W1: both copies applied; the replica's ACK is delayed */
 	struct nk_msg w1 = mk(NK_KVSWITCH_OP_SET, 4, 1);
 	EXPECT_EQ(sw(st, &w1, CL, 0, &d).fwd, NK_FWD_MCAST);
-	EXPECT(H->server_handle(own.st, &own.ns, &w1, CL, out, NK_HOST_MAX_OUT) >= 1);
-	EXPECT_EQ(H->server_handle(rep.st, &rep.ns, &w1, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT(serve(own.st, &own.ns, &w1, CL, out, NK_HOST_MAX_OUT) >= 1);
+	EXPECT_EQ(serve(rep.st, &rep.ns, &w1, CL, out, NK_HOST_MAX_OUT), 1);
 	struct nk_msg ack1 = out[0].msg;
 	/* W2: the owner applies it and the client has its reply; the replica's
 	 * copy is still in flight */
 	struct nk_msg w2 = mk(NK_KVSWITCH_OP_SET, 4, 2);
 	sw(st, &w2, CL, 0, &d);
-	int n = H->server_handle(own.st, &own.ns, &w2, CL, out, NK_HOST_MAX_OUT);
+	int n = serve(own.st, &own.ns, &w2, CL, out, NK_HOST_MAX_OUT);
 	EXPECT_EQ(out[0].msg.op, NK_KVSWITCH_OP_SET_REPLY);
 	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
 	if (n == 2)
@@ -531,7 +544,7 @@ static void test_stale_read(int strict)
 	struct nk_msg g = mk(NK_KVSWITCH_OP_GET, 4, 3);
 	sw(st, &g, CL, 0, &d);
 	struct host *at = d == 2 ? &rep : &own;
-	EXPECT_EQ(H->server_handle(at->st, &at->ns, &g, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(serve(at->st, &at->ns, &g, CL, out, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
 	if (strict) {
 		EXPECT_EQ(d, 0);
