@@ -139,8 +139,7 @@ def launch(overrides: list[str], multirun: bool, pooled: bool) -> int:
 
     import hydra
 
-    from netkv.interrupts import workers_start_deaf
-    from netkv.mininet.cleanup import workers_racks_removed
+    from netkv.interrupts import joblib_workers
     from netkv.runner import run_job
 
     main = hydra.main(config_path=str(conf_dir()), config_name="config", version_base=None)(
@@ -151,8 +150,7 @@ def launch(overrides: list[str], multirun: bool, pooled: bool) -> int:
     try:
         # Ctrl-C: the jobs hear it (runner.run_job), starting workers don't;
         # what joblib's killed workers left of their racks goes after
-        with workers_racks_removed() if pooled else nullcontext(), \
-                workers_start_deaf() if pooled else nullcontext():
+        with joblib_workers() if pooled else nullcontext():
             main()
     finally:
         sys.argv = saved

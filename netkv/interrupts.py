@@ -68,6 +68,17 @@ def workers_start_deaf() -> Iterator[None]:
 
 
 @contextmanager
+def joblib_workers() -> Iterator[None]:
+    """Around every joblib pool (a sweep, a figure's runs): its workers
+    start deaf to Ctrl-C, and what joblib's killed workers left of their
+    Mininet racks goes on the way out (netkv.mininet.cleanup)."""
+    from netkv.mininet.cleanup import workers_racks_removed
+
+    with workers_racks_removed(), workers_start_deaf():
+        yield
+
+
+@contextmanager
 def interruptible() -> Iterator[None]:
     """A job: SIGINT unblocked while it runs (and in the processes it
     starts: tcpdump, a rack's nodes), the previous mask back after. A

@@ -114,3 +114,34 @@ def test_workers_start_deaf_and_a_job_hears() -> None:
             for _ in range(100):   # the listener thread takes it when scheduled
                 time.sleep(0.05)
     assert not blocked_in_child()
+
+
+def _fails(_: int) -> None:
+    raise ValueError("a run's error")
+
+
+def test_every_joblib_pool_removes_what_killed_workers_left(monkeypatch: pytest.MonkeyPatch,
+                                                           tmp_path: Path) -> None:
+    """A figure's runs (reproduce.run_all), a sweep's jobs and Pool.map share
+    one section (interrupts.joblib_workers): when the pool stops (here a
+    run's error; Ctrl-C alike) the command removes its killed workers' racks.
+    run_all had only the Ctrl-C part, so `reproduce --jobs 2` on Mininet left
+    them."""
+    import io
+
+    from rich.console import Console
+
+    from netkv.experiments.pool import Pool
+    from netkv.experiments.reproduce import run_all
+    from netkv.mininet import cleanup
+
+    swept: list[bool] = []
+    monkeypatch.setattr(cleanup, "clean_children",
+                        lambda wait_s=5.0: swept.append(True) or ([], []))
+    calls = [(1,), (2,)]
+    for run in (lambda: run_all(_fails, calls, ["a", "b"], Pool(2), Console(file=io.StringIO()),
+                                tmp_path),
+                lambda: Pool(2).map(_fails, calls, tmp_path)):
+        with pytest.raises(ValueError, match="a run's error"):
+            run()
+    assert swept == [True, True]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from netkv.config.compose import ConfigError
-from netkv.interrupts import call_interruptible, workers_start_deaf
+from netkv.interrupts import call_interruptible, joblib_workers
 
 LAUNCHERS = ("joblib", "submitit_local", "submitit_slurm")
 
@@ -56,11 +56,9 @@ class Pool:
             if self.jobs > 1 and len(calls) > 1:
                 from joblib import Parallel, delayed
 
-                from netkv.mininet.cleanup import workers_racks_removed
-
                 # Ctrl-C: the calls hear it, starting workers don't; what
                 # joblib's killed workers left of their racks goes after
-                with workers_racks_removed(), workers_start_deaf():
+                with joblib_workers():
                     return list(Parallel(n_jobs=self.jobs, backend="loky")(
                         delayed(call_interruptible)(fn, *c) for c in calls))
             return [fn(*c) for c in calls]

@@ -30,7 +30,7 @@ from netkv.experiments.checks import (CheckResult, differs_text, evaluate, print
 from netkv.experiments.spec import AT_SAT, LOAD_X, Experiment, at_sat, shown
 from netkv.results.atomic import write_parquet, write_text
 from netkv.experiments.saturation import saturation_rps
-from netkv.interrupts import call_interruptible, workers_start_deaf
+from netkv.interrupts import call_interruptible, joblib_workers
 from netkv.results.columns import knob_columns
 from netkv.runner import check_supported
 
@@ -236,7 +236,9 @@ def run_all(fn: Callable[..., Any], calls: list[tuple[Any, ...]], labels: list[s
         if jobs > 1 and len(calls) > 1:
             from joblib import Parallel, delayed
 
-            with workers_start_deaf():  # Ctrl-C: the runs hear it, starting workers don't
+            # Ctrl-C: the runs hear it, starting workers don't; what joblib's
+            # killed workers left of their racks goes after
+            with joblib_workers():
                 stream = Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")(
                     delayed(_indexed)(fn, i, c) for i, c in enumerate(calls))
                 for done, (i, result) in enumerate(stream, 1):
