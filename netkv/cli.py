@@ -187,6 +187,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         overrides = claim_out(overrides, args.multirun)  # the run directory, before Hydra
     except (ConfigError, RunDirConflict) as exc:
         return _fail(str(exc))
+    except KeyboardInterrupt:
+        # a sweep's overrides take a second or more to check: no folder yet
+        print("netkv: interrupted while checking the overrides: nothing was measured",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
     try:
         return launch(overrides, args.multirun, pooled)
     except (ConfigError, RunDirConflict) as exc:

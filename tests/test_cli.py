@@ -95,6 +95,22 @@ def test_an_interrupted_sweep_is_one_line_naming_the_sweep_folder(given_out, tmp
                         f"(run the sweep again with out={sweep} to resume)"), lines[0]
 
 
+def test_ctrl_c_while_a_sweep_is_checked_says_nothing_was_measured(monkeypatch, tmp_path,
+                                                                   capsys):
+    """Ctrl-C in `run -m`'s first second, while every job's overrides are
+    checked (before any folder exists), printed the generic `netkv: run:
+    interrupted`; a run or sweep says what it kept, here nothing."""
+    def interrupted(overrides, multirun):  # noqa: ANN001, ANN202
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("netkv.cli.validate_all", interrupted)
+    monkeypatch.chdir(tmp_path)
+    assert main(TINY_SWEEP) == 130
+    assert capsys.readouterr().err == (
+        "netkv: interrupted while checking the overrides: nothing was measured\n")
+    assert not (tmp_path / "runs").exists()
+
+
 def test_clean_refuses_an_unknown_inventory_before_cleaning(monkeypatch, capsys):
     """`clean --inventory nope` killed and removed what crashed Mininet runs
     and session racks left, then refused the name: bad input is refused
