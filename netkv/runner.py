@@ -434,14 +434,14 @@ def print_summary(cfg: RunConfig, outcome: SearchOutcome, path: Path, console: C
         table.add_column(column, justify="right")
     found = outcome.best_repeat()
     best = found[0] if found is not None else None
+    at_max: PointResult | None = None
     if found is not None:
-        res = found[0].repeats[found[1]] if found[0].repeats else found[0].result
-        requests = res.server_requests
+        at_max = found[0].repeats[found[1]] if found[0].repeats else found[0].result
         # "-": no server served a request (the switch answered all): NaN
-        over_mean = balance_columns(requests)["max_over_mean"]
+        over_mean = balance_columns(at_max.server_requests)["max_over_mean"]
         spread = "-" if math.isnan(over_mean) else f"{over_mean:.2f}"
-        cells = [human_rate(res.achieved_rps), f"{res.latency_ns['p50'] / 1e3:.1f}",
-                 f"{res.latency_ns['p99'] / 1e3:.1f}", spread]
+        cells = [human_rate(at_max.achieved_rps), f"{at_max.latency_ns['p50'] / 1e3:.1f}",
+                 f"{at_max.latency_ns['p99'] / 1e3:.1f}", spread]
     else:
         cells = ["none met", "-", "-", "-"]
     variant = protocol_plugin(cfg.protocol.name).variant(cfg)
@@ -493,8 +493,9 @@ def print_summary(cfg: RunConfig, outcome: SearchOutcome, path: Path, console: C
                           f"{sum(load.passed)} of {len(load.passed)} met the SLO; tolerance "
                           f"{100 * cfg.slo.repeat_tolerance:.0f}%)"
                           f"{noise.steal_note(load.repeats)}[/yellow]")
-    if found is not None:
-        requests = res.server_requests
+    if at_max is not None:
+        # the best point's, not the unloaded point's (a warning above names it)
+        requests = at_max.server_requests
         total = max(int(requests.sum()), 1)
         shares = " ".join(f"{100 * r / total:.1f}" for r in requests)
         console.print(f"per-server load at max (% of requests, server 0..{len(requests) - 1}): "

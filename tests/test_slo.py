@@ -166,6 +166,40 @@ def test_summary_warns_when_the_unloaded_point_misses_the_slo():
     assert "warning" not in summary(mm1_point)
 
 
+def test_summary_prints_the_load_of_the_point_at_max():
+    """The per-server shares under the table are the best point's: with an
+    unloaded point that missed the SLO (all on server 0) and a best point
+    spread evenly, the line said "100.0 0.0 0.0 0.0" (a name reused by the
+    warning above it)."""
+    from io import StringIO
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from netkv.config.compose import load
+    from netkv.runner import print_summary
+
+    def measure(rate: float, phase: str) -> PointResult:
+        res = mm1_point(rate, phase)
+        if phase == "unloaded":
+            lat = mm1_latencies(rate)
+            lat[-SAMPLES // 50:] = 5e5   # misses the 100 us bound
+            res = point(rate, lat)
+            res.server_requests = np.array([SAMPLES, 0, 0, 0])
+        else:
+            res.server_requests = np.full(4, SAMPLES // 4)
+        return res
+
+    buf = StringIO()
+    out = search_throughput(measure, MU, slo(kind="fixed", p99_us=100.0))
+    assert out.best is not out.unloaded
+    print_summary(load(["protocol=hash", "servers=4"]), out, Path("runs/x"),
+                  Console(file=buf, width=200))
+    text = buf.getvalue()
+    assert "already misses the SLO" in text
+    assert "server 0..3): 25.0 25.0 25.0 25.0" in text, text
+
+
 def test_summary_warns_when_the_reference_misses_its_own_bound():
     """The SLO reference's unloaded tail above factor x its own median (the
     bound): on such a machine the bound is the noise floor. Said once, with
