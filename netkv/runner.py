@@ -200,7 +200,11 @@ def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console,
         def measure_one(i: int, offered_rps: float, phase: str) -> PointResult:
             seed = point_seed(cfg.seed, offered_rps, i)
             key = point_key(offered_rps, seed)
-            order.append(key)
+            if key not in key_of.values():
+                # one row a measurement: the search may probe the unloaded
+                # point's load again (slo.unloaded_fraction=0.25 is its first
+                # probe), which then reuses it
+                order.append(key)
             key_of[(i, offered_rps)] = key
             cached = run_dir.load_point(key)
             if cached is not None:

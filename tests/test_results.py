@@ -160,3 +160,24 @@ def test_config_differences_of_a_hand_edited_date() -> None:
     from netkv.results.rundir import config_differences
 
     assert config_differences("note: 2026-01-01\n", "note: x\n") == 'note: "2026-01-01" -> "x"'
+
+
+def test_a_probe_at_the_unloaded_load_is_one_row(tmp_path):
+    """slo.unloaded_fraction=0.25: the search's first probe (a quarter of
+    the capacity hint) is the unloaded point's load and seed, so it reuses
+    that measurement; its key was listed twice, and every table held the
+    point twice (points, servers, histograms: counts and sums doubled)."""
+    import polars as pl
+
+    from netkv.cli import main
+
+    out = tmp_path / "r"
+    assert main(["run", "servers=4", "keys=20000", "duration=0.02", "slo.max_points=4",
+                 "slo.unloaded_fraction=0.25", f"out={out}"]) == 0
+    points = pl.read_parquet(out / "points.parquet")
+    assert points["point"].is_unique().all(), points.select("point", "phase")
+    unloaded = points.filter(pl.col("phase") == "unloaded")
+    assert len(unloaded) == 1
+    for table in ("servers", "histograms"):
+        frame = pl.read_parquet(out / f"{table}.parquet")
+        assert frame.filter(pl.col("point") == unloaded["point"][0]).is_duplicated().sum() == 0
