@@ -113,3 +113,31 @@ def test_mininet_windows_pool_every_clients_latencies_as_the_simulator_does():
         exact = float(np.percentile(pooled, 99, method="higher"))
         assert merged["p99_ns"][w] == pytest.approx(exact, rel=2.0 ** -5)
     assert merged["p99_ns"][0] < 200_000   # 3 slow of 2003: not the rack's p99
+
+
+def test_a_window_that_lost_requests_counts_them_as_infinitely_slow():
+    """A server crashed at 20 ms, no resends: each later window loses about
+    a quarter of what it issues. Its p99 was taken over the completions
+    alone (39-55 us, under a 100 us SLO), so a timeline check passed an
+    outage; the point's own p99 was inf (docs/results.md, Quantiles)."""
+    res, _ = sim_point("topology.timeline_ms=5", "topology.retries=0",
+                       "topology.timeout_us=500", "alpha=0",
+                       "target.faults.crashes=[{server: 3, at_s: 0.02}]")
+    t = res.timeline
+    # (a window just before the crash loses the few requests in flight to it)
+    before, after = t["t_s"] < 0.015, (t["t_s"] >= 0.02) & (t["t_s"] < 0.045)
+    share = t["lost"] / np.maximum(t["issued"], 1)
+    assert (share[after] > 0.1).all() and (share[before] == 0).all(), t
+    assert np.isinf(t["p99_ns"][after]).all(), t["p99_ns"]
+    assert np.isfinite(t["p99_ns"][before]).all() and (t["p99_ns"][before] > 0).all()
+    assert np.isinf(res.latency_ns["p99"])
+
+
+def test_mininet_windows_count_lost_requests_as_the_simulator_does():
+    from netkv.targets.mininet import merge_timelines
+
+    rng = np.random.default_rng(2)
+    lat = [rng.exponential(20_000, 1000), rng.exponential(20_000, 1000)]
+    merged = merge_timelines([client_json(lat, [30, 5])])   # 2.9% and 0.5% lost
+    assert np.isinf(merged["p99_ns"][0]) and np.isfinite(merged["p99_ns"][1])
+    assert np.isfinite(merged["p50_ns"]).all()

@@ -78,15 +78,18 @@ def merge_timelines(results: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     def total(key: str) -> np.ndarray:
         return np.sum([np.asarray(t[key][:n], dtype=np.int64) for t in lines], axis=0)
 
+    lost = total("lost")
     p50, p99 = np.zeros(n), np.zeros(n)
     for w in range(n):
         lower, counts = merge_hists([t["hist"][w] for t in lines])
-        p50[w], p99[w] = quantiles(lower, counts, (0.5, 0.99), sub_bits=sub_bits)
+        # lost requests count as infinitely slow, as in the simulator's windows
+        p50[w], p99[w] = quantiles(lower, counts, (0.5, 0.99), lost=int(lost[w]),
+                                   sub_bits=sub_bits)
     return {
         "t_s": np.arange(n, dtype=np.float64) * window,
         "issued": total("issued"),
         "completed": total("completed"),
-        "lost": total("lost"),
+        "lost": lost,
         "p50_ns": p50,
         "p99_ns": p99,
     }

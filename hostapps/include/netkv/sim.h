@@ -239,10 +239,11 @@ void nk_sim_server_counts(const struct nk_sim *sim, uint64_t *out);
 uint32_t nk_sim_link_bytes(const struct nk_sim *sim, uint64_t *up, uint64_t *down, uint32_t n);
 /* Timeline, per window of window_s (docs/results.md "timeline.parquet"):
  * issued = requests whose intended send time is in the window; completed =
- * completions in the window, p50/p99 = the quantiles of their latencies
- * (nk_hist_quantile; 0 if none); lost = requests issued in the window that
- * never completed (timed out, or still open at the end). Returns the number
- * of windows. */
+ * completions in the window; lost = requests issued in the window that
+ * never completed (timed out, or still open at the end); p50/p99 = the
+ * quantiles of the completions' latencies with the lost counted as
+ * infinitely slow (nk_hist_quantile_lost: inf when the quantile falls among
+ * them; 0 if the window has neither). Returns the number of windows. */
 uint32_t nk_sim_timeline(const struct nk_sim *sim, uint64_t *issued, uint64_t *completed,
 			 uint64_t *lost, double *p50_ns, double *p99_ns, uint32_t n);
 

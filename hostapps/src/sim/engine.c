@@ -2572,12 +2572,15 @@ uint32_t nk_sim_timeline(const struct nk_sim *s, uint64_t *issued, uint64_t *com
 			issued[w] = s->w_issued[w];
 		if (completed)
 			completed[w] = s->w_completed[w];
+		/* the window's lost requests count as infinitely slow, as a
+		 * point's do: an outage's windows are over any SLO */
+		uint64_t gone = s->w_issued[w] - s->w_done[w];
 		if (lost)
-			lost[w] = s->w_issued[w] - s->w_done[w];
+			lost[w] = gone;
 		if (p50_ns)
-			p50_ns[w] = nk_hist_quantile(&s->whist[w], 0.50);
+			p50_ns[w] = nk_hist_quantile_lost(&s->whist[w], 0.50, gone);
 		if (p99_ns)
-			p99_ns[w] = nk_hist_quantile(&s->whist[w], 0.99);
+			p99_ns[w] = nk_hist_quantile_lost(&s->whist[w], 0.99, gone);
 	}
 	return s->n_windows;
 }
