@@ -169,7 +169,13 @@ def run_provenance(cfg: RunConfig, argv: list[str], console: Console) -> dict[st
     prov = provenance.collect(
         seed=cfg.seed, target=cfg.target.name, protocol=cfg.protocol.name, argv=argv
     )
-    caveats = protocol_plugin(cfg.protocol.name).caveats(cfg)
+    plugin = protocol_plugin(cfg.protocol.name)
+    # the knobs as the switch and hosts get them, auto ones resolved
+    # (Pegasus' protocol.amo: null in config.yaml, amo=1 here with resends)
+    params = plugin.pipeline_params(cfg)
+    if params:
+        prov["protocol_params"] = params
+    caveats = plugin.caveats(cfg)
     if caveats:
         prov["caveats"] = caveats
         for line in caveats:
@@ -219,6 +225,7 @@ def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console,
             return result
 
         announced: list[bool] = []
+        used: list[dict[str, float | int]] = []
 
         def bound_of(i: int) -> float | None:
             """Search i's bound, from a reference measured just before it;
@@ -226,6 +233,8 @@ def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console,
             ref_ns = reference_bound_ns(cfg, run_dir, order, console, i, refs)
             resolved = retries.resolve(cfg, retries.known_slo_ns(cfg, ref_ns)).topology
             target.set_client_retries(resolved.timeout_us or 0.0, resolved.retries or 0)
+            used.append(client_retries_used(resolved))
+            run_dir.note(client_retries=used)
             if resolved.retries and cfg.topology.retries is None and not announced:
                 announced.append(True)
                 console.print(f"[dim]{cfg.name}: injected faults: clients resend after "
@@ -263,10 +272,12 @@ def execute_at(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console,
     seed = point_seed(cfg.seed, offered_rps)
     key = point_key(offered_rps, seed)
     result = run_dir.load_point(key)
+    resolved = retries.resolve(cfg, slo_ns).topology
+    run_dir.note(client_retries=[client_retries_used(resolved)])
     if result is None:
         console.print(f"[dim]{cfg.name}: {offered_rps:,.0f} req/s for {cfg.duration:g} s[/dim]")
         with make_target(cfg, workloads) as target:
-            resolved = retries.resolve(cfg, slo_ns).topology
+            run_dir.add_provenance(target.provenance())  # its hosts, as a search's run
             target.set_client_retries(resolved.timeout_us or 0.0, resolved.retries or 0)
             result = measure_point(target, cfg, run_dir, key, offered_rps, seed)
         run_dir.store_point(key, phase, result, config_columns(cfg))
@@ -274,6 +285,13 @@ def execute_at(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console,
     points = run_dir.finalize_tables(slo_ns, {key: met}, key if met else None, [key])
     run_dir.note(load_after=provenance.load_average())
     return points
+
+
+def client_retries_used(topology: Any) -> dict[str, float | int]:
+    """What the clients of a search ran with, ``null`` (auto) resolved:
+    config.yaml keeps what was asked."""
+    return {"timeout_us": float(topology.timeout_us or 0.0),
+            "retries": int(topology.retries or 0)}
 
 
 def reference_protocol(cfg: RunConfig) -> Any:

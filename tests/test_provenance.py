@@ -119,3 +119,31 @@ def test_a_c_edit_refuses_until_rebuilt_and_the_hash_changes(tmp_path):
     after = json.loads((tmp_path / "b" / "provenance.json").read_text())["build"]
     assert after["files"]["libnetkv.so"] != before["files"]["libnetkv.so"]
     assert after["native"] != before["native"] and after["id"] != before["id"]
+
+
+@pytest.mark.parametrize("loss", [0.0, 0.005])
+def test_provenance_says_what_auto_knobs_resolved_to(loss, tmp_path):
+    """With injected loss the clients resend (timeout 2 x the bound, 3
+    times) and Pegasus turns at-most-once on, all from `null` knobs that
+    config.yaml keeps as null: nothing said what ran. provenance.json does,
+    for a search and for a fixed-load point (runner.execute_at)."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from netkv.config.compose import load
+    from netkv.runner import execute, execute_at
+
+    cfg = load(["protocol=pegasus", "servers=4", "keys=20000", "duration=0.02",
+                "slo.max_points=3", f"target.faults.loss={loss}"])
+    assert cfg.topology.timeout_us is None and cfg.topology.retries is None
+    execute(cfg, tmp_path / "search", ["t"], Console(file=StringIO()))
+    execute_at(cfg, tmp_path / "fixed", ["t"], Console(file=StringIO()), 100_000.0, 50_000.0)
+    for run, bound_us in (("search", None), ("fixed", 50.0)):
+        prov = json.loads((tmp_path / run / "provenance.json").read_text())
+        assert (";amo=1;" in prov["protocol_params"]) == (loss > 0), prov["protocol_params"]
+        [used] = prov["client_retries"]
+        assert used["retries"] == (3 if loss else 0)
+        assert (used["timeout_us"] > 0) == (loss > 0)
+        if bound_us and loss:
+            assert used["timeout_us"] == pytest.approx(2 * bound_us)
