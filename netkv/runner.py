@@ -310,10 +310,17 @@ def reference_config(cfg: RunConfig) -> RunConfig:
     on the same rack, key space and sizes, with uniform popularity and no
     writes, so that a low load is truly unloaded whatever the skew (a hot
     key's core would queue even at 5% of the rack's capacity) and every skew
-    of a figure gets the same bound."""
+    of a figure gets the same bound. Nor does it run hostile clients' traffic
+    (load, and refused packets) or timed faults (a crash or switch outage in
+    its window would move the bound); link faults, which every request of
+    the run meets, stay."""
     workload = cfg.workload.model_copy(update={"kind": "uniform", "alpha": 0.0,
                                                "write_ratio": 0.0})
+    topology = cfg.topology.model_copy(update={"hostile_clients": 0})
+    faults = cfg.target.faults.model_copy(update={"crashes": [], "switch_outages": []})
+    target = cfg.target.model_copy(update={"faults": faults})
     return cfg.model_copy(update={"protocol": reference_protocol(cfg), "workload": workload,
+                                  "topology": topology, "target": target,
                                   "record_history": False})
 
 

@@ -88,3 +88,33 @@ def test_queue_limit_drops_under_overload() -> None:
     assert quantiles(r.hist_lower_ns, r.hist_counts, [0.99])[0] < 64 * 5000 * 8
     # ... but over every issued request (over 1% lost) the p99 is unbounded
     assert r.latency_ns["p99"] == float("inf")
+
+
+def test_the_slo_reference_runs_without_hostile_clients_or_timed_faults(tmp_path) -> None:
+    """The reference is the unloaded rack that fixes the SLO bound: it ran
+    the hostile client's traffic (636 messages beside 1,253 honest requests)
+    and the run's crashes and switch outages (a hash reference with an
+    outage completed 58%). Link faults, which every request meets, stay."""
+    import polars as pl
+
+    from netkv.cli import main
+    from netkv.runner import reference_config
+
+    cfg = load(["protocol=pegasus", "servers=4", "clients=3", "topology.hostile_clients=1",
+                "target.faults.loss=0.001",
+                "target.faults.crashes=[{server: 3, at_s: 0.02}]",
+                "target.faults.switch_outages=[{at_s: 0.03, restart_s: 0.04}]"])
+    ref = reference_config(cfg)
+    assert ref.topology.hostile_clients == 0 and ref.topology.clients == 3
+    assert not ref.target.faults.crashes and not ref.target.faults.switch_outages
+    assert ref.target.faults.loss == 0.001
+    out = tmp_path / "r"
+    assert main(["run", "protocol=pegasus", "servers=4", "clients=3", "keys=20000",
+                 "duration=0.05", "slo.max_points=2", "topology.hostile_clients=1",
+                 "topology.hostile_rps=2000",
+                 "target.faults.crashes=[{server: 3, at_s: 0.02}]", f"out={out}"]) == 0
+    points = pl.read_parquet(out / "points.parquet")
+    reference = points.filter(pl.col("phase") == "reference")
+    assert reference["hostile_sent"].to_list() == [0]
+    assert reference["completion"].to_list() == [1.0]
+    assert (points.filter(pl.col("phase") != "reference")["hostile_sent"] > 0).all()
