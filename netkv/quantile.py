@@ -93,9 +93,12 @@ PERCENTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p999": 0.999}
 
 def latency_summary(lower: np.ndarray, counts: np.ndarray, lost: int,
                     mean_ns: float) -> dict[str, float]:
-    """A point's ``latency_ns``: the mean of the completions, and the
+    """A point's ``latency_ns``: the mean of the completions (NaN without
+    any: the simulator's histogram says 0, Mininet's clients inf), and the
     percentiles over every issued request (``lost`` ones infinitely slow)."""
-    if int(np.sum(counts)) + lost == 0:
-        return {"mean": math.inf, **{k: math.inf for k in PERCENTILES}}
+    done = int(np.sum(counts))
+    mean = mean_ns if done else math.nan
+    if done + lost == 0:
+        return {"mean": mean, **{k: math.inf for k in PERCENTILES}}
     values = quantiles(lower, counts, list(PERCENTILES.values()), lost)
-    return {"mean": mean_ns, **dict(zip(PERCENTILES, values))}
+    return {"mean": mean, **dict(zip(PERCENTILES, values))}

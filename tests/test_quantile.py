@@ -10,7 +10,7 @@ import pytest
 
 from netkv.config.compose import load
 from netkv.config.schema import Slo
-from netkv.quantile import histogram, quantiles
+from netkv.quantile import histogram, latency_summary, quantiles
 from netkv.slo import passes
 from netkv.targets.base import PointResult
 
@@ -141,3 +141,19 @@ def test_mininet_windows_count_lost_requests_as_the_simulator_does():
     merged = merge_timelines([client_json(lat, [30, 5])])   # 2.9% and 0.5% lost
     assert np.isinf(merged["p99_ns"][0]) and np.isfinite(merged["p99_ns"][1])
     assert np.isfinite(merged["p50_ns"]).all()
+
+
+def test_the_mean_of_no_completion_is_nan_on_every_target():
+    """A point where nothing completed reported mean_ns 0 on the simulator
+    (its histogram's mean) and inf on Mininet: a mean over no request is
+    undefined, and 0 reads as infinitely fast."""
+    from netkv.targets.sim import SimTarget
+
+    cfg = load(["protocol=hash", "servers=2", "keys=1000", "duration=0.01",
+                "target.faults.switch_outages=[{at_s: 0}]"])
+    with SimTarget(cfg) as target:
+        res = target.run_point(10_000.0, 1)
+    assert res.completed == 0 < res.issued
+    assert math.isnan(res.latency_ns["mean"]) and math.isinf(res.latency_ns["p50"])
+    summary = latency_summary(np.array([1000.0]), np.array([0]), 5, math.inf)
+    assert math.isnan(summary["mean"])

@@ -21,6 +21,7 @@ servers preload a key, its controller) comes from its plug-in
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -438,8 +439,9 @@ class MininetTarget(Target):
         completed = sum(r["completed"] for r in results)
         timeouts = sum(r["timeouts"] for r in results)
         unfinished = sum(r["unfinished"] + r["overrun"] for r in results)
-        mean = (float(np.sum(np.asarray([r["latency_ns"]["mean"] * r["completed"] for r in results])))
-                / completed) if completed else float("inf")
+        # a client that completed nothing has no mean (0 x inf is NaN)
+        mean = (sum(r["latency_ns"]["mean"] * r["completed"] for r in results if r["completed"])
+                / completed) if completed else math.nan
         return PointResult(
             offered_rps=offered_rps,
             duration_s=self.duration_s,
