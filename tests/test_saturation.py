@@ -167,3 +167,25 @@ def test_a_cell_without_a_fluid_bound_is_named() -> None:
     ], Console(file=out, width=200))
     lines = out.getvalue().splitlines()
     assert len(lines) == 1 and lines[0].startswith("  a 1: no fluid bound"), lines
+
+
+def test_the_served_rate_of_an_overloaded_point_stays_at_capacity():
+    """achieved_rps was completed / duration, completions in the drain
+    included: at 3 x the rack's capacity a 50 ms point "served" 1.6 M req/s
+    on a rack of 0.8 M (its backlog drained after the arrivals). Only the
+    completions while the load ran count now; the rest are completed_late."""
+    from netkv.config.compose import load
+    from netkv.targets.sim import SimTarget
+
+    cfg = load(["protocol=hash", "servers=4", "keys=20000", "workload=uniform",
+                "duration=0.05"])
+    with SimTarget(cfg) as target:
+        cap = target.capacity_hint_rps()
+        over = target.run_point(3 * cap, 1)
+        under = target.run_point(0.5 * cap, 1)
+    assert over.completed_late > 0.1 * over.completed
+    assert over.achieved_rps <= 1.02 * cap, (over.achieved_rps, cap)
+    assert over.achieved_rps >= 0.9 * cap
+    # a point the rack keeps up with: its served rate is its offered load
+    assert under.achieved_rps == pytest.approx(0.5 * cap, rel=0.02)
+    assert under.completed_late < 0.001 * under.completed

@@ -219,6 +219,7 @@ class RunDir:
             duration_s=row["duration_s"],
             issued=row["issued"],
             completed=row["completed"],
+            completed_late=row.get("completed_late") or 0,  # fragments before the column
             dropped=row["dropped"],
             timeouts=row["timeouts"],
             latency_ns={k: row[f"{k}_ns"] for k in ("mean", "p50", "p90", "p99", "p999")},
@@ -276,6 +277,7 @@ class RunDir:
             "duration_s": result.duration_s,
             "issued": result.issued,
             "completed": result.completed,
+            "completed_late": result.completed_late,
             "dropped": result.dropped,
             "timeouts": result.timeouts,
             "retries": result.retries,

@@ -300,6 +300,7 @@ class Stats:
     switch_p50_ns: float
     switch_p99_ns: float
     switch_packets: int = 0  # packets the pipeline processed (switch_mpps bounds them)
+    completed_late: int = 0  # completions after the arrivals ended (in the drain)
 
     @property
     def completion(self) -> float:

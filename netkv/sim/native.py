@@ -89,6 +89,7 @@ struct nk_sim_stats {
     uint32_t n_windows; uint32_t hist_buckets;
     double server_p50_ns, server_p99_ns, switch_p50_ns, switch_p99_ns;
     uint64_t switch_packets;
+    uint64_t completed_late;
 };
 
 struct nk_sim;

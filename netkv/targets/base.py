@@ -73,10 +73,15 @@ class PointResult:
     # noise indicators (netkv.results.noise.COLUMNS): machine busyness, and the
     # switch's and servers' received/dropped/malformed counts where real
     noise: dict[str, float] = field(default_factory=dict)
+    # completions after the arrivals ended, in the drain: a saturated point's
+    # backlog, which would otherwise count as served within the run
+    completed_late: int = 0
 
     @property
     def achieved_rps(self) -> float:
-        return self.completed / self.duration_s if self.duration_s > 0 else 0.0
+        """The served rate: requests completed while the load ran, per second."""
+        done = self.completed - self.completed_late
+        return done / self.duration_s if self.duration_s > 0 else 0.0
 
     @property
     def completion(self) -> float:

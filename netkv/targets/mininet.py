@@ -447,6 +447,8 @@ class MininetTarget(Target):
             duration_s=self.duration_s,
             issued=issued,
             completed=completed,
+            # kvclient's completions after its sending ended (its `late`)
+            completed_late=sum(int(r.get("late", 0)) for r in results),
             dropped=timeouts + unfinished,
             timeouts=timeouts,
             latency_ns=latency_summary(lower, counts, issued - completed, mean),

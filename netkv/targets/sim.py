@@ -202,6 +202,7 @@ class SimTarget(Target):
                 duration_s=self.cfg.duration,
                 issued=st.issued,
                 completed=st.completed,
+                completed_late=st.completed_late,
                 dropped=st.dropped,
                 timeouts=st.timeouts,
                 retries=st.retries,

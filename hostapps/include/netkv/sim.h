@@ -210,6 +210,7 @@ struct nk_sim_stats {
 	 * a server, or the switch itself (a cache); NaN if none */
 	double server_p50_ns, server_p99_ns, switch_p50_ns, switch_p99_ns;
 	uint64_t switch_packets;  /* packets the pipeline processed (recirculations too) */
+	uint64_t completed_late;  /* completions after the arrivals ended (in the drain) */
 };
 
 struct nk_sim;

@@ -1801,6 +1801,8 @@ static void complete(struct nk_sim *s, uint32_t si, uint64_t t, int by_switch)
 	uint64_t lat = (t - sl->intended + PS_PER_NS / 2) / PS_PER_NS;
 	nk_hist_add(&s->hist_by[by_switch != 0], lat);
 	s->st.completed++;
+	if (t > s->end_arrivals)  /* a backlog drained: not the run's served rate */
+		s->st.completed_late++;
 	if (s->n_windows) {
 		uint64_t w = t / s->window_ps;
 		if (w < s->n_windows) {
