@@ -79,6 +79,64 @@ def test_every_shipped_experiment_loads():
         load_experiment(name)
 
 
+# a at 0, 0.5, 1.2: 1, 2, 10; b: 100, 50, 5
+XS3 = {"key": "alpha", "values": [0, 0.5, 1.2]}
+TABLE3 = pl.DataFrame({"series": ["a"] * 3 + ["b"] * 3, "x": ["0", "0.5", "1.2"] * 2,
+                       "max_tput_rps": [1.0, 2.0, 10.0, 100.0, 50.0, 5.0]})
+
+
+def three_x(left_x: object, right_x: object, op: str = ">=") -> Experiment:
+    return Experiment.model_validate({
+        "description": "t", "x": XS3, "series": {"a": [], "b": []},
+        "checks": [{"claim": "c", "left": {"series": "a", "x": left_x}, "op": op,
+                    "right": {"series": "b", "x": right_x}}]})
+
+
+def test_each_side_is_compared_at_the_x_values_it_names():
+    """One x against a list: that x against each of them; two lists (or
+    all) of one length: by position. The right side's x values were once
+    replaced by the left's: a@1.2 >= b@[0, 0.5] compared 10 with b@1.2 = 5
+    and held."""
+    from netkv.experiments.checks import pairs
+
+    cases = [  # left x, right x, pairs, holds
+        (1.2, [0, 0.5], [(1.2, 0), (1.2, 0.5)], False),        # 10 vs 100, 50
+        ([0.5, 1.2], [0, 0.5], [(0.5, 0), (1.2, 0.5)], False),  # 2 vs 100
+        ([0, 0.5], 1.2, [(0, 1.2), (0.5, 1.2)], False),         # 1 vs 5
+        ([1.2], [1.2], [(1.2, 1.2)], True),                     # 10 vs 5
+        ("all", [1.2, 1.2, 1.2], [(0, 1.2), (0.5, 1.2), (1.2, 1.2)], False),
+        ("all", "all", [(0, 0), (0.5, 0.5), (1.2, 1.2)], False),
+    ]
+    for left_x, right_x, want, holds in cases:
+        exp = three_x(left_x, right_x)
+        assert pairs(exp.checks[0], exp) == want, (left_x, right_x)
+        got = evaluate(exp.checks[0], TABLE3, exp)
+        assert got.passed is holds, (left_x, right_x, got.measured)
+    held = three_x(0.5, [1.2, 1.2], op="<=")   # 2 <= 5 twice, never b@0.5 = 50
+    assert "a@0.5 = 2e-06 Mreq/s <= b@1.2" in evaluate(held.checks[0], TABLE3, held).measured
+
+
+def test_a_constant_pairs_with_each_x_of_the_other_side():
+    exp = Experiment.model_validate({
+        "description": "t", "x": XS3, "series": {"a": [], "b": []},
+        "checks": [{"claim": "c", "left": {"value": 3.0}, "op": "<=",
+                    "right": {"series": "b", "x": [0, 1.2]}}]})
+    got = evaluate(exp.checks[0], TABLE3, exp)   # 3 <= 100, 3 <= 5 (was: b@None missing)
+    assert got.passed and got.used == 2, got.measured
+
+
+@pytest.mark.parametrize("left_x, right_x, counts", [
+    ([0, 0.5], [0, 0.5, 1.2], "left names 2 x values, right 3"),
+    ([0, 0.5], "all", "left names 2 x values, right 3"),
+    ("all", [0.5, 1.2], "left names 3 x values, right 2"),
+    ([], 0, "left names 0 x values, right 1"),
+])
+def test_sides_naming_different_numbers_of_x_values_are_refused(left_x, right_x, counts):
+    with pytest.raises(ValidationError, match=rf"check 'c': {counts} \(allowed: as many on "
+                                              r"both sides, paired by position, or one x"):
+        three_x(left_x, right_x)
+
+
 # --- kind: timeline ---------------------------------------------------------------------
 
 import math  # noqa: E402

@@ -19,7 +19,8 @@ from rich.console import Console
 from rich.table import Table
 
 from netkv.experiments.spec import (Check, Experiment, RecoveryCheck, Ref, RunCheck,
-                                   ThroughputCheck, TimelineCheck, display, shown)
+                                   ThroughputCheck, TimelineCheck, display, pairing_error,
+                                   ref_xs, shown)
 
 
 VERDICTS = ("holds", "differs", "FAIL")
@@ -130,25 +131,21 @@ def _label(ref: Ref, x: object, metric: str = "", digits: int = 3) -> str:
     return f"{times}{ref.series}@{x}{plus}"
 
 
-def xs_of(ref: Ref, exp: Experiment) -> list[object]:
-    """The x values a side names: one, a list, or "all"."""
-    if ref.x == "all":
-        return list(exp.x.values)
-    return list(ref.x) if isinstance(ref.x, list) else [ref.x]
-
-
 def pairs(check: Check, exp: Experiment) -> list[tuple[object, object]]:
-    """(left x, right x) pairs a check compares: a side with several x values
-    pairs with the other side's same x (or its single x). A cell compared
-    with itself (the same metric) is left out: it measures nothing."""
-    xs = xs_of(check.left, exp)
-    rxs = xs_of(check.right, exp)
-    right_xs = xs if len(rxs) > 1 or check.right.x == "all" else rxs * len(xs)
+    """(left x, right x) pairs a check compares: by position when both sides
+    name several x values (as many: spec.pairing_error), else the one x (or
+    constant) of a side with each x of the other. A cell compared with
+    itself (the same metric) is left out: it measures nothing."""
+    if error := pairing_error(check, list(exp.x.values)):
+        raise ValueError(error)
+    xs, rxs = ref_xs(check.left, list(exp.x.values)), ref_xs(check.right, list(exp.x.values))
+    todo = list(zip(xs * len(rxs) if len(xs) == 1 else xs,
+                    rxs * len(xs) if len(rxs) == 1 else rxs))
     same = (check.left.value is None and check.right.value is None
             and check.left.series == check.right.series
             and check.left.metric == check.right.metric
             and check.left.minus == check.right.minus)
-    return [(x, rx) for x, rx in zip(xs, right_xs) if not (same and str(x) == str(rx))]
+    return [(x, rx) for x, rx in todo if not (same and str(x) == str(rx))]
 
 
 def _cells_used(check: Check, todo: list[tuple[object, object]]) -> int:

@@ -152,6 +152,27 @@ class Check(Strict):
     differs: str = ""
 
 
+def ref_xs(ref: Ref, values: list[XValue]) -> list[XValue | None]:
+    """The x values a side names: one, a list, or "all" (every x value); a
+    constant (``value``) is one value, whatever x it names."""
+    if ref.value is not None:
+        return [None]
+    if ref.x == "all":
+        return list(values)
+    return list(ref.x) if isinstance(ref.x, list) else [ref.x]
+
+
+def pairing_error(check: Check, values: list[XValue]) -> str:
+    """Why a check's two sides cannot be paired ("" when they can): both
+    naming several x values must name as many (paired by position); a side
+    with one x (or a constant) pairs with each x of the other."""
+    left, right = len(ref_xs(check.left, values)), len(ref_xs(check.right, values))
+    if left and right and (left == right or 1 in (left, right)):
+        return ""
+    return (f"check '{check.claim}': left names {left} x values, right {right} (allowed: "
+            f"as many on both sides, paired by position, or one x on either side)")
+
+
 class RecoveryCheck(Strict):
     """``kind: recovery`` (timeline experiments): after each change, the
     windowed p99 is back under the SLO within ``within_ms`` and stays there
@@ -394,6 +415,8 @@ class Experiment(Strict):
                     raise ValueError(f"check '{check.claim}': metric '{check.metric}' "
                                      f"(allowed: {', '.join(self.run_metrics())})")
                 continue
+            if error := pairing_error(check, list(self.x.values)):
+                raise ValueError(error)
             for ref in (check.left, check.right):
                 if ref.value is None and ref.series not in self.series:
                     raise ValueError(
