@@ -618,6 +618,20 @@ def test_a_mean_check_compares_the_mean_ratio():
     assert evaluate(exp.checks[0], gap, exp).verdict == "FAIL"
 
 
+def test_a_mean_within_check_is_refused():
+    """quantifier mean with op within was accepted and evaluated as "any":
+    ratios 1, 0.33 and 0.1 held within 5% (one pair did)."""
+    from netkv.experiments.spec import Check
+
+    claim = {"claim": "c", "left": {"series": "pegasus", "x": "all"}, "op": "within",
+             "tolerance": 0.05, "right": {"series": "hash", "x": "all"}, "quantifier": "mean"}
+    refused = r"check 'c': quantifier mean with op within \(allowed: mean with >= or <="
+    with pytest.raises(ValidationError, match=refused):
+        Check.model_validate(claim)
+    with pytest.raises(ValidationError, match=refused):
+        experiment([claim])
+
+
 def test_a_throughput_check_compares_spans_of_windows():
     from netkv.experiments.checks import evaluate_timeline
     from netkv.experiments.spec import Experiment

@@ -143,13 +143,21 @@ class Check(Strict):
     right: Ref
     tolerance: float = Field(0.0, ge=0.0)
     # all: every compared pair must hold; any: at least one ("as much as
-    # 11.8 x": the best x); mean: the mean over the pairs of left / right
-    # holds against 1 ("1.11 x on average": right's ``times`` 1.11). Every
-    # cell must be measured either way.
+    # 11.8 x": the best x); mean (>= or <= only): the mean over the pairs of
+    # left / right holds against 1 ("1.11 x on average": right's ``times``
+    # 1.11). Every cell must be measured either way.
     quantifier: Literal["all", "any", "mean"] = "all"
     # Why ours does not reach the paper's value (the check stays at it):
     # a false claim with a reason is "differs", without one "FAIL".
     differs: str = ""
+
+    @model_validator(mode="after")
+    def _mean_is_an_ordering(self) -> "Check":
+        # a mean of ratios "within" a tolerance would let 1.5 and 0.5 hold
+        if self.quantifier == "mean" and self.op == "within":
+            raise ValueError(f"check '{self.claim}': quantifier mean with op within "
+                             f"(allowed: mean with >= or <=; within with all or any)")
+        return self
 
 
 def ref_xs(ref: Ref, values: list[XValue]) -> list[XValue | None]:
