@@ -618,6 +618,35 @@ def test_a_mean_check_compares_the_mean_ratio():
     assert evaluate(exp.checks[0], gap, exp).verdict == "FAIL"
 
 
+@pytest.mark.parametrize("quantifier", ["all", "any", "mean"])
+def test_the_miss_factor_has_one_scale_whatever_the_quantifier(quantifier):
+    """Pegasus at half of hash at every x misses ">= hash" and "hash <=" by
+    2 x, whatever the quantifier; mean said 0.5 x (|1 - 0.5|) and 1 x
+    (|1 - 2|)."""
+    half = TABLE.with_columns(max_tput_rps=pl.Series([100.0, 100.0, 50.0, 50.0]))
+    exp = experiment([
+        {"claim": "c", "left": {"series": "pegasus", "x": "all"}, "op": ">=",
+         "right": {"series": "hash", "x": "all"}, "quantifier": quantifier, "differs": "d"},
+        {"claim": "d", "left": {"series": "hash", "x": "all"}, "op": "<=",
+         "right": {"series": "pegasus", "x": "all"}, "quantifier": quantifier, "differs": "d"},
+    ])
+    for check in exp.checks:
+        assert evaluate(check, half, exp).by == "misses the bound by 2 x", check.claim
+    # 3/12 and 2.9/4 of 4 x hash: the worst pair 4 x, the best 1.38 x; the
+    # mean ratio 1.95 of 4: 2.05 x
+    four = experiment([{"claim": "c", "left": {"series": "pegasus", "x": "all"}, "op": ">=",
+                        "right": {"series": "hash", "x": "all", "times": 4},
+                        "quantifier": quantifier, "differs": "d"}])
+    want = {"all": "4", "any": "1.38", "mean": "2.05"}[quantifier]
+    assert evaluate(four.checks[0], TABLE, four).by == f"misses the bound by {want} x"
+    if quantifier != "mean":   # within: |0.25 - 1| and |0.725 - 1| over 5%
+        near = experiment([{"claim": "c", "left": {"series": "pegasus", "x": "all"},
+                            "op": "within", "tolerance": 0.05, "quantifier": quantifier,
+                            "right": {"series": "hash", "x": "all", "times": 4}}])
+        want = {"all": "up to 15", "any": "at least 5.5"}[quantifier]
+        assert evaluate(near.checks[0], TABLE, near).by == f"|ratio - 1| {want} x the tolerance"
+
+
 def test_a_mean_within_check_is_refused():
     """quantifier mean with op within was accepted and evaluated as "any":
     ratios 1, 0.33 and 0.1 held within 5% (one pair did)."""

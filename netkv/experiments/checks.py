@@ -228,17 +228,20 @@ def evaluate(check: Check, table: pl.DataFrame, exp: Experiment) -> CheckResult:
     ok = measurable and bool(held) and (all(held) if check.quantifier == "all" else any(held))
     if check.quantifier == "any":
         parts.append(f"(any of {len(held)} pairs: {sum(held)} hold)")
-    if check.quantifier == "mean" and check.op != "within":
+    if check.quantifier == "mean":   # >= or <= (spec: never within)
         mean = float(np.mean(ratios)) if ratios else math.nan
         ok = measurable and bool(ratios) and (mean >= 1.0 if check.op == ">=" else mean <= 1.0)
-        worst = 0.0 if ok or not ratios else abs(1.0 - mean)
+        # the factor the mean ratio misses 1 by, as a pair's (_miss)
+        worst = 0.0 if ok or not ratios else _miss(check.op, mean, 1.0, check.tolerance)
         parts.append(f"(mean {_ref_name(check.left)}/{_ref_name(check.right)} over "
                      f"{len(ratios)} pairs = {_fmt(mean * check.right.times)} x, claim "
                      f"{check.op} {_fmt(check.right.times)} x)")
     parts.append(f"({used} cell{'s' if used != 1 else ''})")
     by = ""
     if measurable and not ok:
-        by = (f"|ratio - 1| up to {_fmt(worst)} x the tolerance" if check.op == "within"
+        # all: the worst pair's; any: the best pair's (every pair misses by more)
+        reach = "at least" if check.quantifier == "any" else "up to"
+        by = (f"|ratio - 1| {reach} {_fmt(worst)} x the tolerance" if check.op == "within"
               else f"misses the bound by {_factor(worst)} x")
     text = "; ".join(parts[:-1]) + " " + parts[-1] if len(parts) > 1 else parts[0]
     return CheckResult(check.claim, check.paper, text, ok,
