@@ -186,7 +186,7 @@ def evaluate(check: Check, table: pl.DataFrame, exp: Experiment) -> CheckResult:
         for v in _values(table, check.right.model_copy(update={"x": x}), exp, [x])
     ]
     used = _cells_used(check, todo)
-    # an unbounded value (+inf: a p99 with over 1% of requests unanswered)
+    # an unbounded value (+inf: a p99 with 1% or more of requests unanswered)
     # is measured and orders against a finite one; ratios cannot use it
     ordering = check.op in ("<=", ">=") and check.quantifier != "mean"
     measurable, worst, held, ratios = used > 0, 0.0, [], []
