@@ -125,6 +125,24 @@ def test_a_constant_pairs_with_each_x_of_the_other_side():
     assert got.passed and got.used == 2, got.measured
 
 
+def test_a_constant_is_shown_in_the_other_sides_units():
+    """`{metric: achieved_rps} <= {value: 255000}` read "0.0369 Mreq/s <=
+    255 us = 255 us": the constant took the figure's y (p99) for its unit."""
+    table = TABLE3.with_columns(pl.col("max_tput_rps").alias("achieved_rps"),
+                                (pl.col("max_tput_rps") * 1e3).alias("p99_ns"))
+    exp = Experiment.model_validate({
+        "description": "t", "x": XS3, "series": {"a": [], "b": []},
+        "y": {"metric": "p99_ns", "label": "p99"},
+        "checks": [{"claim": "c", "left": {"series": "a", "x": 1.2, "metric": "achieved_rps"},
+                    "op": "<=", "right": {"value": 255000.0}},
+                   {"claim": "d", "left": {"value": 255000.0}, "op": ">=",
+                    "right": {"series": "a", "x": 1.2, "metric": "achieved_rps"}}]})
+    for check in exp.checks:
+        got = evaluate(check, table, exp)
+        assert got.passed and "0.255 Mreq/s" in got.measured and " us" not in got.measured, \
+            got.measured
+
+
 @pytest.mark.parametrize("left_x, right_x, counts", [
     ([0, 0.5], [0, 0.5, 1.2], "left names 2 x values, right 3"),
     ([0, 0.5], "all", "left names 2 x values, right 3"),

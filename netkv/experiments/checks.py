@@ -121,6 +121,15 @@ def _show(value: float, metric: str, digits: int = 3) -> str:
             + (f" {unit}" if unit and math.isfinite(value) else ""))
 
 
+def _metrics(check: Check, default: str) -> tuple[str, str]:
+    """Each side's metric: its own, the other side's for a constant (a
+    bound in that metric's units: `achieved_rps <= 255000`), or the
+    figure's y."""
+    left, right = check.left.metric, check.right.metric
+    return (left or (right if check.left.value is not None and right else default),
+            right or (left if check.right.value is not None and left else default))
+
+
 def _label(ref: Ref, x: object, metric: str = "", digits: int = 3) -> str:
     if ref.value is not None:
         return _show(ref.value * ref.times + ref.plus, metric, digits)
@@ -219,8 +228,8 @@ def evaluate(check: Check, table: pl.DataFrame, exp: Experiment) -> CheckResult:
             ratio = lv / rv if rv else math.inf
             parts.append(f"{_label(check.left, x)}/{_label(check.right, rx)} = {_fmt(ratio)}")
         else:
-            lm = check.left.metric or exp.y.metric
-            rm = check.right.metric or exp.y.metric
+            # a constant is in the other side's metric (achieved_rps <= 255000)
+            lm, rm = _metrics(check, exp.y.metric)
             digits = 3 if good else _digits(lv, rv)
             parts.append(f"{_label(check.left, x, lm, digits)} = {_show(lv, lm, digits)} "
                          f"{check.op} {_label(check.right, rx, rm, digits)} = "
