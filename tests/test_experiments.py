@@ -79,6 +79,82 @@ def test_every_shipped_experiment_loads():
         load_experiment(name)
 
 
+# a at 0, 0.5, 1.2: 1, 2, 10; b: 100, 50, 5
+XS3 = {"key": "alpha", "values": [0, 0.5, 1.2]}
+TABLE3 = pl.DataFrame({"series": ["a"] * 3 + ["b"] * 3, "x": ["0", "0.5", "1.2"] * 2,
+                       "max_tput_rps": [1.0, 2.0, 10.0, 100.0, 50.0, 5.0]})
+
+
+def three_x(left_x: object, right_x: object, op: str = ">=") -> Experiment:
+    return Experiment.model_validate({
+        "description": "t", "x": XS3, "series": {"a": [], "b": []},
+        "checks": [{"claim": "c", "left": {"series": "a", "x": left_x}, "op": op,
+                    "right": {"series": "b", "x": right_x}}]})
+
+
+def test_each_side_is_compared_at_the_x_values_it_names():
+    """One x against a list: that x against each of them; two lists (or
+    all) of one length: by position. The right side's x values were once
+    replaced by the left's: a@1.2 >= b@[0, 0.5] compared 10 with b@1.2 = 5
+    and held."""
+    from netkv.experiments.checks import pairs
+
+    cases = [  # left x, right x, pairs, holds
+        (1.2, [0, 0.5], [(1.2, 0), (1.2, 0.5)], False),        # 10 vs 100, 50
+        ([0.5, 1.2], [0, 0.5], [(0.5, 0), (1.2, 0.5)], False),  # 2 vs 100
+        ([0, 0.5], 1.2, [(0, 1.2), (0.5, 1.2)], False),         # 1 vs 5
+        ([1.2], [1.2], [(1.2, 1.2)], True),                     # 10 vs 5
+        ("all", [1.2, 1.2, 1.2], [(0, 1.2), (0.5, 1.2), (1.2, 1.2)], False),
+        ("all", "all", [(0, 0), (0.5, 0.5), (1.2, 1.2)], False),
+    ]
+    for left_x, right_x, want, holds in cases:
+        exp = three_x(left_x, right_x)
+        assert pairs(exp.checks[0], exp) == want, (left_x, right_x)
+        got = evaluate(exp.checks[0], TABLE3, exp)
+        assert got.passed is holds, (left_x, right_x, got.measured)
+    held = three_x(0.5, [1.2, 1.2], op="<=")   # 2 <= 5 twice, never b@0.5 = 50
+    assert "a@0.5 = 2e-06 Mreq/s <= b@1.2" in evaluate(held.checks[0], TABLE3, held).measured
+
+
+def test_a_constant_pairs_with_each_x_of_the_other_side():
+    exp = Experiment.model_validate({
+        "description": "t", "x": XS3, "series": {"a": [], "b": []},
+        "checks": [{"claim": "c", "left": {"value": 3.0}, "op": "<=",
+                    "right": {"series": "b", "x": [0, 1.2]}}]})
+    got = evaluate(exp.checks[0], TABLE3, exp)   # 3 <= 100, 3 <= 5 (was: b@None missing)
+    assert got.passed and got.used == 2, got.measured
+
+
+def test_a_constant_is_shown_in_the_other_sides_units():
+    """`{metric: achieved_rps} <= {value: 255000}` read "0.0369 Mreq/s <=
+    255 us = 255 us": the constant took the figure's y (p99) for its unit."""
+    table = TABLE3.with_columns(pl.col("max_tput_rps").alias("achieved_rps"),
+                                (pl.col("max_tput_rps") * 1e3).alias("p99_ns"))
+    exp = Experiment.model_validate({
+        "description": "t", "x": XS3, "series": {"a": [], "b": []},
+        "y": {"metric": "p99_ns", "label": "p99"},
+        "checks": [{"claim": "c", "left": {"series": "a", "x": 1.2, "metric": "achieved_rps"},
+                    "op": "<=", "right": {"value": 255000.0}},
+                   {"claim": "d", "left": {"value": 255000.0}, "op": ">=",
+                    "right": {"series": "a", "x": 1.2, "metric": "achieved_rps"}}]})
+    for check in exp.checks:
+        got = evaluate(check, table, exp)
+        assert got.passed and "0.255 Mreq/s" in got.measured and " us" not in got.measured, \
+            got.measured
+
+
+@pytest.mark.parametrize("left_x, right_x, counts", [
+    ([0, 0.5], [0, 0.5, 1.2], "left names 2 x values, right 3"),
+    ([0, 0.5], "all", "left names 2 x values, right 3"),
+    ("all", [0.5, 1.2], "left names 3 x values, right 2"),
+    ([], 0, "left names 0 x values, right 1"),
+])
+def test_sides_naming_different_numbers_of_x_values_are_refused(left_x, right_x, counts):
+    with pytest.raises(ValidationError, match=rf"check 'c': {counts} \(allowed: as many on "
+                                              r"both sides, paired by position, or one x"):
+        three_x(left_x, right_x)
+
+
 # --- kind: timeline ---------------------------------------------------------------------
 
 import math  # noqa: E402
@@ -558,6 +634,49 @@ def test_a_mean_check_compares_the_mean_ratio():
     assert not short.passed and short.verdict == "FAIL"
     gap = TABLE.with_columns(met=pl.Series([True, True, False, True]))
     assert evaluate(exp.checks[0], gap, exp).verdict == "FAIL"
+
+
+@pytest.mark.parametrize("quantifier", ["all", "any", "mean"])
+def test_the_miss_factor_has_one_scale_whatever_the_quantifier(quantifier):
+    """Pegasus at half of hash at every x misses ">= hash" and "hash <=" by
+    2 x, whatever the quantifier; mean said 0.5 x (|1 - 0.5|) and 1 x
+    (|1 - 2|)."""
+    half = TABLE.with_columns(max_tput_rps=pl.Series([100.0, 100.0, 50.0, 50.0]))
+    exp = experiment([
+        {"claim": "c", "left": {"series": "pegasus", "x": "all"}, "op": ">=",
+         "right": {"series": "hash", "x": "all"}, "quantifier": quantifier, "differs": "d"},
+        {"claim": "d", "left": {"series": "hash", "x": "all"}, "op": "<=",
+         "right": {"series": "pegasus", "x": "all"}, "quantifier": quantifier, "differs": "d"},
+    ])
+    for check in exp.checks:
+        assert evaluate(check, half, exp).by == "misses the bound by 2 x", check.claim
+    # 3/12 and 2.9/4 of 4 x hash: the worst pair 4 x, the best 1.38 x; the
+    # mean ratio 1.95 of 4: 2.05 x
+    four = experiment([{"claim": "c", "left": {"series": "pegasus", "x": "all"}, "op": ">=",
+                        "right": {"series": "hash", "x": "all", "times": 4},
+                        "quantifier": quantifier, "differs": "d"}])
+    want = {"all": "4", "any": "1.38", "mean": "2.05"}[quantifier]
+    assert evaluate(four.checks[0], TABLE, four).by == f"misses the bound by {want} x"
+    if quantifier != "mean":   # within: |0.25 - 1| and |0.725 - 1| over 5%
+        near = experiment([{"claim": "c", "left": {"series": "pegasus", "x": "all"},
+                            "op": "within", "tolerance": 0.05, "quantifier": quantifier,
+                            "right": {"series": "hash", "x": "all", "times": 4}}])
+        want = {"all": "up to 15", "any": "at least 5.5"}[quantifier]
+        assert evaluate(near.checks[0], TABLE, near).by == f"|ratio - 1| {want} x the tolerance"
+
+
+def test_a_mean_within_check_is_refused():
+    """quantifier mean with op within was accepted and evaluated as "any":
+    ratios 1, 0.33 and 0.1 held within 5% (one pair did)."""
+    from netkv.experiments.spec import Check
+
+    claim = {"claim": "c", "left": {"series": "pegasus", "x": "all"}, "op": "within",
+             "tolerance": 0.05, "right": {"series": "hash", "x": "all"}, "quantifier": "mean"}
+    refused = r"check 'c': quantifier mean with op within \(allowed: mean with >= or <="
+    with pytest.raises(ValidationError, match=refused):
+        Check.model_validate(claim)
+    with pytest.raises(ValidationError, match=refused):
+        experiment([claim])
 
 
 def test_a_throughput_check_compares_spans_of_windows():

@@ -189,3 +189,28 @@ def test_the_served_rate_of_an_overloaded_point_stays_at_capacity():
     # a point the rack keeps up with: its served rate is its offered load
     assert under.achieved_rps == pytest.approx(0.5 * cap, rel=0.02)
     assert under.completed_late < 0.001 * under.completed
+
+
+def test_the_experiments_points_hold_every_saturation_probe(tmp_path: Path) -> None:
+    """Experiment points.parquet: a cell's points, then its probes'
+    (<cell>/sat-<i>/, by i, under the cell's labels, sat_probe true), then
+    the SLO reference's. The probes were left out."""
+    from netkv.experiments.reproduce import SLO_DIR, write_points
+
+    def run(folder: Path, phase: str, offered: float) -> None:
+        folder.mkdir(parents=True)
+        pl.DataFrame({"phase": [phase], "offered_rps": [offered]}).write_parquet(
+            folder / "points.parquet")
+
+    cell = tmp_path / "s" / "alpha=1"
+    run(cell, "search", 1.0)
+    for i in (10, 2, 0, 1):  # sat-10 after sat-2: by i, not by name
+        run(cell / f"sat-{i}", "fixed", 100.0 + i)
+    (cell / "sat-x").mkdir()   # not a probe
+    run(tmp_path / SLO_DIR, "reference", 0.5)
+    table = write_points(tmp_path, [("s", "1", cell)])
+    assert table.select("series", "x", "run", "sat_probe", "offered_rps").rows() == [
+        ("s", "1", "s/alpha=1", False, 1.0),
+        *(("s", "1", f"s/alpha=1/sat-{i}", True, 100.0 + i) for i in (0, 1, 2, 10)),
+        (None, None, SLO_DIR, False, 0.5)]
+    assert pl.read_parquet(tmp_path / "points.parquet").equals(table)

@@ -19,7 +19,8 @@ from rich.console import Console
 from rich.table import Table
 
 from netkv.experiments.spec import (Check, Experiment, RecoveryCheck, Ref, RunCheck,
-                                   ThroughputCheck, TimelineCheck, display, shown)
+                                   ThroughputCheck, TimelineCheck, display, pairing_error,
+                                   ref_xs, shown)
 
 
 VERDICTS = ("holds", "differs", "FAIL")
@@ -120,6 +121,15 @@ def _show(value: float, metric: str, digits: int = 3) -> str:
             + (f" {unit}" if unit and math.isfinite(value) else ""))
 
 
+def _metrics(check: Check, default: str) -> tuple[str, str]:
+    """Each side's metric: its own, the other side's for a constant (a
+    bound in that metric's units: `achieved_rps <= 255000`), or the
+    figure's y."""
+    left, right = check.left.metric, check.right.metric
+    return (left or (right if check.left.value is not None and right else default),
+            right or (left if check.right.value is not None and left else default))
+
+
 def _label(ref: Ref, x: object, metric: str = "", digits: int = 3) -> str:
     if ref.value is not None:
         return _show(ref.value * ref.times + ref.plus, metric, digits)
@@ -130,25 +140,21 @@ def _label(ref: Ref, x: object, metric: str = "", digits: int = 3) -> str:
     return f"{times}{ref.series}@{x}{plus}"
 
 
-def xs_of(ref: Ref, exp: Experiment) -> list[object]:
-    """The x values a side names: one, a list, or "all"."""
-    if ref.x == "all":
-        return list(exp.x.values)
-    return list(ref.x) if isinstance(ref.x, list) else [ref.x]
-
-
 def pairs(check: Check, exp: Experiment) -> list[tuple[object, object]]:
-    """(left x, right x) pairs a check compares: a side with several x values
-    pairs with the other side's same x (or its single x). A cell compared
-    with itself (the same metric) is left out: it measures nothing."""
-    xs = xs_of(check.left, exp)
-    rxs = xs_of(check.right, exp)
-    right_xs = xs if len(rxs) > 1 or check.right.x == "all" else rxs * len(xs)
+    """(left x, right x) pairs a check compares: by position when both sides
+    name several x values (as many: spec.pairing_error), else the one x (or
+    constant) of a side with each x of the other. A cell compared with
+    itself (the same metric) is left out: it measures nothing."""
+    if error := pairing_error(check, list(exp.x.values)):
+        raise ValueError(error)
+    xs, rxs = ref_xs(check.left, list(exp.x.values)), ref_xs(check.right, list(exp.x.values))
+    todo = list(zip(xs * len(rxs) if len(xs) == 1 else xs,
+                    rxs * len(xs) if len(rxs) == 1 else rxs))
     same = (check.left.value is None and check.right.value is None
             and check.left.series == check.right.series
             and check.left.metric == check.right.metric
             and check.left.minus == check.right.minus)
-    return [(x, rx) for x, rx in zip(xs, right_xs) if not (same and str(x) == str(rx))]
+    return [(x, rx) for x, rx in todo if not (same and str(x) == str(rx))]
 
 
 def _cells_used(check: Check, todo: list[tuple[object, object]]) -> int:
@@ -189,7 +195,7 @@ def evaluate(check: Check, table: pl.DataFrame, exp: Experiment) -> CheckResult:
         for v in _values(table, check.right.model_copy(update={"x": x}), exp, [x])
     ]
     used = _cells_used(check, todo)
-    # an unbounded value (+inf: a p99 with over 1% of requests unanswered)
+    # an unbounded value (+inf: a p99 with 1% or more of requests unanswered)
     # is measured and orders against a finite one; ratios cannot use it
     ordering = check.op in ("<=", ">=") and check.quantifier != "mean"
     measurable, worst, held, ratios = used > 0, 0.0, [], []
@@ -222,8 +228,8 @@ def evaluate(check: Check, table: pl.DataFrame, exp: Experiment) -> CheckResult:
             ratio = lv / rv if rv else math.inf
             parts.append(f"{_label(check.left, x)}/{_label(check.right, rx)} = {_fmt(ratio)}")
         else:
-            lm = check.left.metric or exp.y.metric
-            rm = check.right.metric or exp.y.metric
+            # a constant is in the other side's metric (achieved_rps <= 255000)
+            lm, rm = _metrics(check, exp.y.metric)
             digits = 3 if good else _digits(lv, rv)
             parts.append(f"{_label(check.left, x, lm, digits)} = {_show(lv, lm, digits)} "
                          f"{check.op} {_label(check.right, rx, rm, digits)} = "
@@ -231,17 +237,20 @@ def evaluate(check: Check, table: pl.DataFrame, exp: Experiment) -> CheckResult:
     ok = measurable and bool(held) and (all(held) if check.quantifier == "all" else any(held))
     if check.quantifier == "any":
         parts.append(f"(any of {len(held)} pairs: {sum(held)} hold)")
-    if check.quantifier == "mean" and check.op != "within":
+    if check.quantifier == "mean":   # >= or <= (spec: never within)
         mean = float(np.mean(ratios)) if ratios else math.nan
         ok = measurable and bool(ratios) and (mean >= 1.0 if check.op == ">=" else mean <= 1.0)
-        worst = 0.0 if ok or not ratios else abs(1.0 - mean)
+        # the factor the mean ratio misses 1 by, as a pair's (_miss)
+        worst = 0.0 if ok or not ratios else _miss(check.op, mean, 1.0, check.tolerance)
         parts.append(f"(mean {_ref_name(check.left)}/{_ref_name(check.right)} over "
                      f"{len(ratios)} pairs = {_fmt(mean * check.right.times)} x, claim "
                      f"{check.op} {_fmt(check.right.times)} x)")
     parts.append(f"({used} cell{'s' if used != 1 else ''})")
     by = ""
     if measurable and not ok:
-        by = (f"|ratio - 1| up to {_fmt(worst)} x the tolerance" if check.op == "within"
+        # all: the worst pair's; any: the best pair's (every pair misses by more)
+        reach = "at least" if check.quantifier == "any" else "up to"
+        by = (f"|ratio - 1| {reach} {_fmt(worst)} x the tolerance" if check.op == "within"
               else f"misses the bound by {_factor(worst)} x")
     text = "; ".join(parts[:-1]) + " " + parts[-1] if len(parts) > 1 else parts[0]
     return CheckResult(check.claim, check.paper, text, ok,

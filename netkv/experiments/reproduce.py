@@ -178,16 +178,29 @@ def scalar(value: Any) -> float:
         return math.nan
 
 
+def with_probes(runs: list[tuple[str, str | None, Path]]
+                ) -> list[tuple[str, str | None, Path, bool]]:
+    """Each run, then the saturation probes it ran (``<run>/sat-<i>/``, by
+    i: netkv.experiments.saturation) under its labels; True marks a probe."""
+    out: list[tuple[str, str | None, Path, bool]] = []
+    for series, x, folder in runs:
+        probes = [p for p in folder.glob("sat-*") if p.name[4:].isdigit()]
+        out += [(series, x, folder, False),
+                *((series, x, p, True) for p in sorted(probes, key=lambda p: int(p.name[4:])))]
+    return out
+
+
 def write_points(out: Path, runs: list[tuple[str, str | None, Path]]) -> pl.DataFrame:
     """``<out>/points.parquet``: every point of every run of the experiment
-    (cells, searches, the SLO reference), labelled with its ``series`` and
-    ``x`` (null where the run has none) and its ``run`` folder below
-    ``out``. The labels are for checking: the config columns alone tell the
-    series apart (netkv.experiments.columns)."""
+    (cells, searches, their saturation probes, the SLO reference), labelled
+    with its ``series`` and ``x`` (null where the run has none), its ``run``
+    folder below ``out`` and ``sat_probe`` (a saturation probe's point). The
+    labels are for checking: the config columns alone tell the series apart
+    (netkv.experiments.columns)."""
     for ref in sorted((out / SLO_DIR).rglob("points.parquet")):
         runs = [*runs, ("", None, ref.parent)]
     frames = []
-    for series, x, folder in runs:
+    for series, x, folder, probe in with_probes(runs):
         file = folder / "points.parquet"
         if not file.is_file():
             continue
@@ -197,7 +210,8 @@ def write_points(out: Path, runs: list[tuple[str, str | None, Path]]) -> pl.Data
         frames.append(points.select(
             pl.lit(series or None, dtype=pl.String).alias("series"),
             pl.lit(x, dtype=pl.String).alias("x"),
-            pl.lit(str(folder.relative_to(out))).alias("run"), pl.all()))
+            pl.lit(str(folder.relative_to(out))).alias("run"),
+            pl.lit(probe).alias("sat_probe"), pl.all()))
     table = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
     write_parquet(out / "points.parquet", table)
     return table

@@ -143,13 +143,42 @@ class Check(Strict):
     right: Ref
     tolerance: float = Field(0.0, ge=0.0)
     # all: every compared pair must hold; any: at least one ("as much as
-    # 11.8 x": the best x); mean: the mean over the pairs of left / right
-    # holds against 1 ("1.11 x on average": right's ``times`` 1.11). Every
-    # cell must be measured either way.
+    # 11.8 x": the best x); mean (>= or <= only): the mean over the pairs of
+    # left / right holds against 1 ("1.11 x on average": right's ``times``
+    # 1.11). Every cell must be measured either way.
     quantifier: Literal["all", "any", "mean"] = "all"
     # Why ours does not reach the paper's value (the check stays at it):
     # a false claim with a reason is "differs", without one "FAIL".
     differs: str = ""
+
+    @model_validator(mode="after")
+    def _mean_is_an_ordering(self) -> "Check":
+        # a mean of ratios "within" a tolerance would let 1.5 and 0.5 hold
+        if self.quantifier == "mean" and self.op == "within":
+            raise ValueError(f"check '{self.claim}': quantifier mean with op within "
+                             f"(allowed: mean with >= or <=; within with all or any)")
+        return self
+
+
+def ref_xs(ref: Ref, values: list[XValue]) -> list[XValue | None]:
+    """The x values a side names: one, a list, or "all" (every x value); a
+    constant (``value``) is one value, whatever x it names."""
+    if ref.value is not None:
+        return [None]
+    if ref.x == "all":
+        return list(values)
+    return list(ref.x) if isinstance(ref.x, list) else [ref.x]
+
+
+def pairing_error(check: Check, values: list[XValue]) -> str:
+    """Why a check's two sides cannot be paired ("" when they can): both
+    naming several x values must name as many (paired by position); a side
+    with one x (or a constant) pairs with each x of the other."""
+    left, right = len(ref_xs(check.left, values)), len(ref_xs(check.right, values))
+    if left and right and (left == right or 1 in (left, right)):
+        return ""
+    return (f"check '{check.claim}': left names {left} x values, right {right} (allowed: "
+            f"as many on both sides, paired by position, or one x on either side)")
 
 
 class RecoveryCheck(Strict):
@@ -394,6 +423,8 @@ class Experiment(Strict):
                     raise ValueError(f"check '{check.claim}': metric '{check.metric}' "
                                      f"(allowed: {', '.join(self.run_metrics())})")
                 continue
+            if error := pairing_error(check, list(self.x.values)):
+                raise ValueError(error)
             for ref in (check.left, check.right):
                 if ref.value is None and ref.series not in self.series:
                     raise ValueError(
