@@ -200,12 +200,16 @@ def test_status_2_is_named_error_in_every_layer() -> None:
 
 def _r1_unicast(p4: str, c: str) -> bool:
     """An r = 1 HotkeyTable entry (install_below_t) is a hot key served by
-    its owner alone: both programs multicast a hot write only for r >= 2 and
-    count every hot request in HotkeyCount before choosing GET or write."""
-    mcast = re.search(r"if \(h_r >= 2\) \{\s*/?\*?[^}]*?sm\.mcast_grp = ", p4, re.S)
+    its owner alone: both programs multicast a hot write only for r >= 2,
+    send an r = 1 write to the owner (not to the server the client
+    addressed) and count every hot request in HotkeyCount before choosing
+    GET or write."""
+    mcast = re.search(r"if \(h_r >= 2\) \{\s*/?\*?[^}]*?sm\.mcast_grp = [^}]*\}\s*else \{"
+                      r"\s*(?:/\*.*?\*/\s*)?meta\.dst_node = \(bit<16>\)h_owner;", p4, re.S)
     counted = re.search(r"HotkeyCount\.write\(\(bit<32>\)h_slot, hc \+ 1\);.*?"
                         r"if \(op == KVSWITCH_OP_GET\)", p4, re.S)
-    c_uni = re.search(r"if \(r < 2\) \{\s*count_load\(s, meta->dst\);\s*forward\(", c)
+    c_uni = re.search(r"if \(r < 2\) \{\s*meta->dst = \(uint16_t\)owner;\s*"
+                      r"count_load\(s, meta->dst\);\s*forward\(", c)
     return bool(mcast and counted and c_uni)
 
 
@@ -215,3 +219,6 @@ def test_an_r1_entry_counts_and_stays_at_the_owner_in_p4_as_in_c() -> None:
     # the check can fail: a program multicasting every hot write
     assert not _r1_unicast(_p4().replace("if (h_r >= 2) {", "if (h_r >= 1) {"), c)
     assert not _r1_unicast(_p4(), c.replace("if (r < 2) {", "if (r < 1) {"))
+    # ... or an r = 1 write left at the address the client chose
+    assert not _r1_unicast(_p4().replace("meta.dst_node = (bit<16>)h_owner;", ""), c)
+    assert not _r1_unicast(_p4(), c.replace("meta->dst = (uint16_t)owner;", ""))

@@ -233,6 +233,30 @@ static void test_hot_writes(int strict)
 	sw_free(st);
 }
 
+/* r = 1 (install_below_t): a hot write goes to the owner, unicast, whatever
+ * server the client addressed; before, it went to the address: server 2
+ * stored it as a replica copy at a stamped version and the client got no
+ * reply (docs/kvswitch.md "Keys below T"). */
+static void test_hot_writes_r1(void)
+{
+	current = "hot writes, r = 1";
+	void *st = sw_new("hot_keys=8");
+	uint16_t servers[1] = { 1 };     /* owner 1 */
+	install(st, 7, 0, servers, 1);
+	for (uint16_t to = 0; to < NS; to++) {
+		struct nk_msg w = mk(to & 1 ? NK_KVSWITCH_OP_DEL : NK_KVSWITCH_OP_SET, 7, 10 + to);
+		uint16_t d;
+		struct nk_actions a = sw(st, &w, CL, to, &d);
+		EXPECT_EQ(a.fwd, NK_FWD_PORT);
+		EXPECT_EQ(d, 1);
+		EXPECT_EQ(w.result, 1 + 1);          /* FLAGS: the owner */
+		EXPECT_EQ(w.ver, to + 1u);
+	}
+	EXPECT_EQ(reg(st, "Loadcount", 1), NS);
+	EXPECT_EQ(reg(st, "Loadcount", 0) + reg(st, "Loadcount", 2) + reg(st, "Loadcount", 3), 0);
+	sw_free(st);
+}
+
 static void test_limits(void)
 {
 	current = "table limits";
@@ -603,6 +627,7 @@ int main(void)
 	test_hot_reads();
 	test_hot_writes(1);
 	test_hot_writes(0);
+	test_hot_writes_r1();
 	test_limits();
 	test_server_agent(1);
 	test_server_agent(0);

@@ -110,22 +110,25 @@ static struct nk_msg serve(struct rig *r, const struct nk_msg *m, int *n)
 	return out[0].msg;
 }
 
-static void key_words(const char *key, uint64_t k[2])
+/* the cache table's key: the first 16 B (zero-padded) as two big-endian
+ * words, then the key's length (klen bytes of key) */
+static void table_key(const char *key, size_t klen, uint64_t k[3])
 {
 	uint8_t b[16] = { 0 };
-	memcpy(b, key, strlen(key) < 16 ? strlen(key) : 16);
+	memcpy(b, key, klen < 16 ? klen : 16);
 	k[0] = k[1] = 0;
 	for (int i = 0; i < 8; i++) {
 		k[0] = k[0] << 8 | b[i];
 		k[1] = k[1] << 8 | b[8 + i];
 	}
+	k[2] = klen < 16 ? klen : 16;
 }
 
 static int cache_add(struct rig *r, const char *key, uint32_t idx)
 {
-	uint64_t k[2], a = idx;
-	key_words(key, k);
-	return r->P->table_add(r->sw, "cache", k, 2, &a, 1);
+	uint64_t k[3], a = idx;
+	table_key(key, strlen(key), k);
+	return r->P->table_add(r->sw, "cache", k, 3, &a, 1);
 }
 
 static uint64_t rd(struct rig *r, const char *name, uint32_t idx)
@@ -246,6 +249,62 @@ static void test_hit_miss_write(void)
 	rig_free(&r);
 }
 
+/* The key length is part of the match. A key shorter than 16 B and the
+ * same bytes zero-padded (K||0x00) fill the same 16 B: before, a client's
+ * write of K||0 invalidated K's slot and its reply refreshed it with a value
+ * the servers store under K||0, which the switch then served to READ(K)
+ * (docs/security.md). */
+static void test_padded_key(void)
+{
+	current = "padded key";
+	struct rig r;
+	rig_init(&r, "cache_items=4;hot_threshold=1000");
+	EXPECT_EQ(cache_add(&r, "hotkey01", 0), 0);
+	EXPECT_EQ(r.P->reg_write(r.sw, "cache_value", 0, 0x474F4F44474F4F44ull), 0); /* GOODGOOD */
+	EXPECT_EQ(r.P->reg_write(r.sw, "cache_vlen", 0, 8), 0);
+	EXPECT_EQ(r.P->reg_write(r.sw, "cache_valid", 0, 1), 0);
+	/* client 1 writes K||0 (9 B): a key of its own, not K's slot */
+	struct nk_msg w = mk(NK_NETCACHE_OP_WRITE, "hotkey01", 5);
+	w.key_len = 9;
+	w.client_id = 1;
+	w.value = (const uint8_t *)"EVILEVIL";
+	w.value_len = 8;
+	sw(&r, &w, CL + 1, 1, NULL);
+	EXPECT_EQ(w.flags & NK_NETCACHE_FLAG_REFRESH, 0);
+	EXPECT_EQ(rd(&r, "cache_valid", 0), 1);
+	EXPECT_EQ(rd(&r, "stats", 3), 0);           /* no invalidation */
+	int n;
+	struct nk_msg rep = serve(&r, &w, &n);
+	rep.flags |= NK_NETCACHE_FLAG_REFRESH;      /* even a server's forged refresh */
+	rep.value = (const uint8_t *)"EVILEVIL";
+	rep.value_len = 8;
+	sw(&r, &rep, 1, CL + 1, NULL);
+	EXPECT_EQ(rd(&r, "stats", 4), 0);           /* no refresh */
+	/* READ(K): the switch still answers K's value */
+	struct nk_msg m = mk(NK_NETCACHE_OP_READ, "hotkey01", 6);
+	struct nk_actions a = sw(&r, &m, CL, 1, NULL);
+	EXPECT_EQ(a.switch_reply, 1);
+	EXPECT(m.value_len == 8 && !memcmp(m.value, "GOODGOOD", 8));
+	/* both may be cached, each in its own slot */
+	uint64_t k[3], a1 = 1;
+	table_key("hotkey01", 9, k);
+	EXPECT_EQ(r.P->table_add(r.sw, "cache", k, 3, &a1, 1), 0);
+	EXPECT_EQ(r.P->reg_write(r.sw, "cache_vlen", 1, 1), 0);
+	EXPECT_EQ(r.P->reg_write(r.sw, "cache_valid", 1, 1), 0);
+	m = mk(NK_NETCACHE_OP_READ, "hotkey01", 7);
+	m.key_len = 9;
+	sw(&r, &m, CL, 1, NULL);
+	EXPECT_EQ(m.value_len, 1);
+	m = mk(NK_NETCACHE_OP_READ, "hotkey01", 8);
+	sw(&r, &m, CL, 1, NULL);
+	EXPECT_EQ(m.value_len, 8);
+	EXPECT_EQ(r.P->table_del(r.sw, "cache", k, 3), 0);
+	m = mk(NK_NETCACHE_OP_READ, "hotkey01", 9);
+	a = sw(&r, &m, CL, 1, NULL);
+	EXPECT(a.switch_reply == 1 && m.value_len == 8);   /* K's entry stays */
+	rig_free(&r);
+}
+
 static void test_races_and_limits(void)
 {
 	current = "races and limits";
@@ -315,10 +374,10 @@ static void test_races_and_limits(void)
 	struct nk_msg rr = serve(&r, &m, &n);
 	EXPECT_EQ(rr.result, NK_RESULT_NOT_FOUND);
 	/* eviction: table_del; reads go to the server again */
-	uint64_t k[2];
-	key_words("j", k);
-	EXPECT_EQ(r.P->table_del(r.sw, "cache", k, 2), 0);
-	EXPECT_EQ(r.P->table_del(r.sw, "cache", k, 2), NK_PIPE_ENOENT);
+	uint64_t k[3];
+	table_key("j", 1, k);
+	EXPECT_EQ(r.P->table_del(r.sw, "cache", k, 3), 0);
+	EXPECT_EQ(r.P->table_del(r.sw, "cache", k, 3), NK_PIPE_ENOENT);
 	m = mk(NK_NETCACHE_OP_READ, "j", 35);
 	a = sw(&r, &m, CL, 1, NULL);
 	EXPECT_EQ(a.switch_reply, 0);
@@ -336,8 +395,12 @@ static void test_races_and_limits(void)
 	EXPECT_EQ(r.P->reg_read(r.sw, "nope", 0, &v), NK_PIPE_ENOENT);
 	EXPECT_EQ(r.P->reg_read(r.sw, "cache_valid", 2, &v), NK_PIPE_ERANGE);
 	uint64_t a1 = 5;
-	EXPECT_EQ(r.P->table_add(r.sw, "cache", k, 2, &a1, 1), NK_PIPE_ERANGE);
-	EXPECT_EQ(r.P->table_add(r.sw, "cache", k, 1, &a1, 1), NK_PIPE_EINVAL);
+	EXPECT_EQ(r.P->table_add(r.sw, "cache", k, 3, &a1, 1), NK_PIPE_ERANGE);
+	EXPECT_EQ(r.P->table_add(r.sw, "cache", k, 2, &a1, 1), NK_PIPE_EINVAL);
+	a1 = 0;
+	k[2] = 17;                              /* longer than the wire's 16 B */
+	EXPECT_EQ(r.P->table_add(r.sw, "cache", k, 3, &a1, 1), NK_PIPE_ERANGE);
+	EXPECT_EQ(r.P->table_del(r.sw, "cache", k, 3), NK_PIPE_ENOENT);
 	rig_free(&r);
 
 	/* bad params */
@@ -483,6 +546,7 @@ int main(void)
 {
 	test_trust();
 	test_hit_miss_write();
+	test_padded_key();
 	test_races_and_limits();
 	test_hot_keys();
 	test_client();

@@ -5,7 +5,8 @@
  * Unit part: versioned store (newer only; stale writes acked with their
  * version), reply fields, RC_REQ/RC_ACK, write fan-out (multicast copies,
  * each answered; MULTI + RC_REQ for AMO), VWRITE + VIRT + RETRY (never for a
- * multicast copy), hash-collision re-forwarding with BYPASS, the AMO
+ * multicast copy), hash-collision re-forwarding with BYPASS (only from the
+ * client its CLIENT_ID names), the AMO
  * client table, GC and the control commands, the client.
  *
  * End-to-end part: a small rack in the test (the pegasus pipeline, 4 servers
@@ -501,6 +502,19 @@ static void test_vwrite_retry(void)
 	srv_free(&s);
 }
 
+/* Make "hot" a replicated key at s (rkey_add, `ver` its version or
+ * NULL): its keyhash, which the collision tests give other keys. */
+static uint32_t add_hot(struct srv *s, const char *ver)
+{
+	char hk[64], cmd[160], reply[256];
+	hexkey("hot", hk);
+	uint32_t h = nk_djb2((const uint8_t *)"hot", 3);
+	snprintf(cmd, sizeof cmd, "rkey_add %u %s%s%s", h, hk, ver ? " " : "", ver ? ver : "");
+	ctl(s, cmd, reply, sizeof reply);
+	EXPECT(!strcmp(reply, "ok"));
+	return h;
+}
+
 static void test_collision(void)
 {
 	current = "collision";
@@ -508,12 +522,8 @@ static void test_collision(void)
 	struct srv s;
 	srv_init(&s, 1, NULL);
 	struct nk_host_out out[NK_HOST_MAX_OUT];
-	char hk[64], cmd[160], reply[256];
-	hexkey("hot", hk);
-	uint32_t h = nk_djb2((const uint8_t *)"hot", 3);
-	snprintf(cmd, sizeof cmd, "rkey_add %u %s 5", h, hk);
-	ctl(&s, cmd, reply, sizeof reply);
-	EXPECT(!strcmp(reply, "ok"));
+	char cmd[160], reply[256];
+	uint32_t h = add_hot(&s, "5");
 	struct nk_msg c = mk(NK_PEGASUS_OP_WRITE, "cold", 3, 40);
 	c.keyhash = h;
 	c.client_id = 2;
@@ -526,8 +536,7 @@ static void test_collision(void)
 	/* at the home (3): applied, reply with BYPASS to the client's node */
 	struct srv home;
 	srv_init(&home, 3, NULL);
-	snprintf(cmd, sizeof cmd, "rkey_add %u %s", h, hk);
-	ctl(&home, cmd, reply, sizeof reply);
+	add_hot(&home, NULL);
 	struct nk_msg fwd = out[0].msg;
 	EXPECT_EQ(handle(&home, &fwd, 1, out), 1);
 	EXPECT_EQ(out[0].msg.op, NK_PEGASUS_OP_WRITE_REPLY);
@@ -636,6 +645,46 @@ static void test_amo(void)
 	EXPECT_EQ(ts_ver(&v.store, "a"), 9);
 	srv_free(&v);
 	srv_free(&t);
+	srv_free(&s);
+}
+
+/* A collision is re-forwarded with its CLIENT_ID, which the home trusts (a
+ * server sent it): only from that client's own node. Before, a hostile node
+ * naming client 2 filled client 2's AMO slot at the home through the
+ * forwarding server, and client 2's later write with that REQID was
+ * answered from the table and never applied (docs/security.md). */
+static void test_collision_spoof(void)
+{
+	current = "collision spoof";
+	struct srv s, home;
+	srv_init(&s, 1, "amo=1");
+	srv_init(&home, 3, "amo=1");
+	struct nk_host_out out[NK_HOST_MAX_OUT];
+	uint32_t h = add_hot(&s, NULL);
+	add_hot(&home, NULL);
+	/* client 1's node (NS + 1) sends a colliding WRITE naming client 2 */
+	struct nk_msg x = mk(NK_PEGASUS_OP_WRITE, "evil", 3, 40);
+	x.keyhash = h;
+	x.client_id = 2;
+	x.req_id = 42;
+	EXPECT_EQ(handle(&s, &x, NS + 1, out), 0);          /* dropped, not forwarded */
+	x.op = NK_PEGASUS_OP_READ;
+	x.kind = NK_KIND_READ;
+	EXPECT_EQ(handle(&s, &x, NS + 1, out), 0);          /* no reply to client 2 either */
+	EXPECT_EQ(handle(&s, &x, NK_NODE_NONE, out), 0);
+	/* client 2's own colliding request is still re-forwarded */
+	EXPECT_EQ(handle(&s, &x, NS + 2, out), 1);
+	EXPECT_EQ(out[0].dst, 3);
+	/* client 2's write with REQID 42 is applied at the home, not answered
+	 * from a slot someone else filled */
+	struct nk_msg w = mk(NK_PEGASUS_OP_WRITE, "mine", 3, 50);
+	w.client_id = 2;
+	w.req_id = 42;
+	EXPECT_EQ(handle(&home, &w, NS + 2, out), 1);
+	EXPECT_EQ(out[0].msg.ver, 50);
+	EXPECT_EQ(ts_ver(&home.store, "mine"), 50);
+	EXPECT_EQ(ts_ver(&home.store, "evil"), 0);
+	srv_free(&home);
 	srv_free(&s);
 }
 
@@ -1176,6 +1225,7 @@ int main(void)
 	test_vwrite_retry();
 	test_collision();
 	test_amo();
+	test_collision_spoof();
 	test_gc();
 	test_end_to_end("selection=rr", 1);
 	test_end_to_end("selection=random", 2);

@@ -218,11 +218,18 @@ class KVSwitchController(Controller):
         self.stats = KVSwitchStats()
         self.last_prediction: list[bytes] = []
         self.groups: set[int] = set()
+        self.started = False
 
     # -- life cycle --------------------------------------------------------------
 
     def start(self) -> None:
+        """Before traffic, and again whenever the switch is back empty after
+        an outage (``SimEpochs.switch_back``, the Mininet target's restart)."""
         import numpy as np
+        restarted = self.started
+        if restarted:
+            self._restarted()
+        self.started = True
         if not self.prewarm:
             return
         keys = [k for k, _ in self.prewarm]
@@ -231,17 +238,44 @@ class KVSwitchController(Controller):
         known = [i for i, info in enumerate(infos) if info is not None]
         owners = np.array([infos[i].owner for i in known])  # type: ignore[union-attr]
         sh = shares[known]
+        # after a restart by REPL_CMD, as a learned install: a replica may
+        # have missed the last write before the outage, so no copy is valid
+        # before the owner's push
+        prewarmed = not restarted
         if self.proto.placement == "all":
-            self._apply({keys[i]: self.m for i in known}, prewarmed=True)
+            self._apply({keys[i]: self.m for i in known}, prewarmed=prewarmed)
             self.prev = {k: float(s) for k, s in self.prewarm}
             return
         rest = np.full(self.m, (1.0 - sh.sum()) / self.m)
         self.t = plan_threshold(sh, owners, self.m, self.t, self.proto.epsilon,
                                 self.proto.gamma, rest)
         want = {keys[i]: copies(float(shares[i]), self.t, self.m) for i in known}
-        self._apply(self._selected(want.items()), prewarmed=True)
+        self._apply(self._selected(want.items()), prewarmed=prewarmed)
         self.prev = {k: float(s) for k, s in self.prewarm}
         self.stats.t_history.append(self.t)
+
+    def _restarted(self) -> None:
+        """The switch came back empty: forget every install (tables, slots,
+        multicast groups), and make the servers agree with an empty switch.
+        The owners still hold hot = 1 from REPL_CMD (or ``own``) and would
+        answer ERROR to every unstamped write of those keys, which the empty
+        switch no longer stamps; so each owner gets REPL_EVICT (repeated, as
+        for any eviction) at a version above all the old switch stamped. Not
+        the replicas: the switch reads none, a later install pushes over
+        them, and one that never heard of the key would take the eviction as
+        its owner and raise its own (maybe older) value to the owner's
+        version. Installs after this (``start``'s prewarm, or the next
+        periods' learning) use versions above the evictions'."""
+        self.period += 1   # above every version stamped before the outage
+        ver = self._ver()
+        for key, h in self.hot.items():
+            self.owner_evict.append((key, h.info, ver, OWNER_EVICT_REPEATS))
+            self._evict_msg(key, h.info, h.info.owner, ver)
+        self.hot = {}
+        self.free = list(range(self.k - 1, -1, -1))
+        self.pending_evict = []
+        self.groups = set()
+        self.period += 1   # installs: above the evictions
 
     def epoch(self, t_s: float) -> None:
         import numpy as np

@@ -107,6 +107,13 @@ def key_words(key: bytes) -> tuple[int, int]:
     return int.from_bytes(k[:8], "big"), int.from_bytes(k[8:], "big")
 
 
+def table_key(key: bytes) -> list[int]:
+    """The ``cache`` table's key: (k0, k1, key length). The length is part of
+    the match: a key shorter than 16 B and the same bytes zero-padded fill the
+    same (k0, k1) (docs/netcache.md "Tables")."""
+    return [*key_words(key), len(wire_key(key))]
+
+
 def row_hash(row: int, key: bytes) -> int:
     """The pipeline's sketch/Bloom row hash: CRC-32 over row, the two seed
     bytes, row * NC_HASH_ROW_MUL mod 256, k0 (BE), k1 (BE) (spec/constants.toml)."""
@@ -180,7 +187,7 @@ class NetCacheController(Controller):
             if ck.value_len is None or not self._fits(ck):
                 continue
             idx = self.free_idx.pop()
-            sw.table_add("cache", list(key_words(ck.key)), [idx])  # a new entry is invalid
+            sw.table_add("cache", table_key(ck.key), [idx])  # a new entry is invalid
             # Before traffic every register is at its initial zero and every
             # server preloads the canonical value (zero bytes of the key's
             # size), so only the length is written; then the slot goes valid.
@@ -307,7 +314,7 @@ class NetCacheController(Controller):
         sw = self.plane.switch
         idx = self.free_idx.pop()
         sw.reg_write("cache_valid", idx, 0)
-        sw.table_add("cache", list(key_words(ck.key)), [idx])  # invalid until filled
+        sw.table_add("cache", table_key(ck.key), [idx])  # invalid until filled
         sw.reg_write("cache_hits", idx, 0)
         item = Item(ck, idx, born=self.epochs)
         self.items[ck.key] = item
@@ -330,7 +337,7 @@ class NetCacheController(Controller):
 
     def _evict(self, item: Item) -> None:
         sw = self.plane.switch
-        sw.table_delete("cache", list(key_words(item.ck.key)))  # first: stops matching
+        sw.table_delete("cache", table_key(item.ck.key))  # first: stops matching
         sw.reg_write("cache_valid", item.idx, 0)
         if item.fetch_req is not None:
             self.by_req.pop(item.fetch_req, None)

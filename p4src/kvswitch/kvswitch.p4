@@ -28,7 +28,9 @@
  *                                   below T) counted in HotkeyCount, not
  *                                   HashPipe; ordinal 1 is the owner, so a GET
  *                                   stays there; a SET/DEL is stamped as
- *                                   above and unicast to the owner (no group)
+ *                                   above and unicast to the owner (no group),
+ *                                   also when the client addressed another
+ *                                   server
  *   replies, REPL_*                 plain forwarding
  *   Loadcount[server]++             for every GET/SET/DEL (each multicast
  *                                   copy) leaving toward a server, at egress
@@ -394,6 +396,10 @@ control KvswitchIngress(inout headers_t hdr, inout metadata_t meta,
                                                                     (bit<16>)h_r);
                             meta.fwd = FWD_MCAST;
                             want_route = false;
+                        } else {
+                            /* r = 1: the owner, whatever server the
+                             * client addressed */
+                            meta.dst_node = (bit<16>)h_owner;
                         }
                     }
                 }

@@ -28,7 +28,8 @@
  *                               stripped, and is not forwarded
  *
  * Named state (identical names in netcache.c):
- *   table     cache[k0, k1] -> cache_hit(idx)   (the 16 B key as two 64-bit words)
+ *   table     cache[k0, k1, key_len] -> cache_hit(idx)   (the 16 B key as two
+ *             64-bit words, and the key's length)
  *             node_fwd[node] -> set_port(port)
  *   registers cache_valid cache_vlen cache_value cache_wcli cache_wreq
  *             cache_hits cm_sketch bloom sketch_clear stats
@@ -134,6 +135,8 @@ control NetcacheIngress(inout headers_t hdr, inout metadata_t meta,
         key = {
             k0 : exact @name("k0");
             k1 : exact @name("k1");
+            /* K and K||0x00 fill the same 16 B: the length tells them apart */
+            hdr.netcache.key_len : exact @name("key_len");
         }
         actions = {
             cache_hit;

@@ -13,7 +13,7 @@ from netkv.constants import (
     NETCACHE_FLAG_REFRESH,
     SERVER_NONE,
 )
-from netkv.protocols.netcache import key_words, row_hash
+from netkv.protocols.netcache import row_hash, table_key
 from netkv.wire.codec import Msg, NetcacheOp, Proto, Result, encode
 
 from . import CLIENT, CLIENT_PORT, Case, Step, frame
@@ -26,7 +26,7 @@ KEY = b"user:000042"
 VALUE = b"hello"
 
 CACHED = dict(
-    tables=[("cache", list(key_words(KEY)), [0])],
+    tables=[("cache", table_key(KEY), [0])],
     registers=[("cache_valid", 0, 1), ("cache_vlen", 0, len(VALUE)),
                ("cache_value", 0, int.from_bytes(VALUE.ljust(8, b"\0"), "big"))],
 )

@@ -457,6 +457,14 @@ static int peg_server_handle(void *st, struct nk_store *store, const struct nk_m
 				   memcmp(rk->key, in->key, in->key_len))) {
 				/* a cold key colliding with a replicated one */
 				if (in->server_id != s->id && in->server_id < s->n_servers) {
+					/* re-forwarded with its CLIENT_ID, where the
+					 * home trusts it (a server sent it) and
+					 * replies to that client's node: only from
+					 * that client's own node, or any node could
+					 * fill another client's AMO slots and answer
+					 * its requests (amo_sender_ok, docs/security.md) */
+					if (src != s->n_servers + in->client_id)
+						return 0;
 					out[0].msg = *in;
 					out[0].msg.flags |= NK_PEGASUS_FLAG_BYPASS;
 					out[0].msg.flags &= (uint8_t)~NK_PEGASUS_FLAG_MULTI;
@@ -701,7 +709,8 @@ static int peg_client_reply(void *st, const struct nk_msg *r)
 /* A hostile client's message (host.h client_hostile, docs/security.md): what
  * the switch must overwrite (VER, BYPASS, MULTI/bitmap) or drop (server- and
  * controller-only ops), and what the servers must survive (replays of an
- * honest client's ids, an oversized value). */
+ * honest client's ids, directly or through a replica's collision
+ * re-forwarding, an oversized value). */
 static uint16_t peg_client_hostile(void *st, uint64_t draw, const struct nk_req_spec *sp,
 				   uint16_t victim, uint32_t n_servers, struct nk_msg *m)
 {
@@ -744,8 +753,15 @@ static uint16_t peg_client_hostile(void *st, uint64_t draw, const struct nk_req_
 		m->op = draw >> 16 & 1 ? NK_PEGASUS_OP_VWRITE : NK_PEGASUS_OP_PUT_FWD;
 		m->ver = ver;
 		break;
-	case 8:         /* a replay of an honest client's request id */
+	case 8:         /* a replay of an honest client's request id ... */
 		m->client_id = victim;
+		if (draw >> 16 & 1 && m->key_len) {
+			/* ... as a collision: the key's keyhash (a replicated
+			 * key's, for a hot one) with other key bytes, which a
+			 * replica would re-forward to the home, where a server's
+			 * CLIENT_ID is trusted (the sender check must come first) */
+			m->key[m->key_len - 1] ^= 0x5A;
+		}
 		break;
 	default:        /* an oversized value */
 		m->value_len = 8000;

@@ -1,9 +1,11 @@
 /*
  * key128.h - private helper of the NetCache, KVSwitch and StarCache pipelines: an
  * exact-match table on a 16 B key (two big-endian 64-bit words, as the
- * controller writes table keys) -> one 32-bit value, open addressing with
- * backward-shift deletion. Capacity is fixed at init (no allocation per
- * packet); `max` entries at most.
+ * controller writes table keys) and a length byte (NetCache: the key's
+ * length, so that a key and the same bytes zero-padded differ; 0 for the
+ * others) -> one 32-bit value, open addressing with backward-shift
+ * deletion. Capacity is fixed at init (no allocation per packet); `max`
+ * entries at most.
  */
 #ifndef NETKV_KEY128_H
 #define NETKV_KEY128_H
@@ -19,6 +21,7 @@ struct nk_k128_ent {
 	uint64_t k0, k1;
 	uint32_t val;
 	uint8_t used;
+	uint8_t len;     /* the length byte of the match (in the padding) */
 };
 
 struct nk_k128 {
@@ -79,24 +82,32 @@ static inline uint16_t nk_k128_tag(uint64_t k0, uint64_t k1)
 	return (uint16_t)(nk_k128_hash(k0, k1) >> 8) | 1u;
 }
 
-/* The entry of (k0, k1), or NULL. */
-static inline struct nk_k128_ent *nk_k128_find(const struct nk_k128 *t, uint64_t k0, uint64_t k1)
+/* The entry of (k0, k1, len), or NULL. The hash leaves len out: entries
+ * that differ only in it share a probe sequence. */
+static inline struct nk_k128_ent *nk_k128_find_len(const struct nk_k128 *t, uint64_t k0,
+						   uint64_t k1, uint8_t len)
 {
 	uint16_t tag = nk_k128_tag(k0, k1);
 	for (uint32_t i = nk_k128_home(t, k0, k1);; i = (i + 1) & (t->cap - 1)) {
 		if (!t->tag[i])
 			return NULL;
-		if (t->tag[i] == tag && t->e[i].k0 == k0 && t->e[i].k1 == k1)
+		if (t->tag[i] == tag && t->e[i].k0 == k0 && t->e[i].k1 == k1 && t->e[i].len == len)
 			return &t->e[i];
 	}
 }
 
+static inline struct nk_k128_ent *nk_k128_find(const struct nk_k128 *t, uint64_t k0, uint64_t k1)
+{
+	return nk_k128_find_len(t, k0, k1, 0);
+}
+
 /* Insert or modify; *fresh = 1 if inserted. NK_PIPE_EFULL past `max`. */
-static inline int nk_k128_put(struct nk_k128 *t, uint64_t k0, uint64_t k1, uint32_t val, int *fresh)
+static inline int nk_k128_put_len(struct nk_k128 *t, uint64_t k0, uint64_t k1, uint8_t len,
+				  uint32_t val, int *fresh)
 {
 	uint32_t i = nk_k128_home(t, k0, k1);
 	for (; t->e[i].used; i = (i + 1) & (t->cap - 1)) {
-		if (t->e[i].k0 == k0 && t->e[i].k1 == k1) {
+		if (t->e[i].k0 == k0 && t->e[i].k1 == k1 && t->e[i].len == len) {
 			t->e[i].val = val;
 			*fresh = 0;
 			return 0;
@@ -104,18 +115,24 @@ static inline int nk_k128_put(struct nk_k128 *t, uint64_t k0, uint64_t k1, uint3
 	}
 	if (t->count >= t->max)
 		return NK_PIPE_EFULL;
-	t->e[i] = (struct nk_k128_ent){ k0, k1, val, 1 };
+	t->e[i] = (struct nk_k128_ent){ k0, k1, val, 1, len };
 	t->tag[i] = nk_k128_tag(k0, k1);
 	t->count++;
 	*fresh = 1;
 	return 0;
 }
 
+static inline int nk_k128_put(struct nk_k128 *t, uint64_t k0, uint64_t k1, uint32_t val, int *fresh)
+{
+	return nk_k128_put_len(t, k0, k1, 0, val, fresh);
+}
+
 /* Delete; *val = the entry's value. NK_PIPE_ENOENT if absent. */
-static inline int nk_k128_del(struct nk_k128 *t, uint64_t k0, uint64_t k1, uint32_t *val)
+static inline int nk_k128_del_len(struct nk_k128 *t, uint64_t k0, uint64_t k1, uint8_t len,
+				  uint32_t *val)
 {
 	uint32_t mask = t->cap - 1, i = nk_k128_home(t, k0, k1);
-	while (t->e[i].used && !(t->e[i].k0 == k0 && t->e[i].k1 == k1))
+	while (t->e[i].used && !(t->e[i].k0 == k0 && t->e[i].k1 == k1 && t->e[i].len == len))
 		i = (i + 1) & mask;
 	if (!t->e[i].used)
 		return NK_PIPE_ENOENT;
@@ -135,6 +152,11 @@ static inline int nk_k128_del(struct nk_k128 *t, uint64_t k0, uint64_t k1, uint3
 		}
 	}
 	return 0;
+}
+
+static inline int nk_k128_del(struct nk_k128 *t, uint64_t k0, uint64_t k1, uint32_t *val)
+{
+	return nk_k128_del_len(t, k0, k1, 0, val);
 }
 
 #endif /* NETKV_KEY128_H */

@@ -467,7 +467,10 @@ static void hot_write(struct kvswitch_state *s, uint32_t slot, struct nk_msg *m,
 	 * has not yet heard REPL_CMD still knows to answer the client */
 	m->result = (uint8_t)(owner + 1);
 	if (r < 2) {
-		/* r = 1 (install_below_t: hot below T): the owner only, unicast */
+		/* r = 1 (install_below_t: hot below T): the owner only, unicast,
+		 * whatever server the client addressed (a replica would store
+		 * it as a copy and answer no one, the version used up) */
+		meta->dst = (uint16_t)owner;
 		count_load(s, meta->dst);
 		forward(s, meta, act);
 		return;

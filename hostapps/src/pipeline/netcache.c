@@ -6,7 +6,7 @@
  *   state + named registers  - cache slots (valid bit, value length, value
  *                              bytes, last-write id, hit counters), count-min
  *                              sketch, Bloom filter, statistics
- *   cache                    - exact-match table key (16 B) -> idx
+ *   cache                    - exact-match table (16 B key, key length) -> idx
  *   process()                - READ hit: answered by the switch (switch_reply);
  *                              READ miss: count-min + Bloom hot-key detection,
  *                              reported to the controller; WRITE/DELETE of a
@@ -227,11 +227,12 @@ static int nc_table_add(void *st, const char *table, const uint64_t *key, unsign
 	}
 	if (strcmp(table, "cache"))
 		return NK_PIPE_ENOENT;
-	if (nkey != 2 || nargs != 1)
+	if (nkey != 3 || nargs != 1)
 		return NK_PIPE_EINVAL;
-	if (args[0] >= s->cache_items)
+	if (args[0] >= s->cache_items || key[2] > NK_NETCACHE_KEY_LEN)
 		return NK_PIPE_ERANGE;
-	int fresh, rc = nk_k128_put(&s->tab, key[0], key[1], (uint32_t)args[0], &fresh);
+	int fresh, rc = nk_k128_put_len(&s->tab, key[0], key[1], (uint8_t)key[2],
+					(uint32_t)args[0], &fresh);
 	if (rc)
 		return rc;
 	if (!fresh) {
@@ -258,10 +259,12 @@ static int nc_table_del(void *st, const char *table, const uint64_t *key, unsign
 	}
 	if (strcmp(table, "cache"))
 		return NK_PIPE_ENOENT;
-	if (nkey != 2)
+	if (nkey != 3)
 		return NK_PIPE_EINVAL;
+	if (key[2] > NK_NETCACHE_KEY_LEN)
+		return NK_PIPE_ENOENT;
 	uint32_t idx;
-	int rc = nk_k128_del(&s->tab, key[0], key[1], &idx);
+	int rc = nk_k128_del_len(&s->tab, key[0], key[1], (uint8_t)key[2], &idx);
 	if (!rc)
 		s->cache_valid[idx] = 0;
 	return rc;
@@ -346,7 +349,11 @@ static void nc_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 	}
 	uint64_t k0, k1;
 	nk_k128_words(m, &k0, &k1);
-	const struct nk_k128_ent *ent = nk_k128_find(&s->tab, k0, k1);
+	/* the key length is part of the match: a key and the same bytes
+	 * zero-padded (K and K||0) fill the same 16 B, and a write of one
+	 * would invalidate, and its reply refresh, the other's slot with a
+	 * value the servers store under another key (docs/security.md) */
+	const struct nk_k128_ent *ent = nk_k128_find_len(&s->tab, k0, k1, m->key_len);
 	int64_t hit = ent ? (int64_t)ent->val : -1;
 	uint32_t idx = hit < 0 ? 0 : (uint32_t)hit;
 	switch (m->op) {
