@@ -22,6 +22,7 @@ Ctrl-C) is not broken by a second one; SIGTERM still is.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -71,11 +72,34 @@ def workers_start_deaf() -> Iterator[None]:
 def joblib_workers() -> Iterator[None]:
     """Around every joblib pool (a sweep, a figure's runs): its workers
     start deaf to Ctrl-C, and what joblib's killed workers left of their
-    Mininet racks goes on the way out (netkv.mininet.cleanup)."""
-    from netkv.mininet.cleanup import workers_racks_removed
-
+    racks goes on the way out."""
     with workers_racks_removed(), workers_start_deaf():
         yield
+
+
+@contextmanager
+def workers_racks_removed() -> Iterator[None]:
+    """Around a joblib pool whose jobs may build racks (Mininet's, or the
+    testbed's over SSH): stopped by Ctrl-C, SIGTERM or a job's error, joblib
+    kills its workers at once, some still tearing a rack down (Hydra's
+    launcher asks for joblib's loky backend by name: it cannot be made to
+    wait); what they left goes on the way out (netkv.mininet.cleanup's and
+    netkv.testbed.clean's ``clean_children``), so the command exits with
+    nothing of its racks running or left behind."""
+    try:
+        yield
+    except BaseException:
+        from netkv.mininet import cleanup
+        from netkv.targets.testbed import STATE_ROOT
+        from netkv.testbed import clean
+
+        _, left = cleanup.clean_children()
+        _, left_testbed = clean.clean_children(STATE_ROOT)
+        if left or left_testbed:   # joblib kills its workers before it raises: not expected
+            print(f"netkv: run(s) {', '.join(left + left_testbed)} still running after the pool "
+                  "stopped: left alone (`python -m netkv clean`, with `--inventory NAME` for a "
+                  "testbed run's, removes them once they exit)", file=sys.stderr)
+        raise
 
 
 @contextmanager

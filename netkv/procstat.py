@@ -9,6 +9,8 @@ utime/stime, 19 starttime.
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Collection
 from pathlib import Path
 
 PROC = Path("/proc")
@@ -66,3 +68,18 @@ def owner_running(record: str, proc: Path = PROC) -> bool:
     if not alive(pid, proc):
         return False
     return len(words) == 1 or started(pid, proc) == int(words[1])
+
+
+def wait_exited(records: Collection[str], timeout_s: float) -> None:
+    """Until none of the processes ``records`` name runs (``owner_record``s;
+    one that is not a record, e.g. a file cut short, names none), or
+    ``timeout_s`` has passed."""
+    def running(record: str) -> bool:
+        try:
+            return owner_running(record)
+        except ValueError:
+            return False
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(running(r) for r in records):
+        time.sleep(0.05)

@@ -124,9 +124,9 @@ def test_every_joblib_pool_removes_what_killed_workers_left(monkeypatch: pytest.
                                                            tmp_path: Path) -> None:
     """A figure's runs (reproduce.run_all), a sweep's jobs and Pool.map share
     one section (interrupts.joblib_workers): when the pool stops (here a
-    run's error; Ctrl-C alike) the command removes its killed workers' racks.
-    run_all had only the Ctrl-C part, so `reproduce --jobs 2` on Mininet left
-    them."""
+    run's error; Ctrl-C alike) the command removes its killed workers' racks,
+    Mininet's and the testbed's. run_all had only the Ctrl-C part, so
+    `reproduce --jobs 2` on Mininet left them."""
     import io
 
     from rich.console import Console
@@ -134,14 +134,17 @@ def test_every_joblib_pool_removes_what_killed_workers_left(monkeypatch: pytest.
     from netkv.experiments.pool import Pool
     from netkv.experiments.reproduce import run_all
     from netkv.mininet import cleanup
+    from netkv.testbed import clean
 
-    swept: list[bool] = []
+    swept: list[str] = []
     monkeypatch.setattr(cleanup, "clean_children",
-                        lambda wait_s=5.0: swept.append(True) or ([], []))
+                        lambda wait_s=5.0: swept.append("mininet") or ([], []))
+    monkeypatch.setattr(clean, "clean_children",
+                        lambda state_root, wait_s=5.0: swept.append("testbed") or ([], []))
     calls = [(1,), (2,)]
     for run in (lambda: run_all(_fails, calls, ["a", "b"], Pool(2), Console(file=io.StringIO()),
                                 tmp_path),
                 lambda: Pool(2).map(_fails, calls, tmp_path)):
         with pytest.raises(ValueError, match="a run's error"):
             run()
-    assert swept == [True, True]
+    assert swept == ["mininet", "testbed"] * 2

@@ -6,7 +6,8 @@ shells read EOF and exit, so every namespace and interface of the run goes
 within 5 s, with no ``clean`` needed. Ctrl-C (SIGINT): one line saying what
 was kept, exit 130, the rack torn down, finished points on disk; SIGTERM
 (kill, timeout, a batch scheduler) the same. Ctrl-C on a sweep in joblib's
-workers: the same one line, and nothing of its racks is left once it exits.
+workers, or on a figure's (`reproduce --jobs 2`): the same one line, and
+nothing of its racks is left once it exits.
 """
 
 from __future__ import annotations
@@ -224,6 +225,14 @@ def test_ctrl_c_on_a_pooled_sweep_leaves_no_rack(tmp_path: Path) -> None:
     proc = subprocess.Popen([*RUN, "-m", "alpha=0.9,0.99", "hydra.launcher.n_jobs=2",
                              f"out={out}"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    _ctrl_c_leaves_no_rack(proc, "netkv: interrupted: ")
+
+
+def _ctrl_c_leaves_no_rack(proc: subprocess.Popen[str], said: str) -> None:
+    """SIGINT to the process group of ``proc`` (a command pooling its runs in
+    joblib workers, in a session of its own) once one of its kvclients runs:
+    exit 130, one line on stderr, starting with ``said``, and nothing of its
+    workers' racks 3 s after the exit."""
     tags: set[str] = set()
     try:
         _wait_for_clients(proc, tags, 120, _tags_of_children)
@@ -233,7 +242,7 @@ def test_ctrl_c_on_a_pooled_sweep_leaves_no_rack(tmp_path: Path) -> None:
         assert proc.returncode == 130, err
         lines = err.strip().splitlines()
         assert len(lines) == 1 and "Traceback" not in err, err
-        assert lines[0].startswith("netkv: interrupted: "), err
+        assert lines[0].startswith(said), err
         links, procs = _gone_within(tags, 3.0)
         assert not procs and not links, (procs, links)
         assert not [t for t in tags if (STATE_ROOT / t).exists()], tags
@@ -242,3 +251,36 @@ def test_ctrl_c_on_a_pooled_sweep_leaves_no_rack(tmp_path: Path) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         _cleanup(tags)
+
+
+# a figure of two series, two x values, one fixed-load point per cell (no SLO
+# reference before the pool): four Mininet runs, two at once
+FIGURE = """\
+description: two Mininet runs at once (test_mininet_lifecycle)
+overrides: [target=mininet, servers=2, clients=1, keys=20000, duration=0.5]
+load_rps: 2000
+x: {key: alpha, values: [0.9, 0.99]}
+series: {hash: [protocol=hash], pegasus: [protocol=pegasus]}
+"""
+
+
+def test_ctrl_c_on_a_figure_with_two_jobs_leaves_no_rack(tmp_path: Path) -> None:
+    """Ctrl-C on `reproduce --jobs 2` of a Mininet figure once a kvclient
+    runs: the same one line and exit 130 as a sweep's, and nothing of its
+    workers' racks left (reproduce.run_all's pool goes through
+    interrupts.joblib_workers as the sweep's does)."""
+    from netkv.config.core import conf_dir
+
+    conf = tmp_path / "conf"   # the checkout's conf/, and experiments/ beside it
+    conf.mkdir()
+    for entry in conf_dir().iterdir():
+        (conf / entry.name).symlink_to(entry)
+    (tmp_path / "experiments" / "lifecycle").mkdir(parents=True)
+    (tmp_path / "experiments" / "lifecycle" / "two.yaml").write_text(FIGURE)
+    out = tmp_path / "figure"
+    proc = subprocess.Popen([sys.executable, "-m", "netkv", "reproduce", "lifecycle/two",
+                             "--jobs", "2", "--out", str(out)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, "NETKV_CONF_DIR": str(conf)})
+    _ctrl_c_leaves_no_rack(proc, f"netkv: interrupted: every finished point is kept in {out} "
+                                 f"(run the same command with --out {out} to resume)")

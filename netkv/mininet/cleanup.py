@@ -25,10 +25,8 @@ import random
 import signal
 import string
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,11 +82,16 @@ class RunState:
         self.save()
 
 
+def _record(pid: int, start: int | None = None) -> str:
+    """A run owner's ``procstat.owner_record``; a state file without the start
+    time (netkv before 2026-11-29) names the pid alone."""
+    return f"{pid} {start}" if start is not None else str(pid)
+
+
 def _alive(pid: int, start: int | None = None) -> bool:
     """Whether run owner ``pid`` still runs: a zombie counts as gone, and so
-    does a process with another start time (a reused pid); a state file
-    without the start time (netkv before 2026-11-29) is judged by the pid."""
-    return procstat.owner_running(f"{pid} {start}" if start is not None else str(pid))
+    does a process with another start time (a reused pid)."""
+    return procstat.owner_running(_record(pid, start))
 
 
 def _cmdline(pid: int) -> str:
@@ -98,26 +101,29 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _ours(pid: int, tag: str) -> bool:
-    """The process still is one of this run's (not a recycled pid)."""
+def _ours(pid: int, tag: str, programs: Collection[str] = PROGRAMS) -> bool:
+    """The process still is one of this run's (not a recycled pid): one of
+    ``programs`` carrying ``tag``."""
     cmd = _cmdline(pid)
     if not cmd:
         return False
     first = os.path.basename(cmd.split(" ", 1)[0])
-    return tag in cmd and first in PROGRAMS
+    return tag in cmd and first in programs
 
 
-def _tagged_pids(tag: str) -> list[int]:
+def _tagged_pids(tag: str, programs: Collection[str] = PROGRAMS) -> list[int]:
     """Processes carrying the tag (``mininet:<tag>..`` shells, ``--tag <tag>``)."""
     pids = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid() and _ours(int(entry.name), tag):
+        if entry.name.isdigit() and int(entry.name) != os.getpid() \
+                and _ours(int(entry.name), tag, programs):
             pids.append(int(entry.name))
     return pids
 
 
-def _stop(pids: list[int], removed: list[str], tag: str) -> None:
-    live = [p for p in pids if _alive(p) and _ours(p, tag)]
+def _stop(pids: list[int], removed: list[str], tag: str,
+          programs: Collection[str] = PROGRAMS) -> None:
+    live = [p for p in pids if _alive(p) and _ours(p, tag, programs)]
     for p in live:
         try:
             os.kill(p, signal.SIGTERM)
@@ -133,6 +139,14 @@ def _stop(pids: list[int], removed: list[str], tag: str) -> None:
             except ProcessLookupError:
                 pass
         removed.append(f"process {p}")
+
+
+def stop_tagged(tag: str, programs: Collection[str]) -> list[str]:
+    """Stop every process of ``programs`` whose command line holds ``tag``
+    (SIGTERM, SIGKILL 2 s later); one line per process stopped."""
+    removed: list[str] = []
+    _stop(_tagged_pids(tag, programs), removed, tag, programs)
+    return removed
 
 
 def tagged_links(tag: str) -> list[str]:
@@ -214,9 +228,7 @@ def clean_children(wait_s: float = 5.0) -> tuple[list[str], list[str]]:
         if state.get("parent") == me and folder.name.startswith(TAG_PREFIX):
             runs.append((folder.name, [int(p) for p in state.get("pids", [])],
                          int(state.get("owner", -1)), state.get("owner_start")))
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline and any(_alive(o, s) for _, _, o, s in runs):
-        time.sleep(0.05)
+    procstat.wait_exited([_record(o, s) for _, _, o, s in runs], wait_s)
     removed: list[str] = []
     left: list[str] = []
     for tag, pids, owner, start in runs:
@@ -225,22 +237,3 @@ def clean_children(wait_s: float = 5.0) -> tuple[list[str], list[str]]:
         else:
             removed += clean_run(tag, pids)
     return removed, left
-
-
-@contextmanager
-def workers_racks_removed() -> Iterator[None]:
-    """Around a joblib pool whose jobs may build Mininet racks (a sweep, a
-    figure's cells): stopped by Ctrl-C, SIGTERM or a job's error, joblib
-    kills its workers at once, some still tearing a rack down (Hydra's
-    launcher asks for joblib's loky backend by name: it cannot be made to
-    wait); what they left goes on the way out, so the command exits with
-    nothing of its racks running or left behind."""
-    try:
-        yield
-    except BaseException:
-        _, left = clean_children()
-        if left:   # joblib kills its workers before it raises: not expected
-            print(f"netkv: run(s) {', '.join(left)} still running after the pool stopped: "
-                  "left alone (`python -m netkv clean` removes them once they exit)",
-                  file=sys.stderr)
-        raise

@@ -24,7 +24,8 @@ from netkv.config.schema import RunConfig
 from netkv.native import NativeBuildMissing, program_path
 from netkv.targets.base import TargetUnavailable
 from netkv.testbed import stacks
-from netkv.testbed.inventory import Host
+from netkv.testbed.clean import INVENTORY, PARENT
+from netkv.testbed.inventory import Host, Inventory
 from netkv.testbed.ssh import Ssh
 from netkv.targets.mininet import MininetTarget
 from netkv.targets.mininet import check_config as check_rack_config
@@ -41,12 +42,16 @@ class LocalState:
     pids: list[int] = field(default_factory=list)
 
     @classmethod
-    def create(cls) -> "LocalState":
+    def create(cls, inventory: Inventory) -> "LocalState":
         STATE_ROOT.mkdir(parents=True, exist_ok=True, mode=0o700)
         folder = Path(tempfile.mkdtemp(prefix="nk", dir=STATE_ROOT))
         # whose run it is: `netkv clean --inventory` treats the run as dead
         # once this process is gone
         (folder / "owner").write_text(procstat.owner_record() + "\n")
+        # the hosts, then the owner's parent (a sweep's command finds its
+        # killed workers' runs by it: netkv.testbed.clean.clean_children)
+        (folder / INVENTORY).write_text(inventory.model_dump_json())
+        (folder / PARENT).write_text(procstat.owner_record(os.getppid()) + "\n")
         # it names the remote run folders and the run in process lists
         return cls(folder.name, folder)
 
@@ -135,7 +140,7 @@ class TestbedTarget(MininetTarget):
                                     "it there, or list its folder in the host's inventory path")
 
     def new_state(self) -> Any:
-        return LocalState.create()
+        return LocalState.create(self.cfg.inventory)
 
     def new_rack(self, spec: Any) -> Any:
         from netkv.testbed.rack import SshRack

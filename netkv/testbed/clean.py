@@ -5,7 +5,13 @@ while it lives and a run folder ``<workdir>/run-<tag>`` on every host it
 uses, with the pid of each program it started. A remote run folder whose
 local folder is gone, or whose owner is gone, belongs to a run that died
 without cleaning up: its programs (only those still carrying the tag: a pid
-may have been reused) are killed and the folder removed.
+may have been reused) are killed and the folder removed; then the local
+folder, after the SSH processes naming it (its multiplexed masters, which
+ControlPersist keeps 120 s, and its socket forwards).
+
+A sweep's joblib workers record the command as their runs' ``parent``, with
+the inventory: ``clean_children`` removes, on the command's way out, the
+runs of the workers joblib killed mid-teardown (``netkv.interrupts``).
 """
 
 from __future__ import annotations
@@ -13,11 +19,21 @@ from __future__ import annotations
 import shlex
 import shutil
 import tempfile
+from collections import defaultdict
+from collections.abc import Collection
 from pathlib import Path
 
 from netkv import procstat
+from netkv.mininet.cleanup import stop_tagged
 from netkv.testbed.inventory import Inventory
 from netkv.testbed.ssh import RemoteError, Ssh
+
+# what a run's local folder records besides its ``owner``: the owner's parent
+# (a sweep's command, for a joblib worker) and the inventory its hosts are in
+PARENT, INVENTORY = "parent", "inventory.json"
+# the local processes of a run: ssh (forwards) and its multiplexed masters,
+# whose command line is "ssh: <control path> [mux]"
+SSH_PROGRAMS = ("ssh", "ssh:")
 
 
 def alive(state_root: Path, tag: str) -> bool:
@@ -53,7 +69,13 @@ def kill_and_remove(folder: str, tag: str) -> str:
             f"case \"${{n##*/}}\" in {names}) kill -9 $p;; esac; done; done; rm -rf {q}")
 
 
-def clean_inventory(inv: Inventory, state_root: Path, force: bool = False) -> list[str]:
+def clean_inventory(inv: Inventory, state_root: Path, force: bool = False,
+                    tags: Collection[str] | None = None) -> list[str]:
+    """Remove the dead runs (every run with ``force``) on ``inv``'s hosts and
+    here: only those of ``tags`` when given."""
+    def dead(tag: str) -> bool:
+        return (tags is None or tag in tags) and (force or not alive(state_root, tag))
+
     removed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="nkclean", dir="/tmp") as control:
         for host in inv.hosts:
@@ -66,12 +88,39 @@ def clean_inventory(inv: Inventory, state_root: Path, force: bool = False) -> li
                 continue
             for folder in found.stdout.split():
                 tag = folder.rsplit("/run-", 1)[-1]
-                if not force and alive(state_root, tag):
-                    continue  # a live run's
-                ssh.run(kill_and_remove(folder, tag), check=False)
-                removed.append(f"{host.name}:{folder}")
+                if dead(tag):
+                    ssh.run(kill_and_remove(folder, tag), check=False)
+                    removed.append(f"{host.name}:{folder}")
             ssh.close()
     for folder in state_root.glob("nk*") if state_root.exists() else []:
-        if force or not alive(state_root, folder.name):
+        if dead(folder.name):
+            # its SSH masters and forwards (their command lines name the folder)
+            removed += stop_tagged(f"{folder}/", SSH_PROGRAMS)
             shutil.rmtree(folder, ignore_errors=True)
     return removed
+
+
+def clean_children(state_root: Path, wait_s: float = 5.0) -> tuple[list[str], list[str]]:
+    """Remove the runs of this process's children (``parent`` in their local
+    folder) once their owners are gone: a sweep's joblib workers, which joblib
+    kills mid-teardown when the sweep stops. Waits up to ``wait_s`` for the
+    owners to exit; returns what went and the tags of the runs whose owner
+    still runs at the deadline (left alone), as netkv.mininet.cleanup's."""
+    me = procstat.owner_record()
+    runs: dict[str, str] = {}   # tag -> its owner's record
+    by_inventory: dict[str, list[str]] = defaultdict(list)   # inventory JSON -> tags
+    for folder in sorted(state_root.glob("nk*")) if state_root.is_dir() else []:
+        try:
+            if (folder / PARENT).read_text().strip() != me:
+                continue   # another command's run, or one still being created
+            owner, inv = (folder / "owner").read_text().strip(), (folder / INVENTORY).read_text()
+        except OSError:
+            continue
+        runs[folder.name] = owner
+        by_inventory[inv].append(folder.name)
+    procstat.wait_exited(list(runs.values()), wait_s)
+    left = [tag for tag in runs if alive(state_root, tag)]
+    removed: list[str] = []
+    for text, tags in by_inventory.items():
+        removed += clean_inventory(Inventory.model_validate_json(text), state_root, tags=tags)
+    return removed, left
