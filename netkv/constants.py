@@ -349,7 +349,7 @@ TABLES: dict[str, dict[str, dict[str, object]]] = {
     },
     'netcache': {
         'node_fwd': {'keys': [('node', 16)], 'action': 'set_port', 'args': [('port', 9)], 'default': 'node_miss'},
-        'cache': {'keys': [('k0', 64), ('k1', 64)], 'action': 'cache_hit', 'args': [('idx', 32)], 'default': 'cache_miss'},
+        'cache': {'keys': [('k0', 64), ('k1', 64), ('key_len', 8)], 'action': 'cache_hit', 'args': [('idx', 32)], 'default': 'cache_miss'},
     },
     'starcache': {
         'node_fwd': {'keys': [('node', 16)], 'action': 'set_port', 'args': [('port', 9)], 'default': 'node_miss'},

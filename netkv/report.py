@@ -233,6 +233,8 @@ def experiment_sections(path: Path) -> tuple[str, list[tuple[str, str]]]:
     points = pl.read_parquet(path / "points.parquet") if (path / "points.parquet").is_file() \
         else pl.DataFrame()
     if not points.is_empty():
+        if "sat_probe" in points.columns:  # past saturation by design: not noise
+            points = points.filter(~pl.col("sat_probe"))
         points = points.with_columns(pl.col("series").fill_null("(SLO reference)"),
                                      pl.col("x").fill_null("-"))
     sections.append(("Noise", noise_section(points, ["series", "x"])))

@@ -76,7 +76,7 @@ def test_without_at_most_once_resent_writes_break_it(tmp_path):
 
 def test_strict_mode_stays_linearizable_across_a_switch_restart(tmp_path):
     """A switch outage at 40-45 ms: the switch is back empty, the controller
-    evicts every key it had installed at its owner and replicas (versions
+    evicts every key it had installed at its owner (not its replicas: docs/kvswitch.md; versions
     above the old switch's) and installs again, the prewarmed keys by
     REPL_CMD (a replica may have missed the last write before the outage, so
     none is valid before the owner's push), the cold ones as it learns."""
@@ -85,4 +85,8 @@ def test_strict_mode_stays_linearizable_across_a_switch_restart(tmp_path):
         path, ctl, stats = history(tmp_path, [outage, f"protocol.mode={mode}"], f"outage-{mode}")
         assert stats.switch_restarts == 1 and stats.drop_outage > 0
         assert ctl is not None and len(ctl.hot) > 0
-        assert all(v is True for v in verdicts(path)), mode
+        # WGL only: Porcupine's search on the cold run's history gave no
+        # verdict in 2 min at 7.4 GB, and the kernel killed it at 24 GB
+        # (19,716 ops, 200 keys, one pending write), while WGL decides it
+        # at once (a replica marked valid too early makes it False)
+        assert check_file(path, timeout=120).ok is True, mode

@@ -199,7 +199,7 @@ def test_the_experiments_points_hold_every_saturation_probe(tmp_path: Path) -> N
 
     def run(folder: Path, phase: str, offered: float) -> None:
         folder.mkdir(parents=True)
-        pl.DataFrame({"phase": [phase], "offered_rps": [offered]}).write_parquet(
+        pl.DataFrame({"phase": [phase], "offered_rps": [offered], "best": [True]}).write_parquet(
             folder / "points.parquet")
 
     cell = tmp_path / "s" / "alpha=1"
@@ -209,8 +209,9 @@ def test_the_experiments_points_hold_every_saturation_probe(tmp_path: Path) -> N
     (cell / "sat-x").mkdir()   # not a probe
     run(tmp_path / SLO_DIR, "reference", 0.5)
     table = write_points(tmp_path, [("s", "1", cell)])
-    assert table.select("series", "x", "run", "sat_probe", "offered_rps").rows() == [
-        ("s", "1", "s/alpha=1", False, 1.0),
-        *(("s", "1", f"s/alpha=1/sat-{i}", True, 100.0 + i) for i in (0, 1, 2, 10)),
-        (None, None, SLO_DIR, False, 0.5)]
+    # a probe is its own run's best point, not the cell's: one best row a cell
+    assert table.select("series", "x", "run", "sat_probe", "offered_rps", "best").rows() == [
+        ("s", "1", "s/alpha=1", False, 1.0, True),
+        *(("s", "1", f"s/alpha=1/sat-{i}", True, 100.0 + i, False) for i in (0, 1, 2, 10)),
+        (None, None, SLO_DIR, False, 0.5, True)]
     assert pl.read_parquet(tmp_path / "points.parquet").equals(table)

@@ -207,6 +207,10 @@ def write_points(out: Path, runs: list[tuple[str, str | None, Path]]) -> pl.Data
         points = pl.read_parquet(file)
         if points.is_empty():
             continue
+        if probe and "best" in points.columns:
+            # a probe's point is its own run's best (judged by no SLO), not
+            # the cell's: one best row a cell
+            points = points.with_columns(pl.lit(False).alias("best"))
         frames.append(points.select(
             pl.lit(series or None, dtype=pl.String).alias("series"),
             pl.lit(x, dtype=pl.String).alias("x"),
