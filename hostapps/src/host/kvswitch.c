@@ -509,6 +509,20 @@ static void ks_client_fini(void *st)
 	(void)st;
 }
 
+/* The 16 B key KVSwitch carries for a workload key (host.h wire_key): its
+ * first 16 B, a shorter key right-aligned with zeros before it. out may be
+ * key. */
+static uint8_t ks_wire_key(const uint8_t *key, uint8_t key_len, uint8_t *out)
+{
+	if (key_len >= NK_KVSWITCH_KEY_LEN) {
+		memmove(out, key, NK_KVSWITCH_KEY_LEN);
+	} else {
+		memmove(out + NK_KVSWITCH_KEY_LEN - key_len, key, key_len);
+		memset(out, 0, NK_KVSWITCH_KEY_LEN - key_len);
+	}
+	return NK_KVSWITCH_KEY_LEN;
+}
+
 static uint16_t ks_client_request(void *st, const struct nk_req_spec *sp, struct nk_msg *m)
 {
 	(void)st;
@@ -522,11 +536,7 @@ static uint16_t ks_client_request(void *st, const struct nk_req_spec *sp, struct
 	m->req_id = sp->req_id;
 	m->keyhash = sp->keyhash;    /* not on the wire; the simulator's store uses it */
 	m->send_ns = sp->send_ns;
-	m->key_len = NK_KVSWITCH_KEY_LEN;
-	if (sp->key_len >= NK_KVSWITCH_KEY_LEN)
-		memcpy(m->key, sp->key, NK_KVSWITCH_KEY_LEN);
-	else
-		memcpy(m->key + NK_KVSWITCH_KEY_LEN - sp->key_len, sp->key, sp->key_len);
+	m->key_len = ks_wire_key(sp->key, sp->key_len, m->key);
 	m->value_len = w ? sp->value_len : 0;
 	m->frag_cnt = 1;
 	m->nkeys = 1;
@@ -625,4 +635,5 @@ const struct nk_host_ops nk_host_kvswitch = {
 	.server_ctl = ks_server_ctl,
 	.client_hostile = ks_client_hostile,
 	.client_key_bytes = NK_KVSWITCH_KEY_LEN,   /* ks_client_request: the first 16 B */
+	.wire_key = ks_wire_key,     /* kvserver preloads the 16 B its requests carry */
 };
