@@ -761,9 +761,13 @@ unsigned nk_wire_has(enum nk_proto proto)
 	switch (proto) {
 	case NK_PROTO_PLAIN:
 	case NK_PROTO_PEGASUS:
+		return NK_WIRE_HAS_KEYHASH | NK_WIRE_HAS_REPLIER;
 	case NK_PROTO_NETLR:
 		return NK_WIRE_HAS_KEYHASH;
-	default:        /* NetCache, KVSwitch, StarCache (HKEY instead), NetMC */
+	case NK_PROTO_NETCACHE:
+	case NK_PROTO_STARCACHE:        /* HKEY instead of a keyhash; PARID */
+		return NK_WIRE_HAS_REPLIER;
+	default:        /* KVSwitch, NetMC */
 		return 0;
 	}
 }

@@ -138,6 +138,10 @@ size_t nk_wire_msg_size(void);
 enum nk_wire_has {
 	/* keyhash (Pegasus, plain; NetLR's ID); else decoded as 0 */
 	NK_WIRE_HAS_KEYHASH = 1u << 0,
+	/* server_id in every message: a reply names the server that answered,
+	 * and a switch's own reply names none, NK_SERVER_NONE (Pegasus, plain,
+	 * NetCache, StarCache's PARID); else decoded as NK_SERVER_NONE */
+	NK_WIRE_HAS_REPLIER = 1u << 1,
 };
 unsigned nk_wire_has(enum nk_proto proto);
 
