@@ -251,6 +251,23 @@ def test_corpus_through_netkv_switch(case: Case, tmp_path: Path) -> None:
         _through(rack, case)
 
 
+@needs_switch
+def test_netkv_switch_counts_a_parked_read_as_held_not_dropped(tmp_path: Path) -> None:
+    """A request the pipeline keeps to answer later (act.held: StarCache's
+    parked read) is no drop (pipeline.h, docs/simulator.md): netkv-switch
+    counts it in ``held``, not in ``pipe_drop``, which feeds the
+    ``switch_dropped`` noise column (the simulator counts none either)."""
+    case = next(c for c in CASES if "parks; its cache packet answers" in c.name)
+    with SwitchRack(case, tmp_path) as rack:
+        assert rack.drv is not None
+        before = rack.drv.counters()
+        _through(rack, case)
+        after = rack.drv.counters()
+    moved = {k: after.get(k, 0) - before.get(k, 0)
+             for k in ("pipe_drop", "held", "switch_replies")}
+    assert moved == {"pipe_drop": 0, "held": 1, "switch_replies": 1}, moved
+
+
 # ---- simple_switch_grpc with the P4 program ------------------------------------------------------
 
 

@@ -632,7 +632,16 @@ int main(int argc, char **argv)
 			n_windows = MAX_WINDOWS;
 	}
 	struct window *win = n_windows ? calloc(n_windows, sizeof(*win)) : NULL;
-	uint64_t *per_server = calloc(n_servers + 1, sizeof(uint64_t));
+	/* completed requests by who answered: per server, the switch itself,
+	 * another node (a coordinator) */
+	uint64_t *per_server = calloc(n_servers + 2, sizeof(uint64_t));
+	uint64_t *sw_replies = per_server ? per_server + n_servers : NULL;
+	uint64_t *other_replies = per_server ? per_server + n_servers + 1 : NULL;
+	/* a format that names its replier (nk_wire_has) names none in the
+	 * switch's own reply (NK_SERVER_NONE); without one, the switch never
+	 * completes a request (it answers no read in such a protocol's
+	 * pipeline), and the sender's address says which server answered */
+	int names_replier = m_kv && (nk_wire_has(ops->proto) & NK_WIRE_HAS_REPLIER);
 	if (!tab || (timeout_us > 0 && !tq) || nk_hist_init(&h, NK_HIST_SUB_BITS, NK_HIST_MAX_BITS) ||
 	    nk_hist_init(&hr, NK_HIST_SUB_BITS, NK_HIST_MAX_BITS) ||
 	    (n_windows && !win) || !per_server) {
@@ -931,10 +940,14 @@ int main(int argc, char **argv)
 					q->sent_ns = rnow;
 					continue;
 				}
-				if (m.server_id < n_servers)
-					per_server[m.server_id]++;
+				int32_t from = names_replier ? (m.server_id < n_servers ? m.server_id : -1)
+							     : nk_ip_node(rx[i].src_ip);
+				if (from >= 0 && (uint32_t)from < n_servers)
+					per_server[from]++;
+				else if (names_replier)
+					(*sw_replies)++;
 				else
-					per_server[n_servers]++;
+					(*other_replies)++;
 			}
 			uint64_t lat = rnow > q->intended_ns ? rnow - q->intended_ns : 0;
 			nk_hist_add(&h, lat);
@@ -1041,7 +1054,8 @@ int main(int argc, char **argv)
 	fputs(", \"server_replies\": [", out);
 	for (uint32_t s = 0; s < n_servers; s++)
 		fprintf(out, "%s%" PRIu64, s ? ", " : "", per_server[s]);
-	fprintf(out, "], \"switch_or_other_replies\": %" PRIu64, per_server[n_servers]);
+	fprintf(out, "], \"switch_replies\": %" PRIu64 ", \"other_replies\": %" PRIu64, *sw_replies,
+		*other_replies);
 	nk_dgram_json(io, out);
 	fprintf(out, ", \"timeline\": {\"window_s\": %.6f, \"issued\": [", win_ns * 1e-9);
 	for (uint64_t i = 0; i < n_windows; i++)

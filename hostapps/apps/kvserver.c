@@ -5,8 +5,10 @@
  *   1. arguments: protocol, server id, rack size, the workload's key space
  *      (to preload this server's keys - or every key - at version 1, with
  *      the value sizes the workload gives them), emulated service time;
- *   2. init: the store (open addressing on keyhash + key bytes; written
- *      values live in a preallocated slot pool), the host stack (dgram.h:
+ *   2. init: the store (open addressing on the key's hash + key bytes: the
+ *      keyhash where the wire carries one, else the hash of the key bytes
+ *      the wire carries, nk_wire_store_keyhash; written values live in a
+ *      preallocated slot pool), the host stack (dgram.h:
  *      kernel UDP in kvserver, DPDK in kvserver-dpdk, the same source);
  *   3. the loop: receive a burst, decode each request (bad ones are
  *      counted by reason and dropped), busy-wait the emulated service time,
@@ -83,10 +85,18 @@ struct store {
 	uint32_t max_value, slots, slots_used;
 	uint64_t full, value_truncated;
 	const struct ent *last;   /* entry of the last get (for the reply's value) */
+	uint8_t proto;            /* the wire's (enum nk_proto): a merged entry's hash */
 };
 
-static struct ent *lookup(struct store *s, const uint8_t *key, uint8_t klen, uint32_t kh, int insert)
+/* m's key's entry (inserted if asked and absent), filed under its hash as
+ * nk_wire_store_keyhash gives it: requests of a wire without a keyhash
+ * decode with 0, which would find no preloaded key and put every new one in
+ * one probe chain. */
+static struct ent *lookup(struct store *s, const struct nk_msg *m, int insert)
 {
+	const uint8_t *key = m->key;
+	uint8_t klen = m->key_len;
+	uint32_t kh = nk_wire_store_keyhash(m);
 	uint64_t i = nk_mix64(kh) & s->mask;
 	for (uint64_t probe = 0; probe <= s->mask; probe++, i = (i + 1) & s->mask) {
 		struct ent *e = &s->t[i];
@@ -115,7 +125,7 @@ static struct ent *lookup(struct store *s, const uint8_t *key, uint8_t klen, uin
 static int st_get(void *impl, const struct nk_msg *req, uint64_t *ver, uint32_t *value_len)
 {
 	struct store *s = impl;
-	const struct ent *e = lookup(s, req->key, req->key_len, req->keyhash, 0);
+	const struct ent *e = lookup(s, req, 0);
 	s->last = e;
 	if (!e)
 		return 1;
@@ -127,7 +137,7 @@ static int st_get(void *impl, const struct nk_msg *req, uint64_t *ver, uint32_t 
 static int st_put(void *impl, const struct nk_msg *req, uint64_t ver, uint32_t value_len)
 {
 	struct store *s = impl;
-	struct ent *e = lookup(s, req->key, req->key_len, req->keyhash, 1);
+	struct ent *e = lookup(s, req, 1);
 	if (!e)
 		return -1;
 	e->ver = ver;
@@ -162,7 +172,7 @@ static const uint8_t *st_value(void *impl, const struct nk_msg *req, uint32_t *v
 	struct store *s = impl;
 	const struct ent *e = s->last;
 	if (!e || e->key_len != req->key_len || memcmp(e->key, req->key, req->key_len))
-		e = lookup(s, req->key, req->key_len, req->keyhash, 0);
+		e = lookup(s, req, 0);
 	if (!e)
 		return NULL;
 	*value_len = e->value_len;
@@ -325,6 +335,7 @@ static int ctl_store_merge(struct store *s, int argc, char **argv, char *out, si
 		uint64_t ver;
 		struct nk_msg m;
 		memset(&m, 0, sizeof m);
+		m.proto = s->proto;   /* a wire without keyhash: the store hashes the key */
 		int klen = nf == 4 ? nk_ctl_unhex(f[1], m.key, sizeof m.key) : -1;
 		int vlen = klen > 0 ? nk_ctl_unhex(f[3], value, sizeof value) : -1;
 		if (vlen < 0 || nk_ctl_unhex(f[0], kh, sizeof kh) != 4 ||
@@ -512,6 +523,7 @@ int main(int argc, char **argv)
 	st.cap_entries = cap * 3 / 4;
 	st.max_value = max_value;
 	st.slots = value_slots;
+	st.proto = ops ? ops->proto : 0;
 	st.pool = calloc((size_t)value_slots ? value_slots : 1, max_value);
 	if (!st.t || !st.pool) {
 		fprintf(stderr, "kvserver: out of memory for %" PRIu64 " entries\n", cap);
@@ -532,17 +544,22 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		int all = !strcmp(preload, "all");
-		uint8_t key[NK_MAX_KEY_LEN];
+		struct nk_msg k;
+		memset(&k, 0, sizeof k);
+		k.proto = ops->proto;
 		for (uint32_t i = 0; i < keys; i++) {
 			const struct nk_rank_info *ri = &wl->ranks[i];
 			if (!all && ri->home != id)
 				continue;
-			nk_key_bytes(ri->key, key_size, key);
-			/* under the key the protocol's requests carry (NetLR: an oid) */
-			uint8_t klen = (uint8_t)key_size;
+			nk_key_bytes(ri->key, key_size, k.key);
+			/* under the key the protocol's requests carry (NetLR: an
+			 * oid; NetCache, KVSwitch: 16 B) and the hash the store
+			 * gives them (the workload's keyhash where the wire carries it) */
+			k.key_len = (uint8_t)key_size;
 			if (ops->wire_key)
-				klen = ops->wire_key(key, klen, key);
-			struct ent *e = lookup(&st, key, klen, ri->keyhash, 1);
+				k.key_len = ops->wire_key(k.key, k.key_len, k.key);
+			k.keyhash = ri->keyhash;
+			struct ent *e = lookup(&st, &k, 1);
 			if (!e)
 				break;
 			e->ver = 1;
@@ -701,7 +718,7 @@ int main(int argc, char **argv)
 					const struct ent *le = st.last;
 					if (!le || le->key_len != om->key_len ||
 					    memcmp(le->key, om->key, om->key_len))
-						le = lookup(&st, om->key, om->key_len, om->keyhash, 0);
+						le = lookup(&st, om, 0);
 					/* a fragment's bytes from its own place in the value */
 					uint64_t end = (uint64_t)outs[k].value_off + om->value_len;
 					om->value = le && le->slot >= 0 && le->value_len <= st.max_value &&

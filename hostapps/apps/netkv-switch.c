@@ -104,7 +104,9 @@ struct recirc_pkt {
 };
 
 struct counters {
-	uint64_t frames, bad_frame[5], bad_msg[WIRE_ERRS], pipeline, pipe_drop, no_route,
+	/* held: requests the pipeline kept to answer later (StarCache's parked
+	 * reads: act.held), not drops (pipeline.h, as the simulator counts them) */
+	uint64_t frames, bad_frame[5], bad_msg[WIRE_ERRS], pipeline, pipe_drop, held, no_route,
 		other_ip, flood, non_ip_drop, fault_loss, fault_dup, fault_delayed, delay_full,
 		recirc, recirc_drop, loop_tx, loop_rx, cpu_copies, cpu_drops, mcast_copies, switch_replies,
 		encode_err, packet_out, port_errors;
@@ -518,7 +520,10 @@ static void handle_frame(struct sw *s, const uint8_t *f, uint32_t len, uint16_t 
 	if (act.switch_reply)
 		s->c.switch_replies++;
 	if (act.fwd == NK_FWD_DROP) {
-		s->c.pipe_drop++;
+		if (act.held)
+			s->c.held++;
+		else
+			s->c.pipe_drop++;
 		return;
 	}
 
@@ -673,10 +678,10 @@ static size_t put_counters(struct sw *s, char *out, size_t n, size_t cap)
 	static const char *frame_err[5] = {"", "truncated", "ihl", "length", "ip_csum"};
 	static const char *msg_err[WIRE_ERRS] = {"other", "truncated", "magic", "op", "proto",
 						 "keylen", "length", "space", "field", "value", "inval"};
-	n += OUT(" frames=%" PRIu64 " pipeline=%" PRIu64 " pipe_drop=%" PRIu64 " no_route=%" PRIu64
-		 " other_ip=%" PRIu64 " flood=%" PRIu64 " non_ip_drop=%" PRIu64,
-		 s->c.frames, s->c.pipeline, s->c.pipe_drop, s->c.no_route, s->c.other_ip, s->c.flood,
-		 s->c.non_ip_drop);
+	n += OUT(" frames=%" PRIu64 " pipeline=%" PRIu64 " pipe_drop=%" PRIu64 " held=%" PRIu64
+		 " no_route=%" PRIu64 " other_ip=%" PRIu64 " flood=%" PRIu64 " non_ip_drop=%" PRIu64,
+		 s->c.frames, s->c.pipeline, s->c.pipe_drop, s->c.held, s->c.no_route, s->c.other_ip,
+		 s->c.flood, s->c.non_ip_drop);
 	n += OUT(" port_errors=%" PRIu64, s->c.port_errors);
 	uint64_t bad_f = 0, bad_m = 0;
 	for (int i = 1; i < 5; i++) {

@@ -756,6 +756,29 @@ int nk_wire_netmc_next_pair(const struct nk_msg *m, size_t *off,
 
 /* ==== dispatch =========================================================== */
 
+unsigned nk_wire_has(enum nk_proto proto)
+{
+	switch (proto) {
+	case NK_PROTO_PLAIN:
+	case NK_PROTO_PEGASUS:
+		return NK_WIRE_HAS_KEYHASH | NK_WIRE_HAS_REPLIER;
+	case NK_PROTO_NETLR:
+		return NK_WIRE_HAS_KEYHASH;
+	case NK_PROTO_NETCACHE:
+	case NK_PROTO_STARCACHE:        /* HKEY instead of a keyhash; PARID */
+		return NK_WIRE_HAS_REPLIER;
+	default:        /* KVSwitch, NetMC */
+		return 0;
+	}
+}
+
+uint32_t nk_wire_store_keyhash(const struct nk_msg *m)
+{
+	if (nk_wire_has((enum nk_proto)m->proto) & NK_WIRE_HAS_KEYHASH)
+		return m->keyhash;
+	return nk_djb2(m->key, m->key_len < NK_MAX_KEY_LEN ? m->key_len : NK_MAX_KEY_LEN);
+}
+
 int nk_wire_decode(enum nk_proto proto, const uint8_t *buf, size_t len,
 		   struct nk_msg *out)
 {

@@ -424,6 +424,44 @@ static int error_code(const char *name)
 	return 0;
 }
 
+/* nk_wire_has says what the format carries (keyhash, server_id): a field
+ * it carries survives encode and decode with another value; one it does not
+ * decodes to its default (a store then hashes the key bytes instead,
+ * nk_wire_store_keyhash; kvclient tells who answered by the sender). */
+static int check_carried(const struct nk_msg *m, size_t len)
+{
+	unsigned has = nk_wire_has((enum nk_proto)m->proto);
+	struct nk_msg x = *m, y;
+	uint8_t out[4096];
+	x.keyhash = m->keyhash ^ 0x5A5A5A5Au;
+	x.server_id = m->server_id == 3 ? 4 : 3;
+	int n = len <= sizeof out ? nk_wire_encode(&x, out, sizeof out) : -1;
+	if (n < 0 || nk_wire_decode((enum nk_proto)m->proto, out, (size_t)n, &y)) {
+		fail("re-encode with another keyhash: %d", n);
+		return 1;
+	}
+	int bad = 0;
+	if (!!(has & NK_WIRE_HAS_KEYHASH) != (y.keyhash == x.keyhash) ||
+	    (!(has & NK_WIRE_HAS_KEYHASH) && (m->keyhash || y.keyhash))) {
+		fail("nk_wire_has says keyhash %s, decode gives %u for %u",
+		     has & NK_WIRE_HAS_KEYHASH ? "carried" : "not carried", y.keyhash, x.keyhash);
+		bad = 1;
+	}
+	if (!!(has & NK_WIRE_HAS_REPLIER) != (y.server_id == x.server_id) ||
+	    (!(has & NK_WIRE_HAS_REPLIER) && (m->server_id != NK_SERVER_NONE ||
+						y.server_id != NK_SERVER_NONE))) {
+		fail("nk_wire_has says server_id %s, decode gives %u for %u",
+		     has & NK_WIRE_HAS_REPLIER ? "carried" : "not carried", y.server_id, x.server_id);
+		bad = 1;
+	}
+	uint32_t want = has & NK_WIRE_HAS_KEYHASH ? m->keyhash : nk_djb2(m->key, m->key_len);
+	if (nk_wire_store_keyhash(m) != want) {
+		fail("nk_wire_store_keyhash = %u, want %u", nk_wire_store_keyhash(m), want);
+		bad = 1;
+	}
+	return bad;
+}
+
 static int check_valid_vector(enum nk_proto proto, const uint8_t *bytes, size_t len,
 			      const struct jval *fields)
 {
@@ -435,6 +473,7 @@ static int check_valid_vector(enum nk_proto proto, const uint8_t *bytes, size_t 
 		return 1;
 	}
 	bad |= check_fields(&m, fields);
+	bad |= check_carried(&m, len);
 
 	uint8_t *out = malloc(len + 64);
 	int n = nk_wire_encode(&m, out, len + 64);

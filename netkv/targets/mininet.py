@@ -456,7 +456,9 @@ class MininetTarget(Target):
             hist_lower_ns=lower,
             hist_counts=counts,
             timeline=merge_timelines(results),
-            switch_replies=sum(r.get("switch_or_other_replies", 0) for r in results),
+            # completed requests the switch answered itself, as kvclient tells them
+            # (kvclient.c: a reply naming no server, where the wire names its replier)
+            switch_replies=sum(r.get("switch_replies", 0) for r in results),
             retries=sum(int(r.get("retries", 0)) for r in results),
             refused=refused,
             forged_replies=sum(r.get("forged_replies", 0) for r in results),

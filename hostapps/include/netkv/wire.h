@@ -132,6 +132,27 @@ nk_wire_size_fn nk_wire_size_of(uint8_t proto);
  * copy of the struct layout is current. */
 size_t nk_wire_msg_size(void);
 
+/* What a format carries of the fields every layer may ask about
+ * (NK_WIRE_HAS_*); a field it does not carry decodes to its default (see
+ * the rules above). 0 for an unknown protocol. */
+enum nk_wire_has {
+	/* keyhash (Pegasus, plain; NetLR's ID); else decoded as 0 */
+	NK_WIRE_HAS_KEYHASH = 1u << 0,
+	/* server_id in every message: a reply names the server that answered,
+	 * and a switch's own reply names none, NK_SERVER_NONE (Pegasus, plain,
+	 * NetCache, StarCache's PARID); else decoded as NK_SERVER_NONE */
+	NK_WIRE_HAS_REPLIER = 1u << 1,
+};
+unsigned nk_wire_has(enum nk_proto proto);
+
+/* The hash a store files m's key under: m->keyhash where m's format carries
+ * one, else nk_djb2 of the key bytes m carries (NetCache, KVSwitch, NetMC,
+ * StarCache, whose messages decode with keyhash 0). That is the workload's
+ * keyhash where the wire carries the whole workload key (NetMC, StarCache);
+ * NetCache's and KVSwitch's 16 B keys hash to their own. kvserver's store
+ * and the host logic that recomputes a key's hash call this one. */
+uint32_t nk_wire_store_keyhash(const struct nk_msg *m);
+
 /* One-line description of an error code ("truncated", ...). */
 const char *nk_wire_strerror(int err);
 

@@ -56,7 +56,7 @@
 
 #define KS_TOMBSTONE 0xFFFFFFFFu
 
-enum ks_role { KS_FREE = 0, KS_OWNER = 1, KS_REPLICA = 2, KS_GONE = 3 };
+enum ks_role { KS_FREE = 0, KS_OWNER = 1, KS_REPLICA = 2 };
 
 struct ks_ent {
 	uint8_t key[NK_KVSWITCH_KEY_LEN];
@@ -73,9 +73,12 @@ struct ks_amo {
 
 struct ks_server {
 	uint32_t id, n_servers, n_clients, strict;
+	/* the roles: open addressing, linear probing, sized once at init (4 x
+	 * hot_keys slots, at most half of them used); a forgotten role leaves
+	 * no tombstone (ent_forget), so the table is never rebuilt */
 	struct ks_ent *tab;
-	uint32_t cap, used;        /* used counts GONE slots too (open addressing) */
-	uint64_t full;             /* roles refused: table full */
+	uint32_t cap, used;        /* used: slots holding a role */
+	uint64_t full;             /* roles refused: half the table in use */
 	uint32_t amo_window;       /* 0: at-most-once off */
 	struct ks_amo *amo;        /* [n_clients * amo_window] */
 	uint32_t *amo_max;         /* highest SEQ seen per client */
@@ -93,12 +96,15 @@ static struct ks_ent *ent_find(struct ks_server *s, const uint8_t *key)
 		struct ks_ent *e = &s->tab[i];
 		if (e->role == KS_FREE)
 			return NULL;
-		if (e->role != KS_GONE && !memcmp(e->key, key, NK_KVSWITCH_KEY_LEN))
+		if (!memcmp(e->key, key, NK_KVSWITCH_KEY_LEN))
 			return e;
 	}
 	return NULL;
 }
 
+/* key's entry with `role` (added if absent); NULL, counted in `full`, if
+ * half the table holds roles already (no allocation: the table is sized at
+ * init) */
 static struct ks_ent *ent_set(struct ks_server *s, const uint8_t *key, uint8_t role)
 {
 	struct ks_ent *e = ent_find(s, key);
@@ -107,40 +113,41 @@ static struct ks_ent *ent_set(struct ks_server *s, const uint8_t *key, uint8_t r
 		return e;
 	}
 	if (s->used + 1 > s->cap / 2) {
-		/* rebuild without the GONE slots; refuse if live ones fill it */
-		uint32_t live = 0;
-		for (uint32_t i = 0; i < s->cap; i++)
-			live += s->tab[i].role == KS_OWNER || s->tab[i].role == KS_REPLICA;
-		if (live + 1 > s->cap / 2) {
-			s->full++;
-			return NULL;
-		}
-		struct ks_ent *old = s->tab;
-		s->tab = calloc(s->cap, sizeof(*s->tab));
-		if (!s->tab) {
-			s->tab = old;
-			s->full++;
-			return NULL;
-		}
-		s->used = 0;
-		for (uint32_t i = 0; i < s->cap; i++)
-			if (old[i].role == KS_OWNER || old[i].role == KS_REPLICA) {
-				struct ks_ent *n = ent_set(s, old[i].key, old[i].role);
-				n->hot = old[i].hot;
-				n->hot_ver = old[i].hot_ver;
-			}
-		free(old);
+		s->full++;
+		return NULL;
 	}
 	uint32_t i = key_home(s, key);
-	while (s->tab[i].role == KS_OWNER || s->tab[i].role == KS_REPLICA)
+	while (s->tab[i].role != KS_FREE)
 		i = (i + 1) & (s->cap - 1);
-	if (s->tab[i].role == KS_FREE)
-		s->used++;
+	s->used++;
 	memcpy(s->tab[i].key, key, NK_KVSWITCH_KEY_LEN);
 	s->tab[i].role = role;
 	s->tab[i].hot = 0;
 	s->tab[i].hot_ver = 0;
 	return &s->tab[i];
+}
+
+/* Forget e's role, leaving no tombstone (linear probing's deletion, Knuth's
+ * Algorithm R): each later entry of its cluster whose home is not between
+ * the freed slot and its own moves back into the freed slot, so every entry
+ * stays reachable from its home without a FREE slot on the way. */
+static void ent_forget(struct ks_server *s, struct ks_ent *e)
+{
+	uint32_t mask = s->cap - 1, i = (uint32_t)(e - s->tab), j = i;
+	s->tab[i].role = KS_FREE;
+	s->used--;
+	for (;;) {
+		j = (j + 1) & mask;
+		if (s->tab[j].role == KS_FREE)
+			return;
+		uint32_t h = key_home(s, s->tab[j].key);
+		/* j's entry may fill i unless its home lies in (i, j], cyclically */
+		if (i <= j ? h <= i || h > j : h <= i && h > j) {
+			s->tab[i] = s->tab[j];
+			s->tab[j].role = KS_FREE;
+			i = j;
+		}
+	}
 }
 
 /* The owner's news that `key` is hot (on) or cold (off) as of version `ver`:
@@ -437,7 +444,7 @@ static int ks_server_handle(void *st, struct nk_store *store, const struct nk_ms
 	case NK_KVSWITCH_OP_REPL_EVICT:
 		e = ent_find(s, in->key);
 		if (e && e->role != KS_OWNER) {
-			e->role = KS_GONE;
+			ent_forget(s, e);
 			return 0;
 		}
 		/* the owner (told even if it never heard the key was hot): cold
@@ -509,6 +516,20 @@ static void ks_client_fini(void *st)
 	(void)st;
 }
 
+/* The 16 B key KVSwitch carries for a workload key (host.h wire_key): its
+ * first 16 B, a shorter key right-aligned with zeros before it. out may be
+ * key. */
+static uint8_t ks_wire_key(const uint8_t *key, uint8_t key_len, uint8_t *out)
+{
+	if (key_len >= NK_KVSWITCH_KEY_LEN) {
+		memmove(out, key, NK_KVSWITCH_KEY_LEN);
+	} else {
+		memmove(out + NK_KVSWITCH_KEY_LEN - key_len, key, key_len);
+		memset(out, 0, NK_KVSWITCH_KEY_LEN - key_len);
+	}
+	return NK_KVSWITCH_KEY_LEN;
+}
+
 static uint16_t ks_client_request(void *st, const struct nk_req_spec *sp, struct nk_msg *m)
 {
 	(void)st;
@@ -522,11 +543,7 @@ static uint16_t ks_client_request(void *st, const struct nk_req_spec *sp, struct
 	m->req_id = sp->req_id;
 	m->keyhash = sp->keyhash;    /* not on the wire; the simulator's store uses it */
 	m->send_ns = sp->send_ns;
-	m->key_len = NK_KVSWITCH_KEY_LEN;
-	if (sp->key_len >= NK_KVSWITCH_KEY_LEN)
-		memcpy(m->key, sp->key, NK_KVSWITCH_KEY_LEN);
-	else
-		memcpy(m->key + NK_KVSWITCH_KEY_LEN - sp->key_len, sp->key, sp->key_len);
+	m->key_len = ks_wire_key(sp->key, sp->key_len, m->key);
 	m->value_len = w ? sp->value_len : 0;
 	m->frag_cnt = 1;
 	m->nkeys = 1;
@@ -625,4 +642,5 @@ const struct nk_host_ops nk_host_kvswitch = {
 	.server_ctl = ks_server_ctl,
 	.client_hostile = ks_client_hostile,
 	.client_key_bytes = NK_KVSWITCH_KEY_LEN,   /* ks_client_request: the first 16 B */
+	.wire_key = ks_wire_key,     /* kvserver preloads the 16 B its requests carry */
 };

@@ -236,7 +236,7 @@ static int mc_server_mget(struct mc_server *s, struct nk_store *store, const str
 	s->pairs.used = 0;
 	for (unsigned i = first; i < first + n; i++) {
 		memcpy(probe.key, in->items + (size_t)i * keylen, keylen);
-		probe.keyhash = nk_djb2(probe.key, keylen);
+		probe.keyhash = nk_wire_store_keyhash(&probe);
 		uint64_t ver = 0;
 		uint32_t vlen = 0;
 		int found = store->ops->get(store->impl, &probe, &ver, &vlen) == 0;
@@ -272,10 +272,10 @@ static int mc_server_handle(void *st, struct nk_store *store, const struct nk_ms
 		return 0;
 	if (in->op == NK_NETMC_OP_MGET)
 		return mc_server_mget(s, store, in, out, max_out);
-	/* the wire carries no keyhash: the store's is djb2 of the key bytes, as
-	 * for a multiget's keys (a decoded GET/PUT has 0) */
+	/* the wire carries no keyhash (a decoded GET/PUT has 0): the store's,
+	 * as for a multiget's keys (the workload's: the whole key is on the wire) */
 	struct nk_msg req = *in;
-	req.keyhash = nk_djb2(in->key, in->key_len);
+	req.keyhash = nk_wire_store_keyhash(in);
 	in = &req;
 	uint64_t ver = 0;
 	uint32_t vlen = 0;

@@ -326,9 +326,9 @@ static int sc_server_handle(void *st, struct nk_store *store, const struct nk_ms
 	if (max_out < 1 || msg->proto != NK_PROTO_STARCACHE)
 		return 0;
 	/* the wire carries no keyhash: the store's key hash is the key's
-	 * (nk_djb2, what the workload's keyhash is) */
+	 * (the workload's keyhash: the whole key is on the wire) */
 	struct nk_msg q = *msg;
-	q.keyhash = nk_djb2(q.key, q.key_len);
+	q.keyhash = nk_wire_store_keyhash(msg);
 	if (q.op == NK_STARCACHE_OP_W_REQ && q.frag_cnt >= 2 && !write_fragment(s, src, &q))
 		return 0;          /* a multi-packet write: not all of it yet */
 	const struct nk_msg *in = &q;
