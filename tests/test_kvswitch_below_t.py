@@ -101,9 +101,9 @@ def check_counted_at_owner(sw: Pipeline, ctl: ks.KVSwitchController, key: bytes)
 def test_below_t_key_is_counted_exactly_and_served_by_its_owner() -> None:
     sw, ctl = planned(install_below_t=True)
     check_counted_at_owner(sw, ctl, WARM)
-    # the owner learns the key is hot (REPL_CMD, no replica to push to)
-    cmds = [(dst, m) for dst, m in ctl.plane.sent if m.op == KvswitchOp.REPL_CMD and m.key == WARM]
-    assert [(dst, m.bitmap, m.value) for dst, m in cmds] == [(OWNER[WARM], 0, b"\0")]
+    # no REPL_CMD: with no replica to order writes against the owner need
+    # not know (a stamped write tells it)
+    assert not [m for _, m in ctl.plane.sent if m.key == WARM]
     # above T: replicated as before, writes multicast
     assert send(sw, HOT, KvswitchOp.SET).fwd == FWD_MCAST
     m = ctl.point_metrics()
@@ -129,3 +129,36 @@ def test_a_below_t_key_rising_above_t_keeps_its_slot_and_gets_replicas() -> None
     ctl.epoch(0.1)
     assert ctl.hot[WARM].slot == slot and len(ctl.hot[WARM].servers) > 1
     assert send(sw, WARM, KvswitchOp.SET).fwd == FWD_MCAST
+
+
+def _leave(sw: Pipeline, ctl: ks.KVSwitchController) -> None:
+    """A period in which only HOT and the filler are seen, WARM's history
+    forgotten: its prediction is 0 and it leaves HotkeyTable."""
+    sw.reg_write("period_reset", 0, 1)
+    ctl.prev = {k: v for k, v in ctl.prev.items() if k != WARM}
+    for i in range(600):
+        send(sw, HOT, seq=i)
+    for i in range(400):
+        send(sw, COLD[i % len(COLD)], seq=i)
+    ctl.epoch(0.1)
+
+
+@pytest.mark.parametrize("written", [False, True])
+def test_an_r1_key_leaving_costs_the_owner_an_eviction_only_if_a_write_was_stamped(
+        written: bool) -> None:
+    """An r = 1 key's owner is not told at install; at removal the
+    controller reads Ver: unchanged, nothing is sent (the owner holds the
+    key as cold); a stamped write made the owner take it hot, and it gets
+    REPL_EVICT (then repeated), or would answer ERROR to every unstamped
+    write. Before, every r = 1 install cost a REPL_CMD and every removal
+    three REPL_EVICTs, thousands a period when few queries a period make
+    the top K churn (test_kvswitch_sim's below-T completion test)."""
+    sw, ctl = planned(install_below_t=True)
+    if written:
+        send(sw, WARM, KvswitchOp.SET, seq=7)
+    ctl.plane.sent.clear()
+    _leave(sw, ctl)
+    assert WARM not in ctl.hot
+    evicts = [(dst, m.ver) for dst, m in ctl.plane.sent
+              if m.op == KvswitchOp.REPL_EVICT and m.key == WARM]
+    assert evicts == ([(OWNER[WARM], ctl._ver())] if written else [])

@@ -20,9 +20,11 @@ controller is the paper's switch CPU (digest §4), every period:
    the owner only);
 5. install new or changed keys (Valid = owner bit, RoundRobin = 1, Ver =
    install version, the (owner, r) multicast group, ServermapTable, HotkeyTable
-   last, then REPL_CMD to the owner) and remove keys no longer hot
-   (HotkeyTable first; REPL_EVICT to the owner at once, versioned and
-   repeated, to the replicas one period later).
+   last, then REPL_CMD to the owner; not for a key installed with r = 1,
+   whose owner need not know) and remove keys no longer hot (HotkeyTable
+   first; REPL_EVICT to the owner at once, versioned and repeated, unless an
+   r = 1 key's owner was never told and Ver shows no stamped write; to the
+   replicas one period later).
 
 ``mode: prewarmed`` (the simulator's default, as for Pegasus and NetCache)
 runs steps 2-5 once before traffic on the workload's exact popularity (the
@@ -139,6 +141,10 @@ class Hot:
     info: KeyInfo
     slot: int
     servers: list[int]
+    # the owner was told (REPL_CMD or ``own``) during this install: false
+    # only for a key installed with r = 1 and never since with r > 1
+    told: bool = True
+    ver0: int = 0   # the install version written to Ver[slot]
 
 
 @dataclass
@@ -344,16 +350,25 @@ class KVSwitchController(Controller):
 
     def _apply(self, want: dict[bytes, int], prewarmed: bool = False) -> None:
         sw = self.plane.switch
-        for key in [k for k in self.hot if k not in want]:
-            h = self.hot.pop(key)
+        gone = [k for k in self.hot if k not in want]
+        for key in gone:
+            h = self.hot[key]
             sw.table_delete("HotkeyTable", list(key_words(key)))
             for o in range(1, len(h.servers) + 1):
                 sw.table_delete("ServermapTable", [h.slot, o])
+        # Ver after the deletes: no write is stamped for these keys any more
+        vers = self._untold_vers([self.hot[k] for k in gone])
+        for key in gone:
+            h = self.hot.pop(key)
             self.free.append(h.slot)
+            self.stats.evictions += 1
+            if not h.told and vers[h.slot] == h.ver0:
+                # r = 1, the owner never told and no write stamped: it
+                # holds the key as cold already, nothing to undo
+                continue
             self.pending_evict.append((key, h.info, h.servers[1:]))
             self.owner_evict.append((key, h.info, self._ver(), OWNER_EVICT_REPEATS))
             self._evict_msg(key, h.info, h.info.owner, self._ver())
-            self.stats.evictions += 1
         for key, r in want.items():
             old = self.hot.get(key)
             info = old.info if old else self.keymap(key)
@@ -393,8 +408,14 @@ class KVSwitchController(Controller):
         for o, srv in enumerate(servers, start=1):
             sw.table_add("ServermapTable", [slot, o], [srv])
         sw.table_add("HotkeyTable", list(key_words(key)), [len(servers), slot, info.owner])
-        self.hot[key] = Hot(key, info, slot, servers)
+        # r = 1 (install_below_t) and the owner not told before: no replica
+        # to order its writes against, so it need not know (a stamped write
+        # tells it; the eviction then reads Ver to see whether one came)
+        told = len(servers) > 1 or (old is not None and old.told)
+        self.hot[key] = Hot(key, info, slot, servers, told, ver)
         self.stats.installs += 1
+        if not told:
+            return
         if prewarmed:
             reply = self.plane.server_ctl(info.owner, f"own {key.hex()}")
             if not reply.startswith("ok"):
@@ -405,6 +426,23 @@ class KVSwitchController(Controller):
         self.plane.packet_out(Msg(proto=Proto.KVSWITCH, op=KvswitchOp.REPL_CMD, key=key,
                                   keyhash=info.keyhash, ver=ver, bitmap=bitmap, value=payload,
                                   server_id=info.owner), info.owner)
+
+    def _untold_vers(self, gone: list[Hot]) -> dict[int, int]:
+        """Ver of the slots of the keys in ``gone`` whose owner was never
+        told (r = 1): a stamped write made it hot at the owner iff Ver moved
+        from the install version (a saturated Ver, 2³²−1, counts as moved)."""
+        slots = [h.slot for h in gone if not h.told]
+        if not slots:
+            return {}
+        sw = self.plane.switch
+        if len(slots) > 64:
+            cells = sw.reg_read_range("Ver", 0, self.k)
+            return {s: -1 if cells[s] == 0xFFFFFFFF else int(cells[s]) for s in slots}
+        out = {}
+        for s in slots:
+            v = int(sw.reg_read("Ver", s))
+            out[s] = -1 if v == 0xFFFFFFFF else v
+        return out
 
     def _ver(self) -> int:
         """This period's install (and eviction) version."""
