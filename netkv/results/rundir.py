@@ -221,6 +221,7 @@ class RunDir:
             completed=row["completed"],
             completed_late=row.get("completed_late") or 0,  # fragments before the column
             dropped=row["dropped"],
+            packets_dropped=row.get("packets_dropped"),
             timeouts=row["timeouts"],
             latency_ns={k: row[f"{k}_ns"] for k in ("mean", "p50", "p90", "p99", "p999")},
             server_requests=servers["requests"].to_numpy().astype(np.int64),
@@ -279,6 +280,7 @@ class RunDir:
             "completed": result.completed,
             "completed_late": result.completed_late,
             "dropped": result.dropped,
+            "packets_dropped": result.packets_dropped,
             "timeouts": result.timeouts,
             "retries": result.retries,
             "client_packets": result.client_packets,
@@ -305,7 +307,8 @@ class RunDir:
         write_parquet(folder / "servers.parquet", servers)
         write_parquet(folder / "timeline.parquet", timeline)
         write_parquet(folder / "histograms.parquet", hist)
-        write_parquet(folder / "point.parquet", pl.DataFrame([row]))  # commit mark
+        point = pl.DataFrame([row]).with_columns(pl.col("packets_dropped").cast(pl.Int64))
+        write_parquet(folder / "point.parquet", point)  # commit mark (null stays i64)
 
     def finalize_tables(
         self, slo_ns: float | None, slo_met: dict[str, bool], best_key: str | None,

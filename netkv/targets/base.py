@@ -76,6 +76,10 @@ class PointResult:
     # completions after the arrivals ended, in the drain: a saturated point's
     # backlog, which would otherwise count as served within the run
     completed_late: int = 0
+    # packets the rack dropped, where the target sees them (the simulator:
+    # every drop; Mininet/testbed: the switch's and the servers' counters;
+    # None: no counters, e.g. BMv2); `dropped` counts requests
+    packets_dropped: int | None = None
 
     @property
     def achieved_rps(self) -> float:

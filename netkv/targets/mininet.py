@@ -65,6 +65,14 @@ def merge_hists(results: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
     return np.array(keys, dtype=np.float64), np.array([acc[k] for k in keys], dtype=np.int64)
 
 
+def packets_dropped(noise: dict[str, Any]) -> int | None:
+    """What the switch and the servers counted as dropped (their faults,
+    pipeline and queue drops; the kernel's own are not seen); None when the
+    back-end keeps no such counters."""
+    seen = [int(noise[k]) for k in ("switch_dropped", "servers_dropped") if k in noise]
+    return sum(seen) if seen else None
+
+
 def merge_timelines(results: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     """The rack's windows from every client's: counts add up, and each
     window's quantiles are taken over the pooled buckets of every client (the
@@ -464,6 +472,7 @@ class MininetTarget(Target):
             forged_replies=sum(r.get("forged_replies", 0) for r in results),
             hostile_sent=hostile_sent,
             noise=point_noise,
+            packets_dropped=packets_dropped(point_noise),
             client_packets=sum(int(r.get("sent_packets", 0)) for r in results),
             request_keys=sum(int(r.get("request_keys", 0)) for r in results),
             # the controller's own measurements of the point, as in the simulator
