@@ -58,6 +58,11 @@ HOTNESS_DECAY = 0.5        # EWMA weight of the newest epoch
 CAND_DECAY = 0.1
 MIN_SAMPLES = 4.0
 AMO_WINDOW = 4096          # REQIDs remembered per client (host param amo_window)
+# After a switch restart ver_next resumes this far above the newest version any
+# server stores: a write the old switch stamped that had not reached its server
+# when the switch came back still orders before every new one (docs/pegasus.md
+# "Switch restart"); 2^32 restarts before the 64-bit counter runs out.
+RESTART_VER_GAP = 1 << 32
 MAX_SERVERS = 32           # the 32-bit replica bitmap
 
 
@@ -223,20 +228,30 @@ class PegasusController(Controller):
         self.vwrites_sent = 0
         self.added = 0      # keys added (cold mode)
         self.removed = 0    # keys removed after draining
+        self.started = False
+        self.ver_next_set = PEG_VER_NEXT_INITIAL  # the switch's ver_next when last set
+        self.prewarm_ver = 1  # the version every server holds the prewarmed keys at (or below)
+        self.restarts: list[tuple[int, int]] = []  # (newest stored version, ver_next resumed at)
 
     # --- set-up ------------------------------------------------------------------
 
     def start(self) -> None:
+        """Before traffic, and again whenever the switch is back empty after
+        an outage (``SimEpochs.switch_back``, the Mininet target's restart)."""
+        if self.started:
+            self._restarted()
+        self.started = True
         sw = self.plane.switch
         self._install_write_groups()
         if self.proto.selection == "wrr":
             self._write_schedule(self.weights)
+        ver = self.prewarm_ver
         for hot in self.prewarm:
             idx = self.free_idx.pop()
             for s in range(self.n):
                 self._ctl(s, f"rkey_add {hot.keyhash} {hot.key.hex()} 1")
-            sw.reg_write("ver_completed", idx, 1)
-            sw.reg_write("ver_last_write", idx, 1)
+            sw.reg_write("ver_completed", idx, ver)
+            sw.reg_write("ver_last_write", idx, ver)
             for i in range(self.n):
                 sw.reg_write("rset_list", idx * RSET_STRIDE + i, i)
             sw.reg_write("rset_size", idx, self.n)
@@ -244,6 +259,47 @@ class PegasusController(Controller):
             self._reset_entry_regs(idx)
             sw.table_add("rkeys", [hot.keyhash], [idx])  # last: the entry goes live
             self.entries[hot.keyhash] = Entry(hot, idx, spread=True)
+
+    def _restarted(self) -> None:
+        """The switch came back empty (registers at their initial values, no
+        table entry, no multicast group), with ``ver_next`` back at its
+        initial value while the servers keep the versions the old switch
+        stamped. The directory it kept (who holds each replicated key's
+        latest write) is gone, so the servers are made to agree first: every
+        server gets every key's newest version (out of band, merged through
+        server 0), so any server may serve any key again. ``ver_next``
+        resumes RESTART_VER_GAP above the newest version stored: new writes
+        order after every earlier one. Then everything installed is
+        forgotten (entries, slots, the WRR schedule; cold mode: the servers'
+        replicated keys too) and ``start`` installs again, the prewarmed keys
+        at ``ver_completed`` = the newest version stored (every server holds
+        each key at or below it: an older reply leaves the rset alone, a
+        write's newer one resets it as always); cold mode learns its keys
+        again."""
+        plane, sw = self.plane, self.plane.switch
+        try:
+            for s in range(1, self.n):
+                plane.copy_store(s, 0)
+            for s in range(1, self.n):
+                plane.copy_store(0, s)
+            newest = max(plane.newest_version(s) for s in range(self.n))
+        except NotImplementedError as e:
+            raise NotImplementedError(
+                f"pegasus: a switch restart needs the servers' stores merged and their newest "
+                f"version read, which this target cannot do ({e})") from e
+        floor = max(newest, self.ver_next_set - 1)
+        ver_next = floor + RESTART_VER_GAP
+        sw.reg_write("ver_next", 0, ver_next)
+        self.ver_next_set = ver_next
+        self.prewarm_ver = floor
+        self.restarts.append((newest, ver_next))
+        if self.proto.mode == "cold":
+            for entry in self.entries.values():
+                for s in range(self.n):
+                    self._ctl(s, f"rkey_del {entry.hot.keyhash}")
+        self.entries = {}
+        self.free_idx = list(range(self.capacity_slots - 1, -1, -1))
+        self.schedule = None
 
     def _install_write_groups(self) -> None:
         """The multicast groups of write fan-out (docs/pegasus.md "Write
@@ -378,6 +434,7 @@ class PegasusController(Controller):
         for s in range(self.n):
             self._ctl(s, f"rkey_add {hot.keyhash} {hot.key.hex()}")
         vn = sw.reg_read("ver_next", 0)
+        self.ver_next_set = max(self.ver_next_set, vn)
         sw.reg_write("ver_completed", idx, vn - 1)
         sw.reg_write("ver_last_write", idx, vn - 1)
         sw.reg_write("rset_size", idx, 1)
