@@ -60,3 +60,16 @@ def test_throughput_recovers_after_a_switch_restart(mode: list[str], recovered_s
     newest, ver_next = ctl.restarts[0]
     assert ver_next > newest > 1                            # versions resumed above the old switch's
     assert len(ctl.entries) == ctl.k                         # installed (cold: learned) again
+
+
+def test_a_switch_that_forwards_before_start_runs_is_refused(monkeypatch) -> None:
+    """On a real switch the restarted pipeline stamps writes from its initial
+    ver_next before the controller can raise it, and servers holding newer
+    versions would acknowledge and discard them: the controller stops there
+    in one line instead (a control plane without restart_before_traffic)."""
+    from netkv.sim.control import SimControlPlane
+
+    monkeypatch.setattr(SimControlPlane, "restart_before_traffic", False)
+    with pytest.raises(NotImplementedError, match="supported on target=sim only"):
+        _run([OUTAGE])
+    _run([])   # no restart, no refusal

@@ -277,6 +277,14 @@ class PegasusController(Controller):
         write's newer one resets it as always); cold mode learns its keys
         again."""
         plane, sw = self.plane, self.plane.switch
+        if not plane.restart_before_traffic:
+            # the new switch stamps writes from its initial ver_next until the
+            # controller raises it: servers holding newer versions would
+            # acknowledge and discard them (docs/pegasus.md)
+            raise NotImplementedError(
+                "pegasus: a switch restart on this target forwards writes before the "
+                "controller raises ver_next above the servers' versions (acknowledged writes "
+                "would be discarded); supported on target=sim only")
         try:
             for s in range(1, self.n):
                 plane.copy_store(s, 0)

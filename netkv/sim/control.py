@@ -92,6 +92,8 @@ class SimSwitchDriver(SwitchDriver):
 
 
 class SimControlPlane(ControlPlane):
+    restart_before_traffic = True  # switch_back runs start() at the restart instant
+
     """A controller's view of a simulated rack."""
 
     def __init__(self, engine: SimEngine) -> None:
