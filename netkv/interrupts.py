@@ -90,7 +90,7 @@ def workers_racks_removed() -> Iterator[None]:
         yield
     except BaseException:
         from netkv.mininet import cleanup
-        from netkv.targets.testbed import STATE_ROOT
+        from netkv.testbed.clean import STATE_ROOT
         from netkv.testbed import clean
 
         _, left = cleanup.clean_children()

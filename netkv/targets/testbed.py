@@ -24,13 +24,11 @@ from netkv.config.schema import RunConfig
 from netkv.native import NativeBuildMissing, program_path
 from netkv.targets.base import TargetUnavailable
 from netkv.testbed import stacks
-from netkv.testbed.clean import INVENTORY, PARENT
+from netkv.testbed.clean import INVENTORY, PARENT, STATE_ROOT
 from netkv.testbed.inventory import Host, Inventory
 from netkv.testbed.ssh import Ssh
 from netkv.targets.mininet import MininetTarget
 from netkv.targets.mininet import check_config as check_rack_config
-
-STATE_ROOT = Path(os.environ.get("NETKV_TESTBED_STATE", "/run/netkv/testbed"))
 
 
 @dataclass

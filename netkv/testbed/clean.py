@@ -16,6 +16,7 @@ runs of the workers joblib killed mid-teardown (``netkv.interrupts``).
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import tempfile
@@ -27,6 +28,9 @@ from netkv import procstat
 from netkv.mininet.cleanup import stop_tagged
 from netkv.testbed.inventory import Inventory
 from netkv.testbed.ssh import RemoteError, Ssh
+
+# A run's local folders, here (STATE_ROOT/<tag>): netkv.targets.testbed writes them
+STATE_ROOT = Path(os.environ.get("NETKV_TESTBED_STATE", "/run/netkv/testbed"))
 
 # what a run's local folder records besides its ``owner``: the owner's parent
 # (a sweep's command, for a joblib worker) and the inventory its hosts are in
