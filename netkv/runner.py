@@ -225,7 +225,7 @@ def execute(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console,
             return result
 
         announced: list[bool] = []
-        used: list[dict[str, float | int]] = []
+        used: list[dict[str, float | int | None]] = []
 
         def bound_of(i: int) -> float | None:
             """Search i's bound, from a reference measured just before it;
@@ -287,11 +287,13 @@ def execute_at(cfg: RunConfig, out_dir: Path, argv: list[str], console: Console,
     return points
 
 
-def client_retries_used(topology: Any) -> dict[str, float | int]:
+def client_retries_used(topology: Any) -> dict[str, float | int | None]:
     """What the clients of a search ran with, ``null`` (auto) resolved:
     config.yaml keeps what was asked."""
-    return {"timeout_us": float(topology.timeout_us or 0.0),
-            "retries": int(topology.retries or 0)}
+    timeout = float(topology.timeout_us or 0.0)
+    # a probe judged by no SLO (slo_ns inf) resends never: JSON has no inf
+    return {"timeout_us": timeout if math.isfinite(timeout) else None,
+            "retries": int(topology.retries or 0) if math.isfinite(timeout) else 0}
 
 
 def reference_protocol(cfg: RunConfig) -> Any:

@@ -147,3 +147,30 @@ def test_provenance_says_what_auto_knobs_resolved_to(loss, tmp_path):
         assert (used["timeout_us"] > 0) == (loss > 0)
         if bound_us and loss:
             assert used["timeout_us"] == pytest.approx(2 * bound_us)
+
+
+def test_a_probe_without_an_slo_records_no_infinite_timeout():
+    """A saturation probe (execute_at with slo_ns inf) under injected loss
+    resolved the clients' timeout to inf: provenance.json held `Infinity`,
+    which is not JSON. Its clients never resend; it says so."""
+    from netkv import retries
+    from netkv.config.compose import load
+    from netkv.runner import client_retries_used
+
+    cfg = load(["protocol=hash", "target.faults.loss=0.01"])
+    used = client_retries_used(retries.resolve(cfg, float("inf")).topology)
+    assert used == {"timeout_us": None, "retries": 0}
+    json.dumps(used, allow_nan=False)
+    assert client_retries_used(retries.resolve(cfg, 50_000.0).topology) == \
+        {"timeout_us": 100.0, "retries": 3}
+
+
+def test_packets_dropped_is_null_without_switch_counters():
+    """On BMv2 (no switch counters) the servers' drops alone looked like the
+    rack's whole count."""
+    from netkv.results.noise import server_noise, switch_noise
+    from netkv.targets.mininet import packets_dropped
+
+    servers = server_noise([{"rx": 5, "dropped": 2}], [{}])
+    assert packets_dropped({**switch_noise({}, {}), **servers}) is None
+    assert packets_dropped({"switch_dropped": 3, **servers}) == 3 + servers["servers_dropped"]

@@ -92,9 +92,9 @@ class SimSwitchDriver(SwitchDriver):
 
 
 class SimControlPlane(ControlPlane):
-    restart_before_traffic = True  # switch_back runs start() at the restart instant
-
     """A controller's view of a simulated rack."""
+
+    restart_before_traffic = True  # switch_back runs start() at the restart instant
 
     def __init__(self, engine: SimEngine) -> None:
         self.engine = engine
