@@ -23,13 +23,14 @@ refusing the NetLR history once one read is doctored to return an older
 value.
 
 Superseded writes: ``ack_superseded`` forwards an older write's ack only once
-a replica has acked the newer write (AckMask != 0, the condition that makes
-it safe, docs/netlr.md). When every ack of the older write reaches the
-switch after the newer write was multicast and before any of its acks, all
-of them are dropped and the older write times out. That is the protocol, not
-a fault: on a loaded CI machine it happened to 1 of 1,539 requests of the
-second point. So the second point's check is that every unanswered request
-is a write of a key another write of which was issued within its timeout.
+CRep, which serves the key's reads, holds that write (lseq, the condition
+that makes it safe, docs/netlr.md). Until CRep's own ack of it arrives the
+older write's acks are dropped, and a loss can keep it from arriving: the
+older write then times out. That is the protocol, not a fault (under the
+first rule, AckMask != 0, it happened to 1 of 1,539 requests of the second
+point on a loaded CI machine). So the second point's check is that every
+unanswered request is a write of a key another write of which was issued
+within its timeout.
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ def _p4_stats(text: str) -> dict[str, int]:
 
 def test_stats_cells_are_netlr_c() -> None:
     want = _c_stats()
-    assert len(want) == 13
+    assert len(want) == 15
     assert _p4_stats(_p4()) == want
     assert re.search(rf"#define NL_STAT_COUNT {len(want)}\b", _p4())
     # the check can fail: two cells swapped
@@ -123,19 +123,19 @@ def test_wire_check_accepts_what_the_codec_decodes() -> None:
 
 @pytest.mark.parametrize(("knobs", "want"), [
     ("", {"NL_SLOTS": 131072, "NL_STRICT": 1, "NL_ACK_SUPERSEDED": 0, "NL_STAMP": 0,
-          "NL_COLLISION_NACK": 0, "NL_CHAIN": 0, "NL_HARMONIA": 0}),
+          "NL_COLLISION_NACK": 0, "NL_CHAIN": 0, "NL_HARMONIA": 0, "NL_DEDUP": 1}),
     ("mode=paper;slots=64;replication=cr",
      {"NL_SLOTS": 64, "NL_STRICT": 0, "NL_ACK_SUPERSEDED": 0, "NL_STAMP": 0,
-      "NL_COLLISION_NACK": 0, "NL_CHAIN": 1, "NL_HARMONIA": 0}),
-    ("slots=1;ack_superseded=1;stamp=1;collision_nack=1",
+      "NL_COLLISION_NACK": 0, "NL_CHAIN": 1, "NL_HARMONIA": 0, "NL_DEDUP": 1}),
+    ("slots=1;ack_superseded=1;stamp=1;collision_nack=1;dedup=0",
      {"NL_SLOTS": 1, "NL_STRICT": 1, "NL_ACK_SUPERSEDED": 1, "NL_STAMP": 1,
-      "NL_COLLISION_NACK": 1, "NL_CHAIN": 0, "NL_HARMONIA": 0}),
+      "NL_COLLISION_NACK": 1, "NL_CHAIN": 0, "NL_HARMONIA": 0, "NL_DEDUP": 0}),
     ("replication=hermes",   # the switch forwards only, as for CR
      {"NL_SLOTS": 131072, "NL_STRICT": 1, "NL_ACK_SUPERSEDED": 0, "NL_STAMP": 0,
-      "NL_COLLISION_NACK": 0, "NL_CHAIN": 1, "NL_HARMONIA": 0}),
+      "NL_COLLISION_NACK": 0, "NL_CHAIN": 1, "NL_HARMONIA": 0, "NL_DEDUP": 1}),
     ("replication=harmonia",  # netlr_harmonia.c: the dirty set, reads routed
      {"NL_SLOTS": 131072, "NL_STRICT": 1, "NL_ACK_SUPERSEDED": 0, "NL_STAMP": 0,
-      "NL_COLLISION_NACK": 0, "NL_CHAIN": 0, "NL_HARMONIA": 1}),
+      "NL_COLLISION_NACK": 0, "NL_CHAIN": 0, "NL_HARMONIA": 1, "NL_DEDUP": 1}),
 ])
 def test_defines_size_the_registers_as_c_does(knobs: str, want: dict[str, int]) -> None:
     assert p4_defines(parse_params(knobs)) == want

@@ -189,7 +189,7 @@ DOC_SYMBOLS = {
                  "cm_width": "NC_CM_WIDTH", "bf_bits": "NC_BF_BITS"},
     "kvswitch": {"K": "KVS_HOT_KEYS", "d": "KVS_HP_STAGES", "w": "KVS_HP_WIDTH", "M": "KVS_M"},
     "starcache": {"S": "SC_SLOTS", "keys": "SC_KEYS"},   # in this order: keys·S
-    "netlr": {"slots": "NL_SLOTS"},
+    "netlr": {"slots": "NL_SLOTS", "ports": "NL_PORTS"},
 }
 
 

@@ -8,7 +8,7 @@
  * dirty with CRep = PIN (strict); dirty reads to CRep; acks counted, the
  * last one forwarded as the commit and the key clean again; strict: a
  * duplicated ack does not count, an older write's ack is dropped (or
- * forwarded SUPERSEDED), CRep never moves to a replica that acked an older
+ * forwarded SUPERSEDED once CRep holds it), CRep never moves to a replica that acked an older
  * write; paper: the same packets commit early (W1) and move CRep back (W2);
  * collisions dropped or NACKed; a failed replica removed from the
  * round-robin and LiveMask; forged acks from a client port and oid 0
@@ -60,10 +60,12 @@ static int read_to(void *st, uint32_t oid, uint32_t id)
 	return d;
 }
 
-/* a client WRITE: the seq it was given (0 if not multicast) */
+/* a client WRITE, each with a req_id of its own (strict mode drops one it
+ * stamped already): the seq it was given (0 if not multicast) */
+static uint32_t next_req = 1000;
 static uint32_t write_seq(void *st, uint32_t oid, uint32_t id)
 {
-	struct nk_msg m = mk(NK_NETLR_OP_WRITE, oid, id, 2);
+	struct nk_msg m = mk(NK_NETLR_OP_WRITE, oid, id, next_req++);
 	m.ver = 12345;            /* forged: seq is the switch's */
 	struct nk_actions a = sw(st, &m, CL, 0, NULL);
 	if (a.fwd != NK_FWD_MCAST)
@@ -190,11 +192,98 @@ static void test_superseded(void)
 	EXPECT_EQ(flags, NK_NETLR_FLAG_SUPERSEDED);
 	EXPECT_EQ(reg(st, "dset", ID), OID);             /* still dirty */
 	sw_free(st);
+	/* every ack of s1 after s2's multicast and before any ack of s2: the
+	 * reply comes with CRep's (PIN's) ack, since CRep then holds s1 */
+	st = sw_new("ack_superseded=1");
+	EXPECT_EQ(P->reg_write(st, "PIN", 0, 2), 0);
+	s1 = write_seq(st, OID, ID);
+	s2 = write_seq(st, OID, ID);
+	EXPECT_EQ(ack(st, 1, OID, ID, s1, NULL), 0);     /* CRep may lack s1 */
+	EXPECT_EQ(ack(st, 2, OID, ID, s1, &flags), 1);   /* CRep holds s1 */
+	EXPECT_EQ(flags, NK_NETLR_FLAG_SUPERSEDED);
+	EXPECT_EQ(reg(st, "lseq", ID), s1);
+	EXPECT_EQ(ack(st, 3, OID, ID, s1, NULL), 1);     /* and so later copies */
+	EXPECT_EQ(read_to(st, OID, ID), 2);
+	sw_free(st);
+	/* CRep acked s1 before s2 was issued: the other acks of s1 are answered */
+	st = sw_new("ack_superseded=1");
+	s1 = write_seq(st, OID, ID);
+	EXPECT_EQ(ack(st, 3, OID, ID, s1, NULL), 0);     /* counted: CRep = 3 */
+	s2 = write_seq(st, OID, ID);
+	EXPECT_EQ(ack(st, 1, OID, ID, s1, &flags), 1);
+	EXPECT_EQ(flags, NK_NETLR_FLAG_SUPERSEDED);
+	/* the key turning dirty again starts from PIN, which holds no write in flight */
+	EXPECT_EQ(ack(st, 0, OID, ID, s2, NULL), 0);
+	EXPECT_EQ(ack(st, 1, OID, ID, s2, NULL), 0);
+	EXPECT_EQ(ack(st, 2, OID, ID, s2, NULL), 0);
+	EXPECT_EQ(ack(st, 3, OID, ID, s2, NULL), 1);     /* committed: clean */
+	uint32_t s3 = write_seq(st, OID, ID), s4 = write_seq(st, OID, ID);
+	EXPECT_EQ(reg(st, "lseq", ID), 0);
+	EXPECT_EQ(ack(st, 1, OID, ID, s3, NULL), 0);     /* PIN (0) may lack s3 */
+	EXPECT_EQ(s4, s3 + 1);
+	sw_free(st);
 	st = sw_new(NULL);
 	s1 = write_seq(st, OID, ID);
 	s2 = write_seq(st, OID, ID);
 	EXPECT_EQ(ack(st, 2, OID, ID, s2, NULL), 0);
 	EXPECT_EQ(ack(st, 1, OID, ID, s1, NULL), 0);     /* default: dropped */
+	sw_free(st);
+}
+
+/* one WRITE, req_id r, from node src: its seq, 0 if dropped */
+static uint32_t write_req(void *st, uint16_t src, uint32_t r)
+{
+	struct nk_msg m = mk(NK_NETLR_OP_WRITE, OID, ID, r);
+	struct nk_actions a = sw(st, &m, src, 0, NULL);
+	return a.fwd == NK_FWD_MCAST ? (uint32_t)m.ver : 0;
+}
+
+/* A client WRITE the network duplicated is stamped once (strict): a delayed
+ * copy stamped again would be applied a second time, after newer writes. */
+static void test_duplicate_write(void)
+{
+	current = "a duplicated client WRITE is stamped once";
+	void *st = sw_new(NULL);
+	EXPECT_EQ(write_req(st, CL, 5), 2);
+	EXPECT_EQ(write_req(st, CL, 5), 0);               /* the copy: dropped */
+	EXPECT_EQ(reg(st, "stats", 13), 1);               /* NL_DUP_WRITES */
+	EXPECT_EQ(write_req(st, CL, 9), 3);
+	EXPECT_EQ(write_req(st, CL, 7), 4);               /* reordered, but new */
+	EXPECT_EQ(write_req(st, CL, 7), 0);
+	EXPECT_EQ(write_req(st, CL, 5), 0);
+	EXPECT_EQ(reg(st, "stats", 13), 3);
+	EXPECT_EQ(write_req(st, CL + 1, 5), 5);           /* another client's req_ids */
+	EXPECT_EQ(write_req(st, CL, 9 + 64), 6);          /* the window slides */
+	EXPECT_EQ(write_req(st, CL, 10), 7);              /* 63 below: still told apart */
+	EXPECT_EQ(write_req(st, CL, 9), 0);               /* 64 below: too old to tell */
+	EXPECT_EQ(reg(st, "stats", 14), 1);               /* NL_OLD_WRITES */
+	EXPECT_EQ(reg(st, "ReqMax", 10 + CL), 73);
+	EXPECT_EQ(write_req(st, CL, 5000), 8);            /* a jump clears the window */
+	EXPECT_EQ(reg(st, "ReqWin", 10 + CL), 1);
+	/* a spoofed source address counts for the port it came in on */
+	struct nk_msg m = mk(NK_NETLR_OP_WRITE, OID, ID, 6000);
+	struct nk_pkt_meta meta = { .src = CL + 1, .ingress_port = 10 + CL };
+	struct nk_actions a;
+	P->process(st, &m, &meta, &a);
+	EXPECT_EQ(a.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(reg(st, "ReqMax", 10 + CL), 6000);
+	EXPECT_EQ(reg(st, "ReqMax", 10 + CL + 1), 5);
+	sw_free(st);
+	/* a WRITE that collided was not stamped: its resend is */
+	st = sw_new("collision_nack=1");
+	EXPECT_EQ(P->reg_write(st, "dset", ID, OID + 1), 0);
+	EXPECT_EQ(write_req(st, CL, 5), 0);
+	EXPECT_EQ(P->reg_write(st, "dset", ID, 0), 0);
+	EXPECT_EQ(write_req(st, CL, 5), 2);
+	sw_free(st);
+	/* dedup=0, or the paper's mode: stamped twice */
+	st = sw_new("dedup=0");
+	EXPECT_EQ(write_req(st, CL, 5), 2);
+	EXPECT_EQ(write_req(st, CL, 5), 3);
+	sw_free(st);
+	st = sw_new("mode=paper");
+	EXPECT_EQ(write_req(st, CL, 5), 2);
+	EXPECT_EQ(write_req(st, CL, 5), 3);
 	sw_free(st);
 }
 
@@ -211,7 +300,7 @@ static void test_collision(void)
 	sw_free(st);
 	st = sw_new("slots=16;collision_nack=1");
 	EXPECT(write_seq(st, OID, 3) != 0);
-	struct nk_msg m = mk(NK_NETLR_OP_WRITE, OID + 7, 3, 9);
+	struct nk_msg m = mk(NK_NETLR_OP_WRITE, OID + 7, 3, next_req++);
 	uint16_t d;
 	struct nk_actions a = sw(st, &m, CL, 0, &d);
 	EXPECT_EQ(a.fwd, NK_FWD_PORT);
@@ -284,7 +373,7 @@ static void test_hostile(void)
 	EXPECT_EQ(m.flags, 0);
 	EXPECT_EQ(reg(st, "stats", 12), 3);
 	/* a write at a forged seq and epoch gets the switch's */
-	m = mk(NK_NETLR_OP_WRITE, OID + 1, ID + 1, 3);
+	m = mk(NK_NETLR_OP_WRITE, OID + 1, ID + 1, next_req++);
 	m.ver = 0xFFFFFFFFu;
 	m.epoch = 0xFFFF;
 	m.flags = NK_NETLR_FLAG_SUPERSEDED;
@@ -845,6 +934,7 @@ int main(void)
 	test_crep_backwards(1);
 	test_crep_backwards(0);
 	test_superseded();
+	test_duplicate_write();
 	test_collision();
 	test_replica_removed();
 	test_hostile();

@@ -17,8 +17,9 @@ This controller is the paper's switch CPU (digest §4):
   steps): it joins the multicast group (it sees every new write), one
   ``recovery_wait_ms`` later it receives a copy of a live replica's store
   (out of band, newer versions only), and one more ``recovery_wait_ms``
-  later it joins the round-robin table and ``LiveMask``. Keys dirty when it
-  joins stay dirty until their next write (reads go to ``CRep``).
+  later it joins ``LiveMask``, gets a second copy (a write committed between
+  the two without it, its copy lost) and joins the round-robin table. Keys
+  dirty when it joins stay dirty until their next write (reads go to ``CRep``).
 
 ``fault_adaptation: false`` leaves the tables alone (Fig. 9's "without").
 ``replication: cr`` is the chain-replication baseline on the same hosts and
@@ -69,6 +70,9 @@ class NetLRProtocol(ProtocolBase):
     ack_superseded: bool = False    # strict: forward an older write's ack, flagged
     stamp: bool = False             # strict: reads carry the switch's seq
     collision_nack: bool = False    # a colliding write is NACKed instead of dropped
+    #: strict: a client WRITE whose req_id its port had stamped already (a
+    #: network duplicate) is dropped, not stamped and applied a second time
+    dedup: bool = True
     fault_adaptation: bool = True   # remove failed replicas (Fig. 9 "with")
     recovery: bool = True           # re-add a replica whose port came back
     poll_ms: Pos = 10.0             # port-status poll (artifact: 10 ms)
@@ -100,7 +104,8 @@ def pipeline_params(cfg: "RunConfig") -> str:
     # boot_empty: the switch serves nothing until the controller installed
     # it, at the start and after a restart (the controller always runs)
     return (f"replication={p.replication};mode={p.mode};slots={p.slots};ack_superseded={int(p.ack_superseded)};"
-            f"stamp={int(p.stamp)};collision_nack={int(p.collision_nack)};boot_empty=1")
+            f"stamp={int(p.stamp)};collision_nack={int(p.collision_nack)};dedup={int(p.dedup)};"
+            "boot_empty=1")
 
 
 @dataclass
@@ -235,7 +240,13 @@ class NetLRController(Controller):
                 # step 2: every write issued before step 1 has reached the donor
                 j.copied = self.plane.copy_store(self.live[0], r)
             elif j.copied is not None and t_s - j.since_s >= 2 * wait - 1e-12:
-                del self.joining[r]              # step 3: serve reads, count acks
+                # step 3: count its acks (LiveMask) first, so that no write
+                # commits without it from here; then copy again: a write
+                # committed between step 2 and now, whose copy to it was
+                # lost, would otherwise be missing when it serves reads
+                self.plane.switch.reg_write("LiveMask", 0, self.live_mask | 1 << r)
+                j.copied += self.plane.copy_store(self.live[0], r)
+                del self.joining[r]              # ... then serve reads
                 self.down.discard(r)
                 self.live = sorted([*self.live, r])
                 self._install()
@@ -267,6 +278,9 @@ class NetLRController(Controller):
             if not live & (1 << crep):
                 mine = [r for r in self.live if acked & (1 << r)]
                 sw.reg_write("CRep", i, mine[0] if mine else (self.live[0] if self.live else 0))
+                # lseq: the newest seq the new CRep is known to hold (what
+                # lets an older write's ack through, ack_superseded)
+                sw.reg_write("lseq", i, sw.reg_read("MaxSeq", i) if mine else 0)
                 self.stats.crep_moved += 1
 
 

@@ -16,7 +16,7 @@ def _flag(params: Params, key: str) -> int:
 
 def p4_defines(params: Params) -> dict[str, int]:
     """netlr.c's params (mode, replication, slots, ack_superseded, stamp,
-    collision_nack) as ``-D`` constants; what netlr.c refuses, refused."""
+    collision_nack, dedup) as ``-D`` constants; what netlr.c refuses, refused."""
     slots = param_int(params, "slots", 131072)
     mode = params.get("mode") or "strict"
     repl = params.get("replication") or "netlr"
@@ -30,7 +30,8 @@ def p4_defines(params: Params) -> dict[str, int]:
     return {"NL_SLOTS": slots, "NL_STRICT": int(mode == "strict"),
             "NL_ACK_SUPERSEDED": _flag(params, "ack_superseded"), "NL_STAMP": _flag(params, "stamp"),
             "NL_COLLISION_NACK": _flag(params, "collision_nack"),
-            "NL_CHAIN": int(repl in ("cr", "hermes")), "NL_HARMONIA": int(repl == "harmonia")}
+            "NL_CHAIN": int(repl in ("cr", "hermes")), "NL_HARMONIA": int(repl == "harmonia"),
+            "NL_DEDUP": int(param_int(params, "dedup", 1) != 0)}
 
 
 def p4_initial_registers(n_servers: int, params: Params) -> list[tuple[str, int, int]]:

@@ -24,19 +24,24 @@
  *   READ   dirty (dset[id] == oid): to CRep[id], stats[DIRTY_READS]; else to
  *          get_dst_rep_table[DstRepIdx] (round-robin, wraps at num_replica);
  *          strict with NL_STAMP: SEQ = the global seq, flag STAMPED
- *   WRITE  dset[id] holds another oid: dropped (NL_COLLISION_NACK: NACK back
+ *   WRITE  strict with NL_DEDUP: its req_id stamped before from this ingress
+ *          port (ReqWin, the NL_REQ_WINDOW req_ids below ReqMax), or older
+ *          than that window: dropped, stats[DUP_WRITES] / [OLD_WRITES];
+ *          dset[id] holds another oid: dropped (NL_COLLISION_NACK: NACK back
  *          to the client), stats[COLLISIONS]; no live replica: dropped;
  *          else dset[id] = oid, SEQ = ++seq, EPOCH = epoch, multicast to
- *          group 1; strict: CRep = PIN if the slot was empty, MaxSeq = SEQ,
- *          AckMask = 0
+ *          group 1; strict: CRep = PIN and lseq = 0 if the slot was
+ *          empty, MaxSeq = SEQ, AckMask = 0
  *   W_REPLY from replica r (its node), only while dset[id] == oid and its
  *          EPOCH is the switch's (else dropped, stats[STALE_ACKS]):
  *          paper (Alg. 2)  SEQ > lseq: lseq = SEQ, NumCRep = 1; SEQ == lseq:
  *                          NumCRep += 1; older: dropped; CRep = r; commit
  *                          when NumCRep == num_replica
- *          strict (§3.4)   SEQ == MaxSeq: AckMask |= 1 << r, CRep = r;
- *                          commit when (AckMask & LiveMask) == LiveMask;
- *                          older with NL_ACK_SUPERSEDED and AckMask != 0:
+ *          strict (§3.4)   SEQ == MaxSeq: AckMask |= 1 << r, CRep = r,
+ *                          lseq = SEQ; commit when (AckMask & LiveMask) ==
+ *                          LiveMask; older: r == CRep raises lseq to SEQ
+ *                          (lseq: the newest seq CRep is known to hold);
+ *                          then with NL_ACK_SUPERSEDED and SEQ <= lseq
  *                          forwarded flagged SUPERSEDED; else dropped
  *          commit = dset[id] = 0 and this ack forwarded to the client
  *   anything else (R_REPLY, NACK)        forwarded to its destination
@@ -57,6 +62,7 @@
  *             node_fwd[node] -> set_port(port)            (common/forward.p4)
  *   registers dset lseq CRep NumCRep MaxSeq AckMask (NL_SLOTS cells each)
  *             seq num_replica DstRepIdx LiveMask PIN epoch n_servers (1 cell)
+ *             ReqMax ReqWin (NL_PORTS cells: netlr.c has NETLR_MAX_NODES)
  *             stats (NL_STAT_COUNT cells, netlr.c enum netlr_stat)
  *   multicast group 1 (NETLR_GROUP, the artifact's): the live replicas' ports
  *
@@ -65,7 +71,7 @@
  *   -DNL_SLOTS=131072 (slots, a power of two <= 2^20) -DNL_STRICT=1 (mode:
  *   1 strict, 0 paper) -DNL_ACK_SUPERSEDED=0 -DNL_STAMP=0
  *   -DNL_COLLISION_NACK=0 -DNL_CHAIN=0 (replication: 1 = cr or hermes)
- *   -DNL_HARMONIA=0 (replication: 1 = harmonia)
+ *   -DNL_HARMONIA=0 (replication: 1 = harmonia) -DNL_DEDUP=1 (dedup; strict only)
  * Both modes keep every register, so the controller finds the same names in
  * either (as netlr.c does). netlr.c's boot_empty (no replica live until the
  * controller installs them) is what a P4 switch's zeroed registers are
@@ -108,20 +114,26 @@
 #ifndef NL_HARMONIA
 #define NL_HARMONIA 0
 #endif
+#ifndef NL_DEDUP
+#define NL_DEDUP 1
+#endif
 #if NL_SLOTS < 1 || NL_SLOTS > 1048576 || (NL_SLOTS & (NL_SLOTS - 1)) != 0
 #error "NL_SLOTS (slots) must be a power of two in 1..2^20"
 #endif
 #if (NL_STRICT != 0 && NL_STRICT != 1) || (NL_ACK_SUPERSEDED != 0 && NL_ACK_SUPERSEDED != 1) || \
     (NL_STAMP != 0 && NL_STAMP != 1) || (NL_COLLISION_NACK != 0 && NL_COLLISION_NACK != 1) || \
-    (NL_CHAIN != 0 && NL_CHAIN != 1) || (NL_HARMONIA != 0 && NL_HARMONIA != 1)
-#error "NL_STRICT, NL_ACK_SUPERSEDED, NL_STAMP, NL_COLLISION_NACK, NL_CHAIN, NL_HARMONIA: 0 or 1"
+    (NL_CHAIN != 0 && NL_CHAIN != 1) || (NL_HARMONIA != 0 && NL_HARMONIA != 1) || \
+    (NL_DEDUP != 0 && NL_DEDUP != 1)
+#error "NL_STRICT, NL_ACK_SUPERSEDED, NL_STAMP, NL_COLLISION_NACK, NL_CHAIN, NL_HARMONIA, NL_DEDUP: 0 or 1"
 #endif
 #if NL_CHAIN == 1 && NL_HARMONIA == 1
 #error "NL_CHAIN and NL_HARMONIA: one replication at a time"
 #endif
 
 #define NL_MAX_REPLICAS 8           /* LiveMask / AckMask width (artifact MAX_NUM_REPLICA) */
-#define NL_STAT_COUNT 13            /* cells of `stats` */
+#define NL_STAT_COUNT 15            /* cells of `stats` */
+#define NL_PORTS 512                /* ReqMax/ReqWin cells: one per ingress port (9 bits) */
+#define NL_REQ_WINDOW 64            /* ReqWin's width, netlr.h NETLR_REQ_WINDOW */
 const bit<16> NETLR_GROUP = 1;      /* the replicas' multicast group (artifact's) */
 const bit<8> NL_NO_REPLICA = 0xFF;  /* an empty get_dst_rep_table entry */
 
@@ -139,6 +151,8 @@ const bit<8> NL_STAT_BAD_OID = 9;
 const bit<8> NL_STAT_HOST_SERVER_OP = 10;
 const bit<8> NL_STAT_NO_ROUTE = 11;
 const bit<8> NL_STAT_FORGED_FIELDS = 12;
+const bit<8> NL_STAT_DUP_WRITES = 13;
+const bit<8> NL_STAT_OLD_WRITES = 14;
 
 control NetlrIngress(inout headers_t hdr, inout metadata_t meta,
                      inout standard_metadata_t sm) {
@@ -158,6 +172,8 @@ control NetlrIngress(inout headers_t hdr, inout metadata_t meta,
     @name(".epoch")       register<bit<16>>(1) epoch;
     @name(".stats")       register<bit<64>>(NL_STAT_COUNT) stats;
     @name(".n_servers")   register<bit<8>>(1) n_servers;   /* replica r behind port r */
+    @name(".ReqMax")      register<bit<32>>(NL_PORTS) req_max;
+    @name(".ReqWin")      register<bit<64>>(NL_PORTS) req_win;
 
     NetkvClassify() classify;
     NetlrWireCheck() wire_check;
@@ -306,7 +322,31 @@ control NetlrIngress(inout headers_t hdr, inout metadata_t meta,
                         bit<8> n;
                         dset.read(d, id);
                         num_replica.read(n, 0);
-                        if (d != 0 && d != oid) {
+                        /* strict: a req_id this client port had stamped
+                         * already (a duplicated copy), or too old to tell */
+                        bool dedup = NL_DEDUP == 1 && NL_STRICT == 1 && NL_HARMONIA == 0;
+                        bit<32> port = (bit<32>)sm.ingress_port;
+                        bit<32> rq = hdr.netlr.req_id;
+                        bit<32> rmax = 0;
+                        bit<64> rwin = 0;
+                        bool seen = false;
+                        if (dedup) {
+                            req_max.read(rmax, port);
+                            req_win.read(rwin, port);
+                            if (rq <= rmax) {
+                                bit<32> back = rmax - rq;
+                                if (back >= NL_REQ_WINDOW) {
+                                    stat(NL_STAT_OLD_WRITES);
+                                    seen = true;
+                                } else if (((rwin >> (bit<8>)back) & 1) == 1) {
+                                    stat(NL_STAT_DUP_WRITES);
+                                    seen = true;
+                                }
+                            }
+                        }
+                        if (seen) {
+                            meta.fwd = FWD_DROP;
+                        } else if (d != 0 && d != oid) {
                             /* hash collision: the slot tracks another key's write */
                             stat(NL_STAT_COLLISIONS);
                             if (NL_COLLISION_NACK == 1) {
@@ -331,6 +371,19 @@ control NetlrIngress(inout headers_t hdr, inout metadata_t meta,
                             meta.fwd = FWD_NODE;
                             want_route = true;
                         } else {
+                            if (dedup) {
+                                /* stamped: remember its req_id (a collided or
+                                 * unserved one may come again) */
+                                if (rq > rmax) {
+                                    bit<32> dist = rq - rmax;
+                                    rwin = dist >= NL_REQ_WINDOW ? (bit<64>)1
+                                                                 : (rwin << (bit<8>)dist) | 1;
+                                    req_max.write(port, rq);
+                                } else {
+                                    rwin = rwin | ((bit<64>)1 << (bit<8>)(rmax - rq));
+                                }
+                                req_win.write(port, rwin);
+                            }
                             bit<32> s;
                             seq.read(s, 0);
                             s = s + 1;
@@ -344,6 +397,7 @@ control NetlrIngress(inout headers_t hdr, inout metadata_t meta,
                                     bit<8> p;
                                     pin.read(p, 0);
                                     crep.write(id, p);     /* W4: never a stale CRep */
+                                    lseq.write(id, 0);     /* PIN holds no write in flight */
                                 }
                                 maxseq.write(id, s);
                                 ackmask.write(id, 0);
@@ -412,21 +466,33 @@ control NetlrIngress(inout headers_t hdr, inout metadata_t meta,
                             bit<32> ms;
                             bit<8> am;
                             bit<8> lm;
+                            bit<8> cr;
+                            bit<32> l;
                             maxseq.read(ms, id);
                             ackmask.read(am, id);
                             live_mask.read(lm, 0);
+                            crep.read(cr, id);
+                            lseq.read(l, id);
+                            /* an ack means the replica stored SEQ: CRep's own
+                             * raises what it is known to hold */
+                            if (sq < ms && r == cr && sq > l) {
+                                l = sq;
+                                lseq.write(id, l);
+                            }
                             if (sq == ms) {
                                 am = am | ((bit<8>)1 << r);
                                 ackmask.write(id, am);
                                 crep.write(id, r);
+                                lseq.write(id, sq);
                                 stat(NL_STAT_ACKS);
                                 if ((am & lm) == lm) {
                                     commit = true;
                                 } else {
                                     meta.fwd = FWD_DROP;
                                 }
-                            } else if (sq < ms && NL_ACK_SUPERSEDED == 1 && am != 0) {
-                                /* a replica that acked the newer write now serves the key */
+                            } else if (sq < ms && NL_ACK_SUPERSEDED == 1 && sq <= l) {
+                                /* CRep, which serves the key's reads, holds
+                                 * this write or a newer one */
                                 hdr.netlr.flags = hdr.netlr.flags | NETLR_FLAG_SUPERSEDED;
                                 meta.hdr_changed = 1;
                                 stat(NL_STAT_SUPERSEDED);

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from netkv.wire.codec import Msg, NetlrOp, Proto, encode
+from netkv.wire.codec import NETLR_FLAG_SUPERSEDED, Msg, NetlrOp, Proto, encode
 
 from . import CLIENT, CLIENT_PORT, N_SERVERS, Case, Step, frame
 
@@ -43,6 +43,9 @@ def ack(seq: int) -> Msg:
 STAMPED = dataclasses.replace(WRITE, ver=2)           # seq starts at 1: the first write gets 2
 ACK2 = ack(2)
 MCAST = {r: [req(STAMPED, r)] for r in range(N_SERVERS)}
+WRITE11 = dataclasses.replace(WRITE, req_id=11)      # the same client's next write of the key
+MCAST3 = {r: [req(dataclasses.replace(WRITE11, ver=3), r)] for r in range(N_SERVERS)}
+SUPERSEDED2 = dataclasses.replace(ACK2, flags=NETLR_FLAG_SUPERSEDED)
 
 
 def counting(params: str, acks: list[int], commit_at: int | None) -> list[Step]:
@@ -90,6 +93,27 @@ CASES = [
          counting("strict", [0, 0, 1, 2], commit_at=None),
          params=f"slots={SLOTS}", **LIVE,
          after={("dset", SLOT): OID, ("AckMask", SLOT): 0b0111, ("stats", 6): 0}),
+    Case("netlr/strict, ack_superseded: an older write's ack is answered once CRep "
+         "holds it", "netlr", [
+        Step(CLIENT, req(WRITE), MCAST, why="seq 2; CRep = PIN (0), lseq 0"),
+        Step(CLIENT, req(WRITE11), MCAST3, why="seq 3 supersedes it, AckMask 0"),
+        Step(1, from_replica(ACK2, 1), {},
+             why="dropped: CRep may not hold seq 2 yet, a read could see an older value"),
+        Step(0, from_replica(ACK2, 0), {CLIENT: [from_replica(SUPERSEDED2, 0)]},
+             why="CRep's own ack: it holds seq 2, lseq 2, forwarded flagged SUPERSEDED"),
+        Step(2, from_replica(ACK2, 2), {CLIENT: [from_replica(SUPERSEDED2, 2)]},
+             why="so is every later copy (the client keeps the first)"),
+    ], params=f"ack_superseded=1;slots={SLOTS}", **LIVE,
+        after={("dset", SLOT): OID, ("MaxSeq", SLOT): 3, ("AckMask", SLOT): 0,
+               ("CRep", SLOT): 0, ("lseq", SLOT): 2, ("stats", 5): 1, ("stats", 7): 2}),
+    Case("netlr/strict: a client WRITE the network duplicated is stamped once", "netlr", [
+        Step(CLIENT, req(WRITE), MCAST, why="req_id 10 stamped seq 2"),
+        Step(CLIENT, req(WRITE), {},
+             why="the copy: stamped again it would be applied after newer writes"),
+        Step(CLIENT, req(WRITE11), MCAST3, why="the client's next req_id: seq 3"),
+    ], params=f"slots={SLOTS}", **LIVE,
+        after={("seq", 0): 3, ("stats", 2): 2, ("stats", 13): 1, ("ReqMax", CLIENT): 11,  # port 4
+               ("ReqWin", CLIENT): 0b11}),
     Case("netlr/a write whose slot holds another key is NACKed to its client", "netlr", [
         Step(CLIENT, req(WRITE),
              {CLIENT: [from_replica(dataclasses.replace(WRITE, op=NetlrOp.NACK, value=b""), 3)]},

@@ -9,9 +9,11 @@
  *
  * Map of this file:
  *   registers (per slot)  dset, lseq, CRep, NumCRep (paper mode),
- *                         MaxSeq, AckMask (strict mode)
+ *                         MaxSeq, AckMask (strict mode; lseq there is the
+ *                         newest seq CRep is known to hold)
  *   registers (global)    seq, num_replica, DstRepIdx, LiveMask, PIN, epoch,
  *                         stats, n_servers
+ *   registers (per port)  ReqMax, ReqWin (strict, dedup: nl_seen)
  *   tables                get_dst_rep_table (live index -> replica node):
  *                         the round-robin's dense list of live replicas
  *                         (digest §3.5: stable replica ids, this separate
@@ -34,7 +36,8 @@
  *   strict  (default) MaxSeq = the newest seq issued for the dirty key,
  *           AckMask = which replicas acked it (idempotent), commit when
  *           every live replica has; CRep = PIN when the key turns dirty and
- *           moves only to a replica that acked MaxSeq.
+ *           moves only to a replica that acked MaxSeq; lseq = the newest
+ *           seq CRep acked (0 at PIN: it holds no write in flight).
  * replication=cr: the chain-replication baseline (digest §7) on the same
  * wire and hosts: the switch only forwards (clients address the head for
  * writes and the tail for reads, replicas the next in the chain), keeping
@@ -43,11 +46,14 @@
  * replication=harmonia (netlr_harmonia.c): Harmonia on CR, the in-switch
  * baseline, performance-only (not linearizable, as the paper ran it).
  * Other params: slots (power of 2, default 131072), ack_superseded
- * (strict: forward an older write's ack flagged SUPERSEDED once some
- * replica acked the newer one), stamp (strict: READs carry the current seq,
- * flagged STAMPED), collision_nack (a WRITE whose slot holds another key
- * becomes a NACK to its client instead of a drop), boot_empty (no replica
- * live at init: the controller installs them; the plug-in always sets it).
+ * (strict: forward an older write's ack flagged SUPERSEDED once CRep, which
+ * serves the key's reads, holds that write or a newer one: lseq >= its seq),
+ * stamp (strict: READs carry the current seq, flagged STAMPED),
+ * collision_nack (a WRITE whose slot holds another key becomes a NACK to
+ * its client instead of a drop), dedup (strict, default 1: a client WRITE
+ * whose req_id its port had stamped already is dropped), boot_empty (no
+ * replica live at init: the controller installs them; the plug-in always
+ * sets it).
  *
  * seq starts at 1 (our choice): every netkv store preloads keys at version
  * 1, so the first write gets seq 2 and no write shares the preload's version.
@@ -83,7 +89,7 @@ static int nl_init(void *st, const struct nk_pipeline_cfg *cfg)
 	struct netlr_state *s = st;
 	memset(s, 0, sizeof(*s));
 	char mode[16] = "strict", repl[16] = "netlr";
-	uint64_t slots, acks, stamp, nack, boot_empty;
+	uint64_t slots, acks, stamp, nack, boot_empty, dedup;
 	nkp_get(cfg->params, "mode", mode, sizeof mode);
 	nkp_get(cfg->params, "replication", repl, sizeof repl);
 	if (nkp_u64(cfg->params, "slots", 131072, &slots) ||
@@ -91,6 +97,7 @@ static int nl_init(void *st, const struct nk_pipeline_cfg *cfg)
 	    nkp_u64(cfg->params, "stamp", 0, &stamp) ||
 	    nkp_u64(cfg->params, "collision_nack", 0, &nack) ||
 	    nkp_u64(cfg->params, "boot_empty", 0, &boot_empty) ||
+	    nkp_u64(cfg->params, "dedup", 1, &dedup) ||
 	    nkp_trust(cfg->params, cfg->n_servers, &s->trust) ||
 	    (strcmp(mode, "strict") && strcmp(mode, "paper")) ||
 	    (strcmp(repl, "netlr") && strcmp(repl, "cr") && strcmp(repl, "hermes") &&
@@ -104,6 +111,7 @@ static int nl_init(void *st, const struct nk_pipeline_cfg *cfg)
 	s->ack_superseded = acks != 0;
 	s->stamp = stamp != 0;
 	s->collision_nack = nack != 0;
+	s->dedup = s->strict && dedup != 0;
 	s->chain = !strcmp(repl, "cr") || !strcmp(repl, "hermes");  /* forward only */
 	s->harmonia = !strcmp(repl, "harmonia");
 	s->n_servers = cfg->n_servers;
@@ -148,6 +156,8 @@ static int nl_init(void *st, const struct nk_pipeline_cfg *cfg)
 	add_reg(s, "epoch", &s->epoch, 1, 2, 16);
 	add_reg(s, "stats", s->stats, NL_NSTATS, 8, 64);
 	add_reg(s, "n_servers", &s->trust.n_servers, 1, 4, 8);   /* the trust boundary */
+	add_reg(s, "ReqMax", s->req_max, NETLR_MAX_NODES, 4, 32);
+	add_reg(s, "ReqWin", s->req_win, NETLR_MAX_NODES, 8, 64);
 	return 0;
 }
 
@@ -287,9 +297,52 @@ void nl_collided(struct netlr_state *s, struct nk_msg *m, struct nk_pkt_meta *me
 	nl_forward(s, meta, act);
 }
 
+/* Strict: has this client's WRITE req_id been stamped before? A copy the
+ * network duplicated and delayed would otherwise be stamped again, after
+ * newer writes, and applied a second time after its client saw the reply.
+ * An anti-replay window per ingress port, i.e. per client host (RFC 4303
+ * §3.4.3): req_ids above ReqMax are new, those within NETLR_REQ_WINDOW
+ * below it are looked up in ReqWin, older ones cannot be told and are
+ * dropped too (the client times out: an unknown outcome, never a second
+ * effect). 0: a new req_id. */
+static int nl_seen(struct netlr_state *s, uint32_t c, uint32_t req_id)
+{
+	uint32_t mx = s->req_max[c];
+	if (req_id > mx)
+		return 0;
+	if (mx - req_id >= NETLR_REQ_WINDOW) {
+		s->stats[NL_OLD_WRITES]++;
+		return 1;
+	}
+	if (s->req_win[c] >> (mx - req_id) & 1) {
+		s->stats[NL_DUP_WRITES]++;
+		return 1;
+	}
+	return 0;
+}
+
+/* the req_id is stamped: remember it (after nl_seen said it is new) */
+static void nl_mark(struct netlr_state *s, uint32_t c, uint32_t req_id)
+{
+	uint32_t mx = s->req_max[c];
+	if (req_id > mx) {
+		uint32_t d = req_id - mx;
+		s->req_win[c] = d >= NETLR_REQ_WINDOW ? 1 : s->req_win[c] << d | 1;
+		s->req_max[c] = req_id;
+	} else {
+		s->req_win[c] |= (uint64_t)1 << (mx - req_id);
+	}
+}
+
 static void nl_write(struct netlr_state *s, struct nk_msg *m, uint32_t id, uint32_t oid,
 		     struct nk_pkt_meta *meta, struct nk_actions *act)
 {
+	uint32_t c = meta->ingress_port;  /* who sent it: never its source address */
+	int dedup = s->dedup && c < NETLR_MAX_NODES;
+	if (dedup && nl_seen(s, c, m->req_id)) {
+		act->fwd = NK_FWD_DROP;
+		return;
+	}
 	uint32_t d = s->dset[id];
 	if (d && d != oid)
 		return nl_collided(s, m, meta, act);
@@ -298,13 +351,17 @@ static void nl_write(struct netlr_state *s, struct nk_msg *m, uint32_t id, uint3
 		act->fwd = NK_FWD_DROP;
 		return;
 	}
+	if (dedup)
+		nl_mark(s, c, m->req_id);   /* a collided or unserved one may come again */
 	s->dset[id] = oid;
 	s->seq++;
 	m->ver = s->seq;
 	m->epoch = s->epoch;
 	if (s->strict) {
-		if (!d)
+		if (!d) {
 			s->crep[id] = s->pin;      /* W4: never a stale CRep */
+			s->lseq[id] = 0;           /* PIN holds no write in flight */
+		}
 		s->maxseq[id] = s->seq;
 		s->ackmask[id] = 0;
 	}
@@ -355,14 +412,19 @@ static void nl_ack(struct netlr_state *s, struct nk_msg *m, uint32_t id, uint32_
 	if (seq == s->maxseq[id]) {
 		s->ackmask[id] |= (uint8_t)(1u << r);
 		s->crep[id] = (uint8_t)r;
+		s->lseq[id] = seq;
 		s->stats[NL_ACKS]++;
 		if ((s->ackmask[id] & s->live_mask) == s->live_mask)
 			return commit(s, id, meta, act);
 		act->fwd = NK_FWD_DROP;
 		return;
 	}
-	if (seq < s->maxseq[id] && s->ack_superseded && s->ackmask[id]) {
-		/* a replica that acked the newer write now serves the key */
+	/* an ack means the replica stored seq: CRep's own raises what it holds */
+	if (seq < s->maxseq[id] && r == s->crep[id] && seq > s->lseq[id])
+		s->lseq[id] = seq;
+	if (seq < s->maxseq[id] && s->ack_superseded && seq <= s->lseq[id]) {
+		/* the replica serving the key's reads (CRep) holds this write or
+		 * a newer one: no read after this reply can see an older value */
 		m->flags |= NK_NETLR_FLAG_SUPERSEDED;
 		s->stats[NL_SUPERSEDED]++;
 		nl_forward(s, meta, act);

@@ -31,13 +31,16 @@ enum netlr_stat {
 	NL_HOST_SERVER_OP,    /* replies/NACKs from a client port: dropped */
 	NL_NO_ROUTE,
 	NL_FORGED_FIELDS,     /* client requests carrying seq, flags or epoch: cleared */
+	NL_DUP_WRITES,        /* strict: a client WRITE whose req_id was stamped already: dropped */
+	NL_OLD_WRITES,        /* strict: ... too old for its client's window to tell: dropped */
 	NL_NSTATS
 };
 
-#define NL_NREGS 14
+#define NL_NREGS 16
+#define NETLR_REQ_WINDOW 64   /* req_ids a client's ReqWin remembers below ReqMax */
 
 struct netlr_state {
-	uint32_t slots, strict, ack_superseded, stamp, collision_nack, chain, harmonia;
+	uint32_t slots, strict, ack_superseded, stamp, collision_nack, chain, harmonia, dedup;
 	uint32_t n_servers, n_nodes;
 	struct nk_trust trust;
 	uint16_t node_port[NETLR_MAX_NODES];
@@ -49,6 +52,10 @@ struct netlr_state {
 	uint8_t num_replica, dst_rep_idx, live_mask, pin;
 	uint16_t epoch;
 	uint8_t rr[NETLR_MAX_REPLICAS];    /* get_dst_rep_table */
+	/* per ingress port (strict, dedup): the highest WRITE req_id stamped and
+	 * which of the NETLR_REQ_WINDOW below it were (bit i: ReqMax - i) */
+	uint32_t req_max[NETLR_MAX_NODES];   /* ReqMax */
+	uint64_t req_win[NETLR_MAX_NODES];   /* ReqWin */
 	uint64_t stats[NL_NSTATS];
 	struct nk_reg_desc regs[NL_NREGS];
 	unsigned nregs;
