@@ -112,3 +112,85 @@ def test_a_write_racing_the_sweep_keeps_its_slot_dirty() -> None:
         ack(sw, r, newest)
     assert sw.reg_read("dset", SLOT) == 0
     assert sw.reg_read("stats", 6) == 1   # NL_COMMITS: the racing write committed
+
+
+class RaceAtCRep(Pipeline):
+    """A client's WRITE slips in right after the sweep reads ``CRep``."""
+
+    race = False
+
+    def reg_read(self, name: str, index: int) -> int:
+        v = super().reg_read(name, index)
+        if name == "CRep" and self.race:
+            self.race = False
+            write(self, req_id=3)
+        return v
+
+
+def test_the_sweep_gives_the_new_crep_the_seq_its_replicas_acked() -> None:
+    """CRep (replica 2) dies; the sweep moves CRep to replica 0, which acked
+    MaxSeq, and sets lseq to that seq: the one read before AckMask, not a
+    newer write that reached the slot while the sweep worked (lseq lets an
+    older write's ack through as SUPERSEDED: with the newer seq, a late ack
+    of that write would be answered while replica 0 may lack it)."""
+    sw = RaceAtCRep("netlr", n_servers=N, n_clients=1, params="slots=131072;ack_superseded=1")
+    plane = Plane(sw)
+    ctl = NetLRController(plane, NetLRProtocol(name="netlr", ack_superseded=True))
+    ctl.start()
+    m1 = write(sw, req_id=1)
+    ack(sw, 0, m1)
+    ack(sw, 2, m1)                    # CRep = 2
+    assert sw.reg_read("CRep", SLOT) == 2
+    plane.up.discard(2)
+    sw.race = True
+    ctl.epoch(0.01)
+    assert not sw.race and sw.reg_read("MaxSeq", SLOT) == m1 + 1   # the racing write came in
+    assert sw.reg_read("CRep", SLOT) == 0
+    assert sw.reg_read("lseq", SLOT) == m1
+
+
+class Logged(Plane):
+    """A real switch's control plane: register writes queued
+    (BatchedWrites) until a read or flush; store copies logged in order."""
+
+    def __init__(self, sw: Pipeline, log: list) -> None:
+        from netkv.drivers.base import BatchedWrites
+
+        super().__init__(BatchedWrites(sw))
+        self.log = log
+
+    def copy_store(self, src: int, dst: int) -> int:
+        self.log.append(("copy", src, dst))
+        return 0
+
+
+class LogWrites(Pipeline):
+    log: list = []
+
+    def reg_write(self, name: str, index: int, value: int) -> None:
+        if name == "LiveMask":
+            self.log.append(("LiveMask", value))
+        super().reg_write(name, index, value)
+
+
+def test_a_rejoining_replica_counts_for_commits_before_its_second_copy() -> None:
+    """Recovery step 3 on a real switch (writes queued until a read): the
+    LiveMask that makes commits wait for the rejoining replica reaches the
+    switch before the second store copy starts; else a write committed
+    during the copy, its copy to that replica lost, would be missing there
+    when it serves reads."""
+    log: list = []
+    sw = LogWrites("netlr", n_servers=N, n_clients=1, params="slots=1024")
+    sw.log = log
+    plane = Logged(sw, log)
+    ctl = NetLRController(plane, NetLRProtocol(name="netlr", slots=1024))
+    ctl.start()
+    plane.up.discard(2)
+    ctl.epoch(0.01)                   # removed
+    plane.up.add(2)
+    for t in (0.02, 0.03, 0.04):      # step 1 (group), step 2 (copy), step 3
+        ctl.epoch(t)
+    assert ctl.stats.recoveries and ctl.stats.recoveries[0][0] == 2
+    first, second = [i for i, e in enumerate(log) if e[0] == "copy"]
+    joined = [i for i, e in enumerate(log) if e == ("LiveMask", 0b1111) and i > first][0]
+    assert joined < second, log

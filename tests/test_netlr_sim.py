@@ -7,9 +7,10 @@ caught by both checkers (digest §9 W2).
 
 Write retries are off in the history runs (``topology.retries=0``, timed-out
 writes are indeterminate): the simulator's client resends a write with the
-same value, which NetLR orders again under a new seq, so one write would be
-applied twice around another (digest §5: a retried write is a new operation
-with a fresh value).
+same value and req_id; without ``dedup`` NetLR orders it again under a new
+seq, so one write would be applied twice around another (digest §5: a
+retried write is a new operation with a fresh value); with it (the default)
+the switch drops the resend (docs/netlr.md "Write retries").
 """
 
 from __future__ import annotations

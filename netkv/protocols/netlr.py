@@ -244,7 +244,11 @@ class NetLRController(Controller):
                 # commits without it from here; then copy again: a write
                 # committed between step 2 and now, whose copy to it was
                 # lost, would otherwise be missing when it serves reads
-                self.plane.switch.reg_write("LiveMask", 0, self.live_mask | 1 << r)
+                sw = self.plane.switch
+                sw.reg_write("LiveMask", 0, self.live_mask | 1 << r)
+                # a read sends the queued writes (BatchedWrites on a real
+                # switch): LiveMask must be in place before the copy starts
+                sw.reg_read("LiveMask", 0)
                 j.copied += self.plane.copy_store(self.live[0], r)
                 del self.joining[r]              # ... then serve reads
                 self.down.discard(r)
@@ -261,9 +265,11 @@ class NetLRController(Controller):
         for i, oid in enumerate(dset):
             if not oid:
                 continue
+            # MaxSeq before AckMask: a write reaching the slot in between
+            # resets AckMask, so the acks read are of `issued` or newer
+            issued = sw.reg_read("MaxSeq", i)
             acked = sw.reg_read("AckMask", i)
             if live and acked & live == live:
-                issued = sw.reg_read("MaxSeq", i)
                 sw.reg_write("dset", i, 0)
                 if sw.reg_read("MaxSeq", i) != issued:
                     # a write reached the slot between the reads and the
@@ -280,7 +286,7 @@ class NetLRController(Controller):
                 sw.reg_write("CRep", i, mine[0] if mine else (self.live[0] if self.live else 0))
                 # lseq: the newest seq the new CRep is known to hold (what
                 # lets an older write's ack through, ack_superseded)
-                sw.reg_write("lseq", i, sw.reg_read("MaxSeq", i) if mine else 0)
+                sw.reg_write("lseq", i, issued if mine else 0)
                 self.stats.crep_moved += 1
 
 
