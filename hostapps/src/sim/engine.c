@@ -31,7 +31,6 @@
 
 #define PS_PER_NS 1000ULL
 #define NONE32 0xFFFFFFFFu
-#define MAX_MCAST_GROUPS 4096
 #define PRE_RING 16u
 #define PRE_ALIAS 8u  /* draw and prefetch the alias entry this many arrivals ahead */
 #define PRE_RANK 4u   /* resolve and prefetch the rank entry this many ahead */
@@ -178,7 +177,7 @@ struct sw {
 	uint32_t n_local, cpu_port, recirc_port;  /* its nodes 0..n_local-1, then CPU, recirc */
 	uint16_t *node_port;
 	struct nk_pipeline_cfg pcfg;  /* to restart the pipeline with */
-	struct mcast_group *mcast;    /* MAX_MCAST_GROUPS */
+	struct mcast_group *mcast;    /* NK_MAX_MCAST_GROUPS */
 	struct cpu_item *cpuq;
 	uint32_t cpu_head, cpu_len;
 	uint64_t switch_free;         /* ps: its FIFO is free from then (switch_mpps) */
@@ -1075,7 +1074,7 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 		break;
 	case NK_FWD_MCAST: {
 		const struct mcast_group *g =
-			act.mcast_group < MAX_MCAST_GROUPS ? &w->mcast[act.mcast_group] : NULL;
+			act.mcast_group < NK_MAX_MCAST_GROUPS ? &w->mcast[act.mcast_group] : NULL;
 		if (!g || !g->n) {
 			switch_drop(s, pi);
 			break;
@@ -1942,7 +1941,7 @@ static void switch_restart(struct nk_sim *s)
 	memset(w->pstate, 0, s->pipe->state_size);
 	if (s->pipe->init(w->pstate, &w->pcfg))
 		return;  /* it initialised once with the same config */
-	for (uint32_t g = 0; g < MAX_MCAST_GROUPS; g++) {
+	for (uint32_t g = 0; g < NK_MAX_MCAST_GROUPS; g++) {
 		free(w->mcast[g].ports);
 		w->mcast[g].ports = NULL;
 		w->mcast[g].n = 0;
@@ -2100,7 +2099,7 @@ void nk_sim_free(struct nk_sim *s)
 		free(w->g2l);
 		free(w->pstate);
 		free(w->cpuq);
-		for (uint32_t g = 0; w->mcast && g < MAX_MCAST_GROUPS; g++)
+		for (uint32_t g = 0; w->mcast && g < NK_MAX_MCAST_GROUPS; g++)
 			free(w->mcast[g].ports);
 		free(w->mcast);
 	}
@@ -2235,7 +2234,7 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 		uint16_t *node_port = malloc((w->n_local + 1) * sizeof(uint16_t));
 		w->g2l = malloc((s->n_nodes + 1) * sizeof(uint16_t));
 		w->pstate = calloc(1, s->pipe->state_size);
-		w->mcast = calloc(MAX_MCAST_GROUPS, sizeof(*w->mcast));
+		w->mcast = calloc(NK_MAX_MCAST_GROUPS, sizeof(*w->mcast));
 		w->cpuq = malloc(s->cpu_cap * sizeof(*w->cpuq));
 		if (!node_port || !w->g2l || !w->pstate || !w->mcast || !w->cpuq) {
 			free(node_port);
@@ -2628,7 +2627,7 @@ int nk_sim_table_del(struct nk_sim *s, const char *table, const uint64_t *key, u
 
 int nk_sim_mcast_set(struct nk_sim *s, uint32_t group, const uint16_t *ports, uint32_t n)
 {
-	if (group >= MAX_MCAST_GROUPS)
+	if (group >= NK_MAX_MCAST_GROUPS)
 		return -1;
 	for (uint32_t i = 0; i < n; i++)
 		if (ports[i] > s->sw[s->ctl_sw].recirc_port)
