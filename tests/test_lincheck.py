@@ -524,6 +524,23 @@ def test_verdicts_keep_wgl_when_porcupine_runs_out_of_memory(porcupine_bin, hot_
         assert verdicts(hot_history, max_memory_gb=2) == [True]
 
 
+@pytest.mark.parametrize("gb", [0.5, 1.2])
+def test_a_cap_too_small_for_go_to_start_is_out_of_memory(gb, porcupine_bin, tmp_path):
+    """Below about 0.75 GB (and at 1.2 GB) the Go runtime cannot reserve its
+    start-up address space: it died with 'fatal error: failed to reserve page
+    summary memory' (or 'runtime: out of memory ... (0 in use)') and a
+    goroutine dump, reported as a malformed history (exit 2)."""
+    h = write_history(tmp_path / "h.jsonl", big_history(200, 4, 4))
+    res = check_file_porcupine(h, binary=porcupine_bin, max_memory_gb=gb)
+    assert res.ok is None and res.out_of_memory, res.line()
+    env = dict(os.environ, NETKV_PORCUPINE=str(porcupine_bin))
+    p = subprocess.run([sys.executable, "-m", "netkv.lincheck", str(h), "--porcupine",
+                        "--max-memory", str(gb)], capture_output=True, text=True, env=env)
+    assert p.returncode == 3 and p.stdout.count("\n") == 1 and not p.stderr, (p.stdout, p.stderr)
+    assert p.stdout.startswith(f"unknown: porcupine: out of memory at {gb} GB on 200 operations; "
+                               "no verdict"), p.stdout
+
+
 def test_porcupine_runs_under_half_the_physical_memory_by_default(tmp_path):
     """A stand-in helper reports the address-space limit it was given."""
     from netkv.lincheck import default_max_memory_gb

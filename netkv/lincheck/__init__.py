@@ -27,6 +27,7 @@ import math
 import os
 import re
 import resource
+import shutil
 import subprocess
 import warnings
 from pathlib import Path
@@ -79,7 +80,12 @@ _ERROR = re.compile(r"^error: (.*):(\d+): (.*)$")
 
 
 GB = 10**9
-_OUT_OF_MEMORY = re.compile(r"out of memory|errno=12|cannot allocate memory", re.IGNORECASE)
+# A capped Go helper that dies past its cap: "runtime: out of memory ...", or,
+# where the cap leaves the runtime no room to start (measured: below 0.75 GB,
+# and 1.20-1.25 GB, on amd64), "fatal error: failed to reserve page summary
+# memory" / "... allocating heap arena map" with a goroutine dump.
+_OUT_OF_MEMORY = re.compile(r"out of memory|errno=12|cannot allocate memory|^fatal error:",
+                            re.IGNORECASE | re.MULTILINE)
 
 
 def default_max_memory_gb() -> float:
@@ -89,13 +95,18 @@ def default_max_memory_gb() -> float:
     return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2 / GB
 
 
-def _limit_address_space(cap: int) -> None:
-    """In the helper's process, before exec: RLIMIT_AS = ``cap`` bytes (never
-    above a hard limit already set)."""
+def _capped(cmd: list[str], cap: int) -> tuple[list[str], object]:
+    """``cmd`` run with RLIMIT_AS = ``cap`` bytes (never above a hard limit
+    already set): through util-linux's ``prlimit --as=CAP:`` (it sets the
+    limit, then execs), else a ``preexec_fn`` (unsafe where the caller runs
+    threads, hence only the fallback). Returns (argv, preexec_fn)."""
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
     if hard != resource.RLIM_INFINITY:
         cap = min(cap, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    prlimit = shutil.which("prlimit")
+    if prlimit:
+        return [prlimit, f"--as={cap}:", "--", *cmd], None
+    return cmd, lambda: resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
 
 
 def check_file_porcupine(path: str | os.PathLike, *, binary: str | os.PathLike | None = None,
@@ -119,19 +130,18 @@ def check_file_porcupine(path: str | os.PathLike, *, binary: str | os.PathLike |
     if timeout is not None:
         cmd += ["-timeout", f"{timeout}s"]
     cmd.append(str(path))
-    cap = round(max_memory_gb * GB)
-    p = subprocess.run(cmd, capture_output=True, text=True,
-                       preexec_fn=lambda: _limit_address_space(cap))
+    argv, preexec = _capped(cmd, round(max_memory_gb * GB))
+    p = subprocess.run(argv, capture_output=True, text=True, preexec_fn=preexec)
     out = p.stdout.strip().splitlines()
     first = out[0] if out else ""
-    if p.returncode not in (0, 1, 3) and _OUT_OF_MEMORY.search(p.stderr):
+    if p.returncode not in (0, 1, 3) and not out and _OUT_OF_MEMORY.search(p.stderr):
         return _out_of_memory(path, max_memory_gb)
     if p.returncode == 2:
         m = _ERROR.match(first)
         if m:
             raise HistoryError(m.group(1), int(m.group(2)), m.group(3))
         raise HistoryError(str(path), 0, first or p.stderr.strip() or "porcupine: bad input")
-    if p.returncode not in (0, 1, 3):
+    if p.returncode not in (0, 1, 3) or not out:   # (no line: prlimit itself failed)
         raise PorcupineUnavailable(f"{b} failed (exit {p.returncode}): {p.stderr.strip()[:500]}")
     ok = {0: True, 1: False, 3: None}[p.returncode]
     res = Result(ok, checker="porcupine")
