@@ -189,6 +189,28 @@ def test_a_failing_cleanup_does_not_hide_the_error_that_stopped_the_pool(
         "netkv: removing the killed workers' testbed runs failed: KeyboardInterrupt: interrupted")
 
 
+def test_a_host_skipped_by_the_killed_workers_clean_up_is_a_line(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """clean_inventory returns a skipped host as a ``skipped host ...``
+    entry, but the killed workers' clean-up kept only the runs left alive and
+    dropped it: the host's runs stayed behind, silently."""
+    from netkv.interrupts import workers_racks_removed
+    from netkv.mininet import cleanup
+    from netkv.testbed import clean
+
+    monkeypatch.setattr(cleanup, "clean_children", lambda wait_s=5.0: ([], []))
+    monkeypatch.setattr(clean, "clean_children", lambda state_root, wait_s=5.0: (
+        ["a:/w/run-nkdead", "skipped host 'h1' (10.0.0.1): unreachable\n(no answer in 15 s)"],
+        []))
+    with pytest.raises(KeyboardInterrupt):
+        with workers_racks_removed():
+            raise KeyboardInterrupt
+    assert capsys.readouterr().err == (
+        "netkv: removing the killed workers' testbed runs skipped host 'h1' (10.0.0.1): "
+        "unreachable (no answer in 15 s) (`python -m netkv clean --inventory NAME` removes its "
+        "runs once it answers)\n")
+
+
 def test_a_host_failing_mid_clean_up_is_skipped_not_raised(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """clean_inventory caught a host's failure only on its first command: a
