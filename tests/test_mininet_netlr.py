@@ -132,17 +132,17 @@ def test_netlr_replica_killed_mid_run_stays_linearizable(tmp_path: Path) -> None
     assert second.issued > 1000 and second.completed >= second.issued - 5, second
     assert len(run["ops"][1]) == second.issued
     assert unexplained_losses(run["ops"][1]) == [], second
+    # Porcupine's verdict where it gave one (None: not built, just porcupine;
+    # or out of memory, a warning says which): the rest is checked either way
     wgl, porc = _check_both(out)
-    assert wgl is True
-    if porc is None:
-        pytest.skip("Porcupine gave no verdict (not built: just porcupine; or out of memory)")
-    assert porc is True
+    assert wgl is True and porc in (True, None), (wgl, porc)
     # the rack is gone
     links, procs = _leftovers(run["tag"])
     assert links == [] and procs == [], (links, procs)
     # and the check can fail: one read doctored to return the value of the
     # key's previous write, after a newer write of it had completed
-    assert _check_both(_doctored(out, tmp_path / "doctored.jsonl")) == (False, False)
+    dwgl, dporc = _check_both(_doctored(out, tmp_path / "doctored.jsonl"))
+    assert dwgl is False and dporc in ((False,) if porc is True else (False, None)), (dwgl, dporc)
 
 
 @skip
