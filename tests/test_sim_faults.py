@@ -177,3 +177,35 @@ def test_a_switch_outage_loses_the_controllers_queue() -> None:
         eng.run_until(0.015)     # in the outage: nothing new reaches the queue
         assert eng.cpu_recv(100_000) == []
         assert eng.stats().drop_outage - before >= queued
+
+
+def _pcap_times_ns(path) -> list[int]:
+    """The timestamps (ns) of a nanosecond pcap's frames."""
+    import struct
+
+    data = path.read_bytes()
+    assert struct.unpack_from("<I", data)[0] == 0xA1B23C4D
+    times, off = [], 24
+    while off + 16 <= len(data):
+        sec, nsec, incl, _ = struct.unpack_from("<IIII", data, off)
+        times.append(sec * 10**9 + nsec)
+        off += 16 + incl
+    return times
+
+
+def test_a_packet_the_outage_kills_is_not_captured_on_the_cpu_port(tmp_path) -> None:
+    """The capture wrote a packet's frame on the CPU port before the outage
+    check that kills it: a stopped switch (10 ms to 20 ms) showed frames it
+    never sent to the controller. Pegasus samples packets to the CPU port;
+    a 1 ms pipeline latency leaves many inside the switch at the stop."""
+    ov = ["servers=4", "clients=2", "alpha=1.2", "topology.switch_latency_ns=1000000"]
+    wl, eng = _outage_engine(ov, 200_000, True, "pegasus")
+    with wl, eng:
+        eng.capture(tmp_path, 256, 10**9, 10**7)
+        eng.run()
+        st = eng.stats()
+    assert st.drop_outage > 0
+    times = _pcap_times_ns(tmp_path / "switch-cpu.pcap")
+    assert times and min(times) < 10_000_000 and max(times) >= 20_000_000, (len(times), times[:3])
+    assert [t for t in times if 10_000_000 <= t < 20_000_000] == []
+

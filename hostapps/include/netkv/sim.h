@@ -186,7 +186,8 @@ struct nk_sim_stats {
 	uint64_t retries;
 	uint64_t unfinished;      /* ... still outstanding when the run ended */
 	uint64_t dup_replies;     /* replies for already-completed requests */
-	uint64_t switch_replies;  /* requests answered by the switch */
+	uint64_t switch_replies;  /* requests answered by the switch (and killed by an
+				   * outage before they left it) */
 	uint64_t dropped;         /* packets lost, for any reason (sum below) */
 	uint64_t drop_loss;       /* link loss fault */
 	uint64_t drop_queue;      /* server queue full */
@@ -209,7 +210,8 @@ struct nk_sim_stats {
 	/* quantiles of the completed requests by who sent the final reply:
 	 * a server, or the switch itself (a cache); NaN if none */
 	double server_p50_ns, server_p99_ns, switch_p50_ns, switch_p99_ns;
-	uint64_t switch_packets;  /* packets the pipeline processed (recirculations too) */
+	uint64_t switch_packets;  /* packets the pipeline processed (recirculations too;
+				   * and those an outage then killed) */
 	uint64_t completed_late;  /* completions after the arrivals ended (in the drain) */
 };
 

@@ -956,8 +956,6 @@ static void egress(struct nk_sim *s, uint32_t pi, uint16_t port, uint64_t t)
 		egress_node(s, pi, port, t);
 		return;
 	}
-	if (s->cap && port == s->cpu_port)
-		cap_frame(s, port, t, p);
 	if (port == w->recirc_port) {
 		uint64_t *f = &w->recirc_free;
 		uint64_t depart = t > *f ? t : *f;
@@ -978,7 +976,9 @@ static void egress(struct nk_sim *s, uint32_t pi, uint16_t port, uint64_t t)
 			pkt_free(s, pi);
 	} else if (port == w->cpu_port) {
 		if (s->n_downs && outage_kills(s, pi, t, NULL))
-			return;
+			return;  /* (before the capture: a killed packet never left) */
+		if (s->cap)
+			cap_frame(s, port, t, p);
 		s->st.cpu_packets++;
 		if (w->cpu_len == s->cpu_cap) {
 			s->st.cpu_dropped++;
