@@ -47,6 +47,15 @@ def integer(minimum: int, maximum: int | None = None, note: str = "") -> Callabl
 def seconds(above_zero: bool) -> Callable[[str], float]:
     """A duration option's type: a finite number of seconds, > 0 if
     ``above_zero``, else >= 0 (nan and inf were taken: nan never times out)."""
+    return _finite("seconds", above_zero)
+
+
+def gigabytes() -> Callable[[str], float]:
+    """A memory cap option's type: a finite number of GB (10^9 bytes) > 0."""
+    return _finite("GB", True)
+
+
+def _finite(unit: str, above_zero: bool) -> Callable[[str], float]:
     bound = "> 0" if above_zero else ">= 0"
 
     def parse(text: str) -> float:
@@ -55,7 +64,7 @@ def seconds(above_zero: bool) -> Callable[[str], float]:
         except ValueError:
             value = math.nan
         if not math.isfinite(value) or value < 0 or (above_zero and value == 0):
-            raise argparse.ArgumentTypeError(f"{text!r} (allowed: seconds, a finite number "
+            raise argparse.ArgumentTypeError(f"{text!r} (allowed: {unit}, a finite number "
                                              f"{bound})")
         return value
     return parse

@@ -85,7 +85,11 @@ def workers_racks_removed() -> Iterator[None]:
     launcher asks for joblib's loky backend by name: it cannot be made to
     wait); what they left goes on the way out (netkv.mininet.cleanup's and
     netkv.testbed.clean's ``clean_children``), so the command exits with
-    nothing of its racks running or left behind."""
+    nothing of its racks running or left behind. The error that stopped the
+    pool is the one raised: a clean-up that fails (a host unreachable over
+    SSH during Ctrl-C) is one line on stderr, and the other still runs; a
+    host the testbed's skipped (netkv.testbed.clean.clean_inventory's
+    ``skipped host ...``) is one line each."""
     try:
         yield
     except BaseException:
@@ -93,10 +97,24 @@ def workers_racks_removed() -> Iterator[None]:
         from netkv.testbed.clean import STATE_ROOT
         from netkv.testbed import clean
 
-        _, left = cleanup.clean_children()
-        _, left_testbed = clean.clean_children(STATE_ROOT)
-        if left or left_testbed:   # joblib kills its workers before it raises: not expected
-            print(f"netkv: run(s) {', '.join(left + left_testbed)} still running after the pool "
+        left: list[str] = []
+        for what, clean_children in (("Mininet", cleanup.clean_children),
+                                     ("testbed", lambda: clean.clean_children(STATE_ROOT))):
+            try:
+                removed, still = clean_children()
+            except BaseException as exc:   # a second Ctrl-C too: the first error stands
+                why = " ".join(str(exc).split()) or "interrupted"
+                print(f"netkv: removing the killed workers' {what} runs failed: "
+                      f"{type(exc).__name__}: {why} (`python -m netkv clean`, with `--inventory "
+                      "NAME` for a testbed run's, removes them)", file=sys.stderr)
+                continue
+            left += still
+            for skipped in (r for r in removed if r.startswith("skipped ")):   # testbed.clean's
+                print(f"netkv: removing the killed workers' {what} runs {' '.join(skipped.split())} "
+                      "(`python -m netkv clean --inventory NAME` removes its runs once it "
+                      "answers)", file=sys.stderr)
+        if left:   # joblib kills its workers before it raises: not expected
+            print(f"netkv: run(s) {', '.join(left)} still running after the pool "
                   "stopped: left alone (`python -m netkv clean`, with `--inventory NAME` for a "
                   "testbed run's, removes them once they exit)", file=sys.stderr)
         raise

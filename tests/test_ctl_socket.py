@@ -80,3 +80,39 @@ def test_mininet_run_folders_are_owner_only(tmp_path: Path, monkeypatch) -> None
         os.umask(old_umask)
     assert stat.S_IMODE(state.folder.stat().st_mode) == 0o700
     assert stat.S_IMODE((tmp_path / "state").stat().st_mode) == 0o700
+
+
+@needs_root
+def test_netkv_switch_has_the_simulators_multicast_groups(tmp_path: Path) -> None:
+    """netkv-switch had 1,024 multicast groups, the simulator 4,096: a
+    protocol whose groups fit the simulator could be refused on Mininet. One
+    constant now (spec/constants.toml MAX_MCAST_GROUPS); both refuse the
+    first group past it in one line naming what is allowed."""
+    from netkv.config.compose import load
+    from netkv.constants import MAX_MCAST_GROUPS
+    from netkv.drivers.base import DriverError
+    from netkv.drivers.netkv_switch import NetkvSwitchDriver
+    from netkv.sim.engine import SimEngine, Workload
+
+    last = MAX_MCAST_GROUPS - 1
+    assert last >= 4095
+    ctl = tmp_path / "sw.sock"
+    p = subprocess.Popen(_cmd(ctl), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        drv = NetkvSwitchDriver.wait(ctl)
+        drv.mcast_set(last, [0])
+        assert drv.request(f"mcast_get {last}") == "0"
+        with pytest.raises(DriverError) as exc:
+            drv.mcast_set(last + 1, [0])
+        assert str(exc.value) == f"mcast_set: group {last + 1} (allowed: 0..{last})"
+        drv.close()
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+    cfg = load(["servers=2", "clients=1", "keys=100"])
+    with Workload.from_config(cfg) as wl, SimEngine(cfg, wl, 1.0, 1) as eng:
+        eng.mcast_set(last, [0, 1])
+        with pytest.raises(ValueError) as exc2:
+            eng.mcast_set(last + 1, [0, 1])
+    assert str(exc2.value) == (f"multicast group {last + 1}: out of range (allowed: 0..{last}, "
+                               "as on netkv-switch)")

@@ -148,3 +148,110 @@ def test_every_joblib_pool_removes_what_killed_workers_left(monkeypatch: pytest.
         with pytest.raises(ValueError, match="a run's error"):
             run()
     assert swept == ["mininet", "testbed"] * 2
+
+
+def test_a_failing_cleanup_does_not_hide_the_error_that_stopped_the_pool(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The killed workers' clean-up ran in the pool's ``except`` path: an
+    error it raised (a host unreachable over SSH during Ctrl-C) replaced the
+    KeyboardInterrupt, so the command reported the SSH error (exit 2), not
+    the interruption, and skipped the testbed's clean-up after Mininet's."""
+    from netkv.interrupts import workers_racks_removed
+    from netkv.mininet import cleanup
+    from netkv.testbed import clean
+    from netkv.testbed.ssh import RemoteError
+
+    def unreachable(wait_s: float = 5.0) -> tuple[list[str], list[str]]:
+        raise RemoteError("host 'h1' (10.0.0.1): unreachable\n(no answer in 15 s)")
+
+    swept: list[str] = []
+    monkeypatch.setattr(cleanup, "clean_children", unreachable)
+    monkeypatch.setattr(clean, "clean_children",
+                        lambda state_root, wait_s=5.0: swept.append("testbed") or ([], []))
+    with pytest.raises(KeyboardInterrupt):
+        with workers_racks_removed():
+            raise KeyboardInterrupt
+    assert swept == ["testbed"]
+    assert capsys.readouterr().err == (
+        "netkv: removing the killed workers' Mininet runs failed: RemoteError: host 'h1' "
+        "(10.0.0.1): unreachable (no answer in 15 s) (`python -m netkv clean`, with "
+        "`--inventory NAME` for a testbed run's, removes them)\n")
+
+    def interrupted(state_root: Path, wait_s: float = 5.0) -> tuple[list[str], list[str]]:
+        raise KeyboardInterrupt   # a second Ctrl-C during the clean-up
+
+    monkeypatch.setattr(cleanup, "clean_children", lambda wait_s=5.0: ([], []))
+    monkeypatch.setattr(clean, "clean_children", interrupted)
+    with pytest.raises(ValueError, match="a run's error"):
+        with workers_racks_removed():
+            _fails(1)
+    assert capsys.readouterr().err.startswith(
+        "netkv: removing the killed workers' testbed runs failed: KeyboardInterrupt: interrupted")
+
+
+def test_a_host_skipped_by_the_killed_workers_clean_up_is_a_line(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """clean_inventory returns a skipped host as a ``skipped host ...``
+    entry, but the killed workers' clean-up kept only the runs left alive and
+    dropped it: the host's runs stayed behind, silently."""
+    from netkv.interrupts import workers_racks_removed
+    from netkv.mininet import cleanup
+    from netkv.testbed import clean
+
+    monkeypatch.setattr(cleanup, "clean_children", lambda wait_s=5.0: ([], []))
+    monkeypatch.setattr(clean, "clean_children", lambda state_root, wait_s=5.0: (
+        ["a:/w/run-nkdead", "skipped host 'h1' (10.0.0.1): unreachable\n(no answer in 15 s)"],
+        []))
+    with pytest.raises(KeyboardInterrupt):
+        with workers_racks_removed():
+            raise KeyboardInterrupt
+    assert capsys.readouterr().err == (
+        "netkv: removing the killed workers' testbed runs skipped host 'h1' (10.0.0.1): "
+        "unreachable (no answer in 15 s) (`python -m netkv clean --inventory NAME` removes its "
+        "runs once it answers)\n")
+
+
+def test_a_host_failing_mid_clean_up_is_skipped_not_raised(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """clean_inventory caught a host's failure only on its first command: a
+    kill that timed out on one host raised out of the killed workers'
+    clean-up (hiding the error that stopped the pool) and left the other
+    hosts' runs; an SSH master that did not answer ``-O exit`` in 10 s did
+    the same from ``Ssh.close`` in a ``finally``."""
+    import subprocess
+
+    from netkv.testbed import clean, ssh
+    from netkv.testbed.inventory import Inventory
+    from netkv.testbed.ssh import RemoteError
+
+    class FakeSsh:
+        def __init__(self, host, known_hosts, control_dir):  # type: ignore[no-untyped-def]
+            self.host = host
+
+        def check(self) -> None:
+            pass
+
+        def run(self, command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+            if command.startswith("ls "):
+                return subprocess.CompletedProcess([], 0, f"{self.host.workdir}/run-nkdead\n", "")
+            if self.host.name == "a":
+                raise RemoteError(f"host 'a': `{command[:20]}` took more than 60 s")
+            return subprocess.CompletedProcess([], 0, "", "")
+
+        def close(self) -> None:
+            closed.append(self.host.name)
+
+    closed: list[str] = []
+    monkeypatch.setattr(clean, "Ssh", FakeSsh)
+    host = {"ssh": "x", "key": "k", "roles": ["server"], "workdir": "/w"}
+    inv = Inventory(name="t", hosts=[{**host, "name": "a"}, {**host, "name": "b"}])
+    removed = clean.clean_inventory(inv, tmp_path / "state")
+    assert removed == ["skipped host 'a': `for f in /w/run-nkde` took more than 60 s",
+                       "b:/w/run-nkdead"], removed
+    assert closed == ["a", "b"]
+
+    def hangs(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise subprocess.TimeoutExpired(args[0], 10)
+
+    monkeypatch.setattr(ssh.subprocess, "run", hangs)
+    ssh.Ssh(inv.hosts[0], "", tmp_path).close()   # no TimeoutExpired

@@ -485,10 +485,83 @@ def test_scale_multi_key(tmp_path):
     assert dt < 10, dt
 
 
+# ---------------------------------------------------------------- porcupine's memory cap
+
+
+@pytest.fixture(scope="module")
+def hot_history(tmp_path_factory):
+    """20,000 ops on one key from 32 clients: Porcupine's search passes 2 GB
+    within seconds (uncapped it took the machine's 24 GB on such a history)."""
+    return write_history(tmp_path_factory.mktemp("hot") / "history.jsonl",
+                         big_history(20_000, 1, 32))
+
+
+def test_porcupine_out_of_memory_is_a_result_not_a_crash(porcupine_bin, hot_history):
+    """The helper had no cap: a large history grew it until the kernel's OOM
+    killer fired, machine-wide."""
+    res = check_file_porcupine(hot_history, binary=porcupine_bin, max_memory_gb=2)
+    assert res.ok is None and res.out_of_memory, res.line()
+    pending = check_file(hot_history).pending_writes
+    assert res.line() == ("unknown: porcupine: out of memory at 2 GB on 20000 operations; no "
+                          f"verdict (20000 ops, 1 keys, {pending} pending writes)")
+
+
+def test_porcupine_out_of_memory_on_the_command_line(porcupine_bin, hot_history):
+    env = dict(os.environ, NETKV_PORCUPINE=str(porcupine_bin))
+    p = subprocess.run([sys.executable, "-m", "netkv.lincheck", str(hot_history), "--porcupine",
+                        "--max-memory", "2"], capture_output=True, text=True, env=env)
+    assert p.returncode == 3 and p.stdout.count("\n") == 1 and not p.stderr, (p.stdout, p.stderr)
+    assert p.stdout.startswith("unknown: porcupine: out of memory at 2 GB on 20000 operations"), p.stdout
+
+
+def test_verdicts_keep_wgl_when_porcupine_runs_out_of_memory(porcupine_bin, hot_history,
+                                                             monkeypatch):
+    from netkv.lincheck import verdicts
+
+    monkeypatch.setenv("NETKV_PORCUPINE", str(porcupine_bin))
+    with pytest.warns(UserWarning, match="porcupine: out of memory at 2 GB on 20000 operations; "
+                      "WGL's verdict stands"):
+        assert verdicts(hot_history, max_memory_gb=2) == [True]
+
+
+@pytest.mark.parametrize("gb", [0.5, 1.2])
+def test_a_cap_too_small_for_go_to_start_is_out_of_memory(gb, porcupine_bin, tmp_path):
+    """Below about 0.75 GB (and at 1.2 GB) the Go runtime cannot reserve its
+    start-up address space: it died with 'fatal error: failed to reserve page
+    summary memory' (or 'runtime: out of memory ... (0 in use)') and a
+    goroutine dump, reported as a malformed history (exit 2)."""
+    h = write_history(tmp_path / "h.jsonl", big_history(200, 4, 4))
+    res = check_file_porcupine(h, binary=porcupine_bin, max_memory_gb=gb)
+    assert res.ok is None and res.out_of_memory, res.line()
+    env = dict(os.environ, NETKV_PORCUPINE=str(porcupine_bin))
+    p = subprocess.run([sys.executable, "-m", "netkv.lincheck", str(h), "--porcupine",
+                        "--max-memory", str(gb)], capture_output=True, text=True, env=env)
+    assert p.returncode == 3 and p.stdout.count("\n") == 1 and not p.stderr, (p.stdout, p.stderr)
+    assert p.stdout.startswith(f"unknown: porcupine: out of memory at {gb} GB on 200 operations; "
+                               "no verdict"), p.stdout
+
+
+def test_porcupine_runs_under_half_the_physical_memory_by_default(tmp_path):
+    """A stand-in helper reports the address-space limit it was given."""
+    from netkv.lincheck import default_max_memory_gb
+
+    fake = tmp_path / "porcupine"
+    fake.write_text('#!/bin/sh\necho "linearizable (0 ops, 0 keys, 0 pending writes; $(ulimit -v))"\n')
+    fake.chmod(0o755)
+    h = write_history(tmp_path / "h.jsonl", [])
+    phys = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert default_max_memory_gb() == phys / 2 / 1e9
+    assert check_file_porcupine(h, binary=fake).explanation == str(phys // 2 // 1024)
+    assert check_file_porcupine(h, binary=fake, max_memory_gb=3).explanation == str(3 * 10**9 // 1024)
+    with pytest.raises(ValueError, match=r"max_memory_gb=0 \(allowed: GB, a finite number > 0\)"):
+        check_file_porcupine(h, binary=fake, max_memory_gb=0)
+
+
 @pytest.mark.parametrize("option, bad, allowed", [
     ("--timeout", "-1", "seconds, a finite number > 0"),
     ("--timeout", "nan", "seconds, a finite number > 0"),
     ("--max-states", "x", "an integer >= 0"), ("--max-states", "-5", "an integer >= 0"),
+    ("--max-memory", "0", "GB, a finite number > 0"), ("--max-memory", "inf", "GB, a finite number > 0"),
 ])
 def test_cli_says_what_an_option_allows(option, bad, allowed, tmp_path, capsys):
     """`--timeout -1` and `nan` were taken (nan: never timed out), as was
@@ -524,5 +597,6 @@ def test_cli_help_lists_every_exit_code(capsys):
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "3: unknown (timed out), 130: interrupted (Ctrl-C; no verdict)" in text, text
+    assert ("3: unknown (timed out, or Porcupine out of memory), 130: interrupted (Ctrl-C; no "
+            "verdict)") in text, text
     assert "130 if interrupted" in (cli.__doc__ or "")

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from netkv.config.compose import load
-from netkv.lincheck import PorcupineUnavailable, check_file, check_file_porcupine
+from netkv.lincheck import verdicts as check_verdicts
 from netkv.native import NativeBuildMissing, library_path
 from netkv.protocols import netlr
 from netkv.targets.sim import SimTarget
@@ -76,12 +76,7 @@ def run(overrides: list[str], rate: float = 200_000, path: Path | None = None,
 
 
 def verdicts(path: Path) -> list[bool | None]:
-    out = [check_file(path, timeout=120).ok]
-    try:
-        out.append(check_file_porcupine(path, timeout=120).ok)
-    except PorcupineUnavailable:
-        pass
-    return out
+    return check_verdicts(path, timeout=120)
 
 
 def test_reads_round_robin_and_writes_commit() -> None:

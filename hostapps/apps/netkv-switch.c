@@ -55,7 +55,6 @@
 
 #define MAX_PORTS 256
 #define MAX_NODES 1024
-#define MAX_GROUPS 1024
 #define MAX_GROUP_PORTS 64
 #define RECIRC_SLOTS 256   /* default --loop-depth */
 #define RECIRC_MAX 65536
@@ -127,8 +126,8 @@ struct sw {
 	struct nk_rng rng;
 	uint32_t sample_every, sample_ctr;
 	/* multicast groups */
-	uint16_t group_n[MAX_GROUPS];
-	uint16_t group_port[MAX_GROUPS][MAX_GROUP_PORTS];
+	uint16_t group_n[NK_MAX_MCAST_GROUPS];
+	uint16_t group_port[NK_MAX_MCAST_GROUPS][MAX_GROUP_PORTS];
 	/* delayed frames: pool + min-heap on release time */
 	uint32_t delay_slots;
 	uint8_t (*delay_buf)[NK_FRAME_MAX];
@@ -558,7 +557,7 @@ static void handle_frame(struct sw *s, const uint8_t *f, uint32_t len, uint16_t 
 		recirc_push(s, out, olen);
 		break;
 	case NK_FWD_MCAST: {
-		if (act.mcast_group >= MAX_GROUPS || !s->group_n[act.mcast_group]) {
+		if (act.mcast_group >= NK_MAX_MCAST_GROUPS || !s->group_n[act.mcast_group]) {
 			s->c.no_route++;
 			break;
 		}
@@ -827,8 +826,12 @@ static int ctl_handler(void *ctx, int argc, char **argv, char *out, size_t cap)
 	if (!strcmp(cmd, "mcast_set") && argc == 3) {
 		uint64_t ports[MAX_GROUP_PORTS];
 		int np = nk_ctl_parse_list(argv[2], ports, MAX_GROUP_PORTS);
-		if (nk_ctl_parse_u64(argv[1], &a) || a >= MAX_GROUPS || np < 0)
-			return snprintf(out, cap, "err bad group or port list");
+		if (nk_ctl_parse_u64(argv[1], &a) || a >= NK_MAX_MCAST_GROUPS)
+			return snprintf(out, cap, "err group %s (allowed: 0..%u)", argv[1],
+					NK_MAX_MCAST_GROUPS - 1);
+		if (np < 0)
+			return snprintf(out, cap, "err bad port list (allowed: up to %u ports, "
+					"comma-separated)", MAX_GROUP_PORTS);
 		for (int i = 0; i < np; i++)
 			if (ports[i] >= s->n_ports && ports[i] != s->cpu_port && ports[i] != s->recirc_port)
 				return snprintf(out, cap, "err port %" PRIu64 " out of range", ports[i]);
@@ -838,8 +841,9 @@ static int ctl_handler(void *ctx, int argc, char **argv, char *out, size_t cap)
 		return snprintf(out, cap, "ok");
 	}
 	if (!strcmp(cmd, "mcast_get") && argc == 2) {
-		if (nk_ctl_parse_u64(argv[1], &a) || a >= MAX_GROUPS)
-			return snprintf(out, cap, "err bad group");
+		if (nk_ctl_parse_u64(argv[1], &a) || a >= NK_MAX_MCAST_GROUPS)
+			return snprintf(out, cap, "err group %s (allowed: 0..%u)", argv[1],
+					NK_MAX_MCAST_GROUPS - 1);
 		n += OUT("ok");
 		for (int i = 0; i < s->group_n[a]; i++)
 			n += OUT("%s%u", i ? "," : " ", s->group_port[a][i]);

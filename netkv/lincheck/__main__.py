@@ -1,10 +1,10 @@
-"""``python -m netkv.lincheck FILE [--porcupine] [--timeout S] [--max-states N]``: one line; exit 0/1/2/3, 130 if interrupted."""
+"""``python -m netkv.lincheck FILE [--porcupine] [--timeout S] [--max-states N] [--max-memory GB]``: one line; exit 0/1/2/3, 130 if interrupted."""
 
 from __future__ import annotations
 
 import sys
 
-from netkv.argtypes import OneLineParser, integer, seconds
+from netkv.argtypes import OneLineParser, gigabytes, integer, seconds
 from netkv.config.core import EXIT_INTERRUPTED
 from netkv.lincheck import (
     DEFAULT_MAX_STATES,
@@ -12,6 +12,7 @@ from netkv.lincheck import (
     PorcupineUnavailable,
     check_file,
     check_file_porcupine,
+    default_max_memory_gb,
 )
 
 
@@ -20,8 +21,8 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m netkv.lincheck", error_prefix="error: ",
         description="Check a netkv history.jsonl for linearizability (one register per key). "
         "Exit 0: linearizable, 1: not linearizable, 2: malformed history or checker "
-        "unavailable, 3: unknown (timed out), 130: interrupted (Ctrl-C; no "
-        "verdict).")
+        "unavailable, 3: unknown (timed out, or Porcupine out of memory), 130: interrupted "
+        "(Ctrl-C; no verdict).")
     ap.add_argument("file", help="history.jsonl")
     ap.add_argument("--porcupine", action="store_true",
                     help="use Porcupine (the Go helper in tools/porcupine) instead of the "
@@ -31,10 +32,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-states", type=integer(0, note="; 0: no limit"), default=DEFAULT_MAX_STATES, metavar="N",
                     help="Python checker: give up (exit 3) after N memoized search "
                     f"configurations for one key (default {DEFAULT_MAX_STATES}; 0: no limit)")
+    ap.add_argument("--max-memory", type=gigabytes(), default=None, metavar="GB",
+                    help="Porcupine: cap its address space at GB (10^9 bytes); past it, "
+                    "no verdict (exit 3). Default: half the physical memory "
+                    f"({default_max_memory_gb():.3g} GB here)")
     a = ap.parse_args(argv)
     try:
         if a.porcupine:
-            res = check_file_porcupine(a.file, timeout=a.timeout)
+            res = check_file_porcupine(a.file, timeout=a.timeout, max_memory_gb=a.max_memory)
         else:
             res = check_file(a.file, timeout=a.timeout, max_states=a.max_states or None)
     except HistoryError as e:

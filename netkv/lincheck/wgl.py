@@ -81,7 +81,8 @@ class KeyResult:
 
 @dataclass
 class Result:
-    """Outcome of a check. ``ok`` is True, False, or None (unknown: timed out)."""
+    """Outcome of a check. ``ok`` is True, False, or None (unknown: timed out,
+    or, for Porcupine, ``out_of_memory``)."""
 
     ok: bool | None
     ops: int = 0
@@ -90,6 +91,7 @@ class Result:
     explanation: str | None = None  # first failing key's explanation
     failures: list[KeyResult] = field(default_factory=list)
     checker: str = "wgl"
+    out_of_memory: bool = False  # Porcupine's helper hit its address-space cap
 
     def __bool__(self) -> bool:
         return self.ok is True

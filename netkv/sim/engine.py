@@ -25,6 +25,7 @@ import numpy as np
 from netkv.config.compose import ConfigError
 from netkv.config.multiget import size_weights
 from netkv.config.schema import RunConfig, SizeChoice
+from netkv.constants import MAX_MCAST_GROUPS
 from netkv.sim import native
 
 
@@ -630,9 +631,13 @@ class SimEngine:
             raise KeyError(f"table {table} delete {key}: error {rc}")
 
     def mcast_set(self, group: int, ports: list[int]) -> None:
+        if not 0 <= group < MAX_MCAST_GROUPS:
+            raise ValueError(f"multicast group {group}: out of range (allowed: "
+                             f"0..{MAX_MCAST_GROUPS - 1}, as on netkv-switch)")
         p = self.ffi.new("uint16_t[]", ports or [0])
         if self.lib.nk_sim_mcast_set(self._ptr, group, p, len(ports)):
-            raise ValueError(f"multicast group {group} -> {ports}: bad group or port")
+            raise ValueError(f"multicast group {group} -> {ports}: bad port (allowed: the "
+                             "switch's ports, up to its recirculation port)")
 
     def cpu_recv(self, max_packets: int = 1024) -> list[tuple[int, Any]]:
         """Packets the pipeline sent to the controller: [(src node, struct nk_msg *)]."""

@@ -83,19 +83,21 @@ def clean_inventory(inv: Inventory, state_root: Path, force: bool = False,
     removed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="nkclean", dir="/tmp") as control:
         for host in inv.hosts:
+            # a host that fails part-way (unreachable, a command timing out)
+            # is skipped: the other hosts and the local folders still go
             ssh = Ssh(host, inv.known_hosts, Path(control))
             try:
                 ssh.check()
                 found = ssh.run(f"ls -d {shlex.quote(host.workdir)}/run-* 2>/dev/null || true")
+                for folder in found.stdout.split():
+                    tag = folder.rsplit("/run-", 1)[-1]
+                    if dead(tag):
+                        ssh.run(kill_and_remove(folder, tag), check=False)
+                        removed.append(f"{host.name}:{folder}")
             except RemoteError as exc:
                 removed.append(f"skipped {exc}")
-                continue
-            for folder in found.stdout.split():
-                tag = folder.rsplit("/run-", 1)[-1]
-                if dead(tag):
-                    ssh.run(kill_and_remove(folder, tag), check=False)
-                    removed.append(f"{host.name}:{folder}")
-            ssh.close()
+            finally:
+                ssh.close()
     for folder in state_root.glob("nk*") if state_root.exists() else []:
         if dead(folder.name):
             # its SSH masters and forwards (their command lines name the folder)

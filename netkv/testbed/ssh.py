@@ -187,6 +187,12 @@ class Ssh:
         return self.run(missing_script(programs)).stdout.split()
 
     def close(self) -> None:
-        """End the multiplexed master connection."""
-        subprocess.run(["ssh", *self.options(), "-O", "exit", self.host.ssh],
-                       capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
+        """End the multiplexed master connection, if any. Never raises: it
+        runs in ``finally`` blocks, where an error would hide the one being
+        raised (a master that does not answer in 10 s is left to
+        ControlPersist, which ends it)."""
+        try:
+            subprocess.run(["ssh", *self.options(), "-O", "exit", self.host.ssh],
+                           capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
+        except (subprocess.TimeoutExpired, OSError):
+            pass

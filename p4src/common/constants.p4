@@ -31,6 +31,7 @@ const bit<8> KVSWITCH_RESULT_ERROR = 2; /* KVSwitch FLAGS status ERROR (digest 2
 const bit<9> CPU_PORT = 255; /* BMv2: simple_switch_grpc --cpu-port (netkv-switch: the port after the last interface) */
 const bit<32> CPU_CLONE_SESSION = 100; /* BMv2 clone session with one replica on CPU_PORT (to_cpu copies) */
 const bit<16> MCAST_GRP_MAX = 0x7FFF; /* P4Runtime multicast group ids are 1..32767 (PI reserves 1 << 15 and up) */
+#define MAX_MCAST_GROUPS 4096 /* multicast groups of netkv's own switches, ids 0..4095: the simulator's and netkv-switch's alike, so a protocol that fits one fits the other (BMv2 and Tofino take ids up to MCAST_GRP_MAX) */
 const bit<16> FLOOD_MCAST_GRP = 0x7FFF; /* the group of every data port: non-IP broadcast (ARP) is flooded through it */
 const bit<8> PKTIN_SAMPLE = 1; /* packet_in.reason: a copy sampled for the controller (to_cpu) */
 const bit<8> PKTIN_TO_CPU = 2; /* packet_in.reason: a packet addressed to the controller */

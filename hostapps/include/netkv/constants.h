@@ -33,6 +33,7 @@
 #define NK_CPU_PORT 255 /* BMv2: simple_switch_grpc --cpu-port (netkv-switch: the port after the last interface) */
 #define NK_CPU_CLONE_SESSION 100 /* BMv2 clone session with one replica on CPU_PORT (to_cpu copies) */
 #define NK_MCAST_GRP_MAX 0x7FFF /* P4Runtime multicast group ids are 1..32767 (PI reserves 1 << 15 and up) */
+#define NK_MAX_MCAST_GROUPS 4096 /* multicast groups of netkv's own switches, ids 0..4095: the simulator's and netkv-switch's alike, so a protocol that fits one fits the other (BMv2 and Tofino take ids up to MCAST_GRP_MAX) */
 #define NK_FLOOD_MCAST_GRP 0x7FFF /* the group of every data port: non-IP broadcast (ARP) is flooded through it */
 #define NK_PKTIN_SAMPLE 1 /* packet_in.reason: a copy sampled for the controller (to_cpu) */
 #define NK_PKTIN_TO_CPU 2 /* packet_in.reason: a packet addressed to the controller */

@@ -186,13 +186,14 @@ struct nk_sim_stats {
 	uint64_t retries;
 	uint64_t unfinished;      /* ... still outstanding when the run ended */
 	uint64_t dup_replies;     /* replies for already-completed requests */
-	uint64_t switch_replies;  /* requests answered by the switch */
+	uint64_t switch_replies;  /* requests answered by the switch (and killed by an
+				   * outage before they left it) */
 	uint64_t dropped;         /* packets lost, for any reason (sum below) */
 	uint64_t drop_loss;       /* link loss fault */
 	uint64_t drop_queue;      /* server queue full */
 	uint64_t drop_crash;      /* at or in a crashed server */
 	uint64_t drop_switch;     /* pipeline drop */
-	uint64_t drop_outage;     /* arrived at a stopped switch */
+	uint64_t drop_outage;     /* arrived at a stopped switch, or in it when it stopped */
 	uint64_t cpu_packets;     /* copies sent to the controller channel */
 	uint64_t cpu_dropped;     /* ... dropped because the channel was full */
 	uint64_t dyn_changes;     /* popularity changes applied */
@@ -209,7 +210,8 @@ struct nk_sim_stats {
 	/* quantiles of the completed requests by who sent the final reply:
 	 * a server, or the switch itself (a cache); NaN if none */
 	double server_p50_ns, server_p99_ns, switch_p50_ns, switch_p99_ns;
-	uint64_t switch_packets;  /* packets the pipeline processed (recirculations too) */
+	uint64_t switch_packets;  /* packets the pipeline processed (recirculations too;
+				   * and those an outage then killed) */
 	uint64_t completed_late;  /* completions after the arrivals ended (in the drain) */
 };
 
@@ -315,7 +317,10 @@ int nk_sim_extend(struct nk_sim *sim, double extra_ns);
  * dropped), restart at restart_ns (< 0: never) with its store reset. */
 int nk_sim_schedule_crash(struct nk_sim *sim, uint32_t server, double t_ns, double restart_ns);
 /* Switch outage at t_ns: every packet reaching the switch is dropped
- * (drop_outage) until restart_ns (< 0: never), when the pipeline starts
+ * (drop_outage) until restart_ns (< 0: never), and so is every packet in it
+ * at t_ns (its pipeline, its ports' queues, its recirculation port, the
+ * controller channel's queue), as a killed netkv-switch loses them. Every
+ * outage is scheduled before the run. At restart_ns the pipeline starts
  * again from its init state with no multicast groups: the controller must
  * install its tables again (switch_restarts counts restarts). 0 or -1. */
 int nk_sim_schedule_switch_outage(struct nk_sim *sim, double t_ns, double restart_ns);

@@ -45,9 +45,9 @@
 
 /* The multicast group of the write targets start, start+1, ..., start+r-1
  * (mod n), for 2 <= r <= n <= 32, is nk_peg_mcast_group(start, r): 1..1023
- * (0 is never used: "no multicast" on v1model; netkv-switch has 1024
- * groups). The controller installs every group at start
- * (netkv/protocols/pegasus.py, docs/pegasus.md). */
+ * (0 is never used: "no multicast" on v1model; netkv-switch and the
+ * simulator have NK_MAX_MCAST_GROUPS). The controller installs every group
+ * at start (netkv/protocols/pegasus.py, docs/pegasus.md). */
 
 enum peg_sel { SEL_RANDOM = 0, SEL_RR = 1, SEL_WRR = 2, SEL_LEAST_LOADED = 3 };
 

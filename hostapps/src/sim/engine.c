@@ -31,7 +31,6 @@
 
 #define PS_PER_NS 1000ULL
 #define NONE32 0xFFFFFFFFu
-#define MAX_MCAST_GROUPS 4096
 #define PRE_RING 16u
 #define PRE_ALIAS 8u  /* draw and prefetch the alias entry this many arrivals ahead */
 #define PRE_RANK 4u   /* resolve and prefetch the rank entry this many ahead */
@@ -178,7 +177,7 @@ struct sw {
 	uint32_t n_local, cpu_port, recirc_port;  /* its nodes 0..n_local-1, then CPU, recirc */
 	uint16_t *node_port;
 	struct nk_pipeline_cfg pcfg;  /* to restart the pipeline with */
-	struct mcast_group *mcast;    /* MAX_MCAST_GROUPS */
+	struct mcast_group *mcast;    /* NK_MAX_MCAST_GROUPS */
 	struct cpu_item *cpuq;
 	uint32_t cpu_head, cpu_len;
 	uint64_t switch_free;         /* ps: its FIFO is free from then (switch_mpps) */
@@ -202,6 +201,12 @@ struct nk_sim {
 	uint8_t order_free;           /* the pipeline's, unless a switch outage is scheduled */
 	uint8_t in_order;             /* every packet meets the switch in time order (outage, switch_mpps) */
 	uint8_t switch_down;
+	/* switch outages' stop times (ps, ascending; all scheduled before the
+	 * run), and when the packet the switch handles now reached it: a packet
+	 * inside the switch at a stop dies with it (outage_kills) */
+	uint64_t *downs;
+	uint32_t n_downs;
+	uint64_t pass_in;
 	uint32_t S, M, C, n_nodes, cpu_port, recirc_port, n_ports;
 	uint32_t H;                 /* hostile clients: M - H .. M - 1 */
 	double hostile_gap_ps;
@@ -851,6 +856,34 @@ static void switch_drop(struct nk_sim *s, uint32_t pi)
 	pkt_free(s, pi);
 }
 
+/* A switch outage stops the switch at a time in [from, to): the stop, else
+ * UINT64_MAX. */
+static uint64_t outage_within(const struct nk_sim *s, uint64_t from, uint64_t to)
+{
+	for (uint32_t i = 0; i < s->n_downs && s->downs[i] < to; i++)
+		if (s->downs[i] >= from)
+			return s->downs[i];
+	return UINT64_MAX;
+}
+
+/* Packet pi, which reached the switch at pass_in, leaves it at `left` (the
+ * end of its serialization out of a port, its return from the recirculation
+ * port, its place in the controller's queue): an outage that stops the
+ * switch before then kills it, as killing netkv-switch loses what its
+ * process holds (drop_outage). What it booked of its port ends at the stop
+ * (*busy, if given: the port's queue goes with the switch). 1 if killed. */
+static int outage_kills(struct nk_sim *s, uint32_t pi, uint64_t left, uint64_t *busy)
+{
+	uint64_t d = outage_within(s, s->pass_in, left);
+	if (d == UINT64_MAX)
+		return 0;
+	if (busy && *busy < d)
+		*busy = d;
+	count_drop(s, &s->st.drop_outage);
+	pkt_free(s, pi);
+	return 1;
+}
+
 /* Over the trunk from the spine to leaf `leaf` (0-based), or from a leaf to
  * the spine, entering the peer on its port toward this switch: the spine's
  * port of that rack; a leaf's port of the sending client (all of them are
@@ -903,9 +936,14 @@ HOP_INLINE void egress_node(struct nk_sim *s, uint32_t pi, uint16_t port, uint64
 		return;
 	}
 	p->dst = port;  /* the port reaches exactly one node */
+	p->wire_len = wire_len(s, &p->m);
+	if (s->n_downs) {
+		uint64_t *f = &s->down_free[port];
+		if (outage_kills(s, pi, (t > *f ? t : *f) + ser_ps(s, p->wire_len), f))
+			return;
+	}
 	if (s->cap)
 		cap_frame(s, port, t, p);
-	p->wire_len = wire_len(s, &p->m);
 	link_send(s, pi, t, &s->down_free[port], &s->down_bytes[port], EV_HOST_IN,
 		  s->fault_down[port]);
 }
@@ -918,13 +956,13 @@ static void egress(struct nk_sim *s, uint32_t pi, uint16_t port, uint64_t t)
 		egress_node(s, pi, port, t);
 		return;
 	}
-	if (s->cap && port == s->cpu_port)
-		cap_frame(s, port, t, p);
 	if (port == w->recirc_port) {
 		uint64_t *f = &w->recirc_free;
 		uint64_t depart = t > *f ? t : *f;
 		if (s->recirc_ps_per_byte > 0)
 			depart += (uint64_t)(p->wire_len * s->recirc_ps_per_byte + 0.5);
+		if (s->n_downs && outage_kills(s, pi, depart, f))
+			return;
 		*f = depart;
 		p->recirculated = 1;
 		s->st.recirculated++;
@@ -937,6 +975,10 @@ static void egress(struct nk_sim *s, uint32_t pi, uint16_t port, uint64_t t)
 		else
 			pkt_free(s, pi);
 	} else if (port == w->cpu_port) {
+		if (s->n_downs && outage_kills(s, pi, t, NULL))
+			return;  /* (before the capture: a killed packet never left) */
+		if (s->cap)
+			cap_frame(s, port, t, p);
 		s->st.cpu_packets++;
 		if (w->cpu_len == s->cpu_cap) {
 			s->st.cpu_dropped++;
@@ -1012,6 +1054,7 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 		pkt_free(s, pi);
 		return;
 	}
+	s->pass_in = t_in;
 	struct pkt *p = &s->pk[pi];
 	struct sw *w = &s->sw[p->sw];
 	if (s->switch_pkt_ps) {
@@ -1075,7 +1118,7 @@ static void switch_in(struct nk_sim *s, uint32_t pi, uint64_t t_in)
 		break;
 	case NK_FWD_MCAST: {
 		const struct mcast_group *g =
-			act.mcast_group < MAX_MCAST_GROUPS ? &w->mcast[act.mcast_group] : NULL;
+			act.mcast_group < NK_MAX_MCAST_GROUPS ? &w->mcast[act.mcast_group] : NULL;
 		if (!g || !g->n) {
 			switch_drop(s, pi);
 			break;
@@ -1930,8 +1973,23 @@ static void timeout(struct nk_sim *s, uint32_t si)
 	slot_release(s, si);
 }
 
+/* A switch stops as a killed netkv-switch does: the messages queued for the
+ * controller go with it (drop_outage), as did, at their egress
+ * (outage_kills), the packets inside it then: in its pipeline or queues,
+ * or on its recirculation port. Packets reaching it are lost until it
+ * restarts (switch_in). */
+static void switch_stop(struct nk_sim *s)
+{
+	struct sw *w = &s->sw[0];  /* outages are refused with racks */
+	s->switch_down = 1;
+	for (; w->cpu_len; w->cpu_len--)
+		count_drop(s, &s->st.drop_outage);
+	w->cpu_head = 0;
+}
+
 /* A switch restarts empty: the pipeline's state (tables, registers) and the
- * multicast groups are gone until the controller installs them again. */
+ * multicast groups are gone until the controller installs them again; its
+ * queues too (what was in them died at the stop). */
 static void switch_restart(struct nk_sim *s)
 {
 	struct sw *w = &s->sw[0];  /* outages are refused with racks */
@@ -1942,11 +2000,12 @@ static void switch_restart(struct nk_sim *s)
 	memset(w->pstate, 0, s->pipe->state_size);
 	if (s->pipe->init(w->pstate, &w->pcfg))
 		return;  /* it initialised once with the same config */
-	for (uint32_t g = 0; g < MAX_MCAST_GROUPS; g++) {
+	for (uint32_t g = 0; g < NK_MAX_MCAST_GROUPS; g++) {
 		free(w->mcast[g].ports);
 		w->mcast[g].ports = NULL;
 		w->mcast[g].n = 0;
 	}
+	w->switch_free = w->recirc_free = 0;
 	s->switch_down = 0;
 	s->st.switch_restarts++;
 }
@@ -1975,7 +2034,7 @@ static void dispatch(struct nk_sim *s, uint32_t type, uint32_t idx)
 		server_crash(s, idx);
 		break;
 	case EV_SWITCH_DOWN:
-		s->switch_down = 1;
+		switch_stop(s);
 		break;
 	case EV_SWITCH_UP:
 		switch_restart(s);
@@ -2100,11 +2159,12 @@ void nk_sim_free(struct nk_sim *s)
 		free(w->g2l);
 		free(w->pstate);
 		free(w->cpuq);
-		for (uint32_t g = 0; w->mcast && g < MAX_MCAST_GROUPS; g++)
+		for (uint32_t g = 0; w->mcast && g < NK_MAX_MCAST_GROUPS; g++)
 			free(w->mcast[g].ports);
 		free(w->mcast);
 	}
 	free(s->sw);
+	free(s->downs);
 	free(s->trunk_free);
 	free(s->trunk_bytes);
 	free(s->srv);
@@ -2235,7 +2295,7 @@ struct nk_sim *nk_sim_new(const struct nk_sim_cfg *cfg, const struct nk_workload
 		uint16_t *node_port = malloc((w->n_local + 1) * sizeof(uint16_t));
 		w->g2l = malloc((s->n_nodes + 1) * sizeof(uint16_t));
 		w->pstate = calloc(1, s->pipe->state_size);
-		w->mcast = calloc(MAX_MCAST_GROUPS, sizeof(*w->mcast));
+		w->mcast = calloc(NK_MAX_MCAST_GROUPS, sizeof(*w->mcast));
 		w->cpuq = malloc(s->cpu_cap * sizeof(*w->cpuq));
 		if (!node_port || !w->g2l || !w->pstate || !w->mcast || !w->cpuq) {
 			free(node_port);
@@ -2628,7 +2688,7 @@ int nk_sim_table_del(struct nk_sim *s, const char *table, const uint64_t *key, u
 
 int nk_sim_mcast_set(struct nk_sim *s, uint32_t group, const uint16_t *ports, uint32_t n)
 {
-	if (group >= MAX_MCAST_GROUPS)
+	if (group >= NK_MAX_MCAST_GROUPS)
 		return -1;
 	for (uint32_t i = 0; i < n; i++)
 		if (ports[i] > s->sw[s->ctl_sw].recirc_port)
@@ -2771,6 +2831,14 @@ int nk_sim_schedule_switch_outage(struct nk_sim *s, double t_ns, double restart_
 	uint64_t t = (uint64_t)(t_ns * PS_PER_NS);
 	if (t < s->now)
 		t = s->now;
+	uint64_t *downs = realloc(s->downs, (s->n_downs + 1) * sizeof(*downs));
+	if (!downs)
+		return -1;
+	s->downs = downs;
+	uint32_t i = s->n_downs++;
+	for (; i && downs[i - 1] > t; i--)
+		downs[i] = downs[i - 1];
+	downs[i] = t;
 	if (heap_push(s, t, EV_SWITCH_DOWN, 0))
 		return -1;
 	if (restart_ns >= 0) {
