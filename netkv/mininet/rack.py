@@ -23,7 +23,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -53,9 +53,11 @@ def node_mac(node: int) -> str:
 CONTROLLER_IP = "10.255.255.254"
 CONTROLLER_MAC = "02:00:00:ff:ff:fe"
 # copy_store over the kvservers' control sockets: entries per store_dump
-# page, per store_merge line (ctl.h: at most 64 words, 16 KiB a line)
+# page; per store_merge line at most MERGE_BATCH entries and MERGE_LINE
+# characters (ctl.h: at most 64 words, 16 KiB a line)
 DUMP_PAGE = 1024
 MERGE_BATCH = 48
+MERGE_LINE = 16000
 
 
 class MininetMissing(RuntimeError):
@@ -84,10 +86,23 @@ def copy_store(ctl: Callable[[int, str], str], src: int, dst: int) -> int:
     moved, at = 0, "0"
     while at != "end":
         at, *entries = ctl(src, f"store_dump {at} {DUMP_PAGE}").split()
-        for i in range(0, len(entries), MERGE_BATCH):
-            batch = " ".join(entries[i:i + MERGE_BATCH])
-            moved += int(ctl(dst, f"store_merge {batch}"))
+        for line in merge_lines(entries):
+            moved += int(ctl(dst, line))
     return moved
+
+
+def merge_lines(entries: list[str]) -> Iterator[str]:
+    """``store_merge`` lines carrying ``entries``, each within MERGE_BATCH
+    entries and MERGE_LINE characters (64-byte keys and 128-byte values:
+    ~400 characters an entry, 48 of them past ctl.h's 16 KiB)."""
+    line, words = "store_merge", 0
+    for entry in entries:
+        if words and (words == MERGE_BATCH or len(line) + 1 + len(entry) > MERGE_LINE):
+            yield line
+            line, words = "store_merge", 0
+        line, words = f"{line} {entry}", words + 1
+    if words:
+        yield line
 
 
 @dataclass(frozen=True)
