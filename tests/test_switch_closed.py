@@ -3,7 +3,8 @@ an outage: every frame from a port is dropped and counted (``closed``), the
 pipeline never runs (Pegasus' ``ver_next`` does not move), until the
 control socket's ``open``; then it forwards as always (docs/mininet.md
 "Switch outages"). Two veth pairs in a namespace of their own, the switch
-on one end of each; needs root."""
+on one end of each; needs root. And the order in which a target restarts a
+switch: closed, the controller's start, the flush, then open."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 
 from netkv.native import NativeBuildMissing, program_path
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0,
+needs_root = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="netkv-switch opens AF_PACKET ports (needs root)")
 
 # Runs inside the namespace: python - SEND_IF RECV_IF COUNT; prints how many
@@ -62,6 +63,7 @@ def _ns(ns: str, *cmd: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=30)
 
 
+@needs_root
 def test_a_closed_switch_drops_and_counts_until_it_is_opened(tmp_path: Path) -> None:
     from netkv.drivers.netkv_switch import NetkvSwitchDriver
 
@@ -110,3 +112,48 @@ def test_a_closed_switch_drops_and_counts_until_it_is_opened(tmp_path: Path) -> 
     assert ns not in subprocess.run(["ip", "netns", "list"], capture_output=True,
                                     text=True).stdout
 
+
+
+def test_a_restart_opens_the_switch_only_after_the_controller_is_done() -> None:
+    """MininetTarget._switch_restart (the testbed's too): the program
+    started closed, the controller's start() and the plane's flush, then
+    the back-end's open; the plane says restart_before_traffic. A back-end
+    without closed_args starts open and is not opened."""
+    import threading
+    from types import SimpleNamespace
+
+    from netkv.backends.netkv_switch import NetkvSwitchBackend
+    from netkv.config.compose import load
+    from netkv.targets.mininet import MininetTarget
+
+    calls: list[str] = []
+
+    class Backend:
+        closed_args = NetkvSwitchBackend.closed_args
+
+        def connect(self, folder: Path, with_controller: bool) -> str:
+            calls.append("connect")
+            return "driver"
+
+        def controller_driver(self, driver: str, folder: Path) -> tuple[str, bool]:
+            return driver, True
+
+        def open(self, driver: str) -> None:
+            calls.append(f"open {driver}")
+
+    target = object.__new__(MininetTarget)
+    target.cfg = load(["target=mininet", "protocol=pegasus"])
+    target.switch_lock, target.switch_restarts = threading.Lock(), 0
+    target.state = SimpleNamespace(folder=Path("/nonexistent"))
+    target.backend = Backend()
+    target.rack = SimpleNamespace(start_switch=lambda closed: calls.append(f"start {closed}"))
+    target.plane = SimpleNamespace(attach=lambda d, owned: calls.append("attach"),
+                                   flush=lambda: calls.append("flush"))
+    target.controller = SimpleNamespace(start=lambda: calls.append("controller start"))
+    target._switch_restart()
+    assert calls == ["start True", "connect", "attach", "controller start", "flush",
+                     "open driver"]
+    calls.clear()
+    Backend.closed_args = ()
+    target._switch_restart()
+    assert calls == ["start False", "connect", "attach", "controller start", "flush"]

@@ -102,10 +102,12 @@ class MininetControlPlane(ControlPlane):
     """A controller's handle on a Mininet rack."""
 
     def __init__(self, rack: "Rack", plugin: "ProtocolPlugin", capacity: np.ndarray,
-                 driver: SwitchDriver, owned: bool = False) -> None:
+                 driver: SwitchDriver, owned: bool = False,
+                 restart_before_traffic: bool = False) -> None:
         """``driver``: the switch back-end's driver for the controller (its
         register writes batched: ``BatchedWrites``); ``owned``: the plane
-        closes it at the end."""
+        closes it at the end; ``restart_before_traffic``: the target restarts
+        the switch closed and opens it after the controller's ``start``."""
         from netkv.mininet.rack import CONTROLLER_IP, CONTROLLER_MAC
 
         self.rack = rack
@@ -122,6 +124,7 @@ class MininetControlPlane(ControlPlane):
         self._ip_id = 0
         self._t0 = time.monotonic()
         self.undecodable = 0   # CPU frames that were not the protocol's messages
+        self.restart_before_traffic = restart_before_traffic
 
     @property
     def switch(self) -> SwitchDriver:

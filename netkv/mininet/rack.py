@@ -179,13 +179,14 @@ def _make_switch_class() -> Any:
             self.loop = make_loop(self.tag) if self.backend.wants_loop() else None
             self.boot()
 
-        def boot(self) -> None:
+        def boot(self, closed: bool = False) -> None:
             """Start the back-end's program on the ports (its state as at a
-            power-on: what the pipeline's init installs) and wait until it serves."""
+            power-on: what the pipeline's init installs; ``closed``: forwarding
+            nothing until opened) and wait until it serves."""
             ifaces = [intf.name for intf in switch_ports(self)]
             for name in self.backend.unix_sockets():   # a killed one's, if any
                 (self.folder / name).unlink(missing_ok=True)
-            self.proc = self.backend.start(ifaces, self.folder, self.tag, self.loop)
+            self.proc = self.backend.start(ifaces, self.folder, self.tag, self.loop, closed)
             if self.state:
                 self.state.add_pid(self.proc.pid)
             self.backend.ready(self.proc, self.folder)
@@ -384,11 +385,12 @@ class Rack:
         self.switch_down = True
         self.switch.halt()
 
-    def start_switch(self) -> None:
+    def start_switch(self, closed: bool = False) -> None:
         """The switch restarted: a fresh program on the same ports, its state
-        empty (the pipeline's init only: the controller installs the rest),
+        empty (the pipeline's init only: the controller installs the rest;
+        ``closed``: forwarding nothing until the back-end's ``open``),
         started from the rack's long-lived thread (its parent death signal)."""
-        self._spawn(self.switch.boot)
+        self._spawn(self.switch.boot, closed)
         self.switch_down = False
 
     def _spawn(self, fn: Callable[..., Any], *args: Any) -> Any:

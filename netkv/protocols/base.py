@@ -83,10 +83,12 @@ class ControlPlane(ABC):
         """Out of band: the highest version ``server``'s store holds."""
         raise NotImplementedError("this target cannot read a server's store")
 
-    # Whether a restarted switch holds every packet until the controller's
-    # start() has run (the simulator: the restart is one instant). A real
-    # switch forwards as soon as it is up, with its registers at their
-    # initial values.
+    # Whether a restarted switch lets no packet through until the
+    # controller's start() has run: the simulator (the restart is one
+    # instant), and a rack whose switch restarts closed until the target
+    # opens it after start() (netkv-switch's --closed, docs/mininet.md). A
+    # switch without it forwards as soon as it is up, with its registers at
+    # their initial values.
     restart_before_traffic: bool = False
 
 

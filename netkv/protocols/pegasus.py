@@ -284,7 +284,8 @@ class PegasusController(Controller):
             raise NotImplementedError(
                 "pegasus: a switch restart on this target forwards writes before the "
                 "controller raises ver_next above the servers' versions (acknowledged writes "
-                "would be discarded); supported on target=sim only")
+                "would be discarded); it needs a switch that restarts closed until the "
+                "controller is done (target=sim, or target.switch=netkv)")
         try:
             for s in range(1, self.n):
                 plane.copy_store(s, 0)

@@ -245,8 +245,9 @@ class MininetTarget(Target):
                 from netkv.mininet.control import MininetControlPlane
 
                 driver, owned = self.backend.controller_driver(self.driver, folder)
-                self.plane = MininetControlPlane(self.rack, self.plugin, self.capacity,
-                                                 driver, owned)
+                self.plane = MininetControlPlane(
+                    self.rack, self.plugin, self.capacity, driver, owned,
+                    restart_before_traffic=bool(self.backend.closed_args))
                 self.controller = controller_factory(self.plane)
                 self.controller.start()
                 self.plane.flush()
@@ -518,9 +519,13 @@ class MininetTarget(Target):
         its state again as soon as it has reconnected (``Controller.start``,
         as on the simulator), as a P4Runtime controller does when the
         switch's stream comes back: waiting for its next epoch would leave
-        the switch empty for up to an epoch (NetMC's is 1 s)."""
+        the switch empty for up to an epoch (NetMC's is 1 s). A back-end
+        that can starts closed and is opened only then, as a switch forwards
+        nothing until its control plane has programmed it: no packet meets
+        the empty state (``ControlPlane.restart_before_traffic``)."""
+        closed = bool(self.backend.closed_args)
         with self.switch_lock:
-            self.rack.start_switch()
+            self.rack.start_switch(closed)
             folder = self.state.folder
             self.driver = self.backend.connect(folder, self.controller is not None)
             if has_faults(self.cfg):
@@ -530,6 +535,8 @@ class MininetTarget(Target):
                 self.plane.attach(*self.backend.controller_driver(self.driver, folder))
                 self.controller.start()
                 self.plane.flush()
+            if closed:
+                self.backend.open(self.driver)
 
     def _start_capture(self) -> RackCapture | None:
         """capture=true: this point's switch ports and hosts (netkv.mininet.capture)."""
