@@ -103,3 +103,22 @@ def test_copy_store_lines_fit_the_control_socket(ctl: CtlSocket) -> None:
 
     assert copy_store(two, 1, 0) == 300
     assert sorted(dump(ctl, 1000)) == sorted(entries)
+
+
+def test_an_entry_too_long_for_a_line_is_refused_in_one_line() -> None:
+    """An entry that alone makes a store_merge line longer than MERGE_LINE
+    (an 8,000-byte value, 16,000 hex characters) cannot be split: merge_lines
+    refuses it in one line before yielding anything. Before, it was sent as
+    a line of its own over 16,000 characters (kvserver: 'request line too
+    long')."""
+    from netkv.mininet.rack import MERGE_LINE, merge_lines
+
+    small = f"00000001:{'6b' * 8}:5:{'76' * 8}"
+    big = f"00000002:{'6b' * 8}:6:{'76' * 8000}"
+    assert len("store_merge " + big) > MERGE_LINE
+    with pytest.raises(ValueError, match=r"key hash 00000002 is 16,028 characters, over") as e:
+        list(merge_lines([small, big]))
+    assert "\n" not in str(e.value)
+    edge = f"00000003:{'6b' * 8}:7:" + "7" * (MERGE_LINE - 12 - 28)
+    assert len("store_merge " + edge) == MERGE_LINE
+    assert list(merge_lines([edge])) == [f"store_merge {edge}"]

@@ -115,15 +115,20 @@ def test_a_closed_switch_drops_and_counts_until_it_is_opened(tmp_path: Path) -> 
 
 
 def test_a_restart_opens_the_switch_only_after_the_controller_is_done() -> None:
-    """MininetTarget._switch_restart (the testbed's too): the program
+    """MininetTarget._switch_restart (the testbed's too), for a controller
+    that asks for it (Controller.restart_closed: Pegasus): the program
     started closed, the controller's start() and the plane's flush, then
-    the back-end's open; the plane says restart_before_traffic. A back-end
-    without closed_args starts open and is not opened."""
+    the back-end's open. A controller that does not ask (its start() may
+    need answers through the switch: StarCache's fetches), or a back-end
+    without closed_args, gets it started open and not opened. A start()
+    that raises still opens the switch (and the event fails with it)."""
     import threading
     from types import SimpleNamespace
 
     from netkv.backends.netkv_switch import NetkvSwitchBackend
     from netkv.config.compose import load
+    from netkv.protocols.pegasus import PegasusController
+    from netkv.protocols.starcache import StarCacheController
     from netkv.targets.mininet import MininetTarget
 
     calls: list[str] = []
@@ -141,6 +146,9 @@ def test_a_restart_opens_the_switch_only_after_the_controller_is_done() -> None:
         def open(self, driver: str) -> None:
             calls.append(f"open {driver}")
 
+    def start() -> None:
+        calls.append("controller start")
+
     target = object.__new__(MininetTarget)
     target.cfg = load(["target=mininet", "protocol=pegasus"])
     target.switch_lock, target.switch_restarts = threading.Lock(), 0
@@ -149,11 +157,31 @@ def test_a_restart_opens_the_switch_only_after_the_controller_is_done() -> None:
     target.rack = SimpleNamespace(start_switch=lambda closed: calls.append(f"start {closed}"))
     target.plane = SimpleNamespace(attach=lambda d, owned: calls.append("attach"),
                                    flush=lambda: calls.append("flush"))
-    target.controller = SimpleNamespace(start=lambda: calls.append("controller start"))
+    assert PegasusController.restart_closed and not StarCacheController.restart_closed
+    target.controller = SimpleNamespace(start=start, restart_closed=True)
+    assert target.restart_closed()
     target._switch_restart()
     assert calls == ["start True", "connect", "attach", "controller start", "flush",
                      "open driver"]
+
+    def failing() -> None:
+        raise RuntimeError("no route")
+
     calls.clear()
+    target.controller = SimpleNamespace(start=failing, restart_closed=True)
+    with pytest.raises(RuntimeError, match="no route"):
+        target._switch_restart()
+    assert calls == ["start True", "connect", "attach", "open driver"]
+
+    calls.clear()
+    target.controller = SimpleNamespace(start=start, restart_closed=False)
+    assert not target.restart_closed()
+    target._switch_restart()
+    assert calls == ["start False", "connect", "attach", "controller start", "flush"]
+
+    calls.clear()
+    target.controller = SimpleNamespace(start=start, restart_closed=True)
     Backend.closed_args = ()
+    assert not target.restart_closed()
     target._switch_restart()
     assert calls == ["start False", "connect", "attach", "controller start", "flush"]

@@ -102,12 +102,11 @@ class MininetControlPlane(ControlPlane):
     """A controller's handle on a Mininet rack."""
 
     def __init__(self, rack: "Rack", plugin: "ProtocolPlugin", capacity: np.ndarray,
-                 driver: SwitchDriver, owned: bool = False,
-                 restart_before_traffic: bool = False) -> None:
+                 driver: SwitchDriver, owned: bool = False) -> None:
         """``driver``: the switch back-end's driver for the controller (its
         register writes batched: ``BatchedWrites``); ``owned``: the plane
-        closes it at the end; ``restart_before_traffic``: the target restarts
-        the switch closed and opens it after the controller's ``start``."""
+        closes it at the end. The target sets ``restart_before_traffic``
+        once the controller is made (``MininetTarget.restart_closed``)."""
         from netkv.mininet.rack import CONTROLLER_IP, CONTROLLER_MAC
 
         self.rack = rack
@@ -124,7 +123,7 @@ class MininetControlPlane(ControlPlane):
         self._ip_id = 0
         self._t0 = time.monotonic()
         self.undecodable = 0   # CPU frames that were not the protocol's messages
-        self.restart_before_traffic = restart_before_traffic
+        self.restart_before_traffic = False
 
     @property
     def switch(self) -> SwitchDriver:

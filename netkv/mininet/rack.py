@@ -92,14 +92,25 @@ def copy_store(ctl: Callable[[int, str], str], src: int, dst: int) -> int:
 
 
 def merge_lines(entries: list[str]) -> Iterator[str]:
-    """``store_merge`` lines carrying ``entries``, each within MERGE_BATCH
-    entries and MERGE_LINE characters (64-byte keys and 128-byte values:
-    ~400 characters an entry, 48 of them past ctl.h's 16 KiB)."""
-    line, words = "store_merge", 0
+    """``store_merge`` lines carrying ``entries``, each line at most
+    MERGE_BATCH entries and MERGE_LINE characters (64-byte keys and 128-byte
+    values: ~400 characters an entry, 48 of them past ctl.h's 16 KiB). An
+    entry cannot be split across lines: one that alone makes a line longer
+    than MERGE_LINE (a value of ~8 KB, sent hex) is refused with a one-line
+    ValueError before any line of ``entries`` is yielded."""
+    head = "store_merge"
+    for entry in entries:
+        if len(head) + 1 + len(entry) > MERGE_LINE:
+            raise ValueError(
+                f"copy_store: the entry of key hash {entry.split(':', 1)[0]} is "
+                f"{len(entry):,} characters, over the {MERGE_LINE - len(head) - 1:,} a "
+                f"store_merge line has room for (kvserver's control socket reads 16 KiB "
+                f"a line): values this large cannot be copied between servers")
+    line, words = head, 0
     for entry in entries:
         if words and (words == MERGE_BATCH or len(line) + 1 + len(entry) > MERGE_LINE):
             yield line
-            line, words = "store_merge", 0
+            line, words = head, 0
         line, words = f"{line} {entry}", words + 1
     if words:
         yield line
