@@ -81,3 +81,44 @@ def test_a_malformed_entry_is_refused_in_one_line(ctl: CtlSocket, bad: str) -> N
         ctl.request(f"store_merge {bad}")
     assert "\n" not in str(e.value)
     assert dump(ctl, 10) == []
+
+
+def test_copy_store_lines_fit_the_control_socket(ctl: CtlSocket) -> None:
+    """copy_store with the default workload's 64-byte keys and 128-byte
+    values (~400 characters an entry): every store_merge line fits ctl.h's
+    16 KiB and 64 words, and every entry arrives. Before, 48 entries a line
+    (~19 KiB) were refused ("request line too long") and Pegasus' switch
+    restart on Mininet failed in its merge."""
+    from netkv.mininet.rack import MERGE_BATCH, MERGE_LINE, copy_store, merge_lines
+
+    key, value = "6b" * 64, "76" * 128
+    entries = [f"{kh:08x}:{key[:-8]}{kh:08x}:{5 + kh}:{value}" for kh in range(1, 301)]
+    lines = list(merge_lines(entries))
+    assert all(len(ln) <= MERGE_LINE and len(ln.split()) <= MERGE_BATCH + 1 for ln in lines)
+    assert [e for ln in lines for e in ln.split()[1:]] == entries
+    pages = iter([f"end {' '.join(entries)}"])
+
+    def two(server: int, line: str) -> str:   # server 1 dumps, server 0 (kvserver) merges
+        return next(pages) if server == 1 else ctl.request(line)
+
+    assert copy_store(two, 1, 0) == 300
+    assert sorted(dump(ctl, 1000)) == sorted(entries)
+
+
+def test_an_entry_too_long_for_a_line_is_refused_in_one_line() -> None:
+    """An entry that alone makes a store_merge line longer than MERGE_LINE
+    (an 8,000-byte value, 16,000 hex characters) cannot be split: merge_lines
+    refuses it in one line before yielding anything. Before, it was sent as
+    a line of its own over 16,000 characters (kvserver: 'request line too
+    long')."""
+    from netkv.mininet.rack import MERGE_LINE, merge_lines
+
+    small = f"00000001:{'6b' * 8}:5:{'76' * 8}"
+    big = f"00000002:{'6b' * 8}:6:{'76' * 8000}"
+    assert len("store_merge " + big) > MERGE_LINE
+    with pytest.raises(ValueError, match=r"key hash 00000002 is 16,028 characters, over") as e:
+        list(merge_lines([small, big]))
+    assert "\n" not in str(e.value)
+    edge = f"00000003:{'6b' * 8}:7:" + "7" * (MERGE_LINE - 12 - 28)
+    assert len("store_merge " + edge) == MERGE_LINE
+    assert list(merge_lines([edge])) == [f"store_merge {edge}"]

@@ -3,7 +3,8 @@
 run and a fresh one started with the same arguments: the controller takes
 it out, sees its port come back, catches it up and makes it live as on
 Mininet; the history is linearizable by WGL and Porcupine (and a doctored
-one is not); nothing is left running. Needs what tests/test_testbed.py
+one is not); nothing is left running. NetLR and Pegasus through a switch
+outage and restart on the switch host. Needs what tests/test_testbed.py
 needs."""
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from netkv.testbed.inventory import Inventory
 
 from test_mininet_faults import NETLR_RACK, _outage_run, assert_outage_recovered
 from test_mininet_netlr import RACK, _run, assert_replica_2_restarted_and_linearizable
+from test_mininet_pegasus_restart import RACK as PEGASUS_RACK
+from test_mininet_pegasus_restart import _outage_run as _pegasus_outage_run
+from test_mininet_pegasus_restart import assert_restart_held_and_linearizable
 from test_testbed import REASON, leftovers, rack  # noqa: F401 - the rack fixture
 
 pytestmark = [pytest.mark.testbed, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
@@ -24,6 +28,7 @@ pytestmark = [pytest.mark.testbed, pytest.mark.skipif(REASON is not None, reason
 HERE = ["target=testbed", "inventory=netns-rack"]
 TESTBED = [o for o in RACK if o != "target=mininet"] + HERE
 OUTAGE_RACK = [o for o in NETLR_RACK if o != "target=mininet"] + HERE
+PEGASUS_OUTAGE = [o for o in PEGASUS_RACK if o != "target=mininet"] + HERE
 
 
 def pids_alive(pids: dict[int, str]) -> list[int]:
@@ -90,6 +95,18 @@ def test_netlr_switch_outage_on_the_testbed_recovers_and_stays_linearizable(
     out = tmp_path / "history.jsonl"
     point, ctl, regs, _tag, lost, done = _outage_run(out, base=OUTAGE_RACK)
     assert_outage_recovered(point, ctl, regs, lost, out, tmp_path, done)
+    assert not leftovers(rack)
+
+
+def test_pegasus_switch_restart_on_the_testbed_holds_traffic_and_stays_linearizable(
+        rack: Inventory, tmp_path: Path) -> None:  # noqa: F811
+    """Pegasus through the same outage on the switch host: netkv-switch
+    restarted there closed (its command line plus --closed, over SSH) and
+    opened once the controller is done; the checks of Mininet's test
+    (tests/test_mininet_pegasus_restart.py)."""
+    out = tmp_path / "history.jsonl"
+    run = _pegasus_outage_run(out, base=PEGASUS_OUTAGE)
+    assert_restart_held_and_linearizable(run, out)
     assert not leftovers(rack)
 
 

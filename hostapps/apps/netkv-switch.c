@@ -15,6 +15,12 @@
  *      delayed frame or the stats tick - never a fixed ring timeout;
  *   4. SIGTERM/SIGINT: print the final counters as one JSON line, exit 0.
  *
+ * --closed starts it as a freshly booted switch its control plane has not
+ * programmed yet: every frame from a port is dropped and counted (`closed`)
+ * until the control socket's `open`; the controller's own packet-outs still
+ * go through. A target restarts it so after an outage and opens it once the
+ * controller has installed its state again.
+ *
  * Frames of the protocol (its UDP port, netkv wire format) go through the
  * pipeline; those that fail to decode are counted and dropped. Other IPv4 is
  * forwarded by destination address (rack plan in io.h), ARP and broadcast
@@ -105,7 +111,7 @@ struct recirc_pkt {
 struct counters {
 	/* held: requests the pipeline kept to answer later (StarCache's parked
 	 * reads: act.held), not drops (pipeline.h, as the simulator counts them) */
-	uint64_t frames, bad_frame[5], bad_msg[WIRE_ERRS], pipeline, pipe_drop, held, no_route,
+	uint64_t frames, closed, bad_frame[5], bad_msg[WIRE_ERRS], pipeline, pipe_drop, held, no_route,
 		other_ip, flood, non_ip_drop, fault_loss, fault_dup, fault_delayed, delay_full,
 		recirc, recirc_drop, loop_tx, loop_rx, cpu_copies, cpu_drops, mcast_copies, switch_replies,
 		encode_err, packet_out, port_errors;
@@ -148,6 +154,7 @@ struct sw {
 	/* scratch frame for encoding */
 	uint8_t scratch[NK_FRAME_MAX];
 	struct counters c;
+	int closed;                /* --closed until `open`: forward nothing */
 	struct nk_ctl ctl;
 	int have_ctl;
 	uint64_t now;
@@ -456,6 +463,10 @@ static void handle_frame(struct sw *s, const uint8_t *f, uint32_t len, uint16_t 
 	s->c.frames++;
 	if (s->capture_on && !recirculated)
 		cap_write(s, from_cpu ? s->n_ports : in_port, f, len);
+	if (s->closed && !from_cpu) {
+		s->c.closed++;   /* not programmed yet: nothing goes through */
+		return;
+	}
 	int st = nk_frame_parse(f, len, &fr);
 	if (st < 0) {
 		s->c.bad_frame[-st]++;
@@ -681,7 +692,7 @@ static size_t put_counters(struct sw *s, char *out, size_t n, size_t cap)
 		 " no_route=%" PRIu64 " other_ip=%" PRIu64 " flood=%" PRIu64 " non_ip_drop=%" PRIu64,
 		 s->c.frames, s->c.pipeline, s->c.pipe_drop, s->c.held, s->c.no_route, s->c.other_ip,
 		 s->c.flood, s->c.non_ip_drop);
-	n += OUT(" port_errors=%" PRIu64, s->c.port_errors);
+	n += OUT(" port_errors=%" PRIu64 " closed=%" PRIu64, s->c.port_errors, s->c.closed);
 	uint64_t bad_f = 0, bad_m = 0;
 	for (int i = 1; i < 5; i++) {
 		bad_f += s->c.bad_frame[i];
@@ -924,6 +935,10 @@ static int ctl_handler(void *ctx, int argc, char **argv, char *out, size_t cap)
 	}
 	if (!strcmp(cmd, "capture"))
 		return cap_ctl(s, argc, argv, out, cap);
+	if (!strcmp(cmd, "open") && argc == 1) {
+		s->closed = 0;
+		return snprintf(out, cap, "ok");
+	}
 	if (!strcmp(cmd, "quit")) {
 		stop_flag = 1;
 		snprintf(out, cap, "ok bye");
@@ -955,11 +970,13 @@ static void usage(FILE *o)
 		"                    [--ctl PATH] [--seed N] [--params STR] [--batch N]\n"
 		"                    [--fault PORT|all:loss=F,dup=F,reorder=F,reorder_us=F,delay_us=F]\n"
 		"                    [--delay-slots N] [--spin-us US] [--stats] [--tag STR] [--coords C]\n"
-		"                    [--loop OUT,IN] [--loop-rate PPS] [--loop-depth N]\n"
+		"                    [--loop OUT,IN] [--loop-rate PPS] [--loop-depth N] [--closed]\n"
 		"Port i is the i-th --port; node n (servers, then clients, then C coordinator\n"
 		"hosts) is behind port n.\n"
 		"The recirculation port (P+1) queues --loop-depth frames (256) and sends\n"
-		"--loop-rate frames/s (0 = unlimited), through the veth pair OUT->IN if given.\n");
+		"--loop-rate frames/s (0 = unlimited), through the veth pair OUT->IN if given.\n"
+		"--closed: forward nothing (every frame from a port dropped, counted as\n"
+		"`closed`) until the control socket's `open`.\n");
 }
 
 static void print_counters_json(struct sw *s, FILE *o)
@@ -1010,7 +1027,7 @@ int main(int argc, char **argv)
 		{"spin-us", required_argument, 0, 'u'},
 		{"loop", required_argument, 0, 'L'},     {"loop-rate", required_argument, 0, 'R'},
 		{"loop-depth", required_argument, 0, 'D'},
-		{"coords", required_argument, 0, 'C'},
+		{"coords", required_argument, 0, 'C'},   {"closed", no_argument, 0, 'x'},
 		{"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
 	};
 	int o;
@@ -1039,6 +1056,7 @@ int main(int argc, char **argv)
 		case 'v': stats = 1; break;
 		case 'u': spin_ns = (uint64_t)(strtod(optarg, NULL) * 1000.0); break;
 		case 't': break; /* a marker for `netkv clean`, nothing else */
+		case 'x': s.closed = 1; break;
 		case 'L': loop = optarg; break;
 		case 'R':
 			loop_rate = strtod(optarg, &endp);
@@ -1169,8 +1187,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	fprintf(stderr, "netkv-switch: protocol %s, %u ports, %u servers, %u clients, ready\n",
-		proto, s.n_ports, s.n_servers, s.n_clients);
+	fprintf(stderr, "netkv-switch: protocol %s, %u ports, %u servers, %u clients, ready%s\n",
+		proto, s.n_ports, s.n_servers, s.n_clients, s.closed ? " (closed until `open`)" : "");
 
 	struct pollfd pfd[MAX_PORTS + 2 + NK_CTL_MAX_CONN];
 	uint64_t next_stats = nk_now_ns() + 1000000000ull, last_ctl = 0;

@@ -13,7 +13,9 @@ ports and asks its back-end:
    ``ready(proc)`` waits until it serves.
 3. ``connect(folder, with_controller)``: install what the C pipeline's init
    would, and hand back the ``SwitchDriver`` a controller uses (None if the
-   back-end keeps nothing connected without one).
+   back-end keeps nothing connected without one). A restart after an outage
+   starts a back-end with ``closed_args`` closed (``command()`` plus those),
+   and ``open(driver)`` lets traffic through once the controller is done.
 4. ``stop(proc)``: stop it; its final counters.
 
 A placement that runs the switch on another host (the testbed's switch
@@ -75,6 +77,11 @@ class SwitchBackend(ABC):
     # target.faults.switch_outages: the placement may kill its program and
     # start it again on the same ports (state empty), then ``connect`` again
     restartable: ClassVar[bool] = False
+    # what its command line takes to start the program closed, at a restart:
+    # forwarding nothing until ``open`` (after the controller has installed
+    # its state again), as a switch its control plane has not programmed
+    # yet; () = it forwards as soon as it is up
+    closed_args: ClassVar[tuple[str, ...]] = ()
     # a program that writes much and reports nothing on exit: its stdout goes
     # to the log too (a pipe nobody reads would fill and stall it), and a
     # missing program is named with this hint
@@ -127,11 +134,12 @@ class SwitchBackend(ABC):
         """The switch program's command line on the node's ports."""
 
     def start(self, ifaces: Sequence[str], folder: Path, tag: str,
-              loop: tuple[str, str] | None = None) -> subprocess.Popen[str]:
+              loop: tuple[str, str] | None = None,
+              closed: bool = False) -> subprocess.Popen[str]:
         """Start ``command()`` (stdout: a pipe for the exit report, stderr:
-        the log) and wait until it serves."""
+        the log; ``closed``: with ``closed_args``)."""
         log_path = folder / self.log_name
-        cmd = self.command(ifaces, folder, tag, loop)
+        cmd = [*self.command(ifaces, folder, tag, loop), *(self.closed_args if closed else ())]
         with open(log_path, "w") as log:
             if not self.stdout_to_log:
                 return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
@@ -190,6 +198,10 @@ class SwitchBackend(ABC):
     def capture_stop(self, driver: SwitchDriver | None) -> dict[str, dict[str, Any]]:
         """Close the capture files: per file packets, missed, busy_s."""
         raise NotImplementedError(f"{self.label} does not capture")
+
+    def open(self, driver: SwitchDriver | None) -> None:
+        """Let traffic through a program started with ``closed_args``."""
+        raise NotImplementedError(f"{self.label} does not start closed")
 
     def apply_faults(self, driver: SwitchDriver | None) -> None:  # noqa: B027
         """Inject ``target.faults`` (default: none are asked for; back-ends

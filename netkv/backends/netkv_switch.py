@@ -24,6 +24,7 @@ class NetkvSwitchBackend(SwitchBackend):
     label = "netkv-switch"
     loop_port = True
     restartable = True
+    closed_args = ("--closed",)
 
     def args(self) -> list[str]:
         t = self.cfg.target
@@ -83,6 +84,10 @@ class NetkvSwitchBackend(SwitchBackend):
             files[name] = {"packets": int(packets), "missed": int(missed),
                            "busy_s": int(busy) / 1e9}
         return files
+
+    def open(self, driver: SwitchDriver | None) -> None:
+        assert isinstance(driver, NetkvSwitchDriver)
+        driver.open()
 
     def apply_faults(self, driver: SwitchDriver | None) -> None:
         assert isinstance(driver, NetkvSwitchDriver)

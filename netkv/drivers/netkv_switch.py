@@ -151,6 +151,11 @@ class NetkvSwitchDriver(CtlSocket, SwitchDriver):
         self.request(f"fault {port} loss={loss} dup={duplicate} reorder={reorder} "
                      f"reorder_us={reorder_us} delay_us={delay_us}")
 
+    def open(self) -> None:
+        """Let traffic through a switch started ``--closed`` (a restart:
+        after the controller has installed its state again)."""
+        self.request("open")
+
     def ping(self) -> str:
         return self.request("ping")
 

@@ -105,7 +105,8 @@ class MininetControlPlane(ControlPlane):
                  driver: SwitchDriver, owned: bool = False) -> None:
         """``driver``: the switch back-end's driver for the controller (its
         register writes batched: ``BatchedWrites``); ``owned``: the plane
-        closes it at the end."""
+        closes it at the end. The target sets ``restart_before_traffic``
+        once the controller is made (``MininetTarget.restart_closed``)."""
         from netkv.mininet.rack import CONTROLLER_IP, CONTROLLER_MAC
 
         self.rack = rack
@@ -122,6 +123,7 @@ class MininetControlPlane(ControlPlane):
         self._ip_id = 0
         self._t0 = time.monotonic()
         self.undecodable = 0   # CPU frames that were not the protocol's messages
+        self.restart_before_traffic = False
 
     @property
     def switch(self) -> SwitchDriver:

@@ -23,7 +23,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -53,9 +53,11 @@ def node_mac(node: int) -> str:
 CONTROLLER_IP = "10.255.255.254"
 CONTROLLER_MAC = "02:00:00:ff:ff:fe"
 # copy_store over the kvservers' control sockets: entries per store_dump
-# page, per store_merge line (ctl.h: at most 64 words, 16 KiB a line)
+# page; per store_merge line at most MERGE_BATCH entries and MERGE_LINE
+# characters (ctl.h: at most 64 words, 16 KiB a line)
 DUMP_PAGE = 1024
 MERGE_BATCH = 48
+MERGE_LINE = 16000
 
 
 class MininetMissing(RuntimeError):
@@ -84,10 +86,34 @@ def copy_store(ctl: Callable[[int, str], str], src: int, dst: int) -> int:
     moved, at = 0, "0"
     while at != "end":
         at, *entries = ctl(src, f"store_dump {at} {DUMP_PAGE}").split()
-        for i in range(0, len(entries), MERGE_BATCH):
-            batch = " ".join(entries[i:i + MERGE_BATCH])
-            moved += int(ctl(dst, f"store_merge {batch}"))
+        for line in merge_lines(entries):
+            moved += int(ctl(dst, line))
     return moved
+
+
+def merge_lines(entries: list[str]) -> Iterator[str]:
+    """``store_merge`` lines carrying ``entries``, each line at most
+    MERGE_BATCH entries and MERGE_LINE characters (64-byte keys and 128-byte
+    values: ~400 characters an entry, 48 of them past ctl.h's 16 KiB). An
+    entry cannot be split across lines: one that alone makes a line longer
+    than MERGE_LINE (a value of ~8 KB, sent hex) is refused with a one-line
+    ValueError before any line of ``entries`` is yielded."""
+    head = "store_merge"
+    for entry in entries:
+        if len(head) + 1 + len(entry) > MERGE_LINE:
+            raise ValueError(
+                f"copy_store: the entry of key hash {entry.split(':', 1)[0]} is "
+                f"{len(entry):,} characters, over the {MERGE_LINE - len(head) - 1:,} a "
+                f"store_merge line has room for (kvserver's control socket reads 16 KiB "
+                f"a line): values this large cannot be copied between servers")
+    line, words = head, 0
+    for entry in entries:
+        if words and (words == MERGE_BATCH or len(line) + 1 + len(entry) > MERGE_LINE):
+            yield line
+            line, words = head, 0
+        line, words = f"{line} {entry}", words + 1
+    if words:
+        yield line
 
 
 @dataclass(frozen=True)
@@ -164,13 +190,14 @@ def _make_switch_class() -> Any:
             self.loop = make_loop(self.tag) if self.backend.wants_loop() else None
             self.boot()
 
-        def boot(self) -> None:
+        def boot(self, closed: bool = False) -> None:
             """Start the back-end's program on the ports (its state as at a
-            power-on: what the pipeline's init installs) and wait until it serves."""
+            power-on: what the pipeline's init installs; ``closed``: forwarding
+            nothing until opened) and wait until it serves."""
             ifaces = [intf.name for intf in switch_ports(self)]
             for name in self.backend.unix_sockets():   # a killed one's, if any
                 (self.folder / name).unlink(missing_ok=True)
-            self.proc = self.backend.start(ifaces, self.folder, self.tag, self.loop)
+            self.proc = self.backend.start(ifaces, self.folder, self.tag, self.loop, closed)
             if self.state:
                 self.state.add_pid(self.proc.pid)
             self.backend.ready(self.proc, self.folder)
@@ -369,11 +396,12 @@ class Rack:
         self.switch_down = True
         self.switch.halt()
 
-    def start_switch(self) -> None:
+    def start_switch(self, closed: bool = False) -> None:
         """The switch restarted: a fresh program on the same ports, its state
-        empty (the pipeline's init only: the controller installs the rest),
+        empty (the pipeline's init only: the controller installs the rest;
+        ``closed``: forwarding nothing until the back-end's ``open``),
         started from the rack's long-lived thread (its parent death signal)."""
-        self._spawn(self.switch.boot)
+        self._spawn(self.switch.boot, closed)
         self.switch_down = False
 
     def _spawn(self, fn: Callable[..., Any], *args: Any) -> Any:

@@ -11,7 +11,7 @@ ControlPlane; the controller never learns which.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from netkv.drivers.base import SwitchDriver
 from netkv.wire.codec import Msg
@@ -83,15 +83,28 @@ class ControlPlane(ABC):
         """Out of band: the highest version ``server``'s store holds."""
         raise NotImplementedError("this target cannot read a server's store")
 
-    # Whether a restarted switch holds every packet until the controller's
-    # start() has run (the simulator: the restart is one instant). A real
-    # switch forwards as soon as it is up, with its registers at their
-    # initial values.
+    # Whether a restarted switch lets no packet through until the
+    # controller's start() has run: the simulator (the restart is one
+    # instant), and a rack whose switch restarts closed until the target
+    # opens it after start() (netkv-switch's --closed, for a controller
+    # that asks for it: Controller.restart_closed; docs/mininet.md). A
+    # switch without it forwards as soon as it is up, with its registers at
+    # their initial values.
     restart_before_traffic: bool = False
 
 
 class Controller(ABC):
     """A protocol's control plane logic, run every epoch."""
+
+    # Off the simulator, whether a restarted switch is to forward nothing
+    # until this controller's start() has run (the target starts it closed
+    # where its back-end can, and opens it after start() and the plane's
+    # flush; the plane then says restart_before_traffic). Only for a start()
+    # that needs no answer through the switch: one that fetches from the
+    # servers (NetCache, StarCache) or waits for their pushes (KVSwitch)
+    # would have those answers dropped while it is closed (docs/mininet.md
+    # "Switch outages").
+    restart_closed: ClassVar[bool] = False
 
     def __init__(self, plane: ControlPlane) -> None:
         self.plane = plane

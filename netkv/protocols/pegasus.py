@@ -208,6 +208,11 @@ class Candidate:
 
 
 class PegasusController(Controller):
+    # its restart's start() raises ver_next above every stored version
+    # before any write may be stamped, and needs nothing through the switch
+    # (the stores merge over the servers' control sockets)
+    restart_closed = True
+
     def __init__(self, plane: ControlPlane, cfg: RunConfig, prewarm: list[HotKey]) -> None:
         import numpy as np
         super().__init__(plane)
@@ -284,7 +289,8 @@ class PegasusController(Controller):
             raise NotImplementedError(
                 "pegasus: a switch restart on this target forwards writes before the "
                 "controller raises ver_next above the servers' versions (acknowledged writes "
-                "would be discarded); supported on target=sim only")
+                "would be discarded); it needs a switch that restarts closed until the "
+                "controller is done (target=sim, or target.switch=netkv)")
         try:
             for s in range(1, self.n):
                 plane.copy_store(s, 0)

@@ -28,9 +28,10 @@ COLUMNS = (*HOST_COLUMNS, *RACK_COLUMNS)
 # it received and did not forward as the pipeline asked: policy drops
 # (pipe_drop: the program said so; no_route), faults it injected
 # (fault_loss), full queues (delay_full, recirc_drop, cpu_drops), the
-# kernel's (per port rx_ring_drop) and send errors.
+# kernel's (per port rx_ring_drop), send errors, and what it dropped while
+# closed after a restart (closed: not programmed yet).
 SWITCH_DROPS = ("pipe_drop", "no_route", "non_ip_drop", "fault_loss", "delay_full",
-                "recirc_drop", "cpu_drops", "port_errors", "encode_err")
+                "recirc_drop", "cpu_drops", "port_errors", "encode_err", "closed")
 SWITCH_PORT_DROPS = (".rx_ring_drop", ".tx_err")
 SWITCH_MALFORMED = ("bad_frames", "bad_msgs")
 # kvserver's stats: a request it could not answer (send/encode errors, a full

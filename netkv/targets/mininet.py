@@ -248,6 +248,7 @@ class MininetTarget(Target):
                 self.plane = MininetControlPlane(self.rack, self.plugin, self.capacity,
                                                  driver, owned)
                 self.controller = controller_factory(self.plane)
+                self.plane.restart_before_traffic = self.restart_closed()
                 self.controller.start()
                 self.plane.flush()
         except BaseException:
@@ -351,7 +352,10 @@ class MininetTarget(Target):
         cfg = self.cfg
         topo = cfg.topology
         m = topo.clients
-        self.faults.catch_up(self._fault_events())   # what fell due between points
+        # what fell due between points; a restart then is closed (if its
+        # controller asks) with no client traffic in flight: what it drops
+        # closed is counted in no point (docs/mininet.md "Switch outages")
+        self.faults.catch_up(self._fault_events())
         self.rack.check_alive()
         before = self.rack.server_stats()
         lives = list(self.rack.incarnations)
@@ -513,23 +517,45 @@ class MininetTarget(Target):
                 self.driver.close()
                 self.driver = None
 
+    def restart_closed(self) -> bool:
+        """Whether a switch restart starts the program closed and opens it
+        after the controller's ``start``: the controller asks for it
+        (``Controller.restart_closed``: Pegasus) and the back-end can
+        (``SwitchBackend.closed_args``). Any other restart starts it open,
+        as a controller whose ``start`` needs answers through the switch
+        (NetCache's and StarCache's fetches, KVSwitch's pushes) would have
+        them dropped while it is closed."""
+        return bool(self.backend.closed_args) and bool(
+            getattr(self.controller, "restart_closed", False))
+
     def _switch_restart(self) -> None:
         """A fresh switch program, its state empty. The controller installs
         its state again as soon as it has reconnected (``Controller.start``,
         as on the simulator), as a P4Runtime controller does when the
         switch's stream comes back: waiting for its next epoch would leave
-        the switch empty for up to an epoch (NetMC's is 1 s)."""
+        the switch empty for up to an epoch (NetMC's is 1 s). For a
+        controller that asks (``restart_closed``) it starts closed and is
+        opened only then, as a switch forwards nothing until its control
+        plane has programmed it: no packet meets the empty state
+        (``ControlPlane.restart_before_traffic``). It is opened even if
+        ``start`` or the flush raised (the fault event then fails in one
+        line, ``FaultFailed``), so traffic is not left dropped."""
+        closed = self.restart_closed()
         with self.switch_lock:
-            self.rack.start_switch()
+            self.rack.start_switch(closed)
             folder = self.state.folder
             self.driver = self.backend.connect(folder, self.controller is not None)
-            if has_faults(self.cfg):
-                self.backend.apply_faults(self.driver)
-            self.switch_restarts += 1
-            if self.plane is not None and self.controller is not None:
-                self.plane.attach(*self.backend.controller_driver(self.driver, folder))
-                self.controller.start()
-                self.plane.flush()
+            try:
+                if has_faults(self.cfg):
+                    self.backend.apply_faults(self.driver)
+                self.switch_restarts += 1
+                if self.plane is not None and self.controller is not None:
+                    self.plane.attach(*self.backend.controller_driver(self.driver, folder))
+                    self.controller.start()
+                    self.plane.flush()
+            finally:
+                if closed:
+                    self.backend.open(self.driver)
 
     def _start_capture(self) -> RackCapture | None:
         """capture=true: this point's switch ports and hosts (netkv.mininet.capture)."""

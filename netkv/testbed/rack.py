@@ -511,13 +511,15 @@ class SshRack:
         except subprocess.TimeoutExpired:
             raise RemoteError(f"{what} on {host.name!r} still runs 20 s after SIGKILL") from None
 
-    def start_switch(self) -> None:
+    def start_switch(self, closed: bool = False) -> None:
         """The switch restarted: a fresh program with the same command line
-        on the same ports, its state empty (the pipeline's init only: the
-        controller installs the rest), reached through the forwards made at
-        the start."""
+        on the same ports (``closed``: plus the back-end's ``closed_args``,
+        forwarding nothing until its ``open``), its state empty (the
+        pipeline's init only: the controller installs the rest), reached
+        through the forwards made at the start."""
         sw, backend = self.switch_host, self.spec.backend
-        self._lifeline("switch", sw, self.switch_argv)
+        argv = [*self.switch_argv, *(backend.closed_args if closed else ())]
+        self._lifeline("switch", sw, argv)
         for name in backend.unix_sockets():
             self._wait_socket(sw, f"{self.remote_run[sw.name]}/{name}", backend.label,
                               restarted="switch")

@@ -1,0 +1,187 @@
+"""netkv-switch started closed (``--closed``), as a target restarts it after
+an outage: every frame from a port is dropped and counted (``closed``), the
+pipeline never runs (Pegasus' ``ver_next`` does not move), until the
+control socket's ``open``; then it forwards as always (docs/mininet.md
+"Switch outages"). Two veth pairs in a namespace of their own, the switch
+on one end of each; needs root. And the order in which a target restarts a
+switch: closed, the controller's start, the flush, then open."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from netkv.native import NativeBuildMissing, program_path
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0,
+                                reason="netkv-switch opens AF_PACKET ports (needs root)")
+
+# Runs inside the namespace: python - SEND_IF RECV_IF COUNT; prints how many
+# of the COUNT frames sent on SEND_IF came out on RECV_IF
+SENDER = r'''
+import socket, sys, time
+from netkv.mininet.control import build_frame
+from netkv.mininet.rack import node_ip, node_mac
+from netkv.protocols import lookup
+from netkv.wire.codec import Msg, PegasusOp, Proto, encode
+send_if, recv_if, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+port = lookup("pegasus").udp_port
+rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+rx.bind((recv_if, 0))
+rx.settimeout(0.5)
+tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+tx.bind((send_if, 0))
+for i in range(count):   # client (node 1) writes to its home, server 0
+    msg = Msg(proto=Proto.PEGASUS, op=PegasusOp.WRITE, server_id=0, client_id=0,
+              req_id=1000 + i, keyhash=0xC105ED, key=b"closed", value=b"v")
+    tx.send(build_frame(encode(msg), node_ip(1), node_mac(1), node_ip(0), node_mac(0),
+                        port, port, i))
+got, end = 0, time.monotonic() + 1.0
+while time.monotonic() < end:
+    try:
+        f = rx.recv(2048)
+    except socket.timeout:
+        break
+    got += b"closed" in f
+print(got)
+'''
+
+
+def _switch() -> str:
+    try:
+        return str(program_path("netkv-switch"))
+    except NativeBuildMissing as exc:
+        pytest.skip(str(exc))
+
+
+def _ns(ns: str, *cmd: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", "netns", "exec", ns, *cmd], check=True, capture_output=True,
+                          text=True, timeout=30)
+
+
+@needs_root
+def test_a_closed_switch_drops_and_counts_until_it_is_opened(tmp_path: Path) -> None:
+    from netkv.drivers.netkv_switch import NetkvSwitchDriver
+
+    switch = _switch()
+    ns = f"nkclosed{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    proc = None
+    try:
+        for i in (0, 1):   # h<i> (the host's end) <-> s<i> (switch port i)
+            _ns(ns, "ip", "link", "add", f"h{i}", "type", "veth", "peer", "name", f"s{i}")
+            for end in (f"h{i}", f"s{i}"):
+                _ns(ns, "sysctl", "-qw", f"net.ipv6.conf.{end}.disable_ipv6=1")
+                _ns(ns, "ip", "link", "set", end, "up")
+        ctl = tmp_path / "switch.sock"
+        proc = subprocess.Popen(
+            ["ip", "netns", "exec", ns, switch, "--protocol", "pegasus", "--servers", "1",
+             "--clients", "1", "--port", "s0", "--port", "s1", "--ctl", str(ctl), "--closed"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        sw = NetkvSwitchDriver.wait(ctl, timeout_s=20)
+
+        def through(count: int) -> int:
+            return int(_ns(ns, sys.executable, "-c", SENDER, "h1", "h0",
+                           str(count)).stdout)
+
+        before = sw.counters()
+        assert before["closed"] == 0
+        assert through(20) == 0                       # closed: nothing out
+        closed = sw.counters()
+        assert closed["closed"] >= 20, closed          # each one counted
+        assert closed["pipeline"] == 0 and closed["frames"] >= 20
+        assert sw.reg_read("ver_next", 0) == 2        # no write was stamped
+        sw.open()
+        assert through(20) == 20                      # open: forwarded, stamped
+        after = sw.counters()
+        assert after["closed"] == closed["closed"] and after["pipeline"] >= 20
+        assert sw.reg_read("ver_next", 0) == 22
+        sw.close()
+    finally:
+        if proc is not None:
+            proc.terminate()
+            out, err = proc.communicate(timeout=10)
+            print(err)
+        subprocess.run(["ip", "netns", "del", ns], check=False)
+    assert proc.returncode == 0
+    assert '"closed": ' in out    # in the exit report, with the other counters
+    assert ns not in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                    text=True).stdout
+
+
+
+def test_a_restart_opens_the_switch_only_after_the_controller_is_done() -> None:
+    """MininetTarget._switch_restart (the testbed's too), for a controller
+    that asks for it (Controller.restart_closed: Pegasus): the program
+    started closed, the controller's start() and the plane's flush, then
+    the back-end's open. A controller that does not ask (its start() may
+    need answers through the switch: StarCache's fetches), or a back-end
+    without closed_args, gets it started open and not opened. A start()
+    that raises still opens the switch (and the event fails with it)."""
+    import threading
+    from types import SimpleNamespace
+
+    from netkv.backends.netkv_switch import NetkvSwitchBackend
+    from netkv.config.compose import load
+    from netkv.protocols.pegasus import PegasusController
+    from netkv.protocols.starcache import StarCacheController
+    from netkv.targets.mininet import MininetTarget
+
+    calls: list[str] = []
+
+    class Backend:
+        closed_args = NetkvSwitchBackend.closed_args
+
+        def connect(self, folder: Path, with_controller: bool) -> str:
+            calls.append("connect")
+            return "driver"
+
+        def controller_driver(self, driver: str, folder: Path) -> tuple[str, bool]:
+            return driver, True
+
+        def open(self, driver: str) -> None:
+            calls.append(f"open {driver}")
+
+    def start() -> None:
+        calls.append("controller start")
+
+    target = object.__new__(MininetTarget)
+    target.cfg = load(["target=mininet", "protocol=pegasus"])
+    target.switch_lock, target.switch_restarts = threading.Lock(), 0
+    target.state = SimpleNamespace(folder=Path("/nonexistent"))
+    target.backend = Backend()
+    target.rack = SimpleNamespace(start_switch=lambda closed: calls.append(f"start {closed}"))
+    target.plane = SimpleNamespace(attach=lambda d, owned: calls.append("attach"),
+                                   flush=lambda: calls.append("flush"))
+    assert PegasusController.restart_closed and not StarCacheController.restart_closed
+    target.controller = SimpleNamespace(start=start, restart_closed=True)
+    assert target.restart_closed()
+    target._switch_restart()
+    assert calls == ["start True", "connect", "attach", "controller start", "flush",
+                     "open driver"]
+
+    def failing() -> None:
+        raise RuntimeError("no route")
+
+    calls.clear()
+    target.controller = SimpleNamespace(start=failing, restart_closed=True)
+    with pytest.raises(RuntimeError, match="no route"):
+        target._switch_restart()
+    assert calls == ["start True", "connect", "attach", "open driver"]
+
+    calls.clear()
+    target.controller = SimpleNamespace(start=start, restart_closed=False)
+    assert not target.restart_closed()
+    target._switch_restart()
+    assert calls == ["start False", "connect", "attach", "controller start", "flush"]
+
+    calls.clear()
+    target.controller = SimpleNamespace(start=start, restart_closed=True)
+    Backend.closed_args = ()
+    assert not target.restart_closed()
+    target._switch_restart()
+    assert calls == ["start False", "connect", "attach", "controller start", "flush"]
