@@ -330,8 +330,10 @@ REGISTERS: dict[str, dict[str, tuple[int, str]]] = {
         'LiveMask': (8, '1'),
         'PIN': (8, '1'),
         'epoch': (16, '1'),
-        'stats': (64, '13'),
+        'stats': (64, '15'),
         'n_servers': (8, '1'),
+        'ReqMax': (32, '4096'),
+        'ReqWin': (64, '4096'),
     },
     'netmc': {
         'stats': (64, '8'),

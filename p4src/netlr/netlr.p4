@@ -62,7 +62,7 @@
  *             node_fwd[node] -> set_port(port)            (common/forward.p4)
  *   registers dset lseq CRep NumCRep MaxSeq AckMask (NL_SLOTS cells each)
  *             seq num_replica DstRepIdx LiveMask PIN epoch n_servers (1 cell)
- *             ReqMax ReqWin (NL_PORTS cells: netlr.c has NETLR_MAX_NODES)
+ *             ReqMax ReqWin (NL_PORTS cells, one per ingress port)
  *             stats (NL_STAT_COUNT cells, netlr.c enum netlr_stat)
  *   multicast group 1 (NETLR_GROUP, the artifact's): the live replicas' ports
  *
@@ -132,7 +132,7 @@
 
 #define NL_MAX_REPLICAS 8           /* LiveMask / AckMask width (artifact MAX_NUM_REPLICA) */
 #define NL_STAT_COUNT 15            /* cells of `stats` */
-#define NL_PORTS 512                /* ReqMax/ReqWin cells: one per ingress port (9 bits) */
+#define NL_PORTS 4096               /* ReqMax/ReqWin cells, one per ingress port (netlr.c's) */
 #define NL_REQ_WINDOW 64            /* ReqWin's width, netlr.h NETLR_REQ_WINDOW */
 const bit<16> NETLR_GROUP = 1;      /* the replicas' multicast group (artifact's) */
 const bit<8> NL_NO_REPLICA = 0xFF;  /* an empty get_dst_rep_table entry */

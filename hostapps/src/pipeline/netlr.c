@@ -156,8 +156,8 @@ static int nl_init(void *st, const struct nk_pipeline_cfg *cfg)
 	add_reg(s, "epoch", &s->epoch, 1, 2, 16);
 	add_reg(s, "stats", s->stats, NL_NSTATS, 8, 64);
 	add_reg(s, "n_servers", &s->trust.n_servers, 1, 4, 8);   /* the trust boundary */
-	add_reg(s, "ReqMax", s->req_max, NETLR_MAX_NODES, 4, 32);
-	add_reg(s, "ReqWin", s->req_win, NETLR_MAX_NODES, 8, 64);
+	add_reg(s, "ReqMax", s->req_max, NETLR_PORTS, 4, 32);
+	add_reg(s, "ReqWin", s->req_win, NETLR_PORTS, 8, 64);
 	return 0;
 }
 
@@ -338,7 +338,7 @@ static void nl_write(struct netlr_state *s, struct nk_msg *m, uint32_t id, uint3
 		     struct nk_pkt_meta *meta, struct nk_actions *act)
 {
 	uint32_t c = meta->ingress_port;  /* who sent it: never its source address */
-	int dedup = s->dedup && c < NETLR_MAX_NODES;
+	int dedup = s->dedup && c < NETLR_PORTS;
 	if (dedup && nl_seen(s, c, m->req_id)) {
 		act->fwd = NK_FWD_DROP;
 		return;

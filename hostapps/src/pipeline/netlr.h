@@ -38,6 +38,7 @@ enum netlr_stat {
 
 #define NL_NREGS 16
 #define NETLR_REQ_WINDOW 64   /* req_ids a client's ReqWin remembers below ReqMax */
+#define NETLR_PORTS 4096      /* ReqMax/ReqWin cells: ingress ports 0..4095 */
 
 struct netlr_state {
 	uint32_t slots, strict, ack_superseded, stamp, collision_nack, chain, harmonia, dedup;
@@ -54,8 +55,8 @@ struct netlr_state {
 	uint8_t rr[NETLR_MAX_REPLICAS];    /* get_dst_rep_table */
 	/* per ingress port (strict, dedup): the highest WRITE req_id stamped and
 	 * which of the NETLR_REQ_WINDOW below it were (bit i: ReqMax - i) */
-	uint32_t req_max[NETLR_MAX_NODES];   /* ReqMax */
-	uint64_t req_win[NETLR_MAX_NODES];   /* ReqWin */
+	uint32_t req_max[NETLR_PORTS];       /* ReqMax */
+	uint64_t req_win[NETLR_PORTS];       /* ReqWin */
 	uint64_t stats[NL_NSTATS];
 	struct nk_reg_desc regs[NL_NREGS];
 	unsigned nregs;
