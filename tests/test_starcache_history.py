@@ -159,6 +159,8 @@ def test_multi_packet_writes_keep_the_session_property(faults) -> None:
     # the 16 hot keys draw ~half the requests, a fifth of them writes, each
     # counted once (not once per fragment)
     assert 0.05 * st.issued < stats["invalidations"] < 0.2 * st.issued, (stats, st.issued)
-    assert st.switch_replies > 1000
+    # reads the loop answered (a request, not its 4 fragments: 1000 packets
+    # when switch_replies counted packets)
+    assert st.switch_replies > 250
     if not faults:
         assert st.completed == st.issued

@@ -279,8 +279,11 @@ def test_multi_packet_items_loop_as_fragments_and_are_reassembled() -> None:
     assert ctl.stats.fetch_ok == 8
     assert st.completed == st.issued and st.timeouts == 0
     # a reply packet per visit: 4 per parked read, less those of the reads
-    # still parked at the end (8 keys x 16 slots)
-    assert st.switch_replies == stats["served"]
+    # still parked at the end (8 keys x 16 slots); switch_replies counts the
+    # requests the switch answered (their 4th visit completes them), as
+    # kvclient does (docs/mininet.md), not the packets (it counted every
+    # visit: 4 per read)
+    assert 0 <= stats["served"] - 4 * st.switch_replies <= 3 * 8
     assert 4 * (stats["parked"] - 8 * 16) <= stats["served"] <= 4 * stats["parked"]
     assert stats["parked"] > 0.5 * share * st.issued
     assert st.retries == 0          # no fragment lost: no gap, no correction
