@@ -307,6 +307,8 @@ REGISTERS: dict[str, dict[str, tuple[int, str]]] = {
         'inloop': (16, 'KEYS'),
         'stale': (16, 'KEYS'),
         'write_ts': (32, 'KEYS'),
+        'last_src': (32, 'KEYS'),
+        'last_seq': (32, 'KEYS'),
         'req_ip': (32, 'KEYS * SLOTS'),
         'req_seq': (32, 'KEYS * SLOTS'),
         'req_ts': (32, 'KEYS * SLOTS'),

@@ -588,6 +588,58 @@ static void test_stuck_writes(void)
 	EXPECT_EQ(rig_try(&r, "stuck_us=0"), NK_PIPE_ERANGE);
 }
 
+/* A rig whose key (vlen value bytes) is cached at idx and fetched: VALID,
+ * its cache packet in the loop. */
+static void cached_key(struct rig *r, const char *params, const char *key, uint32_t vlen,
+		       uint32_t idx)
+{
+	rig_init(r, params);
+	seed(r, key, vlen);
+	EXPECT_EQ(cache_add(r, key, idx), 0);
+	struct out o;
+	fetch(r, key, &o);
+	EXPECT_EQ(rd(r, "state", idx), SC_STATE_VALID);
+}
+
+/* Two counted writes whose replies come back swapped (reordered between
+ * server and switch): the older reply comes last, pending_writes 0, and must
+ * not put its older value into the loop (a client that saw the newer write
+ * acknowledged would read the older value); only the reply of the last
+ * write the switch counted (last_src, last_seq) revalidates. */
+static void test_reordered_write_replies(void)
+{
+	current = "reordered_write_replies";
+	struct rig r;
+	cached_key(&r, "keys=2;slots=4", "k-hot", 64, 1);
+	struct nk_host_out a[NK_HOST_MAX_OUT], b[NK_HOST_MAX_OUT];
+	struct nk_msg w1 = req(&r, 1, "k-hot", 60), w2 = req(&r, 1, "k-hot", 61);
+	sw_in(&r, &w1, CL, 1, 0, 0);
+	sw_in(&r, &w2, CL + 1, 1, 0, 0);
+	EXPECT_EQ(rd(&r, "pending_writes", 1), 2);
+	EXPECT_EQ(rd(&r, "last_src", 1), CL + 1);
+	EXPECT_EQ(rd(&r, "last_seq", 1), 61);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w1, CL, a, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w2, CL + 1, b, NK_HOST_MAX_OUT), 1);
+	EXPECT(a[0].msg.ver < b[0].msg.ver);
+	/* the newer reply first: another write still counted, to its client only */
+	EXPECT_EQ(sw_in(&r, &b[0].msg, 1, CL + 1, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "pending_writes", 1), 1);
+	/* the older one last: the count reaches 0, but it is not the last
+	 * counted write's: to its client only, the key stays INVALID (reads go
+	 * to the server; the watchdog refetches) */
+	EXPECT_EQ(sw_in(&r, &a[0].msg, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "pending_writes", 1), 0);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_REVALIDATIONS), 0);
+	/* in order, the last write's reply revalidates */
+	struct nk_msg w3 = req(&r, 1, "k-hot", 62);
+	sw_in(&r, &w3, CL, 1, 0, 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w3, CL, a, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(sw_in(&r, &a[0].msg, 1, CL, 0, 0).act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_VALID);
+	rig_free(&r);
+}
+
 /* every message a hostile client sends is one the switch refuses, rewrites
  * or passes as an ordinary request (host.h client_hostile) */
 static void test_hostile_messages(void)
@@ -1011,6 +1063,7 @@ int main(void)
 	test_topk_report();
 	test_multi_packet();
 	test_multi_packet_write();
+	test_reordered_write_replies();
 	test_item_replaced_mid_answer();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;

@@ -60,6 +60,7 @@
  *   table     lookup[k0, k1] -> set_idx(idx, home)      (HKEY's two 64-bit words)
  *             node_fwd[node] -> set_port(port)
  *   registers state pending_writes pop qlen front rear ack inloop stale write_ts
+ *             last_src last_seq
  *             req_ip req_seq req_ts req_cookie hits overflow stats n_servers
  *
  * What P4 cannot do that starcache.c does inside a control call, and the
@@ -135,6 +136,8 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
     @name(".inloop")         register<bit<16>>(SC_KEYS) inloop;
     @name(".stale")          register<bit<16>>(SC_KEYS) stale;
     @name(".write_ts")       register<bit<32>>(SC_KEYS) write_ts;   /* us, wraps */
+    @name(".last_src")       register<bit<32>>(SC_KEYS) last_src;   /* last counted write: client */
+    @name(".last_seq")       register<bit<32>>(SC_KEYS) last_seq;   /* ... and its SEQ */
     @name(".req_ip")         register<bit<32>>(SC_KEYS * SC_SLOTS) req_ip;
     @name(".req_seq")        register<bit<32>>(SC_KEYS * SC_SLOTS) req_seq;
     @name(".req_ts")         register<bit<32>>(SC_KEYS * SC_SLOTS) req_ts;
@@ -432,6 +435,8 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                                     pending_writes.write(idx, pw + 1);
                                 }
                                 write_ts.write(idx, (bit<32>)sm.ingress_global_timestamp);
+                                last_src.write(idx, (bit<32>)meta.src_node);
+                                last_seq.write(idx, hdr.starcache.seq);
                                 if (multi) {
                                     hdr.starcache.cached = 1;
                                 } else {
@@ -491,10 +496,18 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                             /* a server's RETRY (a W_REQ whose HKEY is not
                              * its key's) or a reply without value bytes puts
                              * nothing into the loop */
+                            /* strict: only the reply of the last counted
+                             * write revalidates (a reordered older one
+                             * would loop its older value) */
+                            bit<32> ls;
+                            bit<32> lq;
+                            last_src.read(ls, idx);
+                            last_seq.read(lq, idx);
+                            bool last = ls == (bit<32>)meta.dst_node && lq == hdr.starcache.seq;
                             bool take = hdr.starcache.flag != 0 && hdr.starcache_pre.vlen != 0 &&
                                         hdr.starcache_pre.result == RESULT_OK &&
                                         (SC_FAITHFUL == 1 ||
-                                         (pw == 0 && s8 != SC_STATE_VALID) ||
+                                         (pw == 0 && s8 != SC_STATE_VALID && last) ||
                                          (!is_write && pw == 0));
                             if (!take) {
                                 if (is_write && hdr.starcache.flag != 0) {
