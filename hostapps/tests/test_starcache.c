@@ -859,8 +859,17 @@ static void split_write(struct rig *r, const char *key, uint32_t id, const uint8
 	struct nk_msg m = req(r, 1, key, id);
 	m.value_len = vlen;
 	m.value = val;
-	EXPECT_EQ(r->H->client_split(r->cli, &m, 1, w, NK_HOST_MAX_REQ_OUT),
-		  (int)((vlen + 1432) / 1433));
+	int n = r->H->client_split(r->cli, &m, 1, w, NK_HOST_MAX_REQ_OUT);
+	EXPECT_EQ(n, (int)((vlen + 1432) / 1433));
+	/* sent FRAG 1 .. FLAG-1, then FRAG 0 (the server refuses a FRAG 0
+	 * without the rest); w[i] below is FRAG i */
+	for (int i = 0; i < n; i++)
+		EXPECT_EQ(w[i].msg.frag_idx, (i + 1) % n);
+	if (n > 1) {
+		struct nk_host_out f0 = w[n - 1];
+		memmove(&w[1], &w[0], (size_t)(n - 1) * sizeof(w[0]));
+		w[0] = f0;
+	}
 }
 
 static void test_multi_packet_write(void)
@@ -906,16 +915,16 @@ static void test_multi_packet_write(void)
 	EXPECT_EQ(rd(&r, "pending_writes", 1), 1);
 	EXPECT_EQ(rd(&r, "stats", SC_STAT_INVALIDATIONS), 1);
 	EXPECT_EQ(rd(&r, "stats", SC_STAT_FORGED_FIELDS), 0);
-	/* the server: out of order, a duplicate; applied on the last */
+	/* the server: out of order, a duplicate; applied on FRAG 0 (sent last) */
 	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[2].msg, CL, out, NK_HOST_MAX_OUT), 0);
-	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, CL, out, NK_HOST_MAX_OUT), 0);
 	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[2].msg, CL, out, NK_HOST_MAX_OUT), 0);
 	struct nk_msg probe = req(&r, 0, "k-big", 0);
 	uint64_t ver = 0;
 	uint32_t vlen = 0;
 	EXPECT_EQ(ts_ops.get(&r.store, &probe, &ver, &vlen), 0);
 	EXPECT_EQ(vlen, 1000);                  /* not applied yet */
-	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, CL, out, NK_HOST_MAX_OUT), 3);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL, out, NK_HOST_MAX_OUT), 3);
 	EXPECT_EQ(ts_ops.get(&r.store, &probe, &ver, &vlen), 0);
 	EXPECT_EQ(vlen, 3000);
 	EXPECT_EQ(ver, 2);
@@ -940,7 +949,8 @@ static void test_multi_packet_write(void)
 	seed(&r, "k-cold", 100);
 	split_write(&r, "k-cold", 31, val, sizeof val, w);
 	int n = 0;
-	for (int i = 0; i < 3; i++) {
+	for (int k = 1; k <= 3; k++) {
+		int i = k % 3;      /* the client's order: FRAG 0 last */
 		sw_in(&r, &w[i].msg, CL, 1, 0, 0);
 		EXPECT_EQ(w[i].msg.flags, 0);
 		n = r.H->server_handle(r.srv, &r.ns, &w[i].msg, CL, out, NK_HOST_MAX_OUT);
@@ -948,17 +958,76 @@ static void test_multi_packet_write(void)
 	EXPECT_EQ(n, 1);
 	EXPECT_EQ(out[0].msg.frag_cnt, 0);
 	EXPECT_EQ(out[0].msg.value_len, 0);
-	/* a middle fragment that is not a full chunk never completes a write */
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	/* a middle fragment that is not a full chunk never completes a write:
+	 * its FRAG 0 is refused (RETRY; not counted: nothing attached) */
 	split_write(&r, "k-cold", 32, val, sizeof val, w);
 	w[1].msg.value_len = 1000;
-	for (int i = 0; i < 3; i++)
-		EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[i].msg, CL, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, CL, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[2].msg, CL, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.op, NK_STARCACHE_OP_W_REP);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_RETRY);
+	EXPECT_EQ(out[0].msg.frag_cnt, 0);
+	EXPECT_EQ(out[0].msg.value_len, 0);
 	/* another client's fragments under the same SEQ are another write */
 	split_write(&r, "k-cold", 34, val, sizeof val, w);
-	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL, out, NK_HOST_MAX_OUT), 0);
 	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, CL + 1, out, NK_HOST_MAX_OUT), 0);
 	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[2].msg, CL, out, NK_HOST_MAX_OUT), 0);
-	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, CL, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	rig_free(&r);
+}
+
+/* A multi-packet write's FRAG 0 alone (a hostile client's, or the rest
+ * lost): the switch counts it; the server refuses it at once (RETRY, no
+ * slot kept) with the key's stored value, which revalidates the key. Before,
+ * the server kept it and never answered: pending_writes stayed up, each such
+ * FRAG 0 refreshed write_ts, and the key stayed INVALID (reads to the
+ * server) for as long as they came faster than stuck_ms. */
+static void test_lone_frag0_is_refused(void)
+{
+	current = "lone_frag0_is_refused";
+	struct rig r;
+	cached_key(&r, "keys=4;slots=4", "k-big", 1000, 1);
+	struct nk_host_out out[NK_HOST_MAX_OUT], w[NK_HOST_MAX_REQ_OUT];
+	static uint8_t val[3000];
+	memset(val, 0x33, sizeof val);
+	for (uint32_t k = 0; k < 3; k++) {
+		split_write(&r, "k-big", 40 + k, val, sizeof val, w);
+		EXPECT_EQ(sw_in(&r, &w[0].msg, CL, 1, 0, 0).act.fwd, NK_FWD_PORT);
+		EXPECT_EQ(w[0].msg.flags, 1);          /* counted */
+		EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
+		EXPECT_EQ(rd(&r, "pending_writes", 1), 1);
+		int n = r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL, out, NK_HOST_MAX_OUT);
+		EXPECT_EQ(n, 1);
+		struct nk_msg *f = &out[0].msg;
+		EXPECT_EQ(f->op, NK_STARCACHE_OP_W_REP);
+		EXPECT_EQ(f->result, NK_RESULT_RETRY);  /* not applied */
+		EXPECT_EQ(f->frag_cnt, 1);
+		EXPECT_EQ(f->value_len, 1000u);         /* the stored value */
+		EXPECT_EQ(f->ver, 1);
+		struct nk_msg echo = *f;
+		EXPECT_EQ(sw_in(&r, f, 1, CL, 0, 0).act.fwd, NK_FWD_MCAST);   /* {client, loop} */
+		EXPECT_EQ(rd(&r, "state", 1), SC_STATE_VALID);
+		EXPECT_EQ(rd(&r, "pending_writes", 1), 0);
+		/* the client sends the write again */
+		EXPECT_EQ(r.H->client_reply(r.cli, &echo), NK_REPLY_RETRY);
+	}
+	struct nk_msg probe = req(&r, 0, "k-big", 0);
+	uint64_t ver = 0;
+	uint32_t vlen = 0;
+	EXPECT_EQ(ts_ops.get(&r.store, &probe, &ver, &vlen), 0);
+	EXPECT_EQ(vlen, 1000);                          /* none applied */
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_REVALIDATIONS), 3);
+	/* the rest of the last write, then its FRAG 0 again: applied */
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, CL, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[2].msg, CL, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL, out, NK_HOST_MAX_OUT), 3);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	EXPECT_EQ(ts_ops.get(&r.store, &probe, &ver, &vlen), 0);
+	EXPECT_EQ(vlen, 3000);
 	rig_free(&r);
 }
 
@@ -1001,8 +1070,8 @@ static void test_item_replaced_mid_answer(void)
 		struct nk_msg l0 = k ? out[0].msg : cp[0], l1 = k ? out[1].msg : cp[1];
 		EXPECT_EQ(sw_in(&r, &l0, NS + NC, CTL, 1, 0).act.fwd, NK_FWD_DROP);
 		EXPECT_EQ(sw_in(&r, &l1, NS + NC, CTL, 1, 0).act.fwd, NK_FWD_DROP);
-		EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL, out, NK_HOST_MAX_OUT), 0);
-		EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, CL, out, NK_HOST_MAX_OUT), 2);
+		EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, CL, out, NK_HOST_MAX_OUT), 0);
+		EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL, out, NK_HOST_MAX_OUT), 2);
 		EXPECT_EQ(sw_in(&r, &out[0].msg, 1, CL, 0, 0).act.fwd, NK_FWD_MCAST);
 		EXPECT_EQ(rd(&r, "ack", 2), 0);     /* the head holds an older fragment */
 		EXPECT_EQ(sw_in(&r, &out[1].msg, 1, CL, 0, 0).act.fwd, NK_FWD_MCAST);
@@ -1063,6 +1132,7 @@ int main(void)
 	test_topk_report();
 	test_multi_packet();
 	test_multi_packet_write();
+	test_lone_frag0_is_refused();
 	test_reordered_write_replies();
 	test_item_replaced_mid_answer();
 	printf("%d passed, %d failed\n", passed, failed);

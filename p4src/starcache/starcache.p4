@@ -449,6 +449,11 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                 } else if ((op == STARCACHE_OP_W_REP || op == STARCACHE_OP_F_REP) && l_hit == 1) {
                     /* starcache.c server_update */
                     bool is_write = op == STARCACHE_OP_W_REP;
+                    /* starcache.c carries_item: value bytes and OK, or a
+                     * write the server refused (RETRY with the stored value) */
+                    bool item = hdr.starcache_pre.vlen != 0 &&
+                                (hdr.starcache_pre.result == RESULT_OK ||
+                                 (is_write && hdr.starcache_pre.result == RESULT_RETRY));
                     @atomic {
                         bit<8> s8;
                         bit<16> pw;
@@ -469,9 +474,7 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                             bit<16> st;
                             inloop.read(il, idx);
                             stale.read(st, idx);
-                            bool join = hdr.starcache_pre.vlen != 0 &&
-                                        hdr.starcache_pre.result == RESULT_OK &&
-                                        s8 == SC_STATE_VALID &&
+                            bool join = item && s8 == SC_STATE_VALID &&
                                         (SC_FAITHFUL == 1 ||
                                          (pw == 0 && il - st == (bit<16>)hdr.starcache_pre.frag));
                             if (!join) {
@@ -493,9 +496,10 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                                 pw = pw - 1;
                                 pending_writes.write(idx, pw);
                             }
-                            /* a server's RETRY (a W_REQ whose HKEY is not
-                             * its key's) or a reply without value bytes puts
-                             * nothing into the loop */
+                            /* a reply without value bytes (a W_REQ whose
+                             * HKEY is not its key's: RETRY) or an F_REP's
+                             * RETRY puts nothing into the loop; a refused
+                             * write's RETRY with the stored value does */
                             /* strict: only the reply of the last counted
                              * write revalidates (a reordered older one
                              * would loop its older value) */
@@ -504,8 +508,7 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                             last_src.read(ls, idx);
                             last_seq.read(lq, idx);
                             bool last = ls == (bit<32>)meta.dst_node && lq == hdr.starcache.seq;
-                            bool take = hdr.starcache.flag != 0 && hdr.starcache_pre.vlen != 0 &&
-                                        hdr.starcache_pre.result == RESULT_OK &&
+                            bool take = hdr.starcache.flag != 0 && item &&
                                         (SC_FAITHFUL == 1 ||
                                          (pw == 0 && s8 != SC_STATE_VALID && last) ||
                                          (!is_write && pw == 0));

@@ -4,8 +4,9 @@ invalidation and the reply that revalidates and enters the loop, the old
 cache packet superseded, a multi-packet write counted once and its reply's
 fragments entering the loop, an evicted or INVALID key's cache packet dropping
 itself, a forged reply from a client dropped; RESULT RETRY on the wire: a
-fetch reply the switch does not take goes on with it, a server's RETRY never
-enters the loop.
+fetch reply the switch does not take goes on with it, a server's RETRY
+without value bytes never enters the loop, a refused write's RETRY with the
+stored value revalidates like a write that changed nothing.
 
 The recirculation port is ``LOOP`` (the in-process pipeline's recirc port,
 the CPU port + 1): a frame sent on it enters as a cache packet, a frame out of
@@ -73,6 +74,9 @@ WRITE_REP = msg(StarcacheOp.W_REP, frag_cnt=1, value=WRITE.value)
 FETCH_REP = msg(StarcacheOp.F_REP, key=OTHER, frag_cnt=1, value=VALUE)
 # the server's answer to a counted W_REQ whose HKEY is not its key's
 FORGED_REP = msg(StarcacheOp.W_REP, frag_cnt=1, result=Result.RETRY)
+# the server's answer to a counted multi-packet write whose FRAG 0 came
+# without the rest: not applied (RETRY), the key's stored value attached
+REFUSED_REP = msg(StarcacheOp.W_REP, frag_cnt=1, result=Result.RETRY, value=VALUE)
 
 
 # a write of a 2-packet item (docs/starcache.md, "Multi-packet items"): the
@@ -119,11 +123,11 @@ CASES = [
                **stat(ScStat.REVALIDATIONS), **stat(ScStat.SUPERSEDED)}),
     Case("starcache/a multi-packet write is counted once; its reply's fragments enter the loop",
          "starcache", [
+        Step(CLIENT, req(WFRAG[1]), {HOME: [req(WFRAG[1])]},
+             why="FRAG 1 (the client sends FRAG 0 last): to the server untouched, not counted"),
         Step(CLIENT, req(WFRAG[0]), {HOME: [req(dataclasses.replace(WFRAG[0], flags=1))]},
              why="FRAG 0 invalidates and is counted; FLAG 2 is the write's shape, so the "
                  "switch says 'attach the value' in CACHED"),
-        Step(CLIENT, req(WFRAG[1]), {HOME: [req(WFRAG[1])]},
-             why="FRAG 1: to the server untouched, not counted again"),
         Step(HOME, rep(WFRAG_REP[0]), {CLIENT: [rep(WFRAG_REP[0])], LOOP: [rep(WFRAG_REP[0])]},
              why="the reply's first fragment revalidates: {client, loop}"),
         Step(HOME, rep(WFRAG_REP[1]), {CLIENT: [rep(WFRAG_REP[1])], LOOP: [rep(WFRAG_REP[1])]},
@@ -145,16 +149,25 @@ CASES = [
              {CLIENT: [rep(dataclasses.replace(FETCH_REP, result=Result.RETRY))]},
              why="not cached: RESULT 2 in the preamble, the controller fetches again"),
     ], params=PARAMS, **CACHED, after={**stat(ScStat.FETCHES, 0)}),
-    Case("starcache/a server's RETRY does not revalidate or loop", "starcache", [
+    Case("starcache/a server's RETRY without value bytes does not revalidate or loop",
+         "starcache", [
         Step(CLIENT, req(WRITE), {HOME: [req(dataclasses.replace(WRITE, frag_cnt=1))]}),
         Step(HOME, rep(FORGED_REP), {CLIENT: [rep(FORGED_REP)]},
-             why="the counted write's reply (pending_writes 0) but RETRY: to the client only"),
-        Step(HOME, rep(dataclasses.replace(FORGED_REP, value=VALUE)), {CLIENT: [
-            rep(dataclasses.replace(FORGED_REP, value=VALUE))]},
-             why="even with value bytes: RETRY never enters the loop"),
+             why="the counted write's reply (pending_writes 0), RETRY without a value: "
+                 "to the client only"),
     ], params=PARAMS, **CACHED,
         after={("state", IDX): SC_STATE_INVALID, ("pending_writes", IDX): 0,
-               **stat(ScStat.REVALIDATIONS, 0), **stat(ScStat.STALE_UPDATES, 2)}),
+               **stat(ScStat.REVALIDATIONS, 0), **stat(ScStat.STALE_UPDATES, 1)}),
+    Case("starcache/a refused write's RETRY with the stored value revalidates", "starcache", [
+        Step(CLIENT, req(WFRAG[0]), {HOME: [req(dataclasses.replace(WFRAG[0], flags=1))]},
+             why="a multi-packet write's FRAG 0 alone: invalidates and is counted"),
+        Step(HOME, rep(REFUSED_REP), {CLIENT: [rep(REFUSED_REP)], LOOP: [rep(REFUSED_REP)]},
+             why="the server refused it (RETRY: the client sends it again) and attached the "
+                 "stored value: pending_writes 0, VALID, {client, loop}, as a write that "
+                 "changed nothing"),
+    ], params=PARAMS, **CACHED,
+        after={("state", IDX): SC_STATE_VALID, ("pending_writes", IDX): 0, ("inloop", IDX): 2,
+               ("stale", IDX): 1, **stat(ScStat.REVALIDATIONS), **stat(ScStat.STALE_UPDATES, 0)}),
     Case("starcache/a reply from a client port is dropped", "starcache", [
         Step(CLIENT, req(LOOPING), {},
              why="a forged reply would enter the loop and answer other clients"),

@@ -439,6 +439,16 @@ static void cache_packet(struct starcache_state *s, int64_t hit, struct nk_msg *
 	to_node_and_loop(s, meta, act);
 }
 
+/* A server's reply carries the key's item for the loop: value bytes, and
+ * RESULT OK; or, on a W_REP, RETRY: a write the server refused (a
+ * multi-packet write's FRAG 0 without the rest), which carries the stored
+ * value (a forged HKEY's RETRY carries none). An F_REP's RETRY never loops. */
+static int carries_item(const struct nk_msg *m, int write)
+{
+	return m->value_len && (m->result == NK_RESULT_OK ||
+				(write && m->result == NK_RESULT_RETRY));
+}
+
 /* The server's W_REP or F_REP for a cached key: revalidate and put the new
  * value into the loop, or just pass it on. */
 static void server_update(struct starcache_state *s, int64_t hit, struct nk_msg *m,
@@ -457,8 +467,7 @@ static void server_update(struct starcache_state *s, int64_t hit, struct nk_msg 
 		 * first decided; this one joins the loop only behind the
 		 * item's fragments before it (strict: exactly FRAG packets of
 		 * the key loop that are not stale) */
-		int join = m->value_len && m->result == NK_RESULT_OK &&
-			   s->state[idx] == SC_STATE_VALID &&
+		int join = carries_item(m, write) && s->state[idx] == SC_STATE_VALID &&
 			   (s->faithful || (!s->pending_writes[idx] &&
 					    s->inloop[idx] - s->stale[idx] == m->frag_idx));
 		if (!join) {
@@ -478,15 +487,16 @@ static void server_update(struct starcache_state *s, int64_t hit, struct nk_msg 
 	 * multi-packet item, its first fragment counts) */
 	if (write && m->frag_cnt && !s->faithful && s->pending_writes[idx])
 		s->pending_writes[idx]--;
-	/* a RETRY (the server's answer to a W_REQ whose HKEY is not its
-	 * key's: the preamble's RESULT byte) or a reply without value bytes
-	 * (an empty item) puts nothing into the loop */
+	/* a reply without value bytes (an uncached write, a W_REQ whose HKEY
+	 * is not its key's: RETRY, an empty item) or an F_REP's RETRY puts
+	 * nothing into the loop; a refused write's RETRY with the stored
+	 * value revalidates like a write that changed nothing */
 	/* strict: a write's reply revalidates only if it answers the last
 	 * write the switch counted; with server->switch FIFO that reply is the
 	 * last to come, but a reordered older reply can come after it (count
 	 * 0 then) and would put its older value into the loop */
 	int last = s->last_src[idx] == dst_node(s, meta) && s->last_seq[idx] == m->req_id;
-	int ok = m->frag_cnt && m->value_len && m->result == NK_RESULT_OK &&
+	int ok = m->frag_cnt && carries_item(m, write) &&
 		 (s->faithful ||
 		  (!s->pending_writes[idx] && s->state[idx] != SC_STATE_VALID && last) ||
 		  (!write && !s->pending_writes[idx]));
