@@ -1031,6 +1031,37 @@ static void test_lone_frag0_is_refused(void)
 	rig_free(&r);
 }
 
+/* A lone FRAG 0 finds no slot of its write: refused without taking one.
+ * Before, it took the oldest live slot first (all 16 live: an honest
+ * partial write's), then refused itself: the honest write's FRAG 0 was then
+ * refused too (RETRY, a resend of the whole write). */
+static void test_lone_frag0_keeps_no_slot(void)
+{
+	current = "lone_frag0_keeps_no_slot";
+	struct rig r;
+	rig_init(&r, "keys=4;slots=4");
+	seed(&r, "k-cold", 100);
+	struct nk_host_out out[NK_HOST_MAX_OUT], w[NK_HOST_MAX_REQ_OUT];
+	static uint8_t val[3000];
+	memset(val, 0x5a, sizeof val);
+	for (uint32_t k = 0; k < 16; k++) {     /* every slot an honest partial write */
+		split_write(&r, "k-cold", 100 + k, val, sizeof val, w);
+		EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, CL, out, NK_HOST_MAX_OUT), 0);
+		EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[2].msg, CL, out, NK_HOST_MAX_OUT), 0);
+	}
+	/* a hostile client's FRAG 0 alone: refused */
+	split_write(&r, "k-cold", 200, val, sizeof val, w);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL + 1, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_RETRY);
+	/* every honest write's FRAG 0, the oldest first, completes it */
+	for (uint32_t k = 0; k < 16; k++) {
+		split_write(&r, "k-cold", 100 + k, val, sizeof val, w);
+		EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL, out, NK_HOST_MAX_OUT), 1);
+		EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	}
+	rig_free(&r);
+}
+
 /* A read that a replaced item's FRAG 1 answered must not be completed by
  * the new item's FRAG 0 (two versions' bytes): the switch answers it once
  * more with RETRY and the client asks the server (Mininet showed the mix). */
@@ -1133,6 +1164,7 @@ int main(void)
 	test_multi_packet();
 	test_multi_packet_write();
 	test_lone_frag0_is_refused();
+	test_lone_frag0_keeps_no_slot();
 	test_reordered_write_replies();
 	test_item_replaced_mid_answer();
 	printf("%d passed, %d failed\n", passed, failed);

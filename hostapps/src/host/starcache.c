@@ -264,7 +264,8 @@ static int fragment(struct nk_host_out *out, int max_out)
  * NULL where none moved; FLAG 1 if the switch marked its FRAG 0 CACHED).
  * -1 for a FRAG 0 that does not complete its write: the client sends FRAG
  * 0 last (sc_client_split), so the rest was lost, reordered or never sent
- * (a hostile client); the write is refused and its slot freed. */
+ * (a hostile client); the write is refused and its slot freed (a FRAG 0
+ * that finds no slot of its write takes none). */
 static int write_fragment(struct sc_server *s, uint16_t src, struct nk_msg *q)
 {
 	uint32_t chunk = SC_ITEM_BYTES - q->key_len, n = q->frag_cnt, i = q->frag_idx;
@@ -284,6 +285,11 @@ static int write_fragment(struct sc_server *s, uint16_t src, struct nk_msg *q)
 	}
 	if (w && w->n != n)
 		w = NULL;              /* another shape under this SEQ: start over */
+	if (!w && !i)
+		return -1;             /* a FRAG 0 alone completes nothing: refused
+					* before it takes a slot (the oldest live
+					* one would give way: an honest partial
+					* write evicted by a lone FRAG 0) */
 	if (!w) {
 		w = old;
 		uint8_t *buf = w->buf;
