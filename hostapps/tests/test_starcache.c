@@ -640,6 +640,43 @@ static void test_reordered_write_replies(void)
 	rig_free(&r);
 }
 
+/* A fetch's reply that comes after a write's reply revalidated the key
+ * (reordered between server and switch, or a watchdog refetch answered
+ * late) carries an older value: the switch refuses it (RETRY to the
+ * controller) and the newer packet keeps looping. Before, with no write in
+ * flight, it was taken: the newer packet marked stale and the older value
+ * looped. */
+static void test_late_fetch_reply(void)
+{
+	current = "late_fetch_reply";
+	struct rig r;
+	cached_key(&r, "keys=2;slots=4", "k-hot", 64, 1);
+	/* the controller fetches again; the server answers with the stored value */
+	struct nk_msg f = req(&r, 0, "k-hot", 78);
+	f.op = NK_STARCACHE_OP_F_REQ;
+	f.kind = NK_KIND_CONTROL;
+	sw_in(&r, &f, CTL, 1, 0, 0);
+	struct nk_msg late = serve(&r, &f);
+	/* a write passes, is applied and its reply revalidates the key */
+	struct nk_msg w = req(&r, 1, "k-hot", 63);
+	sw_in(&r, &w, CL, 1, 0, 0);
+	struct nk_msg wrep = serve(&r, &w);
+	EXPECT(late.ver < wrep.ver);
+	EXPECT_EQ(sw_in(&r, &wrep, 1, CL, 0, 0).act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_VALID);
+	EXPECT_EQ(rd(&r, "stale", 1), 1);
+	EXPECT_EQ(rd(&r, "inloop", 1), 2);
+	/* the fetch's reply last: refused, the loop keeps the written value */
+	struct out o = sw_in(&r, &late, 1, CTL, 0, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(o.act.port, CPU);
+	EXPECT_EQ(late.result, NK_RESULT_RETRY);
+	EXPECT_EQ(rd(&r, "stale", 1), 1);
+	EXPECT_EQ(rd(&r, "inloop", 1), 2);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_FETCHES), 1);   /* the first fetch only */
+	rig_free(&r);
+}
+
 /* every message a hostile client sends is one the switch refuses, rewrites
  * or passes as an ordinary request (host.h client_hostile) */
 static void test_hostile_messages(void)
@@ -1166,6 +1203,7 @@ int main(void)
 	test_lone_frag0_is_refused();
 	test_lone_frag0_keeps_no_slot();
 	test_reordered_write_replies();
+	test_late_fetch_reply();
 	test_item_replaced_mid_answer();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;

@@ -508,10 +508,13 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                             last_src.read(ls, idx);
                             last_seq.read(lq, idx);
                             bool last = ls == (bit<32>)meta.dst_node && lq == hdr.starcache.seq;
+                            /* strict: a fetch's reply only for a key that
+                             * is not VALID (a late F_REP would loop its
+                             * older value behind a write's newer one) */
                             bool take = hdr.starcache.flag != 0 && item &&
                                         (SC_FAITHFUL == 1 ||
-                                         (pw == 0 && s8 != SC_STATE_VALID && last) ||
-                                         (!is_write && pw == 0));
+                                         (pw == 0 && s8 != SC_STATE_VALID &&
+                                          (!is_write || last)));
                             if (!take) {
                                 if (is_write && hdr.starcache.flag != 0) {
                                     stat(SC_STAT_STALE_UPDATES);

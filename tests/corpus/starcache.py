@@ -4,7 +4,8 @@ invalidation and the reply that revalidates and enters the loop, the old
 cache packet superseded, a multi-packet write counted once and its reply's
 fragments entering the loop, an evicted or INVALID key's cache packet dropping
 itself, a forged reply from a client dropped; RESULT RETRY on the wire: a
-fetch reply the switch does not take goes on with it, a server's RETRY
+fetch reply the switch does not take (an uncached key's, a VALID key's) goes
+on with it, a server's RETRY
 without value bytes never enters the loop, a refused write's RETRY with the
 stored value revalidates like a write that changed nothing.
 
@@ -72,6 +73,8 @@ SERVED = dataclasses.replace(LOOPING, req_id=READ.req_id, send_ns=READ.send_ns)
 WRITE = msg(StarcacheOp.W_REQ, value=b"w" * 100)
 WRITE_REP = msg(StarcacheOp.W_REP, frag_cnt=1, value=WRITE.value)
 FETCH_REP = msg(StarcacheOp.F_REP, key=OTHER, frag_cnt=1, value=VALUE)
+# a fetch reply of the cached key (VALID: a write's reply revalidated it)
+LATE_FETCH_REP = msg(StarcacheOp.F_REP, frag_cnt=1, value=VALUE)
 # the server's answer to a counted W_REQ whose HKEY is not its key's
 FORGED_REP = msg(StarcacheOp.W_REP, frag_cnt=1, result=Result.RETRY)
 # the server's answer to a counted multi-packet write whose FRAG 0 came
@@ -149,6 +152,13 @@ CASES = [
              {CLIENT: [rep(dataclasses.replace(FETCH_REP, result=Result.RETRY))]},
              why="not cached: RESULT 2 in the preamble, the controller fetches again"),
     ], params=PARAMS, **CACHED, after={**stat(ScStat.FETCHES, 0)}),
+    Case("starcache/a fetch reply for a VALID key goes on with RETRY", "starcache", [
+        Step(HOME, rep(LATE_FETCH_REP),
+             {CLIENT: [rep(dataclasses.replace(LATE_FETCH_REP, result=Result.RETRY))]},
+             why="a late one (a write's reply revalidated the key): its older value stays "
+                 "out of the loop and the looping packet is not marked stale"),
+    ], params=PARAMS, **CACHED,
+        after={("inloop", IDX): 1, ("stale", IDX): 0, **stat(ScStat.FETCHES, 0)}),
     Case("starcache/a server's RETRY without value bytes does not revalidate or loop",
          "starcache", [
         Step(CLIENT, req(WRITE), {HOME: [req(dataclasses.replace(WRITE, frag_cnt=1))]}),

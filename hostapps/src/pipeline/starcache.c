@@ -496,10 +496,13 @@ static void server_update(struct starcache_state *s, int64_t hit, struct nk_msg 
 	 * last to come, but a reordered older reply can come after it (count
 	 * 0 then) and would put its older value into the loop */
 	int last = s->last_src[idx] == dst_node(s, meta) && s->last_seq[idx] == m->req_id;
-	int ok = m->frag_cnt && carries_item(m, write) &&
-		 (s->faithful ||
-		  (!s->pending_writes[idx] && s->state[idx] != SC_STATE_VALID && last) ||
-		  (!write && !s->pending_writes[idx]));
+	/* strict: a fetch's reply only for a key that is not VALID (not
+	 * fetched yet, or the watchdog's refetch, which invalidates first): a
+	 * late F_REP (reordered behind a write's reply that revalidated the
+	 * key) would mark the newer packet stale and loop its older value */
+	int ok = m->frag_cnt && carries_item(m, write) && (s->faithful ||
+		 (!s->pending_writes[idx] && s->state[idx] != SC_STATE_VALID &&
+		  (!write || last)));
 	if (!ok) {
 		/* no value (an uncached write), a RETRY (a W_REQ whose HKEY is
 		 * not its key's), an older write's reply while another is in flight
