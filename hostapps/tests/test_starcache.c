@@ -677,6 +677,33 @@ static void test_late_fetch_reply(void)
 	rig_free(&r);
 }
 
+/* The controller's write through netkv-switch or BMv2: its address is
+ * outside the rack plan, so the W_REQ's source and its reply's destination
+ * are both NK_NODE_NONE; the reply answers the last counted write (the P4
+ * twin compares the raw nodes). Before, C compared last_src (NONE) with the
+ * destination mapped to the controller's node id: the reply was refused
+ * and the key stayed INVALID. */
+static void test_controller_write_reply(void)
+{
+	current = "controller_write_reply";
+	struct rig r;
+	cached_key(&r, "keys=2;slots=4", "k-hot", 64, 1);
+	struct nk_msg w = req(&r, 1, "k-hot", 64);
+	struct out o;
+	memset(&o, 0, sizeof o);
+	o.meta = (struct nk_pkt_meta){ .now_ns = now_ns, .src = NK_NODE_NONE, .dst = 1,
+				       .from_cpu = 1, .ingress_port = CPU };
+	r.P->process(r.sw, &w, &o.meta, &o.act);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "last_src", 1), NK_NODE_NONE);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
+	struct nk_msg rep = serve(&r, &w);
+	EXPECT_EQ(sw_in(&r, &rep, 1, NK_NODE_NONE, 0, 0).act.fwd, NK_FWD_MCAST);  /* {CPU, loop} */
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_VALID);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_REVALIDATIONS), 1);
+	rig_free(&r);
+}
+
 /* every message a hostile client sends is one the switch refuses, rewrites
  * or passes as an ordinary request (host.h client_hostile) */
 static void test_hostile_messages(void)
@@ -1204,6 +1231,7 @@ int main(void)
 	test_lone_frag0_keeps_no_slot();
 	test_reordered_write_replies();
 	test_late_fetch_reply();
+	test_controller_write_reply();
 	test_item_replaced_mid_answer();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;

@@ -495,7 +495,10 @@ static void server_update(struct starcache_state *s, int64_t hit, struct nk_msg 
 	 * write the switch counted; with server->switch FIFO that reply is the
 	 * last to come, but a reordered older reply can come after it (count
 	 * 0 then) and would put its older value into the loop */
-	int last = s->last_src[idx] == dst_node(s, meta) && s->last_seq[idx] == m->req_id;
+	/* the reply's destination as the packet names it (NK_NODE_NONE for
+	 * the controller's address), as last_src keeps the write's source and
+	 * as the P4 twin compares them */
+	int last = s->last_src[idx] == meta->dst && s->last_seq[idx] == m->req_id;
 	/* strict: a fetch's reply only for a key that is not VALID (not
 	 * fetched yet, or the watchdog's refetch, which invalidates first): a
 	 * late F_REP (reordered behind a write's reply that revalidated the
