@@ -340,9 +340,20 @@ static void test_write_strict(void)
 
 	two_writes(&r, &rep1, &o1, &rep2, &o2);
 	EXPECT_EQ(o1.act.fwd, NK_FWD_PORT);    /* W1's reply: to its client only */
-	EXPECT_EQ(o2.act.fwd, NK_FWD_MCAST);   /* W2's: the loop gets the newest */
-	EXPECT_EQ(o2.act.mcast_group, nk_sc_mcast_group(CL + 1));
+	/* W2's too: it was counted while W1 was in flight, and the server
+	 * could have applied them in the other order (switch->server
+	 * reordering, test_overlapping_writes_applied_out_of_order); the key
+	 * stays INVALID until a write counted alone (or the refetch) */
+	EXPECT_EQ(o2.act.fwd, NK_FWD_PORT);
 	EXPECT_EQ(rd(&r, "pending_writes", 0), 0);
+	EXPECT_EQ(rd(&r, "state", 0), SC_STATE_INVALID);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_REVALIDATIONS), 1);
+	struct nk_msg w3 = req(&r, 1, "k-hot", 33);
+	sw_in(&r, &w3, CL + 1, 1, 0, 0);
+	rep2 = serve(&r, &w3);
+	o2 = sw_in(&r, &rep2, 1, CL + 1, 0, 0);
+	EXPECT_EQ(o2.act.fwd, NK_FWD_MCAST);   /* the loop gets the newest */
+	EXPECT_EQ(o2.act.mcast_group, nk_sc_mcast_group(CL + 1));
 	EXPECT_EQ(rd(&r, "stats", SC_STAT_REVALIDATIONS), 2);
 	rig_free(&r);
 }
@@ -616,7 +627,7 @@ static void test_reordered_write_replies(void)
 	sw_in(&r, &w1, CL, 1, 0, 0);
 	sw_in(&r, &w2, CL + 1, 1, 0, 0);
 	EXPECT_EQ(rd(&r, "pending_writes", 1), 2);
-	EXPECT_EQ(rd(&r, "last_src", 1), CL + 1);
+	EXPECT_EQ(rd(&r, "last_src", 1), SC_LAST_OVERLAP);   /* counted while w1 was in flight */
 	EXPECT_EQ(rd(&r, "last_seq", 1), 61);
 	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w1, CL, a, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w2, CL + 1, b, NK_HOST_MAX_OUT), 1);
@@ -634,6 +645,61 @@ static void test_reordered_write_replies(void)
 	/* in order, the last write's reply revalidates */
 	struct nk_msg w3 = req(&r, 1, "k-hot", 62);
 	sw_in(&r, &w3, CL, 1, 0, 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w3, CL, a, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(sw_in(&r, &a[0].msg, 1, CL, 0, 0).act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_VALID);
+	rig_free(&r);
+}
+
+/* Overlapping counted writes that the server applies in another order
+ * than the switch counted them (switch->server reordering): W1 (client A)
+ * and W2 (client B) pass, the server applies W2 (version 2) then W1
+ * (version 3), the replies come back swapped again: W1's first (A is
+ * acknowledged with version 3), W2's last. W2 was the last counted write,
+ * but its reply carries the older version: with last = (B, SEQ) it looped
+ * it. A write counted while another is in flight marks the key's writes
+ * overlapping (last_src SC_LAST_OVERLAP): none of their replies revalidates.
+ * The same closes a client reusing its SEQ (X's first write's reply coming
+ * last matched last = (X, SEQ)). */
+static void test_overlapping_writes_applied_out_of_order(void)
+{
+	current = "overlapping_writes_applied_out_of_order";
+	struct rig r;
+	cached_key(&r, "keys=2;slots=4", "k-hot", 64, 1);
+	struct nk_host_out a[NK_HOST_MAX_OUT], b[NK_HOST_MAX_OUT], x[NK_HOST_MAX_OUT];
+	struct nk_msg w1 = req(&r, 1, "k-hot", 60), w2 = req(&r, 1, "k-hot", 61);
+	sw_in(&r, &w1, CL, 1, 0, 0);
+	sw_in(&r, &w2, CL + 1, 1, 0, 0);
+	/* the server gets them swapped */
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w2, CL + 1, b, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w1, CL, a, NK_HOST_MAX_OUT), 1);
+	EXPECT(b[0].msg.ver < a[0].msg.ver);
+	EXPECT_EQ(sw_in(&r, &a[0].msg, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	/* W2's reply last: count 0, but its version is older than W1's */
+	EXPECT_EQ(sw_in(&r, &b[0].msg, 1, CL + 1, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "pending_writes", 1), 0);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_REVALIDATIONS), 0);
+	/* a client reusing its SEQ: X (70), H (71), X (70) again; the server
+	 * applies them in order, X's first reply comes last */
+	struct nk_msg x1 = req(&r, 1, "k-hot", 70), h = req(&r, 1, "k-hot", 71);
+	struct nk_msg x2 = req(&r, 1, "k-hot", 70);
+	sw_in(&r, &x1, CL, 1, 0, 0);
+	sw_in(&r, &h, CL + 1, 1, 0, 0);
+	sw_in(&r, &x2, CL, 1, 0, 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &x1, CL, x, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &h, CL + 1, a, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &x2, CL, b, NK_HOST_MAX_OUT), 1);
+	EXPECT(x[0].msg.ver < a[0].msg.ver);
+	EXPECT_EQ(sw_in(&r, &a[0].msg, 1, CL + 1, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(sw_in(&r, &b[0].msg, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(sw_in(&r, &x[0].msg, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);   /* not looped */
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_REVALIDATIONS), 0);
+	/* the next write counted alone revalidates */
+	struct nk_msg w3 = req(&r, 1, "k-hot", 72);
+	sw_in(&r, &w3, CL, 1, 0, 0);
+	EXPECT_EQ(rd(&r, "last_src", 1), CL);
 	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w3, CL, a, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(sw_in(&r, &a[0].msg, 1, CL, 0, 0).act.fwd, NK_FWD_MCAST);
 	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_VALID);
@@ -1231,6 +1297,7 @@ int main(void)
 	test_lone_frag0_keeps_no_slot();
 	test_reordered_write_replies();
 	test_late_fetch_reply();
+	test_overlapping_writes_applied_out_of_order();
 	test_controller_write_reply();
 	test_item_replaced_mid_answer();
 	printf("%d passed, %d failed\n", passed, failed);

@@ -435,7 +435,14 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                                     pending_writes.write(idx, pw + 1);
                                 }
                                 write_ts.write(idx, (bit<32>)sm.ingress_global_timestamp);
-                                last_src.write(idx, (bit<32>)meta.src_node);
+                                /* counted while another write was in
+                                 * flight: no reply of the overlap
+                                 * revalidates (starcache.c) */
+                                if (SC_FAITHFUL == 0 && pw != 0) {
+                                    last_src.write(idx, SC_LAST_OVERLAP);
+                                } else {
+                                    last_src.write(idx, (bit<32>)meta.src_node);
+                                }
                                 last_seq.write(idx, hdr.starcache.seq);
                                 if (multi) {
                                     hdr.starcache.cached = 1;

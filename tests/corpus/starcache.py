@@ -1,7 +1,8 @@
 """StarCache: a read of a cached key parked and answered by its cache packet
 coming round the loop, an idle cache packet looping on, a write's
 invalidation and the reply that revalidates and enters the loop, the old
-cache packet superseded, a multi-packet write counted once and its reply's
+cache packet superseded, two overlapping writes whose replies revalidate
+nothing, a multi-packet write counted once and its reply's
 fragments entering the loop, an evicted or INVALID key's cache packet dropping
 itself, a forged reply from a client dropped; RESULT RETRY on the wire: a
 fetch reply the switch does not take (an uncached key's, a VALID key's) goes
@@ -20,6 +21,7 @@ import dataclasses
 
 from netkv.constants import (
     SC_ITEM_BYTES,
+    SC_LAST_OVERLAP,
     SC_STATE_INVALID,
     SC_STATE_VALID,
     SERVER_NONE,
@@ -72,6 +74,8 @@ LOOPING = msg(StarcacheOp.R_REP, req_id=99, send_ns=7, frag_cnt=1, flags=1,
 SERVED = dataclasses.replace(LOOPING, req_id=READ.req_id, send_ns=READ.send_ns)
 WRITE = msg(StarcacheOp.W_REQ, value=b"w" * 100)
 WRITE_REP = msg(StarcacheOp.W_REP, frag_cnt=1, value=WRITE.value)
+WRITE2 = msg(StarcacheOp.W_REQ, req_id=12, value=b"x" * 100)
+WRITE2_REP = msg(StarcacheOp.W_REP, req_id=12, frag_cnt=1, value=WRITE2.value)
 FETCH_REP = msg(StarcacheOp.F_REP, key=OTHER, frag_cnt=1, value=VALUE)
 # a fetch reply of the cached key (VALID: a write's reply revalidated it)
 LATE_FETCH_REP = msg(StarcacheOp.F_REP, frag_cnt=1, value=VALUE)
@@ -124,6 +128,20 @@ CASES = [
         after={("state", IDX): SC_STATE_VALID, ("pending_writes", IDX): 0, ("inloop", IDX): 1,
                ("stale", IDX): 0, **stat(ScStat.INVALIDATIONS), **stat(ScStat.INVALID_READS),
                **stat(ScStat.REVALIDATIONS), **stat(ScStat.SUPERSEDED)}),
+    Case("starcache/overlapping writes: neither reply revalidates", "starcache", [
+        Step(CLIENT, req(WRITE), {HOME: [req(dataclasses.replace(WRITE, frag_cnt=1))]}),
+        Step(CLIENT, req(WRITE2), {HOME: [req(dataclasses.replace(WRITE2, frag_cnt=1))]},
+             why="counted while the first is in flight: last_src SC_LAST_OVERLAP (the server "
+                 "may apply the two in the other order)"),
+        Step(HOME, rep(WRITE_REP), {CLIENT: [rep(WRITE_REP)]}),
+        Step(HOME, rep(WRITE2_REP), {CLIENT: [rep(WRITE2_REP)]},
+             why="the count reaches 0, but no reply of an overlap is known to carry the "
+                 "stored value: to the client only, the key stays INVALID"),
+    ], params=PARAMS, **CACHED,
+        after={("state", IDX): SC_STATE_INVALID, ("pending_writes", IDX): 0,
+               ("last_src", IDX): SC_LAST_OVERLAP, ("inloop", IDX): 1,
+               **stat(ScStat.INVALIDATIONS, 2), **stat(ScStat.REVALIDATIONS, 0),
+               **stat(ScStat.STALE_UPDATES, 2)}),
     Case("starcache/a multi-packet write is counted once; its reply's fragments enter the loop",
          "starcache", [
         Step(CLIENT, req(WFRAG[1]), {HOME: [req(WFRAG[1])]},

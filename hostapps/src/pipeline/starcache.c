@@ -595,7 +595,14 @@ static void sc_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 			if (!s->faithful && s->pending_writes[hit] < UINT16_MAX)
 				s->pending_writes[hit]++;
 			s->write_ts[hit] = (uint32_t)(meta->now_ns / 1000);
-			s->last_src[hit] = meta->src;
+			/* a write counted while another is in flight: the
+			 * server may apply them in another order than they
+			 * passed here (switch->server reordering), so no
+			 * reply of the overlap is known to carry the stored
+			 * value; none revalidates (the next write counted
+			 * alone does, or the watchdog's refetch) */
+			s->last_src[hit] = !s->faithful && s->pending_writes[hit] > 1
+						   ? SC_LAST_OVERLAP : meta->src;
 			s->last_seq[hit] = m->req_id;
 			if (multi)
 				m->flags = 1;
