@@ -327,11 +327,13 @@ class StarCacheController(Controller):
                 item.fetch_req = None
                 if msg.result == Result.OK and msg.frag_cnt:
                     item.looping = True
+                    item.fetches = 0   # MAX_FETCHES bounds one fetch's retries
                     self.stats.fetch_ok += 1
                 elif self.plane.switch.reg_read("state", item.idx) == SC_STATE_VALID:
                     # refused because a write's reply revalidated the key
                     # meanwhile (its newer value loops): nothing to fetch
                     item.looping = True
+                    item.fetches = 0
                     self.stats.fetch_retry += 1
                 else:
                     self.stats.fetch_retry += 1
