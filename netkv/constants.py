@@ -63,6 +63,7 @@ KVS_VER_SHIFT = 20  # install version of period p: (p + 1) << KVS_VER_SHIFT, abo
 SC_STATE_INVALID = 0  # state: a write in flight (or not yet fetched): reads go to the server, cache packets drop themselves
 SC_STATE_VALID = 1  # state: reads park until the key's cache packet comes around
 SC_STATE_DRAINING = 2  # state: being evicted: reads go to the server, cache packets still serve the parked ones (digest 8.5)
+SC_LAST_OVERLAP = 0xFFFFFFFF  # last_src: counted writes overlapped in flight (one counted while another was): no reply of theirs revalidates the key
 SC_DEFAULT_KEYS = 4096  # cached keys (CacheIdx values) the request table is sized for
 SC_DEFAULT_SLOTS = 16  # S: parked requests per key
 SC_MAX_SLOTS_TOTAL = 65536  # keys x S request-table slots (the prototype's 64K)
@@ -308,6 +309,8 @@ REGISTERS: dict[str, dict[str, tuple[int, str]]] = {
         'inloop': (16, 'KEYS'),
         'stale': (16, 'KEYS'),
         'write_ts': (32, 'KEYS'),
+        'last_src': (32, 'KEYS'),
+        'last_seq': (32, 'KEYS'),
         'req_ip': (32, 'KEYS * SLOTS'),
         'req_seq': (32, 'KEYS * SLOTS'),
         'req_ts': (32, 'KEYS * SLOTS'),

@@ -247,7 +247,7 @@ def test_fig12_checks_on_the_measured_values_and_on_wrong_ones() -> None:
     """10 M keys, hash partitions, saturated throughput (reproduce
     starcache/fig12, seed 1)."""
     xs = ["0", "0.25", "0.5", "1.0"]
-    measured = {"starcache": [7.70, 2.12, 2.14, 2.13], "nocache": [2.13, 2.13, 2.14, 2.13],
+    measured = {"starcache": [7.70, 2.12, 2.19, 2.14], "nocache": [2.13, 2.13, 2.14, 2.13],
                 "netcache": [4.41, 2.14, 2.21, 2.13]}
     # 25% -> 50% is flat at NoCache's level (declared, notes)
     assert verdicts("fig12", sat_cells(measured, xs)) == ["holds", "holds", "differs", "holds"]

@@ -154,11 +154,16 @@ def test_multi_packet_writes_keep_the_session_property(faults) -> None:
     assert res.ok, [str(v) for v in res.violations[:5]]
     assert res.reads_checked > 2000
     assert stats["revalidations"] > 100
-    # a write is 4 packets, a read 1 (retries add a few)
-    assert 1.5 * st.issued < st.client_packets < 1.7 * st.issued, (st.client_packets, st.issued)
+    # a write is 4 packets, a read 1 (retries add a few: under loss and
+    # reordering a write whose FRAG 0 reaches the server before the rest is
+    # refused and sent again at once, 4 more packets: 1.70 per request, 545
+    # retries, against 1.61 and 64 when it waited for its timeout)
+    assert 1.5 * st.issued < st.client_packets < 1.75 * st.issued, (st.client_packets, st.issued)
     # the 16 hot keys draw ~half the requests, a fifth of them writes, each
     # counted once (not once per fragment)
     assert 0.05 * st.issued < stats["invalidations"] < 0.2 * st.issued, (stats, st.issued)
-    assert st.switch_replies > 1000
+    # reads the loop answered (a request, not its 4 fragments: 1000 packets
+    # when switch_replies counted packets)
+    assert st.switch_replies > 250
     if not faults:
         assert st.completed == st.issued

@@ -340,9 +340,20 @@ static void test_write_strict(void)
 
 	two_writes(&r, &rep1, &o1, &rep2, &o2);
 	EXPECT_EQ(o1.act.fwd, NK_FWD_PORT);    /* W1's reply: to its client only */
-	EXPECT_EQ(o2.act.fwd, NK_FWD_MCAST);   /* W2's: the loop gets the newest */
-	EXPECT_EQ(o2.act.mcast_group, nk_sc_mcast_group(CL + 1));
+	/* W2's too: it was counted while W1 was in flight, and the server
+	 * could have applied them in the other order (switch->server
+	 * reordering, test_overlapping_writes_applied_out_of_order); the key
+	 * stays INVALID until a write counted alone (or the refetch) */
+	EXPECT_EQ(o2.act.fwd, NK_FWD_PORT);
 	EXPECT_EQ(rd(&r, "pending_writes", 0), 0);
+	EXPECT_EQ(rd(&r, "state", 0), SC_STATE_INVALID);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_REVALIDATIONS), 1);
+	struct nk_msg w3 = req(&r, 1, "k-hot", 33);
+	sw_in(&r, &w3, CL + 1, 1, 0, 0);
+	rep2 = serve(&r, &w3);
+	o2 = sw_in(&r, &rep2, 1, CL + 1, 0, 0);
+	EXPECT_EQ(o2.act.fwd, NK_FWD_MCAST);   /* the loop gets the newest */
+	EXPECT_EQ(o2.act.mcast_group, nk_sc_mcast_group(CL + 1));
 	EXPECT_EQ(rd(&r, "stats", SC_STAT_REVALIDATIONS), 2);
 	rig_free(&r);
 }
@@ -588,6 +599,177 @@ static void test_stuck_writes(void)
 	EXPECT_EQ(rig_try(&r, "stuck_us=0"), NK_PIPE_ERANGE);
 }
 
+/* A rig whose key (vlen value bytes) is cached at idx and fetched: VALID,
+ * its cache packet in the loop. */
+static void cached_key(struct rig *r, const char *params, const char *key, uint32_t vlen,
+		       uint32_t idx)
+{
+	rig_init(r, params);
+	seed(r, key, vlen);
+	EXPECT_EQ(cache_add(r, key, idx), 0);
+	struct out o;
+	fetch(r, key, &o);
+	EXPECT_EQ(rd(r, "state", idx), SC_STATE_VALID);
+}
+
+/* Two counted writes whose replies come back swapped (reordered between
+ * server and switch): the older reply comes last, pending_writes 0, and must
+ * not put its older value into the loop (a client that saw the newer write
+ * acknowledged would read the older value); only the reply of the last
+ * write the switch counted (last_src, last_seq) revalidates. */
+static void test_reordered_write_replies(void)
+{
+	current = "reordered_write_replies";
+	struct rig r;
+	cached_key(&r, "keys=2;slots=4", "k-hot", 64, 1);
+	struct nk_host_out a[NK_HOST_MAX_OUT], b[NK_HOST_MAX_OUT];
+	struct nk_msg w1 = req(&r, 1, "k-hot", 60), w2 = req(&r, 1, "k-hot", 61);
+	sw_in(&r, &w1, CL, 1, 0, 0);
+	sw_in(&r, &w2, CL + 1, 1, 0, 0);
+	EXPECT_EQ(rd(&r, "pending_writes", 1), 2);
+	EXPECT_EQ(rd(&r, "last_src", 1), SC_LAST_OVERLAP);   /* counted while w1 was in flight */
+	EXPECT_EQ(rd(&r, "last_seq", 1), 61);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w1, CL, a, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w2, CL + 1, b, NK_HOST_MAX_OUT), 1);
+	EXPECT(a[0].msg.ver < b[0].msg.ver);
+	/* the newer reply first: another write still counted, to its client only */
+	EXPECT_EQ(sw_in(&r, &b[0].msg, 1, CL + 1, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "pending_writes", 1), 1);
+	/* the older one last: the count reaches 0, but it is not the last
+	 * counted write's: to its client only, the key stays INVALID (reads go
+	 * to the server; the watchdog refetches) */
+	EXPECT_EQ(sw_in(&r, &a[0].msg, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "pending_writes", 1), 0);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_REVALIDATIONS), 0);
+	/* in order, the last write's reply revalidates */
+	struct nk_msg w3 = req(&r, 1, "k-hot", 62);
+	sw_in(&r, &w3, CL, 1, 0, 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w3, CL, a, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(sw_in(&r, &a[0].msg, 1, CL, 0, 0).act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_VALID);
+	rig_free(&r);
+}
+
+/* Overlapping counted writes that the server applies in another order
+ * than the switch counted them (switch->server reordering): W1 (client A)
+ * and W2 (client B) pass, the server applies W2 (version 2) then W1
+ * (version 3), the replies come back swapped again: W1's first (A is
+ * acknowledged with version 3), W2's last. W2 was the last counted write,
+ * but its reply carries the older version: with last = (B, SEQ) it looped
+ * it. A write counted while another is in flight marks the key's writes
+ * overlapping (last_src SC_LAST_OVERLAP): none of their replies revalidates.
+ * The same closes a client reusing its SEQ (X's first write's reply coming
+ * last matched last = (X, SEQ)). */
+static void test_overlapping_writes_applied_out_of_order(void)
+{
+	current = "overlapping_writes_applied_out_of_order";
+	struct rig r;
+	cached_key(&r, "keys=2;slots=4", "k-hot", 64, 1);
+	struct nk_host_out a[NK_HOST_MAX_OUT], b[NK_HOST_MAX_OUT], x[NK_HOST_MAX_OUT];
+	struct nk_msg w1 = req(&r, 1, "k-hot", 60), w2 = req(&r, 1, "k-hot", 61);
+	sw_in(&r, &w1, CL, 1, 0, 0);
+	sw_in(&r, &w2, CL + 1, 1, 0, 0);
+	/* the server gets them swapped */
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w2, CL + 1, b, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w1, CL, a, NK_HOST_MAX_OUT), 1);
+	EXPECT(b[0].msg.ver < a[0].msg.ver);
+	EXPECT_EQ(sw_in(&r, &a[0].msg, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	/* W2's reply last: count 0, but its version is older than W1's */
+	EXPECT_EQ(sw_in(&r, &b[0].msg, 1, CL + 1, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "pending_writes", 1), 0);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_REVALIDATIONS), 0);
+	/* a client reusing its SEQ: X (70), H (71), X (70) again; the server
+	 * applies them in order, X's first reply comes last */
+	struct nk_msg x1 = req(&r, 1, "k-hot", 70), h = req(&r, 1, "k-hot", 71);
+	struct nk_msg x2 = req(&r, 1, "k-hot", 70);
+	sw_in(&r, &x1, CL, 1, 0, 0);
+	sw_in(&r, &h, CL + 1, 1, 0, 0);
+	sw_in(&r, &x2, CL, 1, 0, 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &x1, CL, x, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &h, CL + 1, a, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &x2, CL, b, NK_HOST_MAX_OUT), 1);
+	EXPECT(x[0].msg.ver < a[0].msg.ver);
+	EXPECT_EQ(sw_in(&r, &a[0].msg, 1, CL + 1, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(sw_in(&r, &b[0].msg, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(sw_in(&r, &x[0].msg, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);   /* not looped */
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_REVALIDATIONS), 0);
+	/* the next write counted alone revalidates */
+	struct nk_msg w3 = req(&r, 1, "k-hot", 72);
+	sw_in(&r, &w3, CL, 1, 0, 0);
+	EXPECT_EQ(rd(&r, "last_src", 1), CL);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w3, CL, a, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(sw_in(&r, &a[0].msg, 1, CL, 0, 0).act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_VALID);
+	rig_free(&r);
+}
+
+/* A fetch's reply that comes after a write's reply revalidated the key
+ * (reordered between server and switch, or a watchdog refetch answered
+ * late) carries an older value: the switch refuses it (RETRY to the
+ * controller) and the newer packet keeps looping. Before, with no write in
+ * flight, it was taken: the newer packet marked stale and the older value
+ * looped. */
+static void test_late_fetch_reply(void)
+{
+	current = "late_fetch_reply";
+	struct rig r;
+	cached_key(&r, "keys=2;slots=4", "k-hot", 64, 1);
+	/* the controller fetches again; the server answers with the stored value */
+	struct nk_msg f = req(&r, 0, "k-hot", 78);
+	f.op = NK_STARCACHE_OP_F_REQ;
+	f.kind = NK_KIND_CONTROL;
+	sw_in(&r, &f, CTL, 1, 0, 0);
+	struct nk_msg late = serve(&r, &f);
+	/* a write passes, is applied and its reply revalidates the key */
+	struct nk_msg w = req(&r, 1, "k-hot", 63);
+	sw_in(&r, &w, CL, 1, 0, 0);
+	struct nk_msg wrep = serve(&r, &w);
+	EXPECT(late.ver < wrep.ver);
+	EXPECT_EQ(sw_in(&r, &wrep, 1, CL, 0, 0).act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_VALID);
+	EXPECT_EQ(rd(&r, "stale", 1), 1);
+	EXPECT_EQ(rd(&r, "inloop", 1), 2);
+	/* the fetch's reply last: refused, the loop keeps the written value */
+	struct out o = sw_in(&r, &late, 1, CTL, 0, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(o.act.port, CPU);
+	EXPECT_EQ(late.result, NK_RESULT_RETRY);
+	EXPECT_EQ(rd(&r, "stale", 1), 1);
+	EXPECT_EQ(rd(&r, "inloop", 1), 2);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_FETCHES), 1);   /* the first fetch only */
+	rig_free(&r);
+}
+
+/* The controller's write through netkv-switch or BMv2: its address is
+ * outside the rack plan, so the W_REQ's source and its reply's destination
+ * are both NK_NODE_NONE; the reply answers the last counted write (the P4
+ * twin compares the raw nodes). Before, C compared last_src (NONE) with the
+ * destination mapped to the controller's node id: the reply was refused
+ * and the key stayed INVALID. */
+static void test_controller_write_reply(void)
+{
+	current = "controller_write_reply";
+	struct rig r;
+	cached_key(&r, "keys=2;slots=4", "k-hot", 64, 1);
+	struct nk_msg w = req(&r, 1, "k-hot", 64);
+	struct out o;
+	memset(&o, 0, sizeof o);
+	o.meta = (struct nk_pkt_meta){ .now_ns = now_ns, .src = NK_NODE_NONE, .dst = 1,
+				       .from_cpu = 1, .ingress_port = CPU };
+	r.P->process(r.sw, &w, &o.meta, &o.act);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "last_src", 1), NK_NODE_NONE);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
+	struct nk_msg rep = serve(&r, &w);
+	EXPECT_EQ(sw_in(&r, &rep, 1, NK_NODE_NONE, 0, 0).act.fwd, NK_FWD_MCAST);  /* {CPU, loop} */
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_VALID);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_REVALIDATIONS), 1);
+	rig_free(&r);
+}
+
 /* every message a hostile client sends is one the switch refuses, rewrites
  * or passes as an ordinary request (host.h client_hostile) */
 static void test_hostile_messages(void)
@@ -807,8 +989,17 @@ static void split_write(struct rig *r, const char *key, uint32_t id, const uint8
 	struct nk_msg m = req(r, 1, key, id);
 	m.value_len = vlen;
 	m.value = val;
-	EXPECT_EQ(r->H->client_split(r->cli, &m, 1, w, NK_HOST_MAX_REQ_OUT),
-		  (int)((vlen + 1432) / 1433));
+	int n = r->H->client_split(r->cli, &m, 1, w, NK_HOST_MAX_REQ_OUT);
+	EXPECT_EQ(n, (int)((vlen + 1432) / 1433));
+	/* sent FRAG 1 .. FLAG-1, then FRAG 0 (the server refuses a FRAG 0
+	 * without the rest); w[i] below is FRAG i */
+	for (int i = 0; i < n; i++)
+		EXPECT_EQ(w[i].msg.frag_idx, (i + 1) % n);
+	if (n > 1) {
+		struct nk_host_out f0 = w[n - 1];
+		memmove(&w[1], &w[0], (size_t)(n - 1) * sizeof(w[0]));
+		w[0] = f0;
+	}
 }
 
 static void test_multi_packet_write(void)
@@ -854,16 +1045,16 @@ static void test_multi_packet_write(void)
 	EXPECT_EQ(rd(&r, "pending_writes", 1), 1);
 	EXPECT_EQ(rd(&r, "stats", SC_STAT_INVALIDATIONS), 1);
 	EXPECT_EQ(rd(&r, "stats", SC_STAT_FORGED_FIELDS), 0);
-	/* the server: out of order, a duplicate; applied on the last */
+	/* the server: out of order, a duplicate; applied on FRAG 0 (sent last) */
 	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[2].msg, CL, out, NK_HOST_MAX_OUT), 0);
-	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, CL, out, NK_HOST_MAX_OUT), 0);
 	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[2].msg, CL, out, NK_HOST_MAX_OUT), 0);
 	struct nk_msg probe = req(&r, 0, "k-big", 0);
 	uint64_t ver = 0;
 	uint32_t vlen = 0;
 	EXPECT_EQ(ts_ops.get(&r.store, &probe, &ver, &vlen), 0);
 	EXPECT_EQ(vlen, 1000);                  /* not applied yet */
-	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, CL, out, NK_HOST_MAX_OUT), 3);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL, out, NK_HOST_MAX_OUT), 3);
 	EXPECT_EQ(ts_ops.get(&r.store, &probe, &ver, &vlen), 0);
 	EXPECT_EQ(vlen, 3000);
 	EXPECT_EQ(ver, 2);
@@ -888,7 +1079,8 @@ static void test_multi_packet_write(void)
 	seed(&r, "k-cold", 100);
 	split_write(&r, "k-cold", 31, val, sizeof val, w);
 	int n = 0;
-	for (int i = 0; i < 3; i++) {
+	for (int k = 1; k <= 3; k++) {
+		int i = k % 3;      /* the client's order: FRAG 0 last */
 		sw_in(&r, &w[i].msg, CL, 1, 0, 0);
 		EXPECT_EQ(w[i].msg.flags, 0);
 		n = r.H->server_handle(r.srv, &r.ns, &w[i].msg, CL, out, NK_HOST_MAX_OUT);
@@ -896,17 +1088,107 @@ static void test_multi_packet_write(void)
 	EXPECT_EQ(n, 1);
 	EXPECT_EQ(out[0].msg.frag_cnt, 0);
 	EXPECT_EQ(out[0].msg.value_len, 0);
-	/* a middle fragment that is not a full chunk never completes a write */
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	/* a middle fragment that is not a full chunk never completes a write:
+	 * its FRAG 0 is refused (RETRY; not counted: nothing attached) */
 	split_write(&r, "k-cold", 32, val, sizeof val, w);
 	w[1].msg.value_len = 1000;
-	for (int i = 0; i < 3; i++)
-		EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[i].msg, CL, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, CL, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[2].msg, CL, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.op, NK_STARCACHE_OP_W_REP);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_RETRY);
+	EXPECT_EQ(out[0].msg.frag_cnt, 0);
+	EXPECT_EQ(out[0].msg.value_len, 0);
 	/* another client's fragments under the same SEQ are another write */
 	split_write(&r, "k-cold", 34, val, sizeof val, w);
-	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL, out, NK_HOST_MAX_OUT), 0);
 	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, CL + 1, out, NK_HOST_MAX_OUT), 0);
 	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[2].msg, CL, out, NK_HOST_MAX_OUT), 0);
-	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, CL, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	rig_free(&r);
+}
+
+/* A multi-packet write's FRAG 0 alone (a hostile client's, or the rest
+ * lost): the switch counts it; the server refuses it at once (RETRY, no
+ * slot kept) with the key's stored value, which revalidates the key. Before,
+ * the server kept it and never answered: pending_writes stayed up, each such
+ * FRAG 0 refreshed write_ts, and the key stayed INVALID (reads to the
+ * server) for as long as they came faster than stuck_ms. */
+static void test_lone_frag0_is_refused(void)
+{
+	current = "lone_frag0_is_refused";
+	struct rig r;
+	cached_key(&r, "keys=4;slots=4", "k-big", 1000, 1);
+	struct nk_host_out out[NK_HOST_MAX_OUT], w[NK_HOST_MAX_REQ_OUT];
+	static uint8_t val[3000];
+	memset(val, 0x33, sizeof val);
+	for (uint32_t k = 0; k < 3; k++) {
+		split_write(&r, "k-big", 40 + k, val, sizeof val, w);
+		EXPECT_EQ(sw_in(&r, &w[0].msg, CL, 1, 0, 0).act.fwd, NK_FWD_PORT);
+		EXPECT_EQ(w[0].msg.flags, 1);          /* counted */
+		EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
+		EXPECT_EQ(rd(&r, "pending_writes", 1), 1);
+		int n = r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL, out, NK_HOST_MAX_OUT);
+		EXPECT_EQ(n, 1);
+		struct nk_msg *f = &out[0].msg;
+		EXPECT_EQ(f->op, NK_STARCACHE_OP_W_REP);
+		EXPECT_EQ(f->result, NK_RESULT_RETRY);  /* not applied */
+		EXPECT_EQ(f->frag_cnt, 1);
+		EXPECT_EQ(f->value_len, 1000u);         /* the stored value */
+		EXPECT_EQ(f->ver, 1);
+		struct nk_msg echo = *f;
+		EXPECT_EQ(sw_in(&r, f, 1, CL, 0, 0).act.fwd, NK_FWD_MCAST);   /* {client, loop} */
+		EXPECT_EQ(rd(&r, "state", 1), SC_STATE_VALID);
+		EXPECT_EQ(rd(&r, "pending_writes", 1), 0);
+		/* the client sends the write again */
+		EXPECT_EQ(r.H->client_reply(r.cli, &echo), NK_REPLY_RETRY);
+	}
+	struct nk_msg probe = req(&r, 0, "k-big", 0);
+	uint64_t ver = 0;
+	uint32_t vlen = 0;
+	EXPECT_EQ(ts_ops.get(&r.store, &probe, &ver, &vlen), 0);
+	EXPECT_EQ(vlen, 1000);                          /* none applied */
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_REVALIDATIONS), 3);
+	/* the rest of the last write, then its FRAG 0 again: applied */
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, CL, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[2].msg, CL, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL, out, NK_HOST_MAX_OUT), 3);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	EXPECT_EQ(ts_ops.get(&r.store, &probe, &ver, &vlen), 0);
+	EXPECT_EQ(vlen, 3000);
+	rig_free(&r);
+}
+
+/* A lone FRAG 0 finds no slot of its write: refused without taking one.
+ * Before, it took the oldest live slot first (all 16 live: an honest
+ * partial write's), then refused itself: the honest write's FRAG 0 was then
+ * refused too (RETRY, a resend of the whole write). */
+static void test_lone_frag0_keeps_no_slot(void)
+{
+	current = "lone_frag0_keeps_no_slot";
+	struct rig r;
+	rig_init(&r, "keys=4;slots=4");
+	seed(&r, "k-cold", 100);
+	struct nk_host_out out[NK_HOST_MAX_OUT], w[NK_HOST_MAX_REQ_OUT];
+	static uint8_t val[3000];
+	memset(val, 0x5a, sizeof val);
+	for (uint32_t k = 0; k < 16; k++) {     /* every slot an honest partial write */
+		split_write(&r, "k-cold", 100 + k, val, sizeof val, w);
+		EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, CL, out, NK_HOST_MAX_OUT), 0);
+		EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[2].msg, CL, out, NK_HOST_MAX_OUT), 0);
+	}
+	/* a hostile client's FRAG 0 alone: refused */
+	split_write(&r, "k-cold", 200, val, sizeof val, w);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL + 1, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_RETRY);
+	/* every honest write's FRAG 0, the oldest first, completes it */
+	for (uint32_t k = 0; k < 16; k++) {
+		split_write(&r, "k-cold", 100 + k, val, sizeof val, w);
+		EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL, out, NK_HOST_MAX_OUT), 1);
+		EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	}
 	rig_free(&r);
 }
 
@@ -949,8 +1231,8 @@ static void test_item_replaced_mid_answer(void)
 		struct nk_msg l0 = k ? out[0].msg : cp[0], l1 = k ? out[1].msg : cp[1];
 		EXPECT_EQ(sw_in(&r, &l0, NS + NC, CTL, 1, 0).act.fwd, NK_FWD_DROP);
 		EXPECT_EQ(sw_in(&r, &l1, NS + NC, CTL, 1, 0).act.fwd, NK_FWD_DROP);
-		EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL, out, NK_HOST_MAX_OUT), 0);
-		EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, CL, out, NK_HOST_MAX_OUT), 2);
+		EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, CL, out, NK_HOST_MAX_OUT), 0);
+		EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[0].msg, CL, out, NK_HOST_MAX_OUT), 2);
 		EXPECT_EQ(sw_in(&r, &out[0].msg, 1, CL, 0, 0).act.fwd, NK_FWD_MCAST);
 		EXPECT_EQ(rd(&r, "ack", 2), 0);     /* the head holds an older fragment */
 		EXPECT_EQ(sw_in(&r, &out[1].msg, 1, CL, 0, 0).act.fwd, NK_FWD_MCAST);
@@ -1011,6 +1293,12 @@ int main(void)
 	test_topk_report();
 	test_multi_packet();
 	test_multi_packet_write();
+	test_lone_frag0_is_refused();
+	test_lone_frag0_keeps_no_slot();
+	test_reordered_write_replies();
+	test_late_fetch_reply();
+	test_overlapping_writes_applied_out_of_order();
+	test_controller_write_reply();
 	test_item_replaced_mid_answer();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;

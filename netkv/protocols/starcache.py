@@ -59,6 +59,7 @@ from netkv.constants import (
     SC_MAX_SLOTS_TOTAL,
     SC_STATE_DRAINING,
     SC_STATE_INVALID,
+    SC_STATE_VALID,
     SC_WRITE_MAX,
     ScStat,
     sc_mcast_group,
@@ -326,7 +327,14 @@ class StarCacheController(Controller):
                 item.fetch_req = None
                 if msg.result == Result.OK and msg.frag_cnt:
                     item.looping = True
+                    item.fetches = 0   # MAX_FETCHES bounds one fetch's retries
                     self.stats.fetch_ok += 1
+                elif self.plane.switch.reg_read("state", item.idx) == SC_STATE_VALID:
+                    # refused because a write's reply revalidated the key
+                    # meanwhile (its newer value loops): nothing to fetch
+                    item.looping = True
+                    item.fetches = 0
+                    self.stats.fetch_retry += 1
                 else:
                     self.stats.fetch_retry += 1
                     self._refetch(item)
@@ -370,6 +378,11 @@ class StarCacheController(Controller):
             if item.full_epochs >= 2 or stuck:
                 if item.full_epochs >= 2 and front == item.front:
                     self._nothing_looping(item)
+                if state == SC_STATE_VALID:
+                    # the switch takes a fetch's reply only for a key that is
+                    # not VALID (a late one would loop an older value); the
+                    # key's packets still looping drop themselves
+                    sw.reg_write("state", item.idx, SC_STATE_INVALID)
                 item.full_epochs = 0
                 self.stats.refetches += 1
                 self._fetch(item)
@@ -517,7 +530,8 @@ def p4_initial_registers(n_servers: int, params: Params) -> list[tuple[str, int,
 #: what a ``lookup`` insert resets in starcache.c (reset_key): the key starts
 #: INVALID with an empty queue and nothing in the loop
 KEY_RESET = (("state", SC_STATE_INVALID), ("pending_writes", 0), ("pop", 0), ("qlen", 0),
-             ("front", 0), ("rear", 0), ("ack", 1), ("inloop", 0), ("stale", 0), ("write_ts", 0))
+             ("front", 0), ("rear", 0), ("ack", 1), ("inloop", 0), ("stale", 0), ("write_ts", 0),
+             ("last_src", 0), ("last_seq", 0))
 
 
 class StarCacheP4(P4Semantics):

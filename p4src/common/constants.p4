@@ -58,6 +58,7 @@ const bit<16> NC_FETCH_CLIENT = 0xFFFF; /* client_id of a controller fetch (CACH
 const bit<8> SC_STATE_INVALID = 0; /* state: a write in flight (or not yet fetched): reads go to the server, cache packets drop themselves */
 const bit<8> SC_STATE_VALID = 1; /* state: reads park until the key's cache packet comes around */
 const bit<8> SC_STATE_DRAINING = 2; /* state: being evicted: reads go to the server, cache packets still serve the parked ones (digest 8.5) */
+const bit<32> SC_LAST_OVERLAP = 0xFFFFFFFF; /* last_src: counted writes overlapped in flight (one counted while another was): no reply of theirs revalidates the key */
 #define SC_DEFAULT_KEYS 4096 /* cached keys (CacheIdx values) the request table is sized for */
 #define SC_DEFAULT_SLOTS 16 /* S: parked requests per key */
 #define SC_MAX_SLOTS_TOTAL 65536 /* keys x S request-table slots (the prototype's 64K) */

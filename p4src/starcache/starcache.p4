@@ -60,6 +60,7 @@
  *   table     lookup[k0, k1] -> set_idx(idx, home)      (HKEY's two 64-bit words)
  *             node_fwd[node] -> set_port(port)
  *   registers state pending_writes pop qlen front rear ack inloop stale write_ts
+ *             last_src last_seq
  *             req_ip req_seq req_ts req_cookie hits overflow stats n_servers
  *
  * What P4 cannot do that starcache.c does inside a control call, and the
@@ -135,6 +136,8 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
     @name(".inloop")         register<bit<16>>(SC_KEYS) inloop;
     @name(".stale")          register<bit<16>>(SC_KEYS) stale;
     @name(".write_ts")       register<bit<32>>(SC_KEYS) write_ts;   /* us, wraps */
+    @name(".last_src")       register<bit<32>>(SC_KEYS) last_src;   /* last counted write: client */
+    @name(".last_seq")       register<bit<32>>(SC_KEYS) last_seq;   /* ... and its SEQ */
     @name(".req_ip")         register<bit<32>>(SC_KEYS * SC_SLOTS) req_ip;
     @name(".req_seq")        register<bit<32>>(SC_KEYS * SC_SLOTS) req_seq;
     @name(".req_ts")         register<bit<32>>(SC_KEYS * SC_SLOTS) req_ts;
@@ -432,6 +435,15 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                                     pending_writes.write(idx, pw + 1);
                                 }
                                 write_ts.write(idx, (bit<32>)sm.ingress_global_timestamp);
+                                /* counted while another write was in
+                                 * flight: no reply of the overlap
+                                 * revalidates (starcache.c) */
+                                if (SC_FAITHFUL == 0 && pw != 0) {
+                                    last_src.write(idx, SC_LAST_OVERLAP);
+                                } else {
+                                    last_src.write(idx, (bit<32>)meta.src_node);
+                                }
+                                last_seq.write(idx, hdr.starcache.seq);
                                 if (multi) {
                                     hdr.starcache.cached = 1;
                                 } else {
@@ -444,6 +456,11 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                 } else if ((op == STARCACHE_OP_W_REP || op == STARCACHE_OP_F_REP) && l_hit == 1) {
                     /* starcache.c server_update */
                     bool is_write = op == STARCACHE_OP_W_REP;
+                    /* starcache.c carries_item: value bytes and OK, or a
+                     * write the server refused (RETRY with the stored value) */
+                    bool item = hdr.starcache_pre.vlen != 0 &&
+                                (hdr.starcache_pre.result == RESULT_OK ||
+                                 (is_write && hdr.starcache_pre.result == RESULT_RETRY));
                     @atomic {
                         bit<8> s8;
                         bit<16> pw;
@@ -464,9 +481,7 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                             bit<16> st;
                             inloop.read(il, idx);
                             stale.read(st, idx);
-                            bool join = hdr.starcache_pre.vlen != 0 &&
-                                        hdr.starcache_pre.result == RESULT_OK &&
-                                        s8 == SC_STATE_VALID &&
+                            bool join = item && s8 == SC_STATE_VALID &&
                                         (SC_FAITHFUL == 1 ||
                                          (pw == 0 && il - st == (bit<16>)hdr.starcache_pre.frag));
                             if (!join) {
@@ -488,14 +503,25 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                                 pw = pw - 1;
                                 pending_writes.write(idx, pw);
                             }
-                            /* a server's RETRY (a W_REQ whose HKEY is not
-                             * its key's) or a reply without value bytes puts
-                             * nothing into the loop */
-                            bool take = hdr.starcache.flag != 0 && hdr.starcache_pre.vlen != 0 &&
-                                        hdr.starcache_pre.result == RESULT_OK &&
+                            /* a reply without value bytes (a W_REQ whose
+                             * HKEY is not its key's: RETRY) or an F_REP's
+                             * RETRY puts nothing into the loop; a refused
+                             * write's RETRY with the stored value does */
+                            /* strict: only the reply of the last counted
+                             * write revalidates (a reordered older one
+                             * would loop its older value) */
+                            bit<32> ls;
+                            bit<32> lq;
+                            last_src.read(ls, idx);
+                            last_seq.read(lq, idx);
+                            bool last = ls == (bit<32>)meta.dst_node && lq == hdr.starcache.seq;
+                            /* strict: a fetch's reply only for a key that
+                             * is not VALID (a late F_REP would loop its
+                             * older value behind a write's newer one) */
+                            bool take = hdr.starcache.flag != 0 && item &&
                                         (SC_FAITHFUL == 1 ||
-                                         (pw == 0 && s8 != SC_STATE_VALID) ||
-                                         (!is_write && pw == 0));
+                                         (pw == 0 && s8 != SC_STATE_VALID &&
+                                          (!is_write || last)));
                             if (!take) {
                                 if (is_write && hdr.starcache.flag != 0) {
                                     stat(SC_STAT_STALE_UPDATES);

@@ -1,11 +1,14 @@
 """StarCache: a read of a cached key parked and answered by its cache packet
 coming round the loop, an idle cache packet looping on, a write's
 invalidation and the reply that revalidates and enters the loop, the old
-cache packet superseded, a multi-packet write counted once and its reply's
+cache packet superseded, two overlapping writes whose replies revalidate
+nothing, a multi-packet write counted once and its reply's
 fragments entering the loop, an evicted or INVALID key's cache packet dropping
 itself, a forged reply from a client dropped; RESULT RETRY on the wire: a
-fetch reply the switch does not take goes on with it, a server's RETRY never
-enters the loop.
+fetch reply the switch does not take (an uncached key's, a VALID key's) goes
+on with it, a server's RETRY
+without value bytes never enters the loop, a refused write's RETRY with the
+stored value revalidates like a write that changed nothing.
 
 The recirculation port is ``LOOP`` (the in-process pipeline's recirc port,
 the CPU port + 1): a frame sent on it enters as a cache packet, a frame out of
@@ -18,6 +21,7 @@ import dataclasses
 
 from netkv.constants import (
     SC_ITEM_BYTES,
+    SC_LAST_OVERLAP,
     SC_STATE_INVALID,
     SC_STATE_VALID,
     SERVER_NONE,
@@ -70,9 +74,16 @@ LOOPING = msg(StarcacheOp.R_REP, req_id=99, send_ns=7, frag_cnt=1, flags=1,
 SERVED = dataclasses.replace(LOOPING, req_id=READ.req_id, send_ns=READ.send_ns)
 WRITE = msg(StarcacheOp.W_REQ, value=b"w" * 100)
 WRITE_REP = msg(StarcacheOp.W_REP, frag_cnt=1, value=WRITE.value)
+WRITE2 = msg(StarcacheOp.W_REQ, req_id=12, value=b"x" * 100)
+WRITE2_REP = msg(StarcacheOp.W_REP, req_id=12, frag_cnt=1, value=WRITE2.value)
 FETCH_REP = msg(StarcacheOp.F_REP, key=OTHER, frag_cnt=1, value=VALUE)
+# a fetch reply of the cached key (VALID: a write's reply revalidated it)
+LATE_FETCH_REP = msg(StarcacheOp.F_REP, frag_cnt=1, value=VALUE)
 # the server's answer to a counted W_REQ whose HKEY is not its key's
 FORGED_REP = msg(StarcacheOp.W_REP, frag_cnt=1, result=Result.RETRY)
+# the server's answer to a counted multi-packet write whose FRAG 0 came
+# without the rest: not applied (RETRY), the key's stored value attached
+REFUSED_REP = msg(StarcacheOp.W_REP, frag_cnt=1, result=Result.RETRY, value=VALUE)
 
 
 # a write of a 2-packet item (docs/starcache.md, "Multi-packet items"): the
@@ -117,13 +128,27 @@ CASES = [
         after={("state", IDX): SC_STATE_VALID, ("pending_writes", IDX): 0, ("inloop", IDX): 1,
                ("stale", IDX): 0, **stat(ScStat.INVALIDATIONS), **stat(ScStat.INVALID_READS),
                **stat(ScStat.REVALIDATIONS), **stat(ScStat.SUPERSEDED)}),
+    Case("starcache/overlapping writes: neither reply revalidates", "starcache", [
+        Step(CLIENT, req(WRITE), {HOME: [req(dataclasses.replace(WRITE, frag_cnt=1))]}),
+        Step(CLIENT, req(WRITE2), {HOME: [req(dataclasses.replace(WRITE2, frag_cnt=1))]},
+             why="counted while the first is in flight: last_src SC_LAST_OVERLAP (the server "
+                 "may apply the two in the other order)"),
+        Step(HOME, rep(WRITE_REP), {CLIENT: [rep(WRITE_REP)]}),
+        Step(HOME, rep(WRITE2_REP), {CLIENT: [rep(WRITE2_REP)]},
+             why="the count reaches 0, but no reply of an overlap is known to carry the "
+                 "stored value: to the client only, the key stays INVALID"),
+    ], params=PARAMS, **CACHED,
+        after={("state", IDX): SC_STATE_INVALID, ("pending_writes", IDX): 0,
+               ("last_src", IDX): SC_LAST_OVERLAP, ("inloop", IDX): 1,
+               **stat(ScStat.INVALIDATIONS, 2), **stat(ScStat.REVALIDATIONS, 0),
+               **stat(ScStat.STALE_UPDATES, 2)}),
     Case("starcache/a multi-packet write is counted once; its reply's fragments enter the loop",
          "starcache", [
+        Step(CLIENT, req(WFRAG[1]), {HOME: [req(WFRAG[1])]},
+             why="FRAG 1 (the client sends FRAG 0 last): to the server untouched, not counted"),
         Step(CLIENT, req(WFRAG[0]), {HOME: [req(dataclasses.replace(WFRAG[0], flags=1))]},
              why="FRAG 0 invalidates and is counted; FLAG 2 is the write's shape, so the "
                  "switch says 'attach the value' in CACHED"),
-        Step(CLIENT, req(WFRAG[1]), {HOME: [req(WFRAG[1])]},
-             why="FRAG 1: to the server untouched, not counted again"),
         Step(HOME, rep(WFRAG_REP[0]), {CLIENT: [rep(WFRAG_REP[0])], LOOP: [rep(WFRAG_REP[0])]},
              why="the reply's first fragment revalidates: {client, loop}"),
         Step(HOME, rep(WFRAG_REP[1]), {CLIENT: [rep(WFRAG_REP[1])], LOOP: [rep(WFRAG_REP[1])]},
@@ -145,16 +170,32 @@ CASES = [
              {CLIENT: [rep(dataclasses.replace(FETCH_REP, result=Result.RETRY))]},
              why="not cached: RESULT 2 in the preamble, the controller fetches again"),
     ], params=PARAMS, **CACHED, after={**stat(ScStat.FETCHES, 0)}),
-    Case("starcache/a server's RETRY does not revalidate or loop", "starcache", [
+    Case("starcache/a fetch reply for a VALID key goes on with RETRY", "starcache", [
+        Step(HOME, rep(LATE_FETCH_REP),
+             {CLIENT: [rep(dataclasses.replace(LATE_FETCH_REP, result=Result.RETRY))]},
+             why="a late one (a write's reply revalidated the key): its older value stays "
+                 "out of the loop and the looping packet is not marked stale"),
+    ], params=PARAMS, **CACHED,
+        after={("inloop", IDX): 1, ("stale", IDX): 0, **stat(ScStat.FETCHES, 0)}),
+    Case("starcache/a server's RETRY without value bytes does not revalidate or loop",
+         "starcache", [
         Step(CLIENT, req(WRITE), {HOME: [req(dataclasses.replace(WRITE, frag_cnt=1))]}),
         Step(HOME, rep(FORGED_REP), {CLIENT: [rep(FORGED_REP)]},
-             why="the counted write's reply (pending_writes 0) but RETRY: to the client only"),
-        Step(HOME, rep(dataclasses.replace(FORGED_REP, value=VALUE)), {CLIENT: [
-            rep(dataclasses.replace(FORGED_REP, value=VALUE))]},
-             why="even with value bytes: RETRY never enters the loop"),
+             why="the counted write's reply (pending_writes 0), RETRY without a value: "
+                 "to the client only"),
     ], params=PARAMS, **CACHED,
         after={("state", IDX): SC_STATE_INVALID, ("pending_writes", IDX): 0,
-               **stat(ScStat.REVALIDATIONS, 0), **stat(ScStat.STALE_UPDATES, 2)}),
+               **stat(ScStat.REVALIDATIONS, 0), **stat(ScStat.STALE_UPDATES, 1)}),
+    Case("starcache/a refused write's RETRY with the stored value revalidates", "starcache", [
+        Step(CLIENT, req(WFRAG[0]), {HOME: [req(dataclasses.replace(WFRAG[0], flags=1))]},
+             why="a multi-packet write's FRAG 0 alone: invalidates and is counted"),
+        Step(HOME, rep(REFUSED_REP), {CLIENT: [rep(REFUSED_REP)], LOOP: [rep(REFUSED_REP)]},
+             why="the server refused it (RETRY: the client sends it again) and attached the "
+                 "stored value: pending_writes 0, VALID, {client, loop}, as a write that "
+                 "changed nothing"),
+    ], params=PARAMS, **CACHED,
+        after={("state", IDX): SC_STATE_VALID, ("pending_writes", IDX): 0, ("inloop", IDX): 2,
+               ("stale", IDX): 1, **stat(ScStat.REVALIDATIONS), **stat(ScStat.STALE_UPDATES, 0)}),
     Case("starcache/a reply from a client port is dropped", "starcache", [
         Step(CLIENT, req(LOOPING), {},
              why="a forged reply would enter the loop and answer other clients"),

@@ -261,15 +261,19 @@ static int fragment(struct nk_host_out *out, int max_out)
 
 /* A fragment of a multi-packet write into its slot. 1 when the write is
  * complete: *q becomes the whole write (its value the slot's bytes, or
- * NULL where none moved; FLAG 1 if the switch marked its FRAG 0 CACHED). */
+ * NULL where none moved; FLAG 1 if the switch marked its FRAG 0 CACHED).
+ * -1 for a FRAG 0 that does not complete its write: the client sends FRAG
+ * 0 last (sc_client_split), so the rest was lost, reordered or never sent
+ * (a hostile client); the write is refused and its slot freed (a FRAG 0
+ * that finds no slot of its write takes none). */
 static int write_fragment(struct sc_server *s, uint16_t src, struct nk_msg *q)
 {
 	uint32_t chunk = SC_ITEM_BYTES - q->key_len, n = q->frag_cnt, i = q->frag_idx;
 	/* every fragment but the last is a full chunk (the item's layout) */
 	if (i + 1 < n ? q->value_len != chunk : !q->value_len || q->value_len > chunk)
-		return 0;
+		return i ? 0 : -1;
 	if ((uint64_t)i * chunk + q->value_len > SC_WRITE_MAX)
-		return 0;
+		return i ? 0 : -1;
 	struct sc_wslot *w = NULL, *old = &s->w[0];
 	for (uint32_t k = 0; k < SC_WSLOTS && !w; k++) {
 		struct sc_wslot *c = &s->w[k];
@@ -281,6 +285,11 @@ static int write_fragment(struct sc_server *s, uint16_t src, struct nk_msg *q)
 	}
 	if (w && w->n != n)
 		w = NULL;              /* another shape under this SEQ: start over */
+	if (!w && !i)
+		return -1;             /* a FRAG 0 alone completes nothing: refused
+					* before it takes a slot (the oldest live
+					* one would give way: an honest partial
+					* write evicted by a lone FRAG 0) */
 	if (!w) {
 		w = old;
 		uint8_t *buf = w->buf;
@@ -297,7 +306,7 @@ static int write_fragment(struct sc_server *s, uint16_t src, struct nk_msg *q)
 	}
 	uint8_t bit = (uint8_t)(1u << (i & 7));
 	if (w->got[i >> 3] & bit)
-		return 0;              /* a duplicate */
+		return 0;              /* a duplicate (FRAG > 0: FRAG 0 ends the slot) */
 	w->got[i >> 3] |= bit;
 	w->got_n++;
 	if (!i)
@@ -308,8 +317,12 @@ static int write_fragment(struct sc_server *s, uint16_t src, struct nk_msg *q)
 		memcpy(w->buf + (size_t)i * chunk, q->value, q->value_len);
 	else
 		w->has_bytes = 0;
-	if (w->got_n < n)
-		return 0;
+	if (w->got_n < n) {
+		if (i)
+			return 0;
+		w->live = 0;
+		return -1;
+	}
 	w->live = 0;
 	q->frag_cnt = w->attach ? 1 : 0;
 	q->frag_idx = 0;
@@ -329,14 +342,34 @@ static int sc_server_handle(void *st, struct nk_store *store, const struct nk_ms
 	 * (the workload's keyhash: the whole key is on the wire) */
 	struct nk_msg q = *msg;
 	q.keyhash = nk_wire_store_keyhash(msg);
-	if (q.op == NK_STARCACHE_OP_W_REQ && q.frag_cnt >= 2 && !write_fragment(s, src, &q))
-		return 0;          /* a multi-packet write: not all of it yet */
+	int refused = 0;
+	if (q.op == NK_STARCACHE_OP_W_REQ && q.frag_cnt >= 2) {
+		int rc = write_fragment(s, src, &q);
+		if (!rc)
+			return 0;          /* a multi-packet write: not all of it yet */
+		refused = rc < 0;
+	}
 	const struct nk_msg *in = &q;
 	uint64_t ver = 0;
 	uint32_t vlen = 0;
 	int found = store->ops->get(store->impl, in, &ver, &vlen) == 0;
 	struct nk_msg *r = &out[0].msg;
 	out[0].dst = NK_DST_SRC;
+	if (refused) {
+		/* a FRAG 0 without the rest of its write: not applied. The
+		 * switch counted it (CACHED): the reply says RETRY (the client
+		 * sends the write again) and carries the key's stored value,
+		 * which revalidates the key like a write that changed nothing,
+		 * so a write never completed keeps the key INVALID for one
+		 * round trip, not until stuck_ms (docs/starcache.md) */
+		int counted = q.flags != 0;
+		mk_reply(s, in, r, NK_STARCACHE_OP_W_REP, NK_RESULT_RETRY);
+		r->ver = ver;
+		r->frag_cnt = counted ? 1 : 0;
+		if (counted && found && hkey_matches(in))
+			r->value_len = vlen;   /* the embedder fills the stored bytes */
+		return fragment(out, max_out);
+	}
 	if (in->op == NK_STARCACHE_OP_R_REQ || in->op == NK_STARCACHE_OP_CRN_REQ)
 		count_read(s, in);
 	switch (in->op) {
@@ -397,7 +430,7 @@ static int sc_client_init(void *st, const struct nk_host_cfg *cfg)
 
 /* A write of a multi-packet item goes as its fragments (our choice: the
  * paper fragments only what servers send), FLAG and FRAG set as in a
- * reply; the switch counts its FRAG 0. */
+ * reply, FRAG 0 last; the switch counts its FRAG 0. */
 static int sc_client_split(void *st, const struct nk_msg *req, uint16_t dst,
 			   struct nk_host_out *out, int max_out)
 {
@@ -411,7 +444,15 @@ static int sc_client_split(void *st, const struct nk_msg *req, uint16_t dst,
 		return 1;
 	if (req->value_len > SC_WRITE_MAX)
 		return 0;
-	return fragment(out, max_out);
+	int n = fragment(out, max_out);
+	if (n > 1) {
+		/* FRAG 0 last: the server takes a FRAG 0 without the rest as
+		 * a write never completed and refuses it at once */
+		struct nk_host_out f0 = out[0];
+		memmove(&out[0], &out[1], (size_t)(n - 1) * sizeof(out[0]));
+		out[n - 1] = f0;
+	}
+	return n;
 }
 
 static uint16_t sc_client_request(void *st, const struct nk_req_spec *sp, struct nk_msg *m)
@@ -481,6 +522,11 @@ static int sc_client_reply(void *st, const struct nk_msg *r)
 	struct sc_pending *p = &c->p[r->req_id % SC_PENDING];
 	if (!p->live || p->req_id != r->req_id)
 		return NK_REPLY_DONE;     /* forgotten (ring wrapped): nothing to compare */
+	if (r->op == NK_STARCACHE_OP_W_REP && r->result == NK_RESULT_RETRY)
+		/* a write the server refused (a multi-packet write whose FRAG 0
+		 * came without the rest): send it again; its reply's later
+		 * fragments say nothing more */
+		return r->frag_idx ? NK_REPLY_IGNORE : NK_REPLY_RETRY;
 	if (r->op == NK_STARCACHE_OP_R_REP && p->correct && r->flags)
 		/* the correction asked the server: a cache packet answering the
 		 * earlier attempt may be of another version of the item, and
@@ -548,7 +594,8 @@ static uint64_t sc_read_value_id(void *st, const struct nk_msg *r)
  * sent to another server than its home (the switch sends it home: another
  * server's W_REP would put a value the home never stored into the loop), a
  * write whose HKEY is not its key's (the server puts nothing into the loop),
- * a replayed request id, an oversized value. */
+ * a replayed request id, an oversized value, a multi-packet write's FRAG 0
+ * alone (the rest never sent). */
 static uint16_t sc_client_hostile(void *st, uint64_t draw, const struct nk_req_spec *sp,
 				  uint16_t victim, uint32_t n_servers, struct nk_msg *m)
 {
@@ -561,6 +608,15 @@ static uint16_t sc_client_hostile(void *st, uint64_t draw, const struct nk_req_s
 	uint8_t forged = (uint8_t)(1 + (draw >> 8) % 255);
 	switch (draw % 10) {
 	case 0:         /* a write with the switch's FLAG ("cached: attach the value"), FRAG, CACHED */
+		if (draw >> 40 & 1) {
+			/* or a well-formed multi-packet write's FRAG 0 alone, the
+			 * rest never sent: the switch counts the write
+			 * (docs/starcache.md "Multi-packet items") */
+			m->frag_cnt = 2;
+			m->frag_idx = 0;
+			m->value_len = SC_ITEM_BYTES - m->key_len;
+			break;
+		}
 		m->frag_cnt = forged;
 		m->frag_idx = (uint8_t)((draw >> 24) % forged);   /* < FLAG: encodable */
 		m->flags = 1;

@@ -69,7 +69,7 @@
 /* SC_STATE_*, SC_STAT_*, SC_MAX_SLOTS_TOTAL, nk_sc_mcast_group():
  * netkv/constants.h (spec/constants.toml) */
 #define SC_MAX_NODES 4096
-#define SC_NREGS 21
+#define SC_NREGS 23
 
 struct starcache_state {
 	uint32_t keys, slots, faithful;
@@ -89,6 +89,7 @@ struct starcache_state {
 	uint16_t *home;            /* the key's home server (set_idx's action data) */
 	uint16_t *inloop, *stale;  /* the key's cache packets in the loop; the oldest to drop */
 	uint32_t *write_ts;        /* when the key's last counted write passed (us, wraps) */
+	uint32_t *last_src, *last_seq;   /* the key's last counted write: client node, SEQ */
 	/* request table, keys x slots: ReqIdx = CacheIdx * S + i */
 	uint32_t *req_ip;          /* client node id */
 	uint32_t *req_seq;         /* SEQ */
@@ -116,6 +117,8 @@ static void sc_fini(void *st)
 	free(s->inloop);
 	free(s->stale);
 	free(s->write_ts);
+	free(s->last_src);
+	free(s->last_seq);
 	free(s->req_ip);
 	free(s->req_seq);
 	free(s->req_ts);
@@ -138,6 +141,7 @@ static void reset_key(struct starcache_state *s, uint32_t idx)
 	s->ack[idx] = 1;
 	s->inloop[idx] = s->stale[idx] = 0;
 	s->write_ts[idx] = 0;
+	s->last_src[idx] = s->last_seq[idx] = 0;
 }
 
 static int sc_init(void *st, const struct nk_pipeline_cfg *cfg)
@@ -175,12 +179,14 @@ static int sc_init(void *st, const struct nk_pipeline_cfg *cfg)
 	s->inloop = calloc(k, sizeof(uint16_t));
 	s->stale = calloc(k, sizeof(uint16_t));
 	s->write_ts = calloc(k, sizeof(uint32_t));
+	s->last_src = calloc(k, sizeof(uint32_t));
+	s->last_seq = calloc(k, sizeof(uint32_t));
 	s->req_ip = calloc(r, sizeof(uint32_t));
 	s->req_seq = calloc(r, sizeof(uint32_t));
 	s->req_ts = calloc(r, sizeof(uint32_t));
 	s->req_cookie = calloc(r, sizeof(uint64_t));
 	if (nk_k128_init(&s->tab, s->keys) || !s->node_port || !s->state || !s->pending_writes || !s->pop || !s->qlen ||
-	    !s->front || !s->rear || !s->ack || !s->home || !s->inloop || !s->stale || !s->write_ts || !s->req_ip || !s->req_seq || !s->req_ts ||
+	    !s->front || !s->rear || !s->ack || !s->home || !s->inloop || !s->stale || !s->write_ts || !s->last_src || !s->last_seq || !s->req_ip || !s->req_seq || !s->req_ts ||
 	    !s->req_cookie) {
 		sc_fini(s);
 		return NK_PIPE_EFULL;
@@ -203,6 +209,8 @@ static int sc_init(void *st, const struct nk_pipeline_cfg *cfg)
 	add_reg(s, "inloop", s->inloop, k, 2, 16);
 	add_reg(s, "stale", s->stale, k, 2, 16);
 	add_reg(s, "write_ts", s->write_ts, k, 4, 32);
+	add_reg(s, "last_src", s->last_src, k, 4, 32);
+	add_reg(s, "last_seq", s->last_seq, k, 4, 32);
 	add_reg(s, "req_ip", s->req_ip, r, 4, 32);
 	add_reg(s, "req_seq", s->req_seq, r, 4, 32);
 	add_reg(s, "req_ts", s->req_ts, r, 4, 32);
@@ -431,6 +439,16 @@ static void cache_packet(struct starcache_state *s, int64_t hit, struct nk_msg *
 	to_node_and_loop(s, meta, act);
 }
 
+/* A server's reply carries the key's item for the loop: value bytes, and
+ * RESULT OK; or, on a W_REP, RETRY: a write the server refused (a
+ * multi-packet write's FRAG 0 without the rest), which carries the stored
+ * value (a forged HKEY's RETRY carries none). An F_REP's RETRY never loops. */
+static int carries_item(const struct nk_msg *m, int write)
+{
+	return m->value_len && (m->result == NK_RESULT_OK ||
+				(write && m->result == NK_RESULT_RETRY));
+}
+
 /* The server's W_REP or F_REP for a cached key: revalidate and put the new
  * value into the loop, or just pass it on. */
 static void server_update(struct starcache_state *s, int64_t hit, struct nk_msg *m,
@@ -449,8 +467,7 @@ static void server_update(struct starcache_state *s, int64_t hit, struct nk_msg 
 		 * first decided; this one joins the loop only behind the
 		 * item's fragments before it (strict: exactly FRAG packets of
 		 * the key loop that are not stale) */
-		int join = m->value_len && m->result == NK_RESULT_OK &&
-			   s->state[idx] == SC_STATE_VALID &&
+		int join = carries_item(m, write) && s->state[idx] == SC_STATE_VALID &&
 			   (s->faithful || (!s->pending_writes[idx] &&
 					    s->inloop[idx] - s->stale[idx] == m->frag_idx));
 		if (!join) {
@@ -470,12 +487,25 @@ static void server_update(struct starcache_state *s, int64_t hit, struct nk_msg 
 	 * multi-packet item, its first fragment counts) */
 	if (write && m->frag_cnt && !s->faithful && s->pending_writes[idx])
 		s->pending_writes[idx]--;
-	/* a RETRY (the server's answer to a W_REQ whose HKEY is not its
-	 * key's: the preamble's RESULT byte) or a reply without value bytes
-	 * (an empty item) puts nothing into the loop */
-	int ok = m->frag_cnt && m->value_len && m->result == NK_RESULT_OK &&
-		 (s->faithful || (!s->pending_writes[idx] && s->state[idx] != SC_STATE_VALID) ||
-		  (!write && !s->pending_writes[idx]));
+	/* a reply without value bytes (an uncached write, a W_REQ whose HKEY
+	 * is not its key's: RETRY, an empty item) or an F_REP's RETRY puts
+	 * nothing into the loop; a refused write's RETRY with the stored
+	 * value revalidates like a write that changed nothing */
+	/* strict: a write's reply revalidates only if it answers the last
+	 * write the switch counted; with server->switch FIFO that reply is the
+	 * last to come, but a reordered older reply can come after it (count
+	 * 0 then) and would put its older value into the loop */
+	/* the reply's destination as the packet names it (NK_NODE_NONE for
+	 * the controller's address), as last_src keeps the write's source and
+	 * as the P4 twin compares them */
+	int last = s->last_src[idx] == meta->dst && s->last_seq[idx] == m->req_id;
+	/* strict: a fetch's reply only for a key that is not VALID (not
+	 * fetched yet, or the watchdog's refetch, which invalidates first): a
+	 * late F_REP (reordered behind a write's reply that revalidated the
+	 * key) would mark the newer packet stale and loop its older value */
+	int ok = m->frag_cnt && carries_item(m, write) && (s->faithful ||
+		 (!s->pending_writes[idx] && s->state[idx] != SC_STATE_VALID &&
+		  (!write || last)));
 	if (!ok) {
 		/* no value (an uncached write), a RETRY (a W_REQ whose HKEY is
 		 * not its key's), an older write's reply while another is in flight
@@ -565,6 +595,15 @@ static void sc_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 			if (!s->faithful && s->pending_writes[hit] < UINT16_MAX)
 				s->pending_writes[hit]++;
 			s->write_ts[hit] = (uint32_t)(meta->now_ns / 1000);
+			/* a write counted while another is in flight: the
+			 * server may apply them in another order than they
+			 * passed here (switch->server reordering), so no
+			 * reply of the overlap is known to carry the stored
+			 * value; none revalidates (the next write counted
+			 * alone does, or the watchdog's refetch) */
+			s->last_src[hit] = !s->faithful && s->pending_writes[hit] > 1
+						   ? SC_LAST_OVERLAP : meta->src;
+			s->last_seq[hit] = m->req_id;
 			if (multi)
 				m->flags = 1;
 			else
