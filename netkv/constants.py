@@ -311,6 +311,7 @@ REGISTERS: dict[str, dict[str, tuple[int, str]]] = {
         'write_ts': (32, 'KEYS'),
         'last_src': (32, 'KEYS'),
         'last_seq': (32, 'KEYS'),
+        'wcount': (32, 'KEYS'),
         'req_ip': (32, 'KEYS * SLOTS'),
         'req_seq': (32, 'KEYS * SLOTS'),
         'req_ts': (32, 'KEYS * SLOTS'),

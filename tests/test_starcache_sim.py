@@ -385,3 +385,28 @@ def test_a_key_refetched_by_the_watchdog_is_not_given_up_on_a_retry() -> None:
     answer(Result.RETRY)
     assert ck.key in ctl.items and ctl.stats.given_up == 0
     assert item.fetch_req is not None                         # fetched again
+
+
+def test_a_lost_fetch_is_sent_again() -> None:
+    """A fetch whose F_REQ or F_REP is lost left its key INVALID for the
+    rest of the run (the watchdog skips a key with a fetch outstanding):
+    after FETCH_TIMEOUT_EPOCHS unanswered epochs it is sent again, at most
+    MAX_FETCHES times before the key is given up."""
+    proto = load(["protocol=starcache"]).protocol
+    plane = _Plane()
+    ck = sc.CacheKey(b"k-hot", 1, 0)
+    ctl = sc.StarCacheController(plane, proto, [ck], range(0))  # type: ignore[arg-type]
+    ctl.start()
+    item = ctl.items[ck.key]
+    first = item.fetch_req
+    assert first is not None and len(plane.sent) == 1
+    for _ in range(sc.FETCH_TIMEOUT_EPOCHS):
+        ctl.epoch(0.0)                     # unanswered, not yet lost
+    assert item.fetch_req == first and len(plane.sent) == 1
+    ctl.epoch(0.0)
+    assert item.fetch_req not in (None, first) and len(plane.sent) == 2
+    assert ctl.stats.fetch_lost == 1
+    for _ in range(sc.MAX_FETCHES * (sc.FETCH_TIMEOUT_EPOCHS + 1)):
+        ctl.epoch(0.0)                     # never answered: given up, not resent forever
+    assert ck.key not in ctl.items and ctl.stats.given_up == 1
+    assert len(plane.sent) == sc.MAX_FETCHES

@@ -743,6 +743,77 @@ static void test_late_fetch_reply(void)
 	rig_free(&r);
 }
 
+/* A fetch's reply tied to no write (a review's find): the controller's
+ * F_REQ reads v0 at the server, its F_REP is delayed on the server->switch
+ * link; two overlapping writes are counted, applied and answered first
+ * (count back to 0, the key INVALID: an overlap revalidates nothing), then
+ * the late F_REP came with the count 0 and the key not VALID, was taken and
+ * looped v0 after both writers were acknowledged. The F_REQ now carries
+ * the key's write count (wcount, in LAT), the server echoes it, and an
+ * F_REP is taken only if no write was counted since: refused (RETRY to the
+ * controller), the key stays INVALID; the fetch sent again is taken. */
+static void test_fetch_reply_behind_overlapping_writes(void)
+{
+	current = "fetch_reply_behind_overlapping_writes";
+	struct rig r;
+	rig_init(&r, "keys=2;slots=4");
+	seed(&r, "k-hot", 64);
+	EXPECT_EQ(cache_add(&r, "k-hot", 0), 0);
+	struct nk_msg f = req(&r, 0, "k-hot", 78);
+	f.op = NK_STARCACHE_OP_F_REQ;
+	f.kind = NK_KIND_CONTROL;
+	EXPECT_EQ(sw_in(&r, &f, CTL, 1, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ((uint32_t)f.send_ns, rd(&r, "wcount", 0));   /* the switch's stamp */
+	struct nk_msg late = serve(&r, &f);                    /* v0, delayed */
+	EXPECT_EQ(late.send_ns, f.send_ns);                    /* echoed */
+	struct nk_msg rep1, rep2;
+	struct out o1, o2;
+	two_writes(&r, &rep1, &o1, &rep2, &o2);
+	EXPECT_EQ(o1.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(o2.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "pending_writes", 0), 0);
+	EXPECT_EQ(rd(&r, "state", 0), SC_STATE_INVALID);
+	EXPECT_EQ(rd(&r, "wcount", 0), (uint64_t)((uint32_t)f.send_ns + 2));
+	EXPECT(late.ver < rep2.ver);
+	/* the late F_REP: refused, nothing loops */
+	struct out o = sw_in(&r, &late, 1, CTL, 0, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(o.act.port, CPU);
+	EXPECT_EQ(late.result, NK_RESULT_RETRY);
+	EXPECT_EQ(rd(&r, "state", 0), SC_STATE_INVALID);
+	EXPECT_EQ(rd(&r, "inloop", 0), 0);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_FETCHES), 0);
+	/* the controller fetches again: no write counted since, taken */
+	struct nk_msg cp = fetch(&r, "k-hot", &o);
+	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(cp.ver, rep2.ver);
+	EXPECT_EQ(rd(&r, "state", 0), SC_STATE_VALID);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_FETCHES), 1);
+	/* a fetch passing while overlapping writes are in flight, that the
+	 * server reads before them (switch->server reordering): its stamp is
+	 * one behind the count, and the late F_REP is refused too */
+	struct nk_msg w4 = req(&r, 1, "k-hot", 36), w5 = req(&r, 1, "k-hot", 37);
+	sw_in(&r, &w4, CL, 1, 0, 0);
+	sw_in(&r, &w5, CL + 1, 1, 0, 0);
+	struct nk_msg f2 = req(&r, 0, "k-hot", 79);
+	f2.op = NK_STARCACHE_OP_F_REQ;
+	f2.kind = NK_KIND_CONTROL;
+	sw_in(&r, &f2, CTL, 1, 0, 0);
+	EXPECT_EQ((uint32_t)f2.send_ns + 1, rd(&r, "wcount", 0));
+	struct nk_msg late2 = serve(&r, &f2);
+	rep1 = serve(&r, &w4);
+	rep2 = serve(&r, &w5);
+	EXPECT_EQ(sw_in(&r, &rep1, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(sw_in(&r, &rep2, 1, CL + 1, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "state", 0), SC_STATE_INVALID);
+	o = sw_in(&r, &late2, 1, CTL, 0, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(late2.result, NK_RESULT_RETRY);
+	EXPECT_EQ(rd(&r, "state", 0), SC_STATE_INVALID);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_FETCHES), 1);
+	rig_free(&r);
+}
+
 /* The controller's write through netkv-switch or BMv2: its address is
  * outside the rack plan, so the W_REQ's source and its reply's destination
  * are both NK_NODE_NONE; the reply answers the last counted write (the P4
@@ -1297,6 +1368,7 @@ int main(void)
 	test_lone_frag0_keeps_no_slot();
 	test_reordered_write_replies();
 	test_late_fetch_reply();
+	test_fetch_reply_behind_overlapping_writes();
 	test_overlapping_writes_applied_out_of_order();
 	test_controller_write_reply();
 	test_item_replaced_mid_answer();

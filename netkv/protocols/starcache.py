@@ -78,6 +78,9 @@ from netkv.wire import djb2
 from netkv.wire.codec import STARCACHE_PORT, Msg, Proto, Result, StarcacheOp, starcache_hkey
 
 MAX_FETCHES = 4  # fetches of one key before it is given up
+#: epochs a fetch may go unanswered before it is taken as lost (its F_REQ
+#: or F_REP dropped) and sent again; a round trip takes microseconds
+FETCH_TIMEOUT_EPOCHS = 2
 # where the switch counts what it refuses at the trust boundary (docs/security.md)
 REFUSALS = {"host_server_op": ("stats", int(ScStat.HOST_SERVER_OP)),
             "forged_fields": ("stats", int(ScStat.FORGED_FIELDS)),
@@ -165,6 +168,7 @@ class Item:
     ck: CacheKey
     idx: int
     fetch_req: int | None = None
+    fetch_epochs: int = 0   # epochs the outstanding fetch has waited
     fetches: int = 0
     looping: bool = False   # an F_REP came back OK: its cache packet is in the loop
     full_epochs: int = 0
@@ -178,6 +182,7 @@ class StarCacheStats:
     fetch_ok: int = 0
     fetch_retry: int = 0
     refetches: int = 0      # by the watchdog
+    fetch_lost: int = 0     # fetches unanswered for FETCH_TIMEOUT_EPOCHS, sent again
     given_up: int = 0
     evictions: int = 0
     grown: int = 0          # by the overflow ratio
@@ -238,6 +243,7 @@ class StarCacheController(Controller):
         if item.fetch_req is not None:
             self.by_req.pop(item.fetch_req, None)
         item.fetch_req = req
+        item.fetch_epochs = 0
         item.fetches += 1
         self.by_req[req] = item
         self.stats.fetches += 1
@@ -368,6 +374,11 @@ class StarCacheController(Controller):
         sw = self.plane.switch
         for item in list(self.items.values()):
             if item.fetch_req is not None:
+                item.fetch_epochs += 1
+                if item.fetch_epochs > FETCH_TIMEOUT_EPOCHS:
+                    # lost: without this the key stayed INVALID for the run
+                    self.stats.fetch_lost += 1
+                    self._refetch(item)
                 continue
             state = sw.reg_read("state", item.idx)
             full = sw.reg_read("qlen", item.idx) >= self.proto.slots

@@ -25,7 +25,8 @@ def msg_from_c(c: Any) -> Msg:
     """A cffi ``struct nk_msg`` as a Msg (values are lengths only in the sim)."""
     fields = {name: int(getattr(c, name)) for name in _COPIED}
     key = bytes(c.key[0:c.key_len])
-    return Msg(proto=Proto(c.proto), key=key, **fields)
+    return Msg(proto=Proto(c.proto), key=key, hkey=(int(c.hkey[0]) << 64) | int(c.hkey[1]),
+               **fields)
 
 
 def msg_to_c(msg: Msg, out: Any) -> Any:
@@ -34,6 +35,10 @@ def msg_to_c(msg: Msg, out: Any) -> Any:
         value = getattr(msg, name)
         if value is not None:
             setattr(out, name, int(value))
+    # StarCache's HKEY (C: hkey[0] the high word): the switch looks a
+    # controller's F_REQ up by it (its LAT stamp, docs/starcache.md)
+    out.hkey[0] = msg.hkey >> 64
+    out.hkey[1] = msg.hkey & 0xFFFFFFFFFFFFFFFF
     out.key_len = len(msg.key)
     out.key[0:len(msg.key)] = msg.key
     out.value_len = len(msg.value)

@@ -37,11 +37,14 @@
  *                                  CACHED = 0; cached: to the key's home
  *                                  (stats[WRONG_HOME] if addressed elsewhere);
  *                                  not DRAINING, FRAG 0: INVALID,
- *                                  pending_writes++ (strict), FLAG = 1
- *                                  (multi-packet: CACHED = 1)
+ *                                  pending_writes++ (strict), wcount++,
+ *                                  FLAG = 1 (multi-packet: CACHED = 1)
+ *   F_REQ (controller), cached     LAT = wcount (the server echoes it)
  *   W_REP/F_REP from a server,     pending_writes-- (a counted write's reply);
  *   cached key                     with FLAG, value bytes and (strict) no other
- *                                  write in flight: VALID, the key's packets in
+ *                                  write in flight (an F_REP: and its LAT
+ *                                  is wcount, no write counted since its
+ *                                  F_REQ passed): VALID, the key's packets in
  *                                  the loop `stale` (strict), ack 1 (0 if the
  *                                  head had older fragments), multicast to
  *                                  {destination, loop}; FRAG > 0 (a later
@@ -60,7 +63,7 @@
  *   table     lookup[k0, k1] -> set_idx(idx, home)      (HKEY's two 64-bit words)
  *             node_fwd[node] -> set_port(port)
  *   registers state pending_writes pop qlen front rear ack inloop stale write_ts
- *             last_src last_seq
+ *             last_src last_seq wcount
  *             req_ip req_seq req_ts req_cookie hits overflow stats n_servers
  *
  * What P4 cannot do that starcache.c does inside a control call, and the
@@ -138,6 +141,7 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
     @name(".write_ts")       register<bit<32>>(SC_KEYS) write_ts;   /* us, wraps */
     @name(".last_src")       register<bit<32>>(SC_KEYS) last_src;   /* last counted write: client */
     @name(".last_seq")       register<bit<32>>(SC_KEYS) last_seq;   /* ... and its SEQ */
+    @name(".wcount")         register<bit<32>>(SC_KEYS) wcount;     /* counted writes, ever (wraps) */
     @name(".req_ip")         register<bit<32>>(SC_KEYS * SC_SLOTS) req_ip;
     @name(".req_seq")        register<bit<32>>(SC_KEYS * SC_SLOTS) req_seq;
     @name(".req_ts")         register<bit<32>>(SC_KEYS * SC_SLOTS) req_ts;
@@ -444,6 +448,9 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                                     last_src.write(idx, (bit<32>)meta.src_node);
                                 }
                                 last_seq.write(idx, hdr.starcache.seq);
+                                bit<32> wc;
+                                wcount.read(wc, idx);
+                                wcount.write(idx, wc + 1);
                                 if (multi) {
                                     hdr.starcache.cached = 1;
                                 } else {
@@ -518,10 +525,18 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                             /* strict: a fetch's reply only for a key that
                              * is not VALID (a late F_REP would loop its
                              * older value behind a write's newer one) */
+                            /* strict: and a fetch's reply only if no
+                             * write was counted since its F_REQ passed
+                             * (LAT, the F_REQ's stamp, echoed, is wcount
+                             * now): a server read older than writes
+                             * answered meanwhile (starcache.c) */
+                            bit<32> wc;
+                            wcount.read(wc, idx);
+                            bool fresh = hdr.starcache.lat == wc;
                             bool take = hdr.starcache.flag != 0 && item &&
                                         (SC_FAITHFUL == 1 ||
                                          (pw == 0 && s8 != SC_STATE_VALID &&
-                                          (!is_write || last)));
+                                          ((is_write && last) || (!is_write && fresh))));
                             if (!take) {
                                 if (is_write && hdr.starcache.flag != 0) {
                                     stat(SC_STAT_STALE_UPDATES);
@@ -558,6 +573,26 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                             }
                         }
                     }
+                } else if (op == STARCACHE_OP_F_REQ && l_hit == 1) {
+                    /* the controller's fetch (a client's is dropped above):
+                     * LAT carries the key's write count, which the server
+                     * echoes in its F_REP (starcache.c) */
+                    @atomic {
+                        bit<32> wc;
+                        bit<16> pw;
+                        wcount.read(wc, idx);
+                        pending_writes.read(pw, idx);
+                        /* a counted write in flight: one behind, which no
+                         * count matches (the server may apply the write
+                         * after reading; starcache.c) */
+                        if (SC_FAITHFUL == 0 && pw != 0) {
+                            wc = wc - 1;
+                        }
+                        hdr.starcache.lat = wc;
+                    }
+                    meta.hdr_changed = 1;
+                    want_route = true;
+                    SC_FORWARD()
                 } else {
                     /* uncached R_REQ/W_REP/F_REP, CRN_REQ, F_REQ, R_REP from
                      * a server: no cache logic */

@@ -5,8 +5,8 @@ cache packet superseded, two overlapping writes whose replies revalidate
 nothing, a multi-packet write counted once and its reply's
 fragments entering the loop, an evicted or INVALID key's cache packet dropping
 itself, a forged reply from a client dropped; RESULT RETRY on the wire: a
-fetch reply the switch does not take (an uncached key's, a VALID key's) goes
-on with it, a server's RETRY
+fetch reply the switch does not take (an uncached key's, a VALID key's, one
+whose F_REQ passed before writes counted since) goes on with it, a server's RETRY
 without value bytes never enters the loop, a refused write's RETRY with the
 stored value revalidates like a write that changed nothing.
 
@@ -79,6 +79,10 @@ WRITE2_REP = msg(StarcacheOp.W_REP, req_id=12, frag_cnt=1, value=WRITE2.value)
 FETCH_REP = msg(StarcacheOp.F_REP, key=OTHER, frag_cnt=1, value=VALUE)
 # a fetch reply of the cached key (VALID: a write's reply revalidated it)
 LATE_FETCH_REP = msg(StarcacheOp.F_REP, frag_cnt=1, value=VALUE)
+# fetch replies whose F_REQ passed the switch when the key's write count
+# (wcount) was 5, and 7 (LAT: the switch's stamp, echoed by the server)
+FETCH5_REP = msg(StarcacheOp.F_REP, frag_cnt=1, value=VALUE, send_ns=5)
+FETCH7_REP = msg(StarcacheOp.F_REP, frag_cnt=1, value=VALUE, send_ns=7)
 # the server's answer to a counted W_REQ whose HKEY is not its key's
 FORGED_REP = msg(StarcacheOp.W_REP, frag_cnt=1, result=Result.RETRY)
 # the server's answer to a counted multi-packet write whose FRAG 0 came
@@ -177,6 +181,26 @@ CASES = [
                  "out of the loop and the looping packet is not marked stale"),
     ], params=PARAMS, **CACHED,
         after={("inloop", IDX): 1, ("stale", IDX): 0, **stat(ScStat.FETCHES, 0)}),
+    Case("starcache/a fetch reply older than writes counted since its F_REQ goes on with RETRY",
+         "starcache", [
+        Step(CLIENT, req(WRITE), {HOME: [req(dataclasses.replace(WRITE, frag_cnt=1))]},
+             why="counted: wcount 6"),
+        Step(CLIENT, req(WRITE2), {HOME: [req(dataclasses.replace(WRITE2, frag_cnt=1))]},
+             why="counted while the first is in flight (an overlap): wcount 7"),
+        Step(HOME, rep(WRITE_REP), {CLIENT: [rep(WRITE_REP)]}),
+        Step(HOME, rep(WRITE2_REP), {CLIENT: [rep(WRITE2_REP)]},
+             why="an overlap revalidates nothing: count 0, the key INVALID"),
+        Step(HOME, rep(FETCH5_REP),
+             {CLIENT: [rep(dataclasses.replace(FETCH5_REP, result=Result.RETRY))]},
+             why="its F_REQ passed at wcount 5: the server may have read the value before "
+                 "both writes, acknowledged since; refused, the controller fetches again"),
+        Step(HOME, rep(FETCH7_REP), {CLIENT: [rep(FETCH7_REP)], LOOP: [rep(FETCH7_REP)]},
+             why="no write counted since its F_REQ passed: taken, {destination, loop}"),
+    ], params=PARAMS, tables=CACHED["tables"], groups=CACHED["groups"],
+        registers=[("state", IDX, SC_STATE_INVALID), ("wcount", IDX, 5)],
+        after={("state", IDX): SC_STATE_VALID, ("pending_writes", IDX): 0, ("wcount", IDX): 7,
+               ("inloop", IDX): 1, ("stale", IDX): 0, **stat(ScStat.FETCHES),
+               **stat(ScStat.REVALIDATIONS, 0), **stat(ScStat.STALE_UPDATES, 2)}),
     Case("starcache/a server's RETRY without value bytes does not revalidate or loop",
          "starcache", [
         Step(CLIENT, req(WRITE), {HOME: [req(dataclasses.replace(WRITE, frag_cnt=1))]}),

@@ -382,6 +382,9 @@ static int sc_server_handle(void *st, struct nk_store *store, const struct nk_ms
 			 found ? NK_RESULT_OK : NK_RESULT_NOT_FOUND);
 		r->ver = ver;
 		r->value_len = found ? vlen : 0;   /* the embedder fills the bytes */
+		/* an F_REP echoes its F_REQ's LAT (send_ns, mk_reply): the
+		 * switch's stamp, the key's write count when the fetch passed;
+		 * the switch takes the F_REP only if no write was counted since */
 		if (in->op == NK_STARCACHE_OP_F_REQ) {
 			/* the cache packet's HKEY is its key's, whatever the
 			 * request said */

@@ -6,7 +6,9 @@
  * that loops through the recirculation port; the switch keeps only small
  * per-key state. Map of this file:
  *   state + named registers - per CacheIdx: state (VALID/INVALID/DRAINING),
- *                             pending_writes, pop, qlen/front/rear, ack; the
+ *                             pending_writes, pop, qlen/front/rear, ack,
+ *                             inloop/stale, write_ts, last_src/last_seq,
+ *                             wcount; the
  *                             request table (keys x S slots): req_ip, req_seq,
  *                             req_ts, req_cookie; hits, overflow, stats
  *   lookup                  - exact-match table HKEY (128 b) -> set_idx(idx,
@@ -15,6 +17,8 @@
  *                             queue, or overflow to the server; W_REQ hit:
  *                             invalidate, FLAG=1; the server's W_REP/F_REP
  *                             revalidates and is multicast to {client, loop};
+ *                             F_REQ (the controller's): LAT = the key's write
+ *                             count (wcount), echoed in its F_REP;
  *                             a cache packet (ingress = recirculation) serves
  *                             the head of its queue (multicast to {client,
  *                             loop}), or loops on, or drops itself when its
@@ -69,7 +73,7 @@
 /* SC_STATE_*, SC_STAT_*, SC_MAX_SLOTS_TOTAL, nk_sc_mcast_group():
  * netkv/constants.h (spec/constants.toml) */
 #define SC_MAX_NODES 4096
-#define SC_NREGS 23
+#define SC_NREGS 24
 
 struct starcache_state {
 	uint32_t keys, slots, faithful;
@@ -90,6 +94,8 @@ struct starcache_state {
 	uint16_t *inloop, *stale;  /* the key's cache packets in the loop; the oldest to drop */
 	uint32_t *write_ts;        /* when the key's last counted write passed (us, wraps) */
 	uint32_t *last_src, *last_seq;   /* the key's last counted write: client node, SEQ */
+	uint32_t *wcount;          /* the key's counted writes, ever (wraps; never reset):
+				    * an F_REQ carries it in LAT, its F_REP echoes it */
 	/* request table, keys x slots: ReqIdx = CacheIdx * S + i */
 	uint32_t *req_ip;          /* client node id */
 	uint32_t *req_seq;         /* SEQ */
@@ -119,6 +125,7 @@ static void sc_fini(void *st)
 	free(s->write_ts);
 	free(s->last_src);
 	free(s->last_seq);
+	free(s->wcount);
 	free(s->req_ip);
 	free(s->req_seq);
 	free(s->req_ts);
@@ -181,12 +188,13 @@ static int sc_init(void *st, const struct nk_pipeline_cfg *cfg)
 	s->write_ts = calloc(k, sizeof(uint32_t));
 	s->last_src = calloc(k, sizeof(uint32_t));
 	s->last_seq = calloc(k, sizeof(uint32_t));
+	s->wcount = calloc(k, sizeof(uint32_t));
 	s->req_ip = calloc(r, sizeof(uint32_t));
 	s->req_seq = calloc(r, sizeof(uint32_t));
 	s->req_ts = calloc(r, sizeof(uint32_t));
 	s->req_cookie = calloc(r, sizeof(uint64_t));
 	if (nk_k128_init(&s->tab, s->keys) || !s->node_port || !s->state || !s->pending_writes || !s->pop || !s->qlen ||
-	    !s->front || !s->rear || !s->ack || !s->home || !s->inloop || !s->stale || !s->write_ts || !s->last_src || !s->last_seq || !s->req_ip || !s->req_seq || !s->req_ts ||
+	    !s->front || !s->rear || !s->ack || !s->home || !s->inloop || !s->stale || !s->write_ts || !s->last_src || !s->last_seq || !s->wcount || !s->req_ip || !s->req_seq || !s->req_ts ||
 	    !s->req_cookie) {
 		sc_fini(s);
 		return NK_PIPE_EFULL;
@@ -211,6 +219,7 @@ static int sc_init(void *st, const struct nk_pipeline_cfg *cfg)
 	add_reg(s, "write_ts", s->write_ts, k, 4, 32);
 	add_reg(s, "last_src", s->last_src, k, 4, 32);
 	add_reg(s, "last_seq", s->last_seq, k, 4, 32);
+	add_reg(s, "wcount", s->wcount, k, 4, 32);
 	add_reg(s, "req_ip", s->req_ip, r, 4, 32);
 	add_reg(s, "req_seq", s->req_seq, r, 4, 32);
 	add_reg(s, "req_ts", s->req_ts, r, 4, 32);
@@ -503,9 +512,16 @@ static void server_update(struct starcache_state *s, int64_t hit, struct nk_msg 
 	 * fetched yet, or the watchdog's refetch, which invalidates first): a
 	 * late F_REP (reordered behind a write's reply that revalidated the
 	 * key) would mark the newer packet stale and loop its older value */
+	/* strict: and only if no write was counted since its F_REQ passed
+	 * (the F_REQ's stamp, echoed in LAT, is the key's write count now):
+	 * otherwise the server may have read the value before writes that
+	 * were then applied and answered (an overlap's replies revalidate
+	 * nothing, so the count is back to 0 and the key INVALID), and the
+	 * late F_REP would loop a value older than their acknowledgements */
+	int fresh = (uint32_t)m->send_ns == s->wcount[idx];
 	int ok = m->frag_cnt && carries_item(m, write) && (s->faithful ||
 		 (!s->pending_writes[idx] && s->state[idx] != SC_STATE_VALID &&
-		  (!write || last)));
+		  (write ? last : fresh)));
 	if (!ok) {
 		/* no value (an uncached write), a RETRY (a W_REQ whose HKEY is
 		 * not its key's), an older write's reply while another is in flight
@@ -604,6 +620,7 @@ static void sc_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 			s->last_src[hit] = !s->faithful && s->pending_writes[hit] > 1
 						   ? SC_LAST_OVERLAP : meta->src;
 			s->last_seq[hit] = m->req_id;
+			s->wcount[hit]++;
 			if (multi)
 				m->flags = 1;
 			else
@@ -617,8 +634,22 @@ static void sc_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 	case NK_STARCACHE_OP_F_REP:
 		server_update(s, hit, m, meta, act);
 		return;
+	case NK_STARCACHE_OP_F_REQ:
+		/* the controller's fetch (a client's is refused above): LAT
+		 * carries the key's write count, which the server echoes in its
+		 * F_REP; the switch takes the F_REP only if it is still the
+		 * count (server_update). With a counted write in flight the
+		 * server may apply it after reading (switch->server
+		 * reordering) and, in an overlap, its reply revalidates
+		 * nothing: the stamp is one behind, which no count matches
+		 * (strict; the fetch is refused and sent again) */
+		if (hit >= 0)
+			m->send_ns = s->wcount[hit] -
+				     (!s->faithful && s->pending_writes[hit] ? 1u : 0u);
+		forward(s, meta, act);
+		return;
 	default:
-		/* CRN_REQ, F_REQ (no cache logic), R_REP from a server */
+		/* CRN_REQ, R_REP from a server */
 		forward(s, meta, act);
 		return;
 	}
