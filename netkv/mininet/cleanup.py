@@ -21,16 +21,14 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
-import string
 import subprocess
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from netkv import procstat
+from netkv import procstat, statedir
 from netkv.backends import programs as backend_programs
 
 STATE_ROOT = Path(os.environ.get("NETKV_MININET_STATE", "/run/netkv/mininet"))
@@ -53,29 +51,25 @@ class RunState:
 
     @classmethod
     def create(cls) -> "RunState":
-        # owner-only: run folders hold control sockets and logs (docs/security.md)
-        STATE_ROOT.mkdir(mode=0o700, parents=True, exist_ok=True)
-        STATE_ROOT.chmod(0o700)
-        alphabet = string.ascii_lowercase + string.digits
-        for _ in range(1000):
-            tag = TAG_PREFIX + "".join(random.choice(alphabet) for _ in range(3))
-            folder = STATE_ROOT / tag
-            try:
-                folder.mkdir(mode=0o700)
-            except FileExistsError:
-                continue
-            state = cls(tag, folder)
-            state.save()
-            return state
-        raise RuntimeError(f"no free run tag under {STATE_ROOT}")
+        # owner-only: run folders hold control sockets and logs
+        # (docs/security.md); the record is in the folder as it appears
+        # (netkv.statedir), so a sweep's command finds a killed worker's
+        state = cls("", Path())
+        folder = statedir.create(STATE_ROOT, TAG_PREFIX, {"state.json": state._record()})
+        state.tag, state.folder = folder.name, folder
+        state.save()
+        return state
 
     def save(self) -> None:
         tmp = self.folder / "state.json.tmp"
-        # the owner's start time with its pid: a reused pid is another process
-        tmp.write_text(json.dumps({"tag": self.tag, "owner": self.owner,
-                                   "owner_start": procstat.started(self.owner),
-                                   "parent": self.parent, "pids": self.pids}))
+        tmp.write_text(self._record())
         tmp.replace(self.folder / "state.json")
+
+    def _record(self) -> str:
+        # the owner's start time with its pid: a reused pid is another process
+        return json.dumps({"tag": self.tag, "owner": self.owner,
+                           "owner_start": procstat.started(self.owner),
+                           "parent": self.parent, "pids": self.pids})
 
     def add_pid(self, pid: int) -> None:
         self.pids.append(pid)
@@ -170,13 +164,7 @@ def clean_run(tag: str, pids: list[int] | None = None) -> list[str]:
         if r.returncode == 0:
             removed.append(f"link {name}")
     folder = STATE_ROOT / tag
-    if folder.is_dir():
-        for f in sorted(folder.rglob("*"), reverse=True):
-            if f.is_file() or f.is_socket() or f.is_symlink():
-                f.unlink(missing_ok=True)
-            elif f.is_dir():
-                f.rmdir()
-        folder.rmdir()
+    if statedir.remove(folder):   # whole: never under its tag without its record
         removed.append(f"state {folder}")
     return removed
 
@@ -189,6 +177,7 @@ def clean(force: bool = False) -> list[str]:
     removed: list[str] = []
     if not STATE_ROOT.is_dir():
         return removed
+    removed += statedir.remove_debris(STATE_ROOT)
     for folder in sorted(STATE_ROOT.iterdir()):
         if not folder.is_dir() or not folder.name.startswith(TAG_PREFIX):
             continue
@@ -229,7 +218,8 @@ def clean_children(wait_s: float = 5.0) -> tuple[list[str], list[str]]:
             runs.append((folder.name, [int(p) for p in state.get("pids", [])],
                          int(state.get("owner", -1)), state.get("owner_start")))
     procstat.wait_exited([_record(o, s) for _, _, o, s in runs], wait_s)
-    removed: list[str] = []
+    # a worker killed while making or removing its folder (netkv.statedir)
+    removed: list[str] = statedir.remove_debris(STATE_ROOT)
     left: list[str] = []
     for tag, pids, owner, start in runs:
         if _alive(owner, start):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from netkv import procstat
+from netkv import procstat, statedir
 from netkv.backends import backend_class
 from netkv.config.schema import RunConfig
 from netkv.native import NativeBuildMissing, program_path
@@ -41,15 +41,15 @@ class LocalState:
 
     @classmethod
     def create(cls, inventory: Inventory) -> "LocalState":
-        STATE_ROOT.mkdir(parents=True, exist_ok=True, mode=0o700)
-        folder = Path(tempfile.mkdtemp(prefix="nk", dir=STATE_ROOT))
-        # whose run it is: `netkv clean --inventory` treats the run as dead
-        # once this process is gone
-        (folder / "owner").write_text(procstat.owner_record() + "\n")
-        # the hosts, then the owner's parent (a sweep's command finds its
-        # killed workers' runs by it: netkv.testbed.clean.clean_children)
-        (folder / INVENTORY).write_text(inventory.model_dump_json())
-        (folder / PARENT).write_text(procstat.owner_record(os.getppid()) + "\n")
+        # whose run it is (`netkv clean --inventory` treats the run as dead
+        # once this process is gone), the hosts, then the owner's parent (a
+        # sweep's command finds its killed workers' runs by it:
+        # netkv.testbed.clean.clean_children); all in the folder as it
+        # appears (netkv.statedir)
+        folder = statedir.create(STATE_ROOT, "nk", {
+            "owner": procstat.owner_record() + "\n",
+            INVENTORY: inventory.model_dump_json(),
+            PARENT: procstat.owner_record(os.getppid()) + "\n"}, tag_chars=8)
         # it names the remote run folders and the run in process lists
         return cls(folder.name, folder)
 
@@ -148,7 +148,7 @@ class TestbedTarget(MininetTarget):
         return SshRack(spec, self.cfg.inventory, self.state.folder, control)
 
     def release(self) -> None:
-        shutil.rmtree(self.state.folder, ignore_errors=True)
+        statedir.remove(self.state.folder)
 
     def provenance(self) -> dict[str, Any]:
         """Per host: roles, stack, NIC and cores as the inventory gives them,

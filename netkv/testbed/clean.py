@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import tempfile
 from collections import defaultdict
 from collections.abc import Collection
 from pathlib import Path
 
-from netkv import procstat
+from netkv import procstat, statedir
 from netkv.mininet.cleanup import stop_tagged
 from netkv.testbed.inventory import Inventory
 from netkv.testbed.ssh import RemoteError, Ssh
@@ -102,7 +101,9 @@ def clean_inventory(inv: Inventory, state_root: Path, force: bool = False,
         if dead(folder.name):
             # its SSH masters and forwards (their command lines name the folder)
             removed += stop_tagged(f"{folder}/", SSH_PROGRAMS)
-            shutil.rmtree(folder, ignore_errors=True)
+            statedir.remove(folder)
+    if tags is None:   # a run killed while making or removing its folder
+        removed += statedir.remove_debris(state_root)
     return removed
 
 
@@ -126,7 +127,8 @@ def clean_children(state_root: Path, wait_s: float = 5.0) -> tuple[list[str], li
         by_inventory[inv].append(folder.name)
     procstat.wait_exited(list(runs.values()), wait_s)
     left = [tag for tag in runs if alive(state_root, tag)]
-    removed: list[str] = []
+    # a worker killed while making or removing its folder (netkv.statedir)
+    removed: list[str] = statedir.remove_debris(state_root)
     for text, tags in by_inventory.items():
         removed += clean_inventory(Inventory.model_validate_json(text), state_root, tags=tags)
     return removed, left
