@@ -146,19 +146,61 @@ def _leave(sw: Pipeline, ctl: ks.KVSwitchController) -> None:
 @pytest.mark.parametrize("written", [False, True])
 def test_an_r1_key_leaving_costs_the_owner_an_eviction_only_if_a_write_was_stamped(
         written: bool) -> None:
-    """An r = 1 key's owner is not told at install; at removal the
-    controller reads Ver: unchanged, nothing is sent (the owner holds the
-    key as cold); a stamped write made the owner take it hot, and it gets
-    REPL_EVICT (then repeated), or would answer ERROR to every unstamped
-    write. Before, every r = 1 install cost a REPL_CMD and every removal
-    three REPL_EVICTs, thousands a period when few queries a period make
-    the top K churn (test_kvswitch_sim's below-T completion test)."""
+    """An r = 1 key's owner is not told at install; a period after the
+    removal the controller reads Ver: unchanged, nothing is sent (the owner
+    holds the key as cold); a stamped write made the owner take it hot, and
+    it gets REPL_EVICT (then repeated), or would answer ERROR to every
+    unstamped write. Before, every r = 1 install cost a REPL_CMD and every
+    removal three REPL_EVICTs, thousands a period when few queries a period
+    make the top K churn (test_kvswitch_sim's below-T completion test)."""
     sw, ctl = planned(install_below_t=True)
+    slot = ctl.hot[WARM].slot
     if written:
         send(sw, WARM, KvswitchOp.SET, seq=7)
     ctl.plane.sent.clear()
     _leave(sw, ctl)
-    assert WARM not in ctl.hot
+    assert WARM not in ctl.hot and slot not in ctl.free   # held a period
+    assert not [m for _, m in ctl.plane.sent if m.key == WARM]
+    ver = ctl._ver()
+    ctl.epoch(0.2)
+    assert slot in ctl.free
     evicts = [(dst, m.ver) for dst, m in ctl.plane.sent
               if m.op == KvswitchOp.REPL_EVICT and m.key == WARM]
-    assert evicts == ([(OWNER[WARM], ctl._ver())] if written else [])
+    assert evicts == ([(OWNER[WARM], ver)] if written else [])
+
+
+def test_a_write_stamped_after_the_delete_still_costs_the_owner_an_eviction() -> None:
+    """BMv2 applies HotkeyTable and writes Ver in separate steps: a write
+    that matched just before the controller's table_delete stamps Ver just
+    after it, and reaches the owner, which takes the key hot. Read at the
+    delete (the old code), Ver had not moved: no eviction was ever sent and
+    the owner answered ERROR to every unstamped write of the key for good.
+    Read a period later, the stamp is seen."""
+    sw, ctl = planned(install_below_t=True)
+    h = ctl.hot[WARM]
+    ctl.plane.sent.clear()
+    _leave(sw, ctl)
+    assert WARM not in ctl.hot
+    sw.reg_write("Ver", h.slot, h.ver0 + 1)   # the late stamp
+    ver = ctl._ver()
+    ctl.epoch(0.2)
+    evicts = [(dst, m.ver) for dst, m in ctl.plane.sent
+              if m.op == KvswitchOp.REPL_EVICT and m.key == WARM]
+    assert evicts == [(OWNER[WARM], ver)]
+
+
+def test_an_r1_key_back_before_its_check_is_evicted_by_its_new_install() -> None:
+    """Removed with a write stamped, installed again (r = 1) before the
+    check: the check does not evict it (that would undo the new install's
+    hot state at the owner) but marks it told, so its own removal evicts it
+    even if its new slot's Ver never moves."""
+    sw, ctl = planned(install_below_t=True)
+    send(sw, WARM, KvswitchOp.SET, seq=7)
+    _leave(sw, ctl)
+    assert WARM not in ctl.hot
+    ctl.hot[WARM] = ks.Hot(WARM, ctl.keymap(WARM), 99, [OWNER[WARM]],
+                           told=False, ver0=ctl._ver())   # back, as _install puts it
+    ctl.plane.sent.clear()
+    ctl._settle_unsure()
+    assert ctl.hot[WARM].told
+    assert not [m for _, m in ctl.plane.sent if m.key == WARM]

@@ -216,6 +216,9 @@ class KVSwitchController(Controller):
         self.hot: dict[bytes, Hot] = {}
         self.free = list(range(self.k - 1, -1, -1))
         self.pending_evict: list[tuple[bytes, KeyInfo, list[int]]] = []
+        # removed r = 1 keys whose owner was never told, slots held till
+        # their Ver is read a period later (_settle_unsure)
+        self.unsure: list[Hot] = []
         # owners told a key went cold, again for OWNER_EVICT_REPEATS periods
         # (a lost REPL_EVICT would leave the owner refusing unstamped writes)
         self.owner_evict: list[tuple[bytes, KeyInfo, int, int]] = []
@@ -274,10 +277,12 @@ class KVSwitchController(Controller):
         periods' learning) use versions above the evictions'."""
         self.period += 1   # above every version stamped before the outage
         ver = self._ver()
-        for key, h in self.hot.items():
+        # the removed r = 1 keys not yet settled too: their Ver is gone
+        for key, h in [*self.hot.items(), *((u.key, u) for u in self.unsure)]:
             self.owner_evict.append((key, h.info, ver, OWNER_EVICT_REPEATS))
             self._evict_msg(key, h.info, h.info.owner, ver)
         self.hot = {}
+        self.unsure = []
         self.free = list(range(self.k - 1, -1, -1))
         self.pending_evict = []
         self.groups = set()
@@ -288,6 +293,7 @@ class KVSwitchController(Controller):
         del t_s
         sw = self.plane.switch
         self._send_evictions()
+        self._settle_unsure()   # after: its evictions go once now, repeated from the next
         loads = np.array(sw.reg_read_range("Loadcount", 0, self.m), dtype=np.float64)
         total = float(loads.sum())
         # a period too short to plan on discards its key counts: reading
@@ -356,19 +362,19 @@ class KVSwitchController(Controller):
             sw.table_delete("HotkeyTable", list(key_words(key)))
             for o in range(1, len(h.servers) + 1):
                 sw.table_delete("ServermapTable", [h.slot, o])
-        # Ver after the deletes: no write is stamped for these keys any more
-        vers = self._untold_vers([self.hot[k] for k in gone])
         for key in gone:
             h = self.hot.pop(key)
-            self.free.append(h.slot)
             self.stats.evictions += 1
-            if not h.told and vers[h.slot] == h.ver0:
-                # r = 1, the owner never told and no write stamped: it
-                # holds the key as cold already, nothing to undo
+            if not h.told:
+                # r = 1, the owner never told: a stamped write made the key
+                # hot at the owner iff Ver moved. Read a period later, its
+                # slot kept till then: on BMv2 a write that matched
+                # HotkeyTable just before the delete stamps Ver after it
+                # (the table and the register are not one step there)
+                self.unsure.append(h)
                 continue
-            self.pending_evict.append((key, h.info, h.servers[1:]))
-            self.owner_evict.append((key, h.info, self._ver(), OWNER_EVICT_REPEATS))
-            self._evict_msg(key, h.info, h.info.owner, self._ver())
+            self.free.append(h.slot)
+            self._evict_owner(key, h)
         for key, r in want.items():
             old = self.hot.get(key)
             info = old.info if old else self.keymap(key)
@@ -427,10 +433,35 @@ class KVSwitchController(Controller):
                                   keyhash=info.keyhash, ver=ver, bitmap=bitmap, value=payload,
                                   server_id=info.owner), info.owner)
 
+    def _evict_owner(self, key: bytes, h: Hot) -> None:
+        self.pending_evict.append((key, h.info, h.servers[1:]))
+        self.owner_evict.append((key, h.info, self._ver(), OWNER_EVICT_REPEATS))
+        self._evict_msg(key, h.info, h.info.owner, self._ver())
+
+    def _settle_unsure(self) -> None:
+        """The r = 1 keys removed a period ago whose owner was never told:
+        evicted at the owner if a write was stamped (Ver moved), and their
+        slots free again. A key installed again since takes over: the
+        owner's hot state is its install's to undo (told, if Ver moved)."""
+        if not self.unsure:
+            return
+        vers = self._untold_vers(self.unsure)
+        for h in self.unsure:
+            self.free.append(h.slot)
+            if vers[h.slot] == h.ver0:
+                continue   # no write stamped: the owner holds the key as cold
+            again = self.hot.get(h.key)
+            if again is not None:
+                again.told = True
+            else:
+                self._evict_owner(h.key, h)
+        self.unsure = []
+
     def _untold_vers(self, gone: list[Hot]) -> dict[int, int]:
-        """Ver of the slots of the keys in ``gone`` whose owner was never
-        told (r = 1): a stamped write made it hot at the owner iff Ver moved
-        from the install version (a saturated Ver, 2³²−1, counts as moved)."""
+        """Ver of the slots of ``gone``'s keys, removed from HotkeyTable a
+        period ago, whose owner was never told (r = 1): a stamped write made
+        it hot at the owner iff Ver moved from the install version (a
+        saturated Ver, 2³²−1, counts as moved)."""
         slots = [h.slot for h in gone if not h.told]
         if not slots:
             return {}
