@@ -685,6 +685,51 @@ static void test_strict_rules(void)
 	host_free(&own);
 }
 
+/* REPL_EVICT names the owner in FLAGS: a replica whose push was lost (no
+ * role there) forgets nothing and keeps its copy's version; by the role
+ * alone it took the eviction as the owner's, kept an owner entry and raised
+ * a stale copy to the eviction's version. The owner named, with or without
+ * an entry, notes the key cold; FLAGS 0 (an older controller) leaves it to
+ * the role. */
+static void test_evict_names_the_owner(void)
+{
+	current = "REPL_EVICT names the owner";
+	struct host own, rep;
+	host_init(&own, 1, "hot_keys=8");
+	host_init(&rep, 2, "hot_keys=8");
+	struct nk_host_out out[NK_HOST_MAX_OUT];
+	/* an old copy at the replica (a past install's bytes, its role gone) */
+	struct nk_msg p = mk(NK_KVSWITCH_OP_REPL_PUSH, 9, 0);
+	p.ver = 1u << 20;
+	EXPECT_EQ(serve(rep.st, &rep.ns, &p, 0, out, NK_HOST_MAX_OUT), 1);
+	struct nk_msg ev = mk(NK_KVSWITCH_OP_REPL_EVICT, 9, 0);
+	ev.ver = 1u << 20;
+	ev.result = 1 + 1;
+	EXPECT_EQ(serve(rep.st, &rep.ns, &ev, NK_NODE_NONE, out, NK_HOST_MAX_OUT), 0);
+	expect_roles(rep.st, &rep.ns, "ok owner=0 replica=0 full=0 amo_dups=0 amo_old=0 retries=0");
+	/* the next install's push was lost; its eviction reaches the replica */
+	ev.ver = 3u << 20;
+	EXPECT_EQ(serve(rep.st, &rep.ns, &ev, NK_NODE_NONE, out, NK_HOST_MAX_OUT), 0);
+	expect_roles(rep.st, &rep.ns, "ok owner=0 replica=0 full=0 amo_dups=0 amo_old=0 retries=0");
+	EXPECT_EQ(stored_ver(&rep, 9), 1u << 20);
+	/* the owner, never told: cold from the eviction's version on */
+	struct nk_msg w = mk(NK_KVSWITCH_OP_SET, 9, 1);
+	EXPECT_EQ(serve(own.st, &own.ns, &w, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(serve(own.st, &own.ns, &ev, NK_NODE_NONE, out, NK_HOST_MAX_OUT), 0);
+	expect_roles(own.st, &own.ns, "ok owner=1 replica=0 full=0 amo_dups=0 amo_old=0 retries=0");
+	EXPECT_EQ(stored_ver(&own, 9), 3u << 20);
+	/* FLAGS 0: the role decides, as before (no role: the owner's path) */
+	ev.result = 0;
+	EXPECT_EQ(serve(rep.st, &rep.ns, &ev, NK_NODE_NONE, out, NK_HOST_MAX_OUT), 0);
+	expect_roles(rep.st, &rep.ns, "ok owner=1 replica=0 full=0 amo_dups=0 amo_old=0 retries=0");
+	/* an owner entry at a server FLAGS does not name is not its own */
+	ev.result = 1 + 1;
+	EXPECT_EQ(serve(rep.st, &rep.ns, &ev, NK_NODE_NONE, out, NK_HOST_MAX_OUT), 0);
+	expect_roles(rep.st, &rep.ns, "ok owner=0 replica=0 full=0 amo_dups=0 amo_old=0 retries=0");
+	host_free(&own);
+	host_free(&rep);
+}
+
 /* The stale read of digest §5, end to end through the switch and two servers:
  * W1 and W2 overlap, the replica's ACK for W1 reaches the switch after W2 was
  * stamped. The paper's switch (strict=0) validates the replica on it and
@@ -789,6 +834,7 @@ int main(void)
 	test_server_agent(1);
 	test_server_agent(0);
 	test_strict_rules();
+	test_evict_names_the_owner();
 	test_stale_read(1);
 	test_stale_read(0);
 	test_client();

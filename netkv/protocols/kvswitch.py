@@ -480,8 +480,10 @@ class KVSwitchController(Controller):
         return min((self.period + 1) << VER_SHIFT, 0xFFFFFFFF)
 
     def _evict_msg(self, key: bytes, info: KeyInfo, server: int, ver: int) -> None:
+        # FLAGS names the owner: a replica whose push was lost (no role
+        # there) must not take the eviction as the owner's
         self.plane.packet_out(Msg(proto=Proto.KVSWITCH, op=KvswitchOp.REPL_EVICT, key=key,
-                                  keyhash=info.keyhash, ver=ver), server)
+                                  keyhash=info.keyhash, ver=ver, result=info.owner + 1), server)
 
     def _send_evictions(self) -> None:
         # replicas: one period of grace, in-flight redirected reads still find data

@@ -18,9 +18,9 @@
  * `u8 n, n x u8 server`, or `bitmap` where the simulator moves no bytes):
  * become OWNER, bring the stored version up to the install version, push
  * the item (REPL_PUSH) to each listed server. REPL_PUSH: store if not older,
- * UPDATE_ACK. REPL_EVICT: a replica forgets the role (the bytes stay until
- * overwritten; the switch no longer sends reads there); the owner notes that
- * the key is cold from that version on.
+ * UPDATE_ACK. REPL_EVICT (FLAGS = owner index + 1): a replica forgets the
+ * role (the bytes stay until overwritten; the switch no longer sends reads
+ * there); the owner notes that the key is cold from that version on.
  *
  * Versions. The stored version is the wire VER for hot writes and pushes,
  * stored + 1 for cold writes, so every copy of one write holds the same
@@ -443,8 +443,14 @@ static int ks_server_handle(void *st, struct nk_store *store, const struct nk_ms
 		return replica_update(s, store, in, 0, out);
 	case NK_KVSWITCH_OP_REPL_EVICT:
 		e = ent_find(s, in->key);
-		if (e && e->role != KS_OWNER) {
-			ent_forget(s, e);
+		/* FLAGS names the owner (the controller's, as on a hot write);
+		 * without it (an older controller) the role learned decides. A
+		 * replica whose push was lost has no entry: by the role alone it
+		 * took the eviction as the owner's, kept an owner entry (table
+		 * space) and raised a stale copy's version */
+		if (in->result ? in->result != s->id + 1 : e && e->role != KS_OWNER) {
+			if (e)
+				ent_forget(s, e);
 			return 0;
 		}
 		/* the owner (told even if it never heard the key was hot): cold
