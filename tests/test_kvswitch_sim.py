@@ -235,4 +235,7 @@ def test_a_fault_free_run_completes_every_request_with_keys_below_t_installed(
         r = tg.run_point(750_000, 1)
     assert r.timeouts == 0 and tg.last_engine_stats.unfinished == 0
     assert r.completed / r.issued == 1.0, (r.completed, r.issued)
+    # no write refused: an owner evicted late (a period after its r = 1 key
+    # left) answered ERROR to its writes meanwhile (21,435 resends)
+    assert r.retries == 0, r.retries
     assert r.controller_metrics["periods"] >= 19

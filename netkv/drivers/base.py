@@ -28,6 +28,13 @@ class CpuPacket:
 class SwitchDriver(ABC):
     """Registers, tables, multicast groups, counters and CPU packets of one switch."""
 
+    #: each request takes effect between two packets, with no packet part-way
+    #: through the pipeline (the C pipeline: the simulator, netkv-switch). A
+    #: P4 switch's packets are: one that matched a table entry just before a
+    #: delete still writes registers after it (a controller that reads them
+    #: at the delete must allow for that: KVSwitch's)
+    atomic_control: bool = True
+
     @abstractmethod
     def reg_read(self, name: str, index: int) -> int:
         """One cell of register array ``name``."""
@@ -98,6 +105,7 @@ class BatchedWrites(SwitchDriver):
 
     def __init__(self, inner: SwitchDriver) -> None:
         self.inner = inner
+        self.atomic_control = inner.atomic_control
         self._queue: list[tuple[str, int, int]] = []
 
     def flush(self) -> None:

@@ -57,6 +57,8 @@ _ACTIVE: "P4RuntimeDriver | None" = None
 class P4RuntimeDriver(SwitchDriver):
     """One switch over P4Runtime (p4runtime-shell); registers per subclass."""
 
+    atomic_control = False   # packets are in the pipeline while a request lands
+
     label: ClassVar[str] = "P4Runtime"       # in messages
     install_hint: ClassVar[str] = "pip install p4runtime-shell"
     regs: Any                                # RegisterCells with read(cells) -> list[int]

@@ -216,9 +216,10 @@ class KVSwitchController(Controller):
         self.hot: dict[bytes, Hot] = {}
         self.free = list(range(self.k - 1, -1, -1))
         self.pending_evict: list[tuple[bytes, KeyInfo, list[int]]] = []
-        # removed r = 1 keys whose owner was never told, slots held till
-        # their Ver is read a period later (_settle_unsure)
-        self.unsure: list[Hot] = []
+        # keys removed this period, their slots held till the next epoch
+        # (_free_held), with the Ver an r = 1 key's owner was left at (None:
+        # evicted)
+        self.held: list[tuple[Hot, int | None]] = []
         # owners told a key went cold, again for OWNER_EVICT_REPEATS periods
         # (a lost REPL_EVICT would leave the owner refusing unstamped writes)
         self.owner_evict: list[tuple[bytes, KeyInfo, int, int]] = []
@@ -277,12 +278,14 @@ class KVSwitchController(Controller):
         periods' learning) use versions above the evictions'."""
         self.period += 1   # above every version stamped before the outage
         ver = self._ver()
-        # the removed r = 1 keys not yet settled too: their Ver is gone
-        for key, h in [*self.hot.items(), *((u.key, u) for u in self.unsure)]:
+        # and the removed r = 1 keys not evicted: a late stamp is not
+        # readable any more (Ver is gone)
+        unsure = [(h.key, h) for h, v in self.held if v is not None]
+        for key, h in [*self.hot.items(), *unsure]:
             self.owner_evict.append((key, h.info, ver, OWNER_EVICT_REPEATS))
             self._evict_msg(key, h.info, h.info.owner, ver)
         self.hot = {}
-        self.unsure = []
+        self.held = []
         self.free = list(range(self.k - 1, -1, -1))
         self.pending_evict = []
         self.groups = set()
@@ -293,7 +296,7 @@ class KVSwitchController(Controller):
         del t_s
         sw = self.plane.switch
         self._send_evictions()
-        self._settle_unsure()   # after: its evictions go once now, repeated from the next
+        self._free_held()   # after: its evictions go once now, repeated from the next
         loads = np.array(sw.reg_read_range("Loadcount", 0, self.m), dtype=np.float64)
         total = float(loads.sum())
         # a period too short to plan on discards its key counts: reading
@@ -362,19 +365,27 @@ class KVSwitchController(Controller):
             sw.table_delete("HotkeyTable", list(key_words(key)))
             for o in range(1, len(h.servers) + 1):
                 sw.table_delete("ServermapTable", [h.slot, o])
+        # Ver after the deletes: an r = 1 key whose owner was never told is
+        # hot there iff a write was stamped (Ver moved)
+        vers = self._untold_vers([self.hot[k] for k in gone])
+        # On a P4 switch (``atomic_control`` false) the HotkeyTable match and
+        # the Ver write are separate steps: a write that matched just before
+        # the delete stamps Ver just after it. So every slot is held a
+        # period (``held``): reused at once, such a stamp would land one
+        # above the new install's Ver, this period's eviction version, and
+        # the owner would take the key hot above every REPL_EVICT; and an
+        # r = 1 key not evicted has its Ver read again then.
+        hold = not sw.atomic_control
         for key in gone:
             h = self.hot.pop(key)
             self.stats.evictions += 1
-            if not h.told:
-                # r = 1, the owner never told: a stamped write made the key
-                # hot at the owner iff Ver moved. Read a period later, its
-                # slot kept till then: on BMv2 a write that matched
-                # HotkeyTable just before the delete stamps Ver after it
-                # (the table and the register are not one step there)
-                self.unsure.append(h)
-                continue
-            self.free.append(h.slot)
-            self._evict_owner(key, h)
+            evict = h.told or vers[h.slot] != h.ver0
+            if evict:
+                self._evict_owner(key, h)
+            if hold:
+                self.held.append((h, None if evict else h.ver0))
+            else:
+                self.free.append(h.slot)
         for key, r in want.items():
             old = self.hot.get(key)
             info = old.info if old else self.keymap(key)
@@ -438,30 +449,24 @@ class KVSwitchController(Controller):
         self.owner_evict.append((key, h.info, self._ver(), OWNER_EVICT_REPEATS))
         self._evict_msg(key, h.info, h.info.owner, self._ver())
 
-    def _settle_unsure(self) -> None:
-        """The r = 1 keys removed a period ago whose owner was never told:
-        evicted at the owner if a write was stamped (Ver moved), and their
-        slots free again. A key installed again since takes over: the
-        owner's hot state is its install's to undo (told, if Ver moved)."""
-        if not self.unsure:
+    def _free_held(self) -> None:
+        """The slots of the keys removed a period ago free again; an r = 1
+        key whose owner was not evicted then gets its REPL_EVICT now if a
+        write stamped Ver after the first read (BMv2's late stamp)."""
+        if not self.held:
             return
-        vers = self._untold_vers(self.unsure)
-        for h in self.unsure:
+        vers = self._untold_vers([h for h, v in self.held if v is not None])
+        for h, v in self.held:
             self.free.append(h.slot)
-            if vers[h.slot] == h.ver0:
-                continue   # no write stamped: the owner holds the key as cold
-            again = self.hot.get(h.key)
-            if again is not None:
-                again.told = True
-            else:
+            if v is not None and vers[h.slot] != v:
                 self._evict_owner(h.key, h)
-        self.unsure = []
+        self.held = []
 
     def _untold_vers(self, gone: list[Hot]) -> dict[int, int]:
-        """Ver of the slots of ``gone``'s keys, removed from HotkeyTable a
-        period ago, whose owner was never told (r = 1): a stamped write made
-        it hot at the owner iff Ver moved from the install version (a
-        saturated Ver, 2³²−1, counts as moved)."""
+        """Ver of the slots of ``gone``'s keys (removed from HotkeyTable)
+        whose owner was never told (r = 1): a stamped write made it hot at
+        the owner iff Ver moved from the install version (a saturated Ver,
+        2³²−1, counts as moved)."""
         slots = [h.slot for h in gone if not h.told]
         if not slots:
             return {}

@@ -114,7 +114,9 @@ header netcache_value_t {
 
 header kvswitch_t {
     bit<8>   op;
-    bit<8>   flags;     /* reply status: 0 OK, 1 NOT_FOUND, 2 ERROR */
+    bit<8>   flags;     /* reply status: 0 OK, 1 NOT_FOUND, 2 ERROR; owner
+                         * + 1 on a hot write (the switch) and a REPL_EVICT
+                         * (the controller) */
     bit<16>  vlen;
     bit<32>  seq;
     bit<32>  ver;       /* stamped by the switch on hot writes */
