@@ -9,7 +9,7 @@ one could tell was theirs: the command exited with it behind (CI, stop 36).
 
 So a folder appears under its tag with its record already in it (written in
 ``<root>/.new-<owner>-<random>`` and renamed), and goes first by a rename
-to ``<root>/.gone-<owner>-<random>``, then is removed. What a killed
+to ``<root>/.gone-<owner>-<tag>``, then is removed. What a killed
 process leaves is debris named by its pid and start time, which
 ``remove_debris`` takes once that process is gone.
 """
@@ -30,9 +30,9 @@ NEW, GONE = ".new-", ".gone-"
 _ALPHABET = string.ascii_lowercase + string.digits
 
 
-def _debris_name(kind: str) -> str:
+def _debris_name(kind: str, tag: str | None = None) -> str:
     pid, start = procstat.owner_record().split()
-    return f"{kind}{pid}-{start}-{''.join(random.choice(_ALPHABET) for _ in range(6))}"
+    return f"{kind}{pid}-{start}-{tag or ''.join(random.choice(_ALPHABET) for _ in range(6))}"
 
 
 def create(root: Path, prefix: str, files: Mapping[str, str], tag_chars: int = 3,
@@ -63,9 +63,10 @@ def create(root: Path, prefix: str, files: Mapping[str, str], tag_chars: int = 3
 
 
 def remove(folder: Path) -> bool:
-    """Remove ``folder`` whole: renamed away first, so that it never stands
-    under its tag without its record. False if it was not there."""
-    away = folder.parent / _debris_name(GONE)
+    """Remove ``folder`` whole: renamed away first (to a name keeping its
+    tag: processes may name the old path), so that it never stands under
+    its tag without its record. False if it was not there."""
+    away = folder.parent / _debris_name(GONE, folder.name)
     try:
         os.rename(folder, away)
     except FileNotFoundError:
@@ -74,27 +75,43 @@ def remove(folder: Path) -> bool:
     return True
 
 
-def _maker(name: str) -> str | None:
-    """The owner record a debris folder's name holds, None if it is not debris."""
+def _debris(name: str) -> tuple[str, str] | None:
+    """The owner record a debris folder's name holds and its last word (a
+    removed run's tag, or a random one); None if it is not debris."""
     for kind in (NEW, GONE):
         if name.startswith(kind):
             words = name[len(kind):].split("-")
             if len(words) == 3 and words[0].isdigit() and words[1].isdigit():
-                return f"{words[0]} {words[1]}"
+                return f"{words[0]} {words[1]}", words[2]
     return None
 
 
-def remove_debris(root: Path, running: Callable[[str], bool] = procstat.owner_running) -> list[str]:
-    """Remove the half-made and half-removed folders under ``root`` of
-    processes that are gone; one line per folder removed."""
-    removed: list[str] = []
+def _entries(root: Path) -> list[Path]:
     try:
-        entries = sorted(root.iterdir())
+        return sorted(root.iterdir())
     except OSError:
-        return removed
-    for entry in entries:
-        maker = _maker(entry.name)
-        if maker is not None and entry.is_dir() and not running(maker):
-            shutil.rmtree(entry, ignore_errors=True)
-            removed.append(f"state {entry}")
+        return []
+
+
+def makers(root: Path) -> list[str]:
+    """The owner records of the processes that left debris under ``root``
+    (``procstat.wait_exited`` waits for them: one still exiting is not
+    gone yet)."""
+    return [d[0] for d in map(_debris, (e.name for e in _entries(root))) if d is not None]
+
+
+def remove_debris(root: Path, running: Callable[[str], bool] = procstat.owner_running,
+                  before: Callable[[str], object] | None = None) -> list[str]:
+    """Remove the half-made and half-removed folders under ``root`` of
+    processes that are gone (``before(tag)`` first for a removed run's: e.g.
+    stop what names its old path); one line per folder removed."""
+    removed: list[str] = []
+    for entry in _entries(root):
+        debris = _debris(entry.name)
+        if debris is None or not entry.is_dir() or running(debris[0]):
+            continue
+        if before is not None and entry.name.startswith(GONE):
+            before(debris[1])
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(f"state {entry}")
     return removed

@@ -12,6 +12,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -53,10 +54,15 @@ def test_a_removal_killed_part_way_leaves_debris_not_a_recordless_run(
     monkeypatch.undo()
     assert not folder.exists()
     [debris] = list(tmp_path.iterdir())
-    assert debris.name.startswith(statedir.GONE)
+    # named by its maker and the run's tag (what may still name its old path)
+    assert debris.name.startswith(statedir.GONE) and debris.name.endswith(f"-{folder.name}")
+    assert statedir.makers(tmp_path) == [procstat.owner_record()]
     # its maker (this process) runs: kept; once gone, removed
     assert statedir.remove_debris(tmp_path) == []
-    assert statedir.remove_debris(tmp_path, running=lambda _: False) == [f"state {debris}"]
+    tags: list[str] = []
+    assert statedir.remove_debris(tmp_path, running=lambda _: False,
+                                  before=tags.append) == [f"state {debris}"]
+    assert tags == [folder.name]
     assert list(tmp_path.iterdir()) == []
     assert statedir.remove(folder) is False
 
@@ -69,13 +75,15 @@ def test_remove_debris_leaves_what_is_not_debris(tmp_path: Path) -> None:
     assert len(list(tmp_path.iterdir())) == 6
 
 
-def _worker_killed_mid_removal(root: str) -> None:
-    """A sweep's worker: a Mininet run's folder, then killed while removing it."""
+def _worker_killed_mid_removal(root: str, exiting_s: float = 0.0) -> None:
+    """A sweep's worker: a Mininet run's folder, then killed while removing
+    it (still exiting for ``exiting_s``)."""
     cleanup.STATE_ROOT = Path(root)
     state = cleanup.RunState.create()
 
     def killed(path: Path, ignore_errors: bool = False) -> None:
         (Path(path) / "state.json").unlink()
+        time.sleep(exiting_s)
         os._exit(1)
 
     shutil.rmtree = killed   # type: ignore[assignment]  # this process only
@@ -97,6 +105,25 @@ def test_clean_children_removes_a_killed_workers_half_removed_run(
     assert debris.name.startswith(statedir.GONE) and not (debris / "state.json").exists()
     removed, left = cleanup.clean_children(wait_s=1.0)
     assert removed == [f"state {debris}"] and left == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_clean_children_waits_for_a_worker_still_exiting_after_its_rename(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The debris's maker still runs when ``clean_children`` looks (joblib's
+    kill not yet delivered): waited for, like a run's owner, then its debris
+    removed (not waiting, the debris was kept as a live process's)."""
+    monkeypatch.setattr(cleanup, "STATE_ROOT", tmp_path)
+    proc = multiprocessing.get_context("fork").Process(target=_worker_killed_mid_removal,
+                                                       args=(str(tmp_path), 1.0))
+    proc.start()
+    deadline = time.monotonic() + 30
+    while not any(p.name.startswith(statedir.GONE) for p in tmp_path.iterdir()):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    removed, left = cleanup.clean_children(wait_s=10.0)
+    proc.join(30)
+    assert len(removed) == 1 and removed[0].startswith(f"state {tmp_path}/{statedir.GONE}")
     assert list(tmp_path.iterdir()) == []
 
 

@@ -217,8 +217,10 @@ def clean_children(wait_s: float = 5.0) -> tuple[list[str], list[str]]:
         if state.get("parent") == me and folder.name.startswith(TAG_PREFIX):
             runs.append((folder.name, [int(p) for p in state.get("pids", [])],
                          int(state.get("owner", -1)), state.get("owner_start")))
-    procstat.wait_exited([_record(o, s) for _, _, o, s in runs], wait_s)
-    # a worker killed while making or removing its folder (netkv.statedir)
+    # and those of the debris: a worker killed while making or removing its
+    # folder (netkv.statedir) may still be exiting
+    procstat.wait_exited([_record(o, s) for _, _, o, s in runs]
+                         + statedir.makers(STATE_ROOT), wait_s)
     removed: list[str] = statedir.remove_debris(STATE_ROOT)
     left: list[str] = []
     for tag, pids, owner, start in runs:

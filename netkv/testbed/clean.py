@@ -103,8 +103,15 @@ def clean_inventory(inv: Inventory, state_root: Path, force: bool = False,
             removed += stop_tagged(f"{folder}/", SSH_PROGRAMS)
             statedir.remove(folder)
     if tags is None:   # a run killed while making or removing its folder
-        removed += statedir.remove_debris(state_root)
+        removed += _remove_debris(state_root)
     return removed
+
+
+def _remove_debris(state_root: Path) -> list[str]:
+    """netkv.statedir's debris of dead processes, after the SSH processes
+    naming a removed run's folder (its masters' ControlPath is in it)."""
+    return statedir.remove_debris(
+        state_root, before=lambda tag: stop_tagged(f"{state_root / tag}/", SSH_PROGRAMS))
 
 
 def clean_children(state_root: Path, wait_s: float = 5.0) -> tuple[list[str], list[str]]:
@@ -125,10 +132,11 @@ def clean_children(state_root: Path, wait_s: float = 5.0) -> tuple[list[str], li
             continue
         runs[folder.name] = owner
         by_inventory[inv].append(folder.name)
-    procstat.wait_exited(list(runs.values()), wait_s)
+    # and those of the debris: a worker killed while making or removing its
+    # folder (netkv.statedir) may still be exiting
+    procstat.wait_exited([*runs.values(), *statedir.makers(state_root)], wait_s)
     left = [tag for tag in runs if alive(state_root, tag)]
-    # a worker killed while making or removing its folder (netkv.statedir)
-    removed: list[str] = statedir.remove_debris(state_root)
+    removed: list[str] = _remove_debris(state_root)
     for text, tags in by_inventory.items():
         removed += clean_inventory(Inventory.model_validate_json(text), state_root, tags=tags)
     return removed, left
