@@ -316,9 +316,16 @@ class NetCacheController(Controller):
         return out
 
     def _read_hits(self) -> None:
+        """Each cached key's hits this epoch, then zeroed. One range read of
+        every slot: a read per key (2,000 control round trips on Mininet)
+        made the epoch last ~1 s, and it holds the target's switch lock, so
+        a switch outage landed that late (docs/mininet.md)."""
+        if not self.items:
+            return
         sw = self.plane.switch
+        hits = sw.reg_read_range("cache_hits", 0, self.capacity)
         for item in self.items.values():
-            item.hits = sw.reg_read("cache_hits", item.idx)
+            item.hits = int(hits[item.idx])
             if item.hits:
                 sw.reg_write("cache_hits", item.idx, 0)
 
