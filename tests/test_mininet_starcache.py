@@ -33,7 +33,9 @@ RATE = 2000.0
 
 
 def _run(protocol: str, *extra: str, loop_pps: float = 20000.0,  # type: ignore[no-untyped-def]
-         history_dir: str | None = None):
+         history_dir: str | None = None, cached: list[bytes] | None = None):
+    """One point on the rack; ``cached`` is filled with the keys the
+    controller still caches at its end."""
     from netkv.config.compose import load
     from netkv.runner import make_target
 
@@ -46,6 +48,8 @@ def _run(protocol: str, *extra: str, loop_pps: float = 20000.0,  # type: ignore[
         sw = target.controller.switch_stats() if target.controller is not None else {}
         counters = target.driver.counters()
         fetched = target.controller.stats.fetch_ok if target.controller is not None else 0
+        if cached is not None and target.controller is not None:
+            cached[:] = list(target.controller.items)
     links, procs = _leftovers(tag)
     assert links == [] and procs == [], (links, procs)   # the loop veth went too
     return res, counters, sw, fetched
@@ -204,6 +208,58 @@ def test_doctor_breaks_the_session_property() -> None:
     assert not _session(doctor([w, r])).ok
 
 
+def lone_writes(rows: list[dict[str, int | str]], cached: list[bytes]) -> int:
+    """Writes to the ``cached`` keys that no other write of their key
+    overlapped, invoke to completion at the client. A write's count at the
+    switch and its reply lie within that span, so the switch counted no
+    other write of the key while it was in flight: its reply revalidates
+    (docs/starcache.md, "Coherence"; an overlap's replies do not)."""
+    from netkv.sim.native import load
+
+    ffi, lib = load()
+    size = len(cached[0]) if cached else 0
+    buf = ffi.new("uint8_t[]", max(size, 1))
+
+    def is_cached(key: int) -> bool:
+        lib.nk_key_bytes(key, size, buf)
+        return bytes(ffi.buffer(buf, size)) in cached
+
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for r in rows:
+        if r["op"] == "w":
+            # a write never completed (-1) overlaps everything after it
+            end = int(r["complete_ns"]) if int(r["complete_ns"]) >= 0 else 1 << 63
+            spans.setdefault(int(r["key"]), []).append((int(r["invoke_ns"]), end))
+    lone = 0
+    for key, s in spans.items():
+        if not is_cached(key):
+            continue
+        s.sort()
+        latest_end = -1   # of the writes invoked before this one
+        for i, (start, end) in enumerate(s):
+            after = s[i + 1][0] if i + 1 < len(s) else 1 << 63
+            lone += latest_end <= start and after >= end
+            latest_end = max(latest_end, end)
+    return lone
+
+
+def test_lone_writes_counts_writes_no_other_of_their_key_overlapped() -> None:
+    from netkv.sim.native import load
+
+    ffi, lib = load()
+    buf = ffi.new("uint8_t[]", 8)
+    lib.nk_key_bytes(1, 8, buf)
+    one = bytes(ffi.buffer(buf, 8))
+
+    def w(key: int, a: int, b: int) -> dict[str, int | str]:
+        return {"op": "w", "key": key, "invoke_ns": a, "complete_ns": b}
+
+    rows = [w(1, 0, 10), w(1, 20, 30), w(1, 25, 40), w(1, 50, 60), w(1, 70, -1), w(1, 80, 90),
+            w(2, 0, 10), {"op": "r", "key": 1, "invoke_ns": 51, "complete_ns": 59}]
+    assert lone_writes(rows, [one]) == 2      # [0, 10] and [50, 60]; key 2 is not cached
+    assert lone_writes(rows, []) == 0
+
+
 @skip
 @pytest.mark.parametrize("value_size", [1800, 5664])
 def test_multi_packet_writes_on_real_packets(value_size: int, tmp_path: Path) -> None:
@@ -215,9 +271,10 @@ def test_multi_packet_writes_on_real_packets(value_size: int, tmp_path: Path) ->
     for byte, the preloaded value or one written to its key; no client reads
     a value older than its own acknowledged write (netkv.lincheck.session),
     and the check fails on the same history doctored with one stale read."""
+    cached: list[bytes] = []
     res, counters, sw, fetched = _run(
         "starcache", "protocol.cache_size=8", f"workload.value_size={value_size}",
-        "write_ratio=0.2", "record_history=true", history_dir=str(tmp_path))
+        "write_ratio=0.2", "record_history=true", history_dir=str(tmp_path), cached=cached)
     rows = _rows(tmp_path)
     writes, reads = _history(tmp_path)
     nw = sum(1 for r in rows if r["op"] == "w")
@@ -231,7 +288,18 @@ def test_multi_packet_writes_on_real_packets(value_size: int, tmp_path: Path) ->
     # once per write of a cached key (about half the writes at alpha 1.2),
     # not once per fragment
     assert 0.3 * nw < sw["invalidations"] <= nw, (sw, nw)
-    assert sw["revalidations"] > 0.8 * sw["invalidations"], sw
+    # every write counted alone revalidates; an overlap's replies do not, and
+    # how many writes overlap is timing, not the protocol (> 0.8 x
+    # invalidations failed 4 of 10 runs with both CPUs loaded: median write
+    # round trips of 3-15 ms overlapped 22-59% of the cached keys' writes).
+    # A stuck_ms restart (a round trip longer than stuck_ms) may let a
+    # refetch revalidate in a lone write's stead, once per restart.
+    lone = lone_writes(rows, cached)
+    print(f"writes to cached keys that no other write of the key overlapped: {lone}, "
+          f"stuck_writes {sw['stuck_writes']}")
+    assert lone > 20, (lone, cached)
+    assert lone <= sw["revalidations"] + sw["stuck_writes"], (sw, lone)
+    assert sw["revalidations"] <= sw["invalidations"], sw
     assert sw["served"] > 100, sw
     written = check_read_values(writes, reads)
     assert written > 20, written                  # reads did return written items
