@@ -557,6 +557,22 @@ def test_porcupine_runs_under_half_the_physical_memory_by_default(tmp_path):
         check_file_porcupine(h, binary=fake, max_memory_gb=0)
 
 
+def test_without_prlimit_the_cap_is_set_in_the_child(tmp_path, monkeypatch):
+    """util-linux's prlimit missing: the cap is set by a preexec_fn in the
+    child, and the stand-in helper sees the same limit."""
+    import netkv.lincheck as lc
+
+    fake = tmp_path / "porcupine"
+    fake.write_text('#!/bin/sh\necho "linearizable (0 ops, 0 keys, 0 pending writes; $(ulimit -v))"\n')
+    fake.chmod(0o755)
+    h = write_history(tmp_path / "h.jsonl", [])
+    real_which = lc.shutil.which
+    monkeypatch.setattr(lc.shutil, "which", lambda name: None if name == "prlimit" else real_which(name))
+    argv, preexec = lc._capped([str(fake)], 3 * 10**9)
+    assert argv == [str(fake)] and preexec is not None
+    assert check_file_porcupine(h, binary=fake, max_memory_gb=3).explanation == str(3 * 10**9 // 1024)
+
+
 @pytest.mark.parametrize("option, bad, allowed", [
     ("--timeout", "-1", "seconds, a finite number > 0"),
     ("--timeout", "nan", "seconds, a finite number > 0"),
