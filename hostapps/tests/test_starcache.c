@@ -895,6 +895,23 @@ static void test_duplicated_write_reply(void)
 	rig_free(&r);
 }
 
+/* After a late write reply: the writer's read goes to the server, the
+ * older cache packet (stale, as its F_REP) drops itself, and the next
+ * refetch loops the version ver. */
+static void refetched_after_late_reply(struct rig *r, struct nk_msg stale, uint32_t read_id,
+				       uint64_t ver)
+{
+	struct nk_msg rq = req(r, 0, "k-hot", read_id);
+	struct out o = sw_in(r, &rq, CL, 1, 0, 0);
+	EXPECT_EQ(o.act.held, 0);
+	EXPECT_EQ(o.act.port, 11);
+	stale.op = NK_STARCACHE_OP_R_REP;
+	EXPECT_EQ(sw_in(r, &stale, CTL, CTL, 1, 0).act.fwd, NK_FWD_DROP);
+	struct nk_msg cp = fetch(r, "k-hot", &o);
+	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(cp.ver, ver);
+}
+
 /* The stuck_us restart with a write still in flight (a review's find (3),
  * docs/starcache.md "Coherence"): W1 is counted and delayed past
  * stuck_us; a read restarts the count, the watchdog's refetch overtakes W1
@@ -929,17 +946,9 @@ static void test_write_later_than_the_stuck_restart(void)
 	EXPECT_EQ(sw_in(&r, &rep, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
 	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
 	EXPECT_EQ(rd(&r, "stats", SC_STAT_LATE_WRITES), 1);
-	/* the writer reads: to the server; v0's packet drops itself */
-	rq = req(&r, 0, "k-hot", 92);
-	o = sw_in(&r, &rq, CL, 1, 0, 0);
-	EXPECT_EQ(o.act.held, 0);
-	EXPECT_EQ(o.act.port, 11);
-	v0.op = NK_STARCACHE_OP_R_REP;
-	EXPECT_EQ(sw_in(&r, &v0, CTL, CTL, 1, 0).act.fwd, NK_FWD_DROP);
-	/* the next refetch loops W1's value */
-	struct nk_msg cp = fetch(&r, "k-hot", &o);
-	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);
-	EXPECT_EQ(cp.ver, rep.ver);
+	/* the writer reads: to the server; v0's packet drops itself; the
+	 * next refetch loops W1's value */
+	refetched_after_late_reply(&r, v0, 92, rep.ver);
 	/* again, the fetch reading before W2 is applied, its F_REP after
 	 * W2's reply: refused */
 	struct nk_msg w2 = req(&r, 1, "k-hot", 93);
@@ -1002,6 +1011,94 @@ static void test_write_number_window(void)
 	EXPECT_EQ(rd(&r, "stats", SC_STAT_LATE_WRITES), 8);
 	EXPECT_EQ(rd(&r, "pending_writes", 1), 0);
 	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
+	rig_free(&r);
+}
+
+/* An uncounted write racing an insert (a review's find): X's W_REQ passes
+ * while the key is uncached (FLAG 0: not counted); the controller inserts
+ * the key and its F_REQ, stamped with no write in flight, overtakes X's
+ * W_REQ on the switch->server link; the server reads v1, then applies X's
+ * write (v2); the F_REP was taken (VALID, v1 looping), X's W_REP passed to
+ * X without touching the key, and X's next read parked and got v1. An
+ * uncounted write's reply for a key cached and not DRAINING is now late:
+ * the key goes INVALID (v1's packet drops itself, X's read goes to the
+ * server) and the write number moves on (an F_REP it overtook is refused). */
+/* X's write passes the uncached key (not counted), the key is inserted and
+ * its F_REQ overtakes the write to the server: v1 the F_REP (the older
+ * value), rep X's W_REP (FLAG 0). */
+static void write_then_insert(struct rig *r, const char *params, uint32_t id,
+			      struct nk_msg *v1, struct nk_msg *rep)
+{
+	rig_init(r, params);
+	seed(r, "k-hot", 64);
+	struct nk_msg w = req(r, 1, "k-hot", id);
+	sw_in(r, &w, CL, 1, 0, 0);
+	EXPECT_EQ(w.frag_cnt, 0);                  /* uncached: not counted */
+	EXPECT_EQ(cache_add(r, "k-hot", 1), 0);
+	struct nk_msg f = req(r, 0, "k-hot", id + 1);
+	f.op = NK_STARCACHE_OP_F_REQ;
+	f.kind = NK_KIND_CONTROL;
+	sw_in(r, &f, CTL, 1, 0, 0);
+	*v1 = serve(r, &f);                        /* overtook X's write */
+	*rep = serve(r, &w);
+	EXPECT(v1->ver < rep->ver);
+	EXPECT_EQ(rep->frag_cnt, 0);
+}
+
+static void test_uncounted_write_racing_an_insert(void)
+{
+	current = "uncounted_write_racing_an_insert";
+	struct rig r;
+	struct nk_msg v1, rep;
+	write_then_insert(&r, "keys=2;slots=4", 110, &v1, &rep);
+	struct out o = sw_in(&r, &v1, 1, CTL, 0, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);        /* nothing in flight: taken */
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_VALID);
+	/* X's reply: late; to X only, the key INVALID */
+	o = sw_in(&r, &rep, 1, CL, 0, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(o.act.port, 12);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_LATE_WRITES), 1);
+	EXPECT_EQ(rd(&r, "pending_writes", 1), 0);
+	/* X reads: to the server, not parked for v1; v1's packet drops
+	 * itself; the refetch loops X's value */
+	refetched_after_late_reply(&r, v1, 112, rep.ver);
+	rig_free(&r);
+	/* the replies swapped on the way back (X's first): the F_REP, stamped
+	 * before, is refused; the key stays INVALID for the next fetch */
+	write_then_insert(&r, "keys=2;slots=4", 113, &v1, &rep);
+	EXPECT_EQ(sw_in(&r, &rep, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	o = sw_in(&r, &v1, 1, CTL, 0, 0);
+	EXPECT_EQ(o.act.port, CPU);
+	EXPECT_EQ(v1.result, NK_RESULT_RETRY);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_FETCHES), 0);
+	/* an uncounted write's reply for a DRAINING key or one not cached
+	 * passes as before (nothing of the key loops that it could be
+	 * newer than) */
+	fetch(&r, "k-hot", &o);
+	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(r.P->reg_write(r.sw, "state", 1, SC_STATE_DRAINING), 0);
+	struct nk_msg w = req(&r, 1, "k-hot", 115);
+	sw_in(&r, &w, CL, 1, 0, 0);
+	EXPECT_EQ(w.frag_cnt, 0);
+	rep = serve(&r, &w);
+	struct nk_msg rep2 = rep;
+	EXPECT_EQ(sw_in(&r, &rep, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_DRAINING);
+	uint64_t h[2];
+	nk_starcache_hkey((const uint8_t *)"k-hot", 5, h);
+	EXPECT_EQ(r.P->table_del(r.sw, "lookup", h, 2), 0);
+	EXPECT_EQ(sw_in(&r, &rep2, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_LATE_WRITES), 1);
+	rig_free(&r);
+	/* the paper's mode: unchanged, the uncounted reply touches nothing */
+	write_then_insert(&r, "keys=2;slots=4;faithful=1", 116, &v1, &rep);
+	EXPECT_EQ(sw_in(&r, &v1, 1, CTL, 0, 0).act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(sw_in(&r, &rep, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_VALID);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_LATE_WRITES), 0);
 	rig_free(&r);
 }
 
@@ -1565,6 +1662,7 @@ int main(void)
 	test_duplicated_write_reply();
 	test_write_later_than_the_stuck_restart();
 	test_write_number_window();
+	test_uncounted_write_racing_an_insert();
 	test_item_replaced_mid_answer();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;

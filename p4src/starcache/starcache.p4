@@ -536,18 +536,20 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                              * write's number (LAT, echoed) if that write is
                              * in flight; else it is late (starcache.c
                              * late_write): a duplicate, or a write taken as
-                             * lost; it lowers no count, the key goes
-                             * INVALID, no write in flight revalidates, and
-                             * the write number moves on (a fetch stamped
-                             * before is refused) */
+                             * lost, or an uncounted write's (FLAG 0: the key
+                             * was inserted since, and the insert's fetch may
+                             * have read before it); it lowers no count, the
+                             * key goes INVALID, no write in flight
+                             * revalidates, and the write number moves on (a
+                             * fetch stamped before is refused) */
                             bool late = false;
-                            if (is_write && hdr.starcache.flag != 0 && SC_FAITHFUL == 0) {
+                            if (is_write && SC_FAITHFUL == 0) {
                                 bit<32> wc0;
                                 bit<32> wm;
                                 wcount.read(wc0, idx);
                                 wmask.read(wm, idx);
                                 bit<32> d = wc0 - hdr.starcache.lat;
-                                if (d < 32 && ((wm >> d) & 1) == 1) {
+                                if (hdr.starcache.flag != 0 && d < 32 && ((wm >> d) & 1) == 1) {
                                     wmask.write(idx, wm & ~((bit<32>)1 << d));
                                     if (pw != 0) {
                                         pw = pw - 1;

@@ -6,7 +6,8 @@ nothing, a multi-packet write counted once and its reply's
 fragments entering the loop, an evicted or INVALID key's cache packet dropping
 itself, a forged reply from a client dropped; RESULT RETRY on the wire: a
 fetch reply the switch does not take (an uncached key's, a VALID key's, one
-whose F_REQ passed before writes counted since) goes on with it, a server's RETRY
+whose F_REQ passed before writes counted since, or before an uncounted
+write's reply) goes on with it, a server's RETRY
 without value bytes never enters the loop, a refused write's RETRY with the
 stored value revalidates like a write that changed nothing.
 
@@ -95,6 +96,9 @@ LATE_FETCH_REP = msg(StarcacheOp.F_REP, frag_cnt=1, value=VALUE)
 # (wcount) was 5, and 7 (LAT: the switch's stamp, echoed by the server)
 FETCH5_REP = msg(StarcacheOp.F_REP, frag_cnt=1, value=VALUE, send_ns=5)
 FETCH7_REP = msg(StarcacheOp.F_REP, frag_cnt=1, value=VALUE, send_ns=7)
+# the server's answer to a write that passed the switch uncounted (the key
+# uncached or DRAINING then): FLAG 0, no value, LAT the client's
+UNCOUNTED_REP = msg(StarcacheOp.W_REP, frag_cnt=0)
 # the server's answer to a counted W_REQ whose HKEY is not its key's
 FORGED_REP = msg(StarcacheOp.W_REP, frag_cnt=1, result=Result.RETRY, send_ns=1)
 # the server's answer to a counted multi-packet write whose FRAG 0 came
@@ -214,6 +218,33 @@ CASES = [
         after={("state", IDX): SC_STATE_VALID, ("pending_writes", IDX): 0, ("wcount", IDX): 7,
                ("inloop", IDX): 1, ("stale", IDX): 0, **stat(ScStat.FETCHES),
                **stat(ScStat.REVALIDATIONS, 0), **stat(ScStat.STALE_UPDATES, 2)}),
+    Case("starcache/an uncounted write's reply for a key inserted since invalidates it",
+         "starcache", [
+        Step(HOME, rep(FETCH5_REP), {CLIENT: [rep(FETCH5_REP)], LOOP: [rep(FETCH5_REP)]},
+             why="the insert's fetch, stamped 5 with no write in flight: taken, though it "
+                 "overtook a write that passed while the key was uncached"),
+        Step(HOME, rep(UNCOUNTED_REP), {CLIENT: [rep(UNCOUNTED_REP)]},
+             why="that write's reply (FLAG 0): the fetch may have read before it; late: "
+                 "INVALID, last_src SC_LAST_OVERLAP, wcount moves on"),
+        Step(CLIENT, req(READ), {HOME: [req(READ)]},
+             why="the writer's next read goes to the server, not to the fetched value"),
+    ], params=PARAMS, tables=CACHED["tables"], groups=CACHED["groups"],
+        registers=[("state", IDX, SC_STATE_INVALID), ("wcount", IDX, 5)],
+        after={("state", IDX): SC_STATE_INVALID, ("wcount", IDX): 6, ("pending_writes", IDX): 0,
+               ("last_src", IDX): SC_LAST_OVERLAP, **stat(ScStat.LATE_WRITES),
+               **stat(ScStat.FETCHES), **stat(ScStat.INVALID_READS)}),
+    Case("starcache/a fetch reply behind an uncounted write's reply goes on with RETRY",
+         "starcache", [
+        Step(HOME, rep(UNCOUNTED_REP), {CLIENT: [rep(UNCOUNTED_REP)]},
+             why="a write that passed while the key was uncached: late, wcount moves on"),
+        Step(HOME, rep(FETCH5_REP),
+             {CLIENT: [rep(dataclasses.replace(FETCH5_REP, result=Result.RETRY))]},
+             why="stamped 5 before that write's reply: the server may have read before the "
+                 "write; refused, the controller fetches again"),
+    ], params=PARAMS, tables=CACHED["tables"], groups=CACHED["groups"],
+        registers=[("state", IDX, SC_STATE_INVALID), ("wcount", IDX, 5)],
+        after={("state", IDX): SC_STATE_INVALID, ("wcount", IDX): 6,
+               **stat(ScStat.LATE_WRITES), **stat(ScStat.FETCHES, 0)}),
     Case("starcache/a server's RETRY without value bytes does not revalidate or loop",
          "starcache", [
         Step(CLIENT, req(WRITE), {HOME: [req(counted(WRITE, 1, frag_cnt=1))]}),

@@ -41,7 +41,8 @@
  * Each counted W_REQ carries its write number (wcount) in LAT, echoed in its
  * W_REP, and `wmask` holds the numbers in flight: a reply lowers the count
  * only for a write in flight, any other (a duplicate, a write the stuck_us
- * restart gave up on) invalidates the key instead (late_write).
+ * restart gave up on, an uncounted write's reply for a key inserted since
+ * its W_REQ passed) invalidates the key instead (late_write).
  * The older cache packets of the key may still be in the loop then (a write
  * whose round trip is shorter than a loop period: every write on Mininet):
  * `inloop` counts the key's packets in the loop and a revalidation marks all
@@ -488,12 +489,14 @@ static void next_write_number(struct starcache_state *s, uint32_t idx)
 /* Strict: a counted write's W_REP whose write number (its W_REQ's LAT,
  * echoed) is not in flight: a duplicate of a reply already seen, the
  * reply of a write the stuck_us restart took as lost, or one older than
- * wmask's window. It lowers no count (the write it answers is not counted
- * any more: lowering it again would let a write still in flight pass for
- * a lone one), and its write may have reached the server after the value
- * the loop holds was read: the key goes INVALID, no write in flight may
- * revalidate it (last OVERLAP), and the write number moves on so that a
- * fetch's F_REP stamped before is refused; the watchdog refetches. */
+ * wmask's window; or an uncounted write's W_REP (FLAG 0) for a key now
+ * cached and not DRAINING. It lowers no count (the write it answers is
+ * not counted any more: lowering it again would let a write still in
+ * flight pass for a lone one), and its write may have reached the server
+ * after the value the loop holds was read: the key goes INVALID, no write
+ * in flight may revalidate it (last OVERLAP), and the write number moves
+ * on so that a fetch's F_REP stamped before is refused; the watchdog
+ * refetches. */
 static void late_write(struct starcache_state *s, uint32_t idx, struct nk_pkt_meta *meta,
 		       struct nk_actions *act)
 {
@@ -539,12 +542,17 @@ static void server_update(struct starcache_state *s, int64_t hit, struct nk_msg 
 		return;
 	}
 	/* FLAG >= 1: the reply of a write this switch counted (of a
-	 * multi-packet item, its first fragment counts) */
-	if (write && m->frag_cnt && !s->faithful) {
+	 * multi-packet item, its first fragment counts); FLAG 0: of a write
+	 * that passed while the key was uncached or DRAINING */
+	if (write && !s->faithful) {
 		/* strict: the reply clears its write's number (LAT, stamped
-		 * on the W_REQ) if that write is in flight */
+		 * on the W_REQ) if that write is in flight. An uncounted
+		 * write's reply (its LAT is the client's) is late too: the key
+		 * was inserted since its W_REQ passed, and the insert's fetch
+		 * may have overtaken it and read an older value (the F_REP,
+		 * stamped with no write in flight, would loop it) */
 		uint32_t d = s->wcount[idx] - (uint32_t)m->send_ns;
-		if (d >= SC_WINDOW || !((s->wmask[idx] >> d) & 1u)) {
+		if (!m->frag_cnt || d >= SC_WINDOW || !((s->wmask[idx] >> d) & 1u)) {
 			late_write(s, idx, meta, act);
 			return;
 		}
