@@ -121,8 +121,8 @@ def test_lost_writes_do_not_keep_the_cache_from_serving() -> None:
     write has reached the key for ``stuck_ms`` (longer than any write's
     round trip) and the watchdog refetches. Under 1% loss and reordering:
     with a ``stuck_ms`` the run never reaches, a lost write keeps its key
-    INVALID until 32 later writes of the key push it out of ``wmask``'s
-    window (before the window: for good, under a third of what the loop
+    INVALID until 32 later write numbers of the key (late replies
+    included) push it out of ``wmask``'s window (before the window: for good, under a third of what the loop
     serves without faults); with 1 ms the loop serves more, and the session
     property still holds."""
     clean, _, _ = history([])

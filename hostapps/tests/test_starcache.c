@@ -973,9 +973,10 @@ static void test_write_later_than_the_stuck_restart(void)
 	rig_free(&r);
 }
 
-/* wmask follows 32 write numbers: a write still in flight when 32 more are
- * counted falls out (pending_writes stops counting it) and its reply is
- * late; a server's W_REP with any LAT is counted, never a crash. */
+/* wmask follows 32 write numbers: a write still in flight 32 later write
+ * numbers on (late replies included) falls out (pending_writes stops
+ * counting it) and its reply is late; a server's W_REP with any LAT is
+ * counted, never a crash. */
 static void test_write_number_window(void)
 {
 	current = "write_number_window";

@@ -452,8 +452,10 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                                 if (SC_FAITHFUL == 0) {
                                     /* the write's number, in flight until
                                      * its W_REP clears it; one falling out
-                                     * of the window is counted no more
-                                     * (starcache.c next_write_number) */
+                                     * of the window (32 later write
+                                     * numbers, late replies included) is
+                                     * counted no more (starcache.c
+                                     * next_write_number) */
                                     bit<32> wm;
                                     wmask.read(wm, idx);
                                     bit<16> pw1 = pw;

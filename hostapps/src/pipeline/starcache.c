@@ -473,9 +473,11 @@ static int carries_item(const struct nk_msg *m, int write)
 				(write && m->result == NK_RESULT_RETRY));
 }
 
-/* The key's next write number (wcount + 1). Strict: wmask's window moves
- * with it; a write still in flight that falls out of it is no longer
- * counted in pending_writes, and its reply, if it comes, is a late one. */
+/* The key's next write number (wcount + 1), taken by a counted write and
+ * by a late reply alike. Strict: wmask's window moves with it; a write
+ * still in flight 32 later write numbers on (late replies included) falls
+ * out of it, is no longer counted in pending_writes, and its reply, if it
+ * comes, is a late one. */
 static void next_write_number(struct starcache_state *s, uint32_t idx)
 {
 	s->wcount[idx]++;
