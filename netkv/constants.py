@@ -202,6 +202,7 @@ class ScStat(IntEnum):
     WRONG_HOME = 13
     SUPERSEDED = 14
     STUCK_WRITES = 15
+    LATE_WRITES = 0x10
 
 
 def peg_mcast_group(start: int, r: int) -> int:
@@ -312,13 +313,14 @@ REGISTERS: dict[str, dict[str, tuple[int, str]]] = {
         'last_src': (32, 'KEYS'),
         'last_seq': (32, 'KEYS'),
         'wcount': (32, 'KEYS'),
+        'wmask': (32, 'KEYS'),
         'req_ip': (32, 'KEYS * SLOTS'),
         'req_seq': (32, 'KEYS * SLOTS'),
         'req_ts': (32, 'KEYS * SLOTS'),
         'req_cookie': (64, 'KEYS * SLOTS'),
         'hits': (64, '1'),
         'overflow': (64, '1'),
-        'stats': (64, '16'),
+        'stats': (64, '17'),
         'n_servers': (8, '1'),
     },
     'netlr': {

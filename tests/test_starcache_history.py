@@ -120,18 +120,23 @@ def test_lost_writes_do_not_keep_the_cache_from_serving() -> None:
     reads went to the server. The switch now restarts the count once no
     write has reached the key for ``stuck_ms`` (longer than any write's
     round trip) and the watchdog refetches. Under 1% loss and reordering:
-    with a ``stuck_ms`` the run never reaches (as before the reset) the loop
-    serves under a third of what it serves without faults; with 1 ms, more,
-    and the session property still holds."""
+    with a ``stuck_ms`` the run never reaches, a lost write keeps its key
+    INVALID until 32 later write numbers of the key (late replies
+    included) push it out of ``wmask``'s window (before the window: for
+    good, under a third of what the loop serves without faults); with 1 ms
+    the loop serves more, and the session property still holds."""
     clean, _, _ = history([])
     before, stats_before, _ = history([*FAULTS, "protocol.stuck_ms=1000"])
     after, stats, res = history([*FAULTS, "protocol.stuck_ms=1"])
     print(f"switch-served: {clean.switch_replies} clean, {before.switch_replies} under faults "
           f"without the reset, {after.switch_replies} with it ({stats['stuck_writes']} resets)")
     assert stats_before["stuck_writes"] == 0
-    assert before.switch_replies < 0.3 * clean.switch_replies
+    assert before.switch_replies < 0.5 * clean.switch_replies
     assert stats["stuck_writes"] > 0
-    assert after.switch_replies > 0.3 * clean.switch_replies
+    assert after.switch_replies > 1.3 * before.switch_replies
+    # and absolutely (8072 clean, 5374 with the restart): a regression
+    # lowering both runs would keep the ratio above
+    assert after.switch_replies > 0.5 * clean.switch_replies
     assert res.ok, [str(v) for v in res.violations[:5]]
 
 

@@ -56,7 +56,7 @@ class Recorder:
 
 def _dirty(p: Pipeline, idx: int) -> None:
     for name in ("state", "pending_writes", "pop", "qlen", "front", "rear", "ack", "inloop",
-                 "stale", "write_ts", "last_src", "last_seq", "wcount"):
+                 "stale", "write_ts", "last_src", "last_seq", "wcount", "wmask"):
         p.reg_write(name, idx, SC_STATE_DRAINING if name == "state" else 2)
 
 

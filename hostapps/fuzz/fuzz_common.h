@@ -12,7 +12,9 @@
  *    heap copy);
  *  - whenever decode succeeds, encode(decode(b)) == b (wire.h);
  *  - every message the host logic emits encodes;
- *  - pipeline actions name an existing port.
+ *  - pipeline actions name an existing port;
+ *  - the protocol's own invariant on the pipeline's state after each packet,
+ *    where fuzz_<p>.c defines one (FUZZ_HAS_CHECK: fuzz_check()).
  *
  * Input: byte 0 = flags (bit 0: run fuzz_setup; bit 1: FUZZ_PARAMS_ALT,
  * the protocol's other mode; bit 2: FUZZ_PARAMS_ALT2, a third mode, and
@@ -124,6 +126,11 @@ struct rack {
 
 /* per protocol (fuzz_<p>.c): control-plane state for message m */
 static void fuzz_setup(struct rack *r, const struct nk_msg *m);
+#ifdef FUZZ_HAS_CHECK
+/* per protocol, optional: abort unless the pipeline's state after message
+ * m (as it came in, before the switch rewrote it) keeps the invariant */
+static void fuzz_check(struct rack *r, const struct nk_msg *m);
+#endif
 
 static void must_encode(const struct nk_msg *m)
 {
@@ -270,6 +277,9 @@ static void one_packet(struct rack *r, const uint8_t *data, size_t len, uint16_t
 			FUZZ_RECIRC_PORT);
 		abort();
 	}
+#ifdef FUZZ_HAS_CHECK
+	fuzz_check(r, &m);
+#endif
 	if (act.fwd != NK_FWD_DROP)
 		must_encode(&sw);
 	if (act.fwd == NK_FWD_PORT && act.port < FUZZ_SERVERS)

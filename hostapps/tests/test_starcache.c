@@ -814,6 +814,295 @@ static void test_fetch_reply_behind_overlapping_writes(void)
 	rig_free(&r);
 }
 
+/* A duplicated W_REP (a review's find (2), docs/starcache.md
+ * "Coherence"): W1 (A) and W2 (B) overlap; W1's reply comes twice. The duplicate
+ * lowered the count a second time, to 0 with W2 still in flight, so W3
+ * became a lone write; the server got W3 before W2 (switch->server
+ * reordering): W2's reply acknowledged B with the newer version and W3's,
+ * the last counted write's with the count 0, looped the older one. Each
+ * counted W_REQ now carries its write number in LAT (wcount, in wmask
+ * until its echoed W_REP clears it): the duplicate's number is not in
+ * flight, it lowers nothing and invalidates the key (late_writes). */
+static void test_duplicated_write_reply(void)
+{
+	current = "duplicated_write_reply";
+	struct rig r;
+	cached_key(&r, "keys=2;slots=4", "k-hot", 64, 1);
+	struct nk_host_out a[NK_HOST_MAX_OUT], b[NK_HOST_MAX_OUT], c[NK_HOST_MAX_OUT];
+	struct nk_msg w1 = req(&r, 1, "k-hot", 80), w2 = req(&r, 1, "k-hot", 81);
+	uint32_t wc = (uint32_t)rd(&r, "wcount", 1);
+	sw_in(&r, &w1, CL, 1, 0, 0);
+	sw_in(&r, &w2, CL + 1, 1, 0, 0);
+	EXPECT_EQ((uint32_t)w1.send_ns, wc + 1);     /* the write numbers, in LAT */
+	EXPECT_EQ((uint32_t)w2.send_ns, wc + 2);
+	EXPECT_EQ(rd(&r, "wmask", 1), 3);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w1, CL, a, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(a[0].msg.send_ns, w1.send_ns);     /* echoed */
+	struct nk_msg dup = a[0].msg;
+	EXPECT_EQ(sw_in(&r, &a[0].msg, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "pending_writes", 1), 1);
+	EXPECT_EQ(rd(&r, "wmask", 1), 1);   /* W2, the newer number */
+	/* the duplicate: W2 is still counted */
+	EXPECT_EQ(sw_in(&r, &dup, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "pending_writes", 1), 1);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_LATE_WRITES), 1);
+	EXPECT_EQ(rd(&r, "last_src", 1), SC_LAST_OVERLAP);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
+	/* W3 overlaps W2; the server applies W3, then W2 */
+	struct nk_msg w3 = req(&r, 1, "k-hot", 82);
+	sw_in(&r, &w3, CL, 1, 0, 0);
+	EXPECT_EQ(rd(&r, "last_src", 1), SC_LAST_OVERLAP);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w3, CL, c, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w2, CL + 1, b, NK_HOST_MAX_OUT), 1);
+	EXPECT(c[0].msg.ver < b[0].msg.ver);
+	EXPECT_EQ(sw_in(&r, &b[0].msg, 1, CL + 1, 0, 0).act.fwd, NK_FWD_PORT);  /* B acked */
+	/* W3's reply last, the count 0: its older version does not loop */
+	EXPECT_EQ(sw_in(&r, &c[0].msg, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "pending_writes", 1), 0);
+	EXPECT_EQ(rd(&r, "wmask", 1), 0);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_REVALIDATIONS), 0);
+	/* B reads: the server answers, not an older cache packet */
+	struct nk_msg rq = req(&r, 0, "k-hot", 83);
+	EXPECT_EQ(sw_in(&r, &rq, CL + 1, 1, 0, 0).act.port, 11);
+	/* the next lone write revalidates */
+	struct nk_msg w4 = req(&r, 1, "k-hot", 84);
+	sw_in(&r, &w4, CL, 1, 0, 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w4, CL, a, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(sw_in(&r, &a[0].msg, 1, CL, 0, 0).act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_VALID);
+	/* a duplicate of a reply that revalidated: the key is refetched
+	 * (the cost of a duplicate), nothing older loops */
+	EXPECT_EQ(sw_in(&r, &a[0].msg, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_LATE_WRITES), 2);
+	struct out o;
+	fetch(&r, "k-hot", &o);
+	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);
+	rig_free(&r);
+	/* the paper's mode: LAT is the client's, no write numbers */
+	cached_key(&r, "keys=2;slots=4;faithful=1", "k-hot", 64, 1);
+	w1 = req(&r, 1, "k-hot", 80);
+	uint64_t lat = w1.send_ns;
+	sw_in(&r, &w1, CL, 1, 0, 0);
+	EXPECT_EQ(w1.send_ns, lat);
+	EXPECT_EQ(rd(&r, "wmask", 1), 0);
+	struct nk_msg rep = serve(&r, &w1);
+	dup = rep;
+	EXPECT_EQ(sw_in(&r, &rep, 1, CL, 0, 0).act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(sw_in(&r, &dup, 1, CL, 0, 0).act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_LATE_WRITES), 0);
+	rig_free(&r);
+}
+
+/* After a late write reply: the writer's read goes to the server, the
+ * older cache packet (stale, as its F_REP) drops itself, and the next
+ * refetch loops the version ver. */
+static void refetched_after_late_reply(struct rig *r, struct nk_msg stale, uint32_t read_id,
+				       uint64_t ver)
+{
+	struct nk_msg rq = req(r, 0, "k-hot", read_id);
+	struct out o = sw_in(r, &rq, CL, 1, 0, 0);
+	EXPECT_EQ(o.act.held, 0);
+	EXPECT_EQ(o.act.port, 11);
+	stale.op = NK_STARCACHE_OP_R_REP;
+	EXPECT_EQ(sw_in(r, &stale, CTL, CTL, 1, 0).act.fwd, NK_FWD_DROP);
+	struct nk_msg cp = fetch(r, "k-hot", &o);
+	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(cp.ver, ver);
+}
+
+/* The stuck_us restart with a write still in flight (a review's find (3),
+ * docs/starcache.md "Coherence"): W1 is counted and delayed past
+ * stuck_us; a read restarts the count, the watchdog's refetch overtakes W1
+ * and loops v0; then W1 is applied and acknowledged, and its writer's next
+ * read was answered by v0's cache packet. W1's reply now finds its write
+ * number no longer in flight: the key goes INVALID (v0's packet drops
+ * itself, reads go to the server) until the next refetch. And a fetch that
+ * read before W1 was applied, whose F_REP comes after W1's reply, is
+ * refused (the write number moved on). */
+static void test_write_later_than_the_stuck_restart(void)
+{
+	current = "write_later_than_the_stuck_restart";
+	struct rig r;
+	cached_key(&r, "keys=2;slots=4;stuck_us=500", "k-hot", 64, 1);
+	now_ns = 1000000;
+	struct nk_msg w1 = req(&r, 1, "k-hot", 90);
+	sw_in(&r, &w1, CL, 1, 0, 0);                /* counted, delayed */
+	now_ns += 600000;
+	struct nk_msg rq = req(&r, 0, "k-hot", 91);
+	EXPECT_EQ(sw_in(&r, &rq, CL + 1, 1, 0, 0).act.port, 11);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_STUCK_WRITES), 1);
+	EXPECT_EQ(rd(&r, "pending_writes", 1), 0);
+	EXPECT_EQ(rd(&r, "wmask", 1), 0);
+	/* the refetch overtakes W1: v0 loops */
+	struct out o;
+	struct nk_msg v0 = fetch(&r, "k-hot", &o);
+	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_VALID);
+	/* W1 applied, its reply: late; to its client only, the key INVALID */
+	struct nk_msg rep = serve(&r, &w1);
+	EXPECT(rep.ver > v0.ver);
+	EXPECT_EQ(sw_in(&r, &rep, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_LATE_WRITES), 1);
+	/* the writer reads: to the server; v0's packet drops itself; the
+	 * next refetch loops W1's value */
+	refetched_after_late_reply(&r, v0, 92, rep.ver);
+	/* again, the fetch reading before W2 is applied, its F_REP after
+	 * W2's reply: refused */
+	struct nk_msg w2 = req(&r, 1, "k-hot", 93);
+	sw_in(&r, &w2, CL, 1, 0, 0);
+	now_ns += 600000;
+	rq = req(&r, 0, "k-hot", 94);
+	sw_in(&r, &rq, CL + 1, 1, 0, 0);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_STUCK_WRITES), 2);
+	struct nk_msg f = req(&r, 0, "k-hot", 95);
+	f.op = NK_STARCACHE_OP_F_REQ;
+	f.kind = NK_KIND_CONTROL;
+	sw_in(&r, &f, CTL, 1, 0, 0);
+	struct nk_msg late = serve(&r, &f);
+	rep = serve(&r, &w2);
+	EXPECT(late.ver < rep.ver);
+	EXPECT_EQ(sw_in(&r, &rep, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	o = sw_in(&r, &late, 1, CTL, 0, 0);
+	EXPECT_EQ(o.act.port, CPU);
+	EXPECT_EQ(late.result, NK_RESULT_RETRY);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
+	now_ns = 0;
+	rig_free(&r);
+}
+
+/* wmask follows 32 write numbers: a write still in flight 32 later write
+ * numbers on (late replies included) falls out (pending_writes stops
+ * counting it) and its reply is late; a server's W_REP with any LAT is
+ * counted, never a crash. */
+static void test_write_number_window(void)
+{
+	current = "write_number_window";
+	struct rig r;
+	cached_key(&r, "keys=2;slots=4", "k-hot", 64, 1);
+	struct nk_msg w[33];
+	for (uint32_t i = 0; i < 33; i++) {
+		w[i] = req(&r, 1, "k-hot", 100 + i);
+		sw_in(&r, &w[i], CL, 1, 0, 0);
+	}
+	EXPECT_EQ(rd(&r, "wmask", 1), 0xFFFFFFFFu);
+	EXPECT_EQ(rd(&r, "pending_writes", 1), 32);
+	struct nk_msg rep = serve(&r, &w[0]);
+	EXPECT_EQ(sw_in(&r, &rep, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_LATE_WRITES), 1);
+	/* the late reply moved the write number on: w[1] fell out too */
+	EXPECT_EQ(rd(&r, "pending_writes", 1), 31);
+	EXPECT_EQ(rd(&r, "wmask", 1), 0xFFFFFFFEu);
+	for (uint32_t i = 2; i < 33; i++) {
+		rep = serve(&r, &w[i]);
+		EXPECT_EQ(sw_in(&r, &rep, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	}
+	EXPECT_EQ(rd(&r, "pending_writes", 1), 0);
+	EXPECT_EQ(rd(&r, "wmask", 1), 0);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_LATE_WRITES), 1);
+	/* a server's reply with any write number: counted, to its client */
+	static const uint64_t lats[] = { 0, 1, 31, 32, 0x7FFFFFFF, 0xFFFFFFFF, 0x1234567890ull };
+	for (unsigned i = 0; i < sizeof lats / sizeof lats[0]; i++) {
+		rep = serve(&r, &w[1]);
+		rep.send_ns = lats[i];
+		EXPECT_EQ(sw_in(&r, &rep, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	}
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_LATE_WRITES), 8);
+	EXPECT_EQ(rd(&r, "pending_writes", 1), 0);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
+	rig_free(&r);
+}
+
+/* An uncounted write racing an insert (a review's find): X's W_REQ passes
+ * while the key is uncached (FLAG 0: not counted); the controller inserts
+ * the key and its F_REQ, stamped with no write in flight, overtakes X's
+ * W_REQ on the switch->server link; the server reads v1, then applies X's
+ * write (v2); the F_REP was taken (VALID, v1 looping), X's W_REP passed to
+ * X without touching the key, and X's next read parked and got v1. An
+ * uncounted write's reply for a key cached and not DRAINING is now late:
+ * the key goes INVALID (v1's packet drops itself, X's read goes to the
+ * server) and the write number moves on (an F_REP it overtook is refused). */
+/* X's write passes the uncached key (not counted), the key is inserted and
+ * its F_REQ overtakes the write to the server: v1 the F_REP (the older
+ * value), rep X's W_REP (FLAG 0). */
+static void write_then_insert(struct rig *r, const char *params, uint32_t id,
+			      struct nk_msg *v1, struct nk_msg *rep)
+{
+	rig_init(r, params);
+	seed(r, "k-hot", 64);
+	struct nk_msg w = req(r, 1, "k-hot", id);
+	sw_in(r, &w, CL, 1, 0, 0);
+	EXPECT_EQ(w.frag_cnt, 0);                  /* uncached: not counted */
+	EXPECT_EQ(cache_add(r, "k-hot", 1), 0);
+	struct nk_msg f = req(r, 0, "k-hot", id + 1);
+	f.op = NK_STARCACHE_OP_F_REQ;
+	f.kind = NK_KIND_CONTROL;
+	sw_in(r, &f, CTL, 1, 0, 0);
+	*v1 = serve(r, &f);                        /* overtook X's write */
+	*rep = serve(r, &w);
+	EXPECT(v1->ver < rep->ver);
+	EXPECT_EQ(rep->frag_cnt, 0);
+}
+
+static void test_uncounted_write_racing_an_insert(void)
+{
+	current = "uncounted_write_racing_an_insert";
+	struct rig r;
+	struct nk_msg v1, rep;
+	write_then_insert(&r, "keys=2;slots=4", 110, &v1, &rep);
+	struct out o = sw_in(&r, &v1, 1, CTL, 0, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);        /* nothing in flight: taken */
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_VALID);
+	/* X's reply: late; to X only, the key INVALID */
+	o = sw_in(&r, &rep, 1, CL, 0, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(o.act.port, 12);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_LATE_WRITES), 1);
+	EXPECT_EQ(rd(&r, "pending_writes", 1), 0);
+	/* X reads: to the server, not parked for v1; v1's packet drops
+	 * itself; the refetch loops X's value */
+	refetched_after_late_reply(&r, v1, 112, rep.ver);
+	rig_free(&r);
+	/* the replies swapped on the way back (X's first): the F_REP, stamped
+	 * before, is refused; the key stays INVALID for the next fetch */
+	write_then_insert(&r, "keys=2;slots=4", 113, &v1, &rep);
+	EXPECT_EQ(sw_in(&r, &rep, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	o = sw_in(&r, &v1, 1, CTL, 0, 0);
+	EXPECT_EQ(o.act.port, CPU);
+	EXPECT_EQ(v1.result, NK_RESULT_RETRY);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_FETCHES), 0);
+	/* an uncounted write's reply for a DRAINING key or one not cached
+	 * passes as before (nothing of the key loops that it could be
+	 * newer than) */
+	fetch(&r, "k-hot", &o);
+	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(r.P->reg_write(r.sw, "state", 1, SC_STATE_DRAINING), 0);
+	struct nk_msg w = req(&r, 1, "k-hot", 115);
+	sw_in(&r, &w, CL, 1, 0, 0);
+	EXPECT_EQ(w.frag_cnt, 0);
+	rep = serve(&r, &w);
+	struct nk_msg rep2 = rep;
+	EXPECT_EQ(sw_in(&r, &rep, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_DRAINING);
+	uint64_t h[2];
+	nk_starcache_hkey((const uint8_t *)"k-hot", 5, h);
+	EXPECT_EQ(r.P->table_del(r.sw, "lookup", h, 2), 0);
+	EXPECT_EQ(sw_in(&r, &rep2, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_LATE_WRITES), 1);
+	rig_free(&r);
+	/* the paper's mode: unchanged, the uncounted reply touches nothing */
+	write_then_insert(&r, "keys=2;slots=4;faithful=1", 116, &v1, &rep);
+	EXPECT_EQ(sw_in(&r, &v1, 1, CTL, 0, 0).act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(sw_in(&r, &rep, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_VALID);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_LATE_WRITES), 0);
+	rig_free(&r);
+}
+
 /* The controller's write through netkv-switch or BMv2: its address is
  * outside the rack plan, so the W_REQ's source and its reply's destination
  * are both NK_NODE_NONE; the reply answers the last counted write (the P4
@@ -1371,6 +1660,10 @@ int main(void)
 	test_fetch_reply_behind_overlapping_writes();
 	test_overlapping_writes_applied_out_of_order();
 	test_controller_write_reply();
+	test_duplicated_write_reply();
+	test_write_later_than_the_stuck_restart();
+	test_write_number_window();
+	test_uncounted_write_racing_an_insert();
 	test_item_replaced_mid_answer();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;

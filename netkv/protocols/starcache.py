@@ -542,7 +542,7 @@ def p4_initial_registers(n_servers: int, params: Params) -> list[tuple[str, int,
 #: INVALID with an empty queue and nothing in the loop
 KEY_RESET = (("state", SC_STATE_INVALID), ("pending_writes", 0), ("pop", 0), ("qlen", 0),
              ("front", 0), ("rear", 0), ("ack", 1), ("inloop", 0), ("stale", 0), ("write_ts", 0),
-             ("last_src", 0), ("last_seq", 0))
+             ("last_src", 0), ("last_seq", 0), ("wmask", 0))
 
 
 class StarCacheP4(P4Semantics):

@@ -161,6 +161,7 @@ const bit<8> SC_STAT_FORGED_FIELDS = 12;
 const bit<8> SC_STAT_WRONG_HOME = 13;
 const bit<8> SC_STAT_SUPERSEDED = 14;
 const bit<8> SC_STAT_STUCK_WRITES = 15;
+const bit<8> SC_STAT_LATE_WRITES = 0x10;
 
 /* the multicast group of a write to start, start+1, ..., start+r-1 (mod n), 2 <= r <= n: 1..1023, never 0 (no multicast on v1model) */
 #define PEG_MCAST_GROUP(start, r) ((start) * 32 + (r) - 1)

@@ -27,8 +27,9 @@
  *   from a client port: CACHED, and FLAG 1 of a W_REQ   zeroed; counted
  *                                  stats[FORGED_FIELDS] when non-zero
  *   R_REQ, cached key              pop++, hits++; INVALID with writes counted
- *                                  but none for SC_STUCK_US: pending_writes = 0
- *                                  (stats[STUCK_WRITES]); not VALID: to the server;
+ *                                  but none for SC_STUCK_US: pending_writes = 0,
+ *                                  wmask = 0 (stats[STUCK_WRITES]); not VALID:
+ *                                  to the server;
  *                                  queue full: overflow++, to the server; else
  *                                  parked at rear (client node, SEQ, LAT, UDP
  *                                  source port) and consumed
@@ -37,11 +38,18 @@
  *                                  CACHED = 0; cached: to the key's home
  *                                  (stats[WRONG_HOME] if addressed elsewhere);
  *                                  not DRAINING, FRAG 0: INVALID,
- *                                  pending_writes++ (strict), wcount++,
+ *                                  wcount++; strict: pending_writes++, the
+ *                                  write's number wcount into wmask and LAT
+ *                                  (the server echoes it in the W_REP);
  *                                  FLAG = 1 (multi-packet: CACHED = 1)
  *   F_REQ (controller), cached     LAT = wcount (the server echoes it)
- *   W_REP/F_REP from a server,     pending_writes-- (a counted write's reply);
- *   cached key                     with FLAG, value bytes and (strict) no other
+ *   W_REP/F_REP from a server,     strict, a counted write's reply: its LAT
+ *   cached key                     in wmask: cleared, pending_writes--; not in
+ *                                  flight (a duplicate, a write before a stuck
+ *                                  restart): INVALID, last_src OVERLAP,
+ *                                  wcount++ (stats[LATE_WRITES]), to its
+ *                                  destination only;
+ *                                  with FLAG, value bytes and (strict) no other
  *                                  write in flight (an F_REP: and its LAT
  *                                  is wcount, no write counted since its
  *                                  F_REQ passed): VALID, the key's packets in
@@ -63,7 +71,7 @@
  *   table     lookup[k0, k1] -> set_idx(idx, home)      (HKEY's two 64-bit words)
  *             node_fwd[node] -> set_port(port)
  *   registers state pending_writes pop qlen front rear ack inloop stale write_ts
- *             last_src last_seq wcount
+ *             last_src last_seq wcount wmask
  *             req_ip req_seq req_ts req_cookie hits overflow stats n_servers
  *
  * What P4 cannot do that starcache.c does inside a control call, and the
@@ -124,7 +132,7 @@
 #error "SC_FAITHFUL (faithful) must be 0 or 1"
 #endif
 
-#define SC_STAT_COUNT 16            /* cells of `stats`: SC_STAT_* (constants.p4) */
+#define SC_STAT_COUNT 17            /* cells of `stats`: SC_STAT_* (constants.p4) */
 const bit<8> SC_SERVER_NONE = 0xFF; /* PARID of a reply no server sent (NK_SERVER_NONE) */
 
 control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
@@ -142,6 +150,7 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
     @name(".last_src")       register<bit<32>>(SC_KEYS) last_src;   /* last counted write: client */
     @name(".last_seq")       register<bit<32>>(SC_KEYS) last_seq;   /* ... and its SEQ */
     @name(".wcount")         register<bit<32>>(SC_KEYS) wcount;     /* counted writes, ever (wraps) */
+    @name(".wmask")          register<bit<32>>(SC_KEYS) wmask;      /* bit i: write wcount - i in flight */
     @name(".req_ip")         register<bit<32>>(SC_KEYS * SC_SLOTS) req_ip;
     @name(".req_seq")        register<bit<32>>(SC_KEYS * SC_SLOTS) req_seq;
     @name(".req_ts")         register<bit<32>>(SC_KEYS * SC_SLOTS) req_ts;
@@ -379,8 +388,10 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                         write_ts.read(wts, idx);
                         if (s8 == SC_STATE_INVALID && pw != 0 &&
                             (bit<32>)sm.ingress_global_timestamp - wts > SC_STUCK_US) {
-                            /* the counted writes with no reply were lost */
+                            /* the counted writes with no reply were lost;
+                             * a reply that comes after all is late */
                             pending_writes.write(idx, 0);
+                            wmask.write(idx, 0);
                             stat(SC_STAT_STUCK_WRITES);
                         }
                         if (s8 == SC_STATE_DRAINING) {
@@ -435,8 +446,28 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                                 state_reg.write(idx, SC_STATE_INVALID);
                                 bit<16> pw;
                                 pending_writes.read(pw, idx);
-                                if (SC_FAITHFUL == 0 && pw != 0xFFFF) {
-                                    pending_writes.write(idx, pw + 1);
+                                bit<32> wc;
+                                wcount.read(wc, idx);
+                                wcount.write(idx, wc + 1);
+                                if (SC_FAITHFUL == 0) {
+                                    /* the write's number, in flight until
+                                     * its W_REP clears it; one falling out
+                                     * of the window (32 later write
+                                     * numbers, late replies included) is
+                                     * counted no more (starcache.c
+                                     * next_write_number) */
+                                    bit<32> wm;
+                                    wmask.read(wm, idx);
+                                    bit<16> pw1 = pw;
+                                    if (wm[31:31] == 1 && pw1 != 0) {
+                                        pw1 = pw1 - 1;
+                                    }
+                                    wmask.write(idx, (wm << 1) | 1);
+                                    if (pw1 != 0xFFFF) {
+                                        pw1 = pw1 + 1;
+                                    }
+                                    pending_writes.write(idx, pw1);
+                                    hdr.starcache.lat = wc + 1;
                                 }
                                 write_ts.write(idx, (bit<32>)sm.ingress_global_timestamp);
                                 /* counted while another write was in
@@ -448,9 +479,6 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                                     last_src.write(idx, (bit<32>)meta.src_node);
                                 }
                                 last_seq.write(idx, hdr.starcache.seq);
-                                bit<32> wc;
-                                wcount.read(wc, idx);
-                                wcount.write(idx, wc + 1);
                                 if (multi) {
                                     hdr.starcache.cached = 1;
                                 } else {
@@ -506,70 +534,106 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                                 SC_NODE_AND_LOOP()
                             }
                         } else {
-                            if (is_write && hdr.starcache.flag != 0 && SC_FAITHFUL == 0 && pw != 0) {
-                                pw = pw - 1;
-                                pending_writes.write(idx, pw);
-                            }
-                            /* a reply without value bytes (a W_REQ whose
-                             * HKEY is not its key's: RETRY) or an F_REP's
-                             * RETRY puts nothing into the loop; a refused
-                             * write's RETRY with the stored value does */
-                            /* strict: only the reply of the last counted
-                             * write revalidates (a reordered older one
-                             * would loop its older value) */
-                            bit<32> ls;
-                            bit<32> lq;
-                            last_src.read(ls, idx);
-                            last_seq.read(lq, idx);
-                            bool last = ls == (bit<32>)meta.dst_node && lq == hdr.starcache.seq;
-                            /* strict: a fetch's reply only for a key that
-                             * is not VALID (a late F_REP would loop its
-                             * older value behind a write's newer one) */
-                            /* strict: and a fetch's reply only if no
-                             * write was counted since its F_REQ passed
-                             * (LAT, the F_REQ's stamp, echoed, is wcount
-                             * now): a server read older than writes
-                             * answered meanwhile (starcache.c) */
-                            bit<32> wc;
-                            wcount.read(wc, idx);
-                            bool fresh = hdr.starcache.lat == wc;
-                            bool take = hdr.starcache.flag != 0 && item &&
-                                        (SC_FAITHFUL == 1 ||
-                                         (pw == 0 && s8 != SC_STATE_VALID &&
-                                          ((is_write && last) || (!is_write && fresh))));
-                            if (!take) {
-                                if (is_write && hdr.starcache.flag != 0) {
-                                    stat(SC_STAT_STALE_UPDATES);
-                                } else if (!is_write) {
-                                    SC_FETCH_REFUSED()
+                            /* strict: a counted write's reply clears its
+                             * write's number (LAT, echoed) if that write is
+                             * in flight; else it is late (starcache.c
+                             * late_write): a duplicate, or a write taken as
+                             * lost, or an uncounted write's (FLAG 0: the key
+                             * was inserted since, and the insert's fetch may
+                             * have read before it); it lowers no count, the
+                             * key goes INVALID, no write in flight
+                             * revalidates, and the write number moves on (a
+                             * fetch stamped before is refused) */
+                            bool late = false;
+                            if (is_write && SC_FAITHFUL == 0) {
+                                bit<32> wc0;
+                                bit<32> wm;
+                                wcount.read(wc0, idx);
+                                wmask.read(wm, idx);
+                                bit<32> d = wc0 - hdr.starcache.lat;
+                                if (hdr.starcache.flag != 0 && d < 32 && ((wm >> d) & 1) == 1) {
+                                    wmask.write(idx, wm & ~((bit<32>)1 << d));
+                                    if (pw != 0) {
+                                        pw = pw - 1;
+                                        pending_writes.write(idx, pw);
+                                    }
+                                } else {
+                                    late = true;
+                                    state_reg.write(idx, SC_STATE_INVALID);
+                                    last_src.write(idx, SC_LAST_OVERLAP);
+                                    if (wm[31:31] == 1 && pw != 0) {
+                                        pending_writes.write(idx, pw - 1);
+                                    }
+                                    wmask.write(idx, wm << 1);
+                                    wcount.write(idx, wc0 + 1);
+                                    stat(SC_STAT_LATE_WRITES);
                                 }
+                            }
+                            if (late) {
                                 want_route = true;
                                 SC_FORWARD()
                             } else {
-                                state_reg.write(idx, SC_STATE_VALID);
-                                /* a head older fragments answered in part: 0 */
-                                bit<8> a0;
-                                ack.read(a0, idx);
-                                if (a0 != 1) {      /* 0 stays: two writes in a row */
-                                    ack.write(idx, 0);
-                                } else {
-                                    ack.write(idx, 1);
-                                }
-                                if (SC_FAITHFUL == 0) {
-                                    /* the key's packets in the loop now are older */
-                                    bit<16> il;
-                                    inloop.read(il, idx);
-                                    stale.write(idx, il);
-                                    if (il != 0xFFFF) {
-                                        inloop.write(idx, il + 1);
+                                /* a reply without value bytes (a W_REQ whose
+                                 * HKEY is not its key's: RETRY) or an F_REP's
+                                 * RETRY puts nothing into the loop; a refused
+                                 * write's RETRY with the stored value does */
+                                /* strict: only the reply of the last counted
+                                 * write revalidates (a reordered older one
+                                 * would loop its older value) */
+                                bit<32> ls;
+                                bit<32> lq;
+                                last_src.read(ls, idx);
+                                last_seq.read(lq, idx);
+                                bool last = ls == (bit<32>)meta.dst_node && lq == hdr.starcache.seq;
+                                /* strict: a fetch's reply only for a key that
+                                 * is not VALID (a late F_REP would loop its
+                                 * older value behind a write's newer one) */
+                                /* strict: and a fetch's reply only if no
+                                 * write was counted since its F_REQ passed
+                                 * (LAT, the F_REQ's stamp, echoed, is wcount
+                                 * now): a server read older than writes
+                                 * answered meanwhile (starcache.c) */
+                                bit<32> wc;
+                                wcount.read(wc, idx);
+                                bool fresh = hdr.starcache.lat == wc;
+                                bool take = hdr.starcache.flag != 0 && item &&
+                                            (SC_FAITHFUL == 1 ||
+                                             (pw == 0 && s8 != SC_STATE_VALID &&
+                                              ((is_write && last) || (!is_write && fresh))));
+                                if (!take) {
+                                    if (is_write && hdr.starcache.flag != 0) {
+                                        stat(SC_STAT_STALE_UPDATES);
+                                    } else if (!is_write) {
+                                        SC_FETCH_REFUSED()
                                     }
-                                }
-                                if (is_write) {
-                                    stat(SC_STAT_REVALIDATIONS);
+                                    want_route = true;
+                                    SC_FORWARD()
                                 } else {
-                                    stat(SC_STAT_FETCHES);
+                                    state_reg.write(idx, SC_STATE_VALID);
+                                    /* a head older fragments answered in part: 0 */
+                                    bit<8> a0;
+                                    ack.read(a0, idx);
+                                    if (a0 != 1) {      /* 0 stays: two writes in a row */
+                                        ack.write(idx, 0);
+                                    } else {
+                                        ack.write(idx, 1);
+                                    }
+                                    if (SC_FAITHFUL == 0) {
+                                        /* the key's packets in the loop now are older */
+                                        bit<16> il;
+                                        inloop.read(il, idx);
+                                        stale.write(idx, il);
+                                        if (il != 0xFFFF) {
+                                            inloop.write(idx, il + 1);
+                                        }
+                                    }
+                                    if (is_write) {
+                                        stat(SC_STAT_REVALIDATIONS);
+                                    } else {
+                                        stat(SC_STAT_FETCHES);
+                                    }
+                                    SC_NODE_AND_LOOP()
                                 }
-                                SC_NODE_AND_LOOP()
                             }
                         }
                     }

@@ -8,7 +8,7 @@
  *   state + named registers - per CacheIdx: state (VALID/INVALID/DRAINING),
  *                             pending_writes, pop, qlen/front/rear, ack,
  *                             inloop/stale, write_ts, last_src/last_seq,
- *                             wcount; the
+ *                             wcount, wmask; the
  *                             request table (keys x S slots): req_ip, req_seq,
  *                             req_ts, req_cookie; hits, overflow, stats
  *   lookup                  - exact-match table HKEY (128 b) -> set_idx(idx,
@@ -38,6 +38,11 @@
  * into the loop while the second is pending (a stale read can follow).
  * Default (strict): `pending_writes` counts writes in flight; only the reply
  * that brings it to 0 revalidates and puts a cache packet into the loop.
+ * Each counted W_REQ carries its write number (wcount) in LAT, echoed in its
+ * W_REP, and `wmask` holds the numbers in flight: a reply lowers the count
+ * only for a write in flight, any other (a duplicate, a write the stuck_us
+ * restart gave up on, an uncounted write's reply for a key inserted since
+ * its W_REQ passed) invalidates the key instead (late_write).
  * The older cache packets of the key may still be in the loop then (a write
  * whose round trip is shorter than a loop period: every write on Mininet):
  * `inloop` counts the key's packets in the loop and a revalidation marks all
@@ -74,6 +79,8 @@
  * netkv/constants.h (spec/constants.toml) */
 #define SC_MAX_NODES 4096
 #define SC_NREGS 24
+/* write numbers wmask follows: wcount and the 31 before it (32-bit register) */
+#define SC_WINDOW 32u
 
 struct starcache_state {
 	uint32_t keys, slots, faithful;
@@ -96,6 +103,8 @@ struct starcache_state {
 	uint32_t *last_src, *last_seq;   /* the key's last counted write: client node, SEQ */
 	uint32_t *wcount;          /* the key's counted writes, ever (wraps; never reset):
 				    * an F_REQ carries it in LAT, its F_REP echoes it */
+	uint32_t *wmask;           /* strict: bit i set = write number wcount - i is in
+				    * flight (its W_REQ carried it in LAT, no W_REP yet) */
 	/* request table, keys x slots: ReqIdx = CacheIdx * S + i */
 	uint32_t *req_ip;          /* client node id */
 	uint32_t *req_seq;         /* SEQ */
@@ -126,6 +135,7 @@ static void sc_fini(void *st)
 	free(s->last_src);
 	free(s->last_seq);
 	free(s->wcount);
+	free(s->wmask);
 	free(s->req_ip);
 	free(s->req_seq);
 	free(s->req_ts);
@@ -149,6 +159,7 @@ static void reset_key(struct starcache_state *s, uint32_t idx)
 	s->inloop[idx] = s->stale[idx] = 0;
 	s->write_ts[idx] = 0;
 	s->last_src[idx] = s->last_seq[idx] = 0;
+	s->wmask[idx] = 0;   /* a reply of a write counted before: late_write */
 }
 
 static int sc_init(void *st, const struct nk_pipeline_cfg *cfg)
@@ -189,12 +200,13 @@ static int sc_init(void *st, const struct nk_pipeline_cfg *cfg)
 	s->last_src = calloc(k, sizeof(uint32_t));
 	s->last_seq = calloc(k, sizeof(uint32_t));
 	s->wcount = calloc(k, sizeof(uint32_t));
+	s->wmask = calloc(k, sizeof(uint32_t));
 	s->req_ip = calloc(r, sizeof(uint32_t));
 	s->req_seq = calloc(r, sizeof(uint32_t));
 	s->req_ts = calloc(r, sizeof(uint32_t));
 	s->req_cookie = calloc(r, sizeof(uint64_t));
 	if (nk_k128_init(&s->tab, s->keys) || !s->node_port || !s->state || !s->pending_writes || !s->pop || !s->qlen ||
-	    !s->front || !s->rear || !s->ack || !s->home || !s->inloop || !s->stale || !s->write_ts || !s->last_src || !s->last_seq || !s->wcount || !s->req_ip || !s->req_seq || !s->req_ts ||
+	    !s->front || !s->rear || !s->ack || !s->home || !s->inloop || !s->stale || !s->write_ts || !s->last_src || !s->last_seq || !s->wcount || !s->wmask || !s->req_ip || !s->req_seq || !s->req_ts ||
 	    !s->req_cookie) {
 		sc_fini(s);
 		return NK_PIPE_EFULL;
@@ -220,6 +232,7 @@ static int sc_init(void *st, const struct nk_pipeline_cfg *cfg)
 	add_reg(s, "last_src", s->last_src, k, 4, 32);
 	add_reg(s, "last_seq", s->last_seq, k, 4, 32);
 	add_reg(s, "wcount", s->wcount, k, 4, 32);
+	add_reg(s, "wmask", s->wmask, k, 4, 32);
 	add_reg(s, "req_ip", s->req_ip, r, 4, 32);
 	add_reg(s, "req_seq", s->req_seq, r, 4, 32);
 	add_reg(s, "req_ts", s->req_ts, r, 4, 32);
@@ -361,8 +374,10 @@ static void read_request(struct starcache_state *s, uint32_t idx, const struct n
 		 * trip: the counted ones whose reply never came were lost (a W_REQ
 		 * dropped after the switch, or its W_REP), and would keep the key
 		 * INVALID forever; with none in flight the count can restart
-		 * (the watchdog then refetches the key) */
+		 * (the watchdog then refetches the key); a reply of one of them
+		 * that comes after all is no longer in flight: late_write */
 		s->pending_writes[idx] = 0;
+		s->wmask[idx] = 0;
 		s->stats[SC_STAT_STUCK_WRITES]++;
 	}
 	if (s->state[idx] != SC_STATE_VALID) {
@@ -458,6 +473,42 @@ static int carries_item(const struct nk_msg *m, int write)
 				(write && m->result == NK_RESULT_RETRY));
 }
 
+/* The key's next write number (wcount + 1), taken by a counted write and
+ * by a late reply alike. Strict: wmask's window moves with it; a write
+ * still in flight 32 later write numbers on (late replies included) falls
+ * out of it, is no longer counted in pending_writes, and its reply, if it
+ * comes, is a late one. */
+static void next_write_number(struct starcache_state *s, uint32_t idx)
+{
+	s->wcount[idx]++;
+	if (s->faithful)
+		return;
+	if ((s->wmask[idx] >> (SC_WINDOW - 1)) && s->pending_writes[idx])
+		s->pending_writes[idx]--;
+	s->wmask[idx] <<= 1;
+}
+
+/* Strict: a counted write's W_REP whose write number (its W_REQ's LAT,
+ * echoed) is not in flight: a duplicate of a reply already seen, the
+ * reply of a write the stuck_us restart took as lost, or one older than
+ * wmask's window; or an uncounted write's W_REP (FLAG 0) for a key now
+ * cached and not DRAINING. It lowers no count (the write it answers is
+ * not counted any more: lowering it again would let a write still in
+ * flight pass for a lone one), and its write may have reached the server
+ * after the value the loop holds was read: the key goes INVALID, no write
+ * in flight may revalidate it (last OVERLAP), and the write number moves
+ * on so that a fetch's F_REP stamped before is refused; the watchdog
+ * refetches. */
+static void late_write(struct starcache_state *s, uint32_t idx, struct nk_pkt_meta *meta,
+		       struct nk_actions *act)
+{
+	s->state[idx] = SC_STATE_INVALID;
+	s->last_src[idx] = SC_LAST_OVERLAP;
+	next_write_number(s, idx);
+	s->stats[SC_STAT_LATE_WRITES]++;
+	forward(s, meta, act);
+}
+
 /* The server's W_REP or F_REP for a cached key: revalidate and put the new
  * value into the loop, or just pass it on. */
 static void server_update(struct starcache_state *s, int64_t hit, struct nk_msg *m,
@@ -493,9 +544,24 @@ static void server_update(struct starcache_state *s, int64_t hit, struct nk_msg 
 		return;
 	}
 	/* FLAG >= 1: the reply of a write this switch counted (of a
-	 * multi-packet item, its first fragment counts) */
-	if (write && m->frag_cnt && !s->faithful && s->pending_writes[idx])
-		s->pending_writes[idx]--;
+	 * multi-packet item, its first fragment counts); FLAG 0: of a write
+	 * that passed while the key was uncached or DRAINING */
+	if (write && !s->faithful) {
+		/* strict: the reply clears its write's number (LAT, stamped
+		 * on the W_REQ) if that write is in flight. An uncounted
+		 * write's reply (its LAT is the client's) is late too: the key
+		 * was inserted since its W_REQ passed, and the insert's fetch
+		 * may have overtaken it and read an older value (the F_REP,
+		 * stamped with no write in flight, would loop it) */
+		uint32_t d = s->wcount[idx] - (uint32_t)m->send_ns;
+		if (!m->frag_cnt || d >= SC_WINDOW || !((s->wmask[idx] >> d) & 1u)) {
+			late_write(s, idx, meta, act);
+			return;
+		}
+		s->wmask[idx] &= ~(1u << d);
+		if (s->pending_writes[idx])
+			s->pending_writes[idx]--;
+	}
 	/* a reply without value bytes (an uncached write, a W_REQ whose HKEY
 	 * is not its key's: RETRY, an empty item) or an F_REP's RETRY puts
 	 * nothing into the loop; a refused write's RETRY with the stored
@@ -608,19 +674,25 @@ static void sc_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 		}
 		if (hit >= 0 && s->state[hit] != SC_STATE_DRAINING && !m->frag_idx) {
 			s->state[hit] = SC_STATE_INVALID;
-			if (!s->faithful && s->pending_writes[hit] < UINT16_MAX)
-				s->pending_writes[hit]++;
-			s->write_ts[hit] = (uint32_t)(meta->now_ns / 1000);
 			/* a write counted while another is in flight: the
 			 * server may apply them in another order than they
 			 * passed here (switch->server reordering), so no
 			 * reply of the overlap is known to carry the stored
 			 * value; none revalidates (the next write counted
 			 * alone does, or the watchdog's refetch) */
-			s->last_src[hit] = !s->faithful && s->pending_writes[hit] > 1
-						   ? SC_LAST_OVERLAP : meta->src;
+			int overlap = !s->faithful && s->pending_writes[hit];
+			next_write_number(s, hit);
+			if (!s->faithful) {
+				/* strict: the write's number, in flight until
+				 * its W_REP (the server echoes LAT) clears it */
+				s->wmask[hit] |= 1u;
+				if (s->pending_writes[hit] < UINT16_MAX)
+					s->pending_writes[hit]++;
+				m->send_ns = s->wcount[hit];
+			}
+			s->write_ts[hit] = (uint32_t)(meta->now_ns / 1000);
+			s->last_src[hit] = overlap ? SC_LAST_OVERLAP : meta->src;
 			s->last_seq[hit] = m->req_id;
-			s->wcount[hit]++;
 			if (multi)
 				m->flags = 1;
 			else
