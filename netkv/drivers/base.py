@@ -105,8 +105,11 @@ class BatchedWrites(SwitchDriver):
 
     def __init__(self, inner: SwitchDriver) -> None:
         self.inner = inner
-        self.atomic_control = inner.atomic_control
         self._queue: list[tuple[str, int, int]] = []
+
+    @property  # type: ignore[override]
+    def atomic_control(self) -> bool:
+        return self.inner.atomic_control
 
     def flush(self) -> None:
         cells, self._queue = self._queue, []
