@@ -187,6 +187,8 @@ static void test_config_limits(void)
 	rig_free(&r);
 	EXPECT_EQ(rig_try(&r, "keys=4097;slots=16"), NK_PIPE_ERANGE);   /* > 64 Ki slots */
 	EXPECT_EQ(rig_try(&r, "keys=0"), NK_PIPE_ERANGE);
+	/* keys x slots wraps to 2 in 64 bits: refused, not a 2-slot table */
+	EXPECT_EQ(rig_try(&r, "keys=0x5555555555555556;slots=3"), NK_PIPE_ERANGE);
 	EXPECT_EQ(rig_try(&r, "faithful=2"), NK_PIPE_ERANGE);
 	EXPECT_EQ(rig_try(&r, "slots=abc"), NK_PIPE_EINVAL);
 }

@@ -180,7 +180,10 @@ static int sc_init(void *st, const struct nk_pipeline_cfg *cfg)
 	    nkp_u64(cfg->params, "stuck_us", SC_DEFAULT_STUCK_US, &stuck_us) ||
 	    nkp_trust(cfg->params, cfg->n_servers, &s->trust))
 		return NK_PIPE_EINVAL;
-	if (keys < 1 || slots < 1 || slots > 0xFFFF || keys * slots > SC_MAX_SLOTS_TOTAL ||
+	/* keys bounded first: keys * slots could wrap (keys=0x5555555555555556;
+	 * slots=3 is 2), and idx must fit LAT's 16 bits (SC_LAT) */
+	if (keys < 1 || slots < 1 || slots > 0xFFFF || keys > SC_MAX_SLOTS_TOTAL ||
+	    keys * slots > SC_MAX_SLOTS_TOTAL ||
 	    faithful > 1 || stuck_us < 1 || stuck_us > 0x7FFFFFFF || cfg->n_nodes > SC_MAX_NODES)
 		return NK_PIPE_ERANGE;
 	s->keys = (uint32_t)keys;
