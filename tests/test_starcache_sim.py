@@ -410,3 +410,27 @@ def test_a_lost_fetch_is_sent_again() -> None:
         ctl.epoch(0.0)                     # never answered: given up, not resent forever
     assert ck.key not in ctl.items and ctl.stats.given_up == 1
     assert len(plane.sent) == sc.MAX_FETCHES
+
+
+def test_a_key_back_in_its_old_slot_refuses_its_old_fetch_reply() -> None:
+    """A fetch's F_REP is taken only if its LAT is the slot's current stamp
+    (SC_LAT(idx, wcount)). A key removed and inserted again at the same
+    slot (the free list is last-in-first-out) with no write counted there
+    meanwhile kept the stamp: a late F_REP of its earlier fetch, read before
+    a write acknowledged while the key was uncached, matched and looped the
+    older value. Each insert moves the slot's wcount on, so the old stamp
+    matches no more (a review's find; on the old code wcount stays)."""
+    proto = load(["protocol=starcache"]).protocol
+    plane = _Plane()
+    ck = sc.CacheKey(b"k-hot", 1, 0)
+    ctl = sc.StarCacheController(plane, proto, [ck], range(0))  # type: ignore[arg-type]
+    ctl.start()
+    idx = ctl.items[ck.key].idx
+    first = plane.switch.regs.get(("wcount", idx), 0)
+    ctl._remove(ctl.items[ck.key])
+    ctl.insert(ck)
+    assert ctl.items[ck.key].idx == idx                       # the same slot
+    assert plane.switch.regs[("wcount", idx)] == first + 1
+
+    # an F_REP stamped SC_LAT(idx, first) is refused now (the C pipeline's
+    # freshness rule: test_starcache.c test_write_number_across_slots)

@@ -29,6 +29,8 @@
 #define CTL (NS + NC)    /* the controller's node */
 #define RECIRC 98
 #define CPU 99
+/* a write number or fetch stamp as LAT carries it (starcache.c SC_LAT) */
+#define LAT(idx, n) (((uint32_t)(idx) << 16) | ((uint32_t)(n) & 0xFFFFu))
 
 #include "tstore.h"
 
@@ -185,6 +187,8 @@ static void test_config_limits(void)
 	rig_free(&r);
 	EXPECT_EQ(rig_try(&r, "keys=4097;slots=16"), NK_PIPE_ERANGE);   /* > 64 Ki slots */
 	EXPECT_EQ(rig_try(&r, "keys=0"), NK_PIPE_ERANGE);
+	/* keys x slots wraps to 2 in 64 bits: refused, not a 2-slot table */
+	EXPECT_EQ(rig_try(&r, "keys=0x5555555555555556;slots=3"), NK_PIPE_ERANGE);
 	EXPECT_EQ(rig_try(&r, "faithful=2"), NK_PIPE_ERANGE);
 	EXPECT_EQ(rig_try(&r, "slots=abc"), NK_PIPE_EINVAL);
 }
@@ -833,8 +837,8 @@ static void test_duplicated_write_reply(void)
 	uint32_t wc = (uint32_t)rd(&r, "wcount", 1);
 	sw_in(&r, &w1, CL, 1, 0, 0);
 	sw_in(&r, &w2, CL + 1, 1, 0, 0);
-	EXPECT_EQ((uint32_t)w1.send_ns, wc + 1);     /* the write numbers, in LAT */
-	EXPECT_EQ((uint32_t)w2.send_ns, wc + 2);
+	EXPECT_EQ((uint32_t)w1.send_ns, LAT(1, wc + 1));   /* the write numbers, in LAT */
+	EXPECT_EQ((uint32_t)w2.send_ns, LAT(1, wc + 2));
 	EXPECT_EQ(rd(&r, "wmask", 1), 3);
 	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w1, CL, a, NK_HOST_MAX_OUT), 1);
 	EXPECT_EQ(a[0].msg.send_ns, w1.send_ns);     /* echoed */
@@ -1012,6 +1016,105 @@ static void test_write_number_window(void)
 	EXPECT_EQ(rd(&r, "stats", SC_STAT_LATE_WRITES), 8);
 	EXPECT_EQ(rd(&r, "pending_writes", 1), 0);
 	EXPECT_EQ(rd(&r, "state", 1), SC_STATE_INVALID);
+	rig_free(&r);
+}
+
+/* A key deleted and re-added at another CacheIdx (docs/starcache.md
+ * "Coherence", hole (5)): write numbers and fetch stamps count per slot, and
+ * a slot's count outlives its tenants, so a reply stamped at the key's old
+ * slot could carry a number in flight at the new one. (a) X's write (SEQ
+ * 70) is counted at slot 2 as number 70 and applied (v2), its reply
+ * delayed; the key is re-inserted at slot 5, whose count sits at 68; the
+ * fetch read before X's write, loops v1; B's lone write is acknowledged
+ * (v3); X resends SEQ 70, counted alone at slot 5 as number 70; the old
+ * reply cleared it (count 0, last = (X, 70)) and looped v2, which B's read
+ * then got. (b) An F_REQ stamped 40 at slot 2 reads v1; the key is deleted,
+ * A's write passes uncounted and is acknowledged (v2); the key is
+ * re-inserted at slot 5 whose count is 40: the old F_REP was fresh and
+ * looped v1. LAT now carries the slot too (SC_LAT): both are refused. */
+static void test_write_number_across_slots(void)
+{
+	current = "write_number_across_slots";
+	struct rig r;
+	uint64_t h[2];
+	nk_starcache_hkey((const uint8_t *)"k-hot", 5, h);
+	cached_key(&r, "keys=8;slots=4", "k-hot", 64, 2);
+	EXPECT_EQ(r.P->reg_write(r.sw, "wcount", 2, 69), 0);
+	struct nk_msg wx = req(&r, 1, "k-hot", 70);
+	sw_in(&r, &wx, CL, 1, 0, 0);                 /* counted at slot 2: 70 */
+	EXPECT_EQ((uint32_t)wx.send_ns, LAT(2, 70));
+	EXPECT_EQ(r.P->table_del(r.sw, "lookup", h, 2), 0);
+	EXPECT_EQ(cache_add(&r, "k-hot", 5), 0);
+	EXPECT_EQ(r.P->reg_write(r.sw, "wcount", 5, 68), 0);
+	struct nk_msg f = req(&r, 0, "k-hot", 77);
+	f.op = NK_STARCACHE_OP_F_REQ;
+	f.kind = NK_KIND_CONTROL;
+	sw_in(&r, &f, CTL, 1, 0, 0);
+	struct nk_msg v1 = serve(&r, &f);            /* reads before X's write */
+	struct nk_msg repx = serve(&r, &wx);         /* X's write applied, reply delayed */
+	EXPECT(v1.ver < repx.ver);
+	struct out o = sw_in(&r, &v1, 1, CTL, 0, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);
+	/* B's lone write: acknowledged, revalidates */
+	struct nk_msg wb = req(&r, 1, "k-hot", 71);
+	sw_in(&r, &wb, CL + 1, 1, 0, 0);             /* slot 5: 69 */
+	struct nk_msg repb = serve(&r, &wb);
+	EXPECT(repb.ver > repx.ver);
+	EXPECT_EQ(sw_in(&r, &repb, 1, CL + 1, 0, 0).act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(rd(&r, "state", 5), SC_STATE_VALID);
+	/* X resends SEQ 70: counted alone at slot 5 as 70 */
+	struct nk_msg wx2 = req(&r, 1, "k-hot", 70);
+	sw_in(&r, &wx2, CL, 1, 0, 0);
+	EXPECT_EQ((uint32_t)wx2.send_ns, LAT(5, 70));
+	/* the old reply: stamped at slot 2, late; v2 does not loop */
+	o = sw_in(&r, &repx, 1, CL, 0, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "state", 5), SC_STATE_INVALID);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_LATE_WRITES), 1);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_REVALIDATIONS), 1);   /* B's only */
+	/* B reads: to the server, not to v2's cache packet */
+	struct nk_msg rq = req(&r, 0, "k-hot", 72);
+	o = sw_in(&r, &rq, CL + 1, 1, 0, 0);
+	EXPECT_EQ(o.act.held, 0);
+	EXPECT_EQ(o.act.port, 11);
+	/* the resend's reply: still counted, but after the late one it
+	 * revalidates nothing; the refetch loops the stored value */
+	struct nk_msg repx2 = serve(&r, &wx2);
+	EXPECT_EQ(sw_in(&r, &repx2, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(rd(&r, "pending_writes", 5), 0);
+	EXPECT_EQ(rd(&r, "state", 5), SC_STATE_INVALID);
+	struct nk_msg cp = fetch(&r, "k-hot", &o);
+	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);
+	EXPECT(cp.ver >= repb.ver);
+	rig_free(&r);
+
+	/* (b) the F_REP's stamp across slots */
+	rig_init(&r, "keys=8;slots=4");
+	seed(&r, "k-hot", 64);
+	EXPECT_EQ(cache_add(&r, "k-hot", 2), 0);
+	EXPECT_EQ(r.P->reg_write(r.sw, "wcount", 2, 40), 0);
+	f = req(&r, 0, "k-hot", 78);
+	f.op = NK_STARCACHE_OP_F_REQ;
+	f.kind = NK_KIND_CONTROL;
+	sw_in(&r, &f, CTL, 1, 0, 0);
+	EXPECT_EQ((uint32_t)f.send_ns, LAT(2, 40));
+	struct nk_msg late = serve(&r, &f);          /* v1, delayed */
+	EXPECT_EQ(r.P->table_del(r.sw, "lookup", h, 2), 0);
+	struct nk_msg wa = req(&r, 1, "k-hot", 73);
+	EXPECT_EQ(sw_in(&r, &wa, CL, 1, 0, 0).act.port, 11);   /* uncached: not counted */
+	struct nk_msg repa = serve(&r, &wa);
+	EXPECT(repa.ver > late.ver);
+	EXPECT_EQ(sw_in(&r, &repa, 1, CL, 0, 0).act.fwd, NK_FWD_PORT);   /* A acknowledged */
+	EXPECT_EQ(cache_add(&r, "k-hot", 5), 0);
+	EXPECT_EQ(r.P->reg_write(r.sw, "wcount", 5, 40), 0);
+	o = sw_in(&r, &late, 1, CTL, 0, 0);
+	EXPECT_EQ(o.act.fwd, NK_FWD_PORT);
+	EXPECT_EQ(late.result, NK_RESULT_RETRY);
+	EXPECT_EQ(rd(&r, "state", 5), SC_STATE_INVALID);
+	EXPECT_EQ(rd(&r, "stats", SC_STAT_FETCHES), 0);
+	cp = fetch(&r, "k-hot", &o);                 /* the controller's retry */
+	EXPECT_EQ(o.act.fwd, NK_FWD_MCAST);
+	EXPECT_EQ(cp.ver, repa.ver);
 	rig_free(&r);
 }
 
@@ -1663,6 +1766,7 @@ int main(void)
 	test_duplicated_write_reply();
 	test_write_later_than_the_stuck_restart();
 	test_write_number_window();
+	test_write_number_across_slots();
 	test_uncounted_write_racing_an_insert();
 	test_item_replaced_mid_answer();
 	printf("%d passed, %d failed\n", passed, failed);

@@ -221,8 +221,15 @@ class StarCacheController(Controller):
 
     def insert(self, ck: CacheKey) -> None:
         idx = self.free_idx.pop()
+        sw = self.plane.switch
+        # the slot's write number moves on: a fetch of an earlier tenant of
+        # this slot (this key, maybe, removed and back with no write counted
+        # here since) stamped the old wcount, and its late F_REP would match
+        # it and loop the value it read before a write acknowledged since.
+        # No lookup entry maps to a free slot, so nothing counts here meanwhile
+        sw.reg_write("wcount", idx, (sw.reg_read("wcount", idx) + 1) & 0xFFFFFFFF)
         # INVALID until fetched; writes to the key go to its home (docs/security.md)
-        self.plane.switch.table_add("lookup", hkey_words(ck.key), [idx, ck.home])
+        sw.table_add("lookup", hkey_words(ck.key), [idx, ck.home])
         item = Item(ck, idx)
         self.items[ck.key] = item
         self.stats.inserts += 1

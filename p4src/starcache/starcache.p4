@@ -39,20 +39,22 @@
  *                                  (stats[WRONG_HOME] if addressed elsewhere);
  *                                  not DRAINING, FRAG 0: INVALID,
  *                                  wcount++; strict: pending_writes++, the
- *                                  write's number wcount into wmask and LAT
+ *                                  write's number wcount into wmask, and
+ *                                  SC_LAT(CacheIdx, wcount) into LAT
  *                                  (the server echoes it in the W_REP);
  *                                  FLAG = 1 (multi-packet: CACHED = 1)
- *   F_REQ (controller), cached     LAT = wcount (the server echoes it)
+ *   F_REQ (controller), cached     LAT = SC_LAT(CacheIdx, wcount) (the server
+ *                                  echoes it)
  *   W_REP/F_REP from a server,     strict, a counted write's reply: its LAT
  *   cached key                     in wmask: cleared, pending_writes--; not in
  *                                  flight (a duplicate, a write before a stuck
- *                                  restart): INVALID, last_src OVERLAP,
+ *                                  restart, another slot's): INVALID, last_src OVERLAP,
  *                                  wcount++ (stats[LATE_WRITES]), to its
  *                                  destination only;
  *                                  with FLAG, value bytes and (strict) no other
  *                                  write in flight (an F_REP: and its LAT
- *                                  is wcount, no write counted since its
- *                                  F_REQ passed): VALID, the key's packets in
+ *                                  is SC_LAT(CacheIdx, wcount), no write
+ *                                  counted since its F_REQ passed): VALID, the key's packets in
  *                                  the loop `stale` (strict), ack 1 (0 if the
  *                                  head had older fragments), multicast to
  *                                  {destination, loop}; FRAG > 0 (a later
@@ -131,6 +133,12 @@
 #if SC_FAITHFUL != 0 && SC_FAITHFUL != 1
 #error "SC_FAITHFUL (faithful) must be 0 or 1"
 #endif
+
+/* a write number or fetch stamp as LAT carries it (starcache.c SC_LAT): the
+ * CacheIdx in the high 16 bits (SC_KEYS <= 65536), the slot's count in the
+ * low 16; wcount outlives a slot's tenants, and without the slot a reply
+ * from a key's earlier slot could carry a number in flight at its new one */
+#define SC_LAT(idx, n) ((((bit<32>)(idx)) << 16) | (((bit<32>)(n)) & 0xFFFF))
 
 #define SC_STAT_COUNT 17            /* cells of `stats`: SC_STAT_* (constants.p4) */
 const bit<8> SC_SERVER_NONE = 0xFF; /* PARID of a reply no server sent (NK_SERVER_NONE) */
@@ -467,7 +475,7 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                                         pw1 = pw1 + 1;
                                     }
                                     pending_writes.write(idx, pw1);
-                                    hdr.starcache.lat = wc + 1;
+                                    hdr.starcache.lat = SC_LAT(idx, wc + 1);
                                 }
                                 write_ts.write(idx, (bit<32>)sm.ingress_global_timestamp);
                                 /* counted while another write was in
@@ -550,8 +558,11 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                                 bit<32> wm;
                                 wcount.read(wc0, idx);
                                 wmask.read(wm, idx);
-                                bit<32> d = wc0 - hdr.starcache.lat;
-                                if (hdr.starcache.flag != 0 && d < 32 && ((wm >> d) & 1) == 1) {
+                                /* a number stamped at another slot (the
+                                 * key's before a delete and re-add) is late */
+                                bit<32> d = (wc0 - hdr.starcache.lat) & 0xFFFF;
+                                if (hdr.starcache.flag != 0 && (hdr.starcache.lat >> 16) == idx &&
+                                    d < 32 && ((wm >> d) & 1) == 1) {
                                     wmask.write(idx, wm & ~((bit<32>)1 << d));
                                     if (pw != 0) {
                                         pw = pw - 1;
@@ -595,7 +606,7 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                                  * answered meanwhile (starcache.c) */
                                 bit<32> wc;
                                 wcount.read(wc, idx);
-                                bool fresh = hdr.starcache.lat == wc;
+                                bool fresh = hdr.starcache.lat == SC_LAT(idx, wc);
                                 bool take = hdr.starcache.flag != 0 && item &&
                                             (SC_FAITHFUL == 1 ||
                                              (pw == 0 && s8 != SC_STATE_VALID &&
@@ -652,7 +663,7 @@ control StarcacheIngress(inout headers_t hdr, inout metadata_t meta,
                         if (SC_FAITHFUL == 0 && pw != 0) {
                             wc = wc - 1;
                         }
-                        hdr.starcache.lat = wc;
+                        hdr.starcache.lat = SC_LAT(idx, wc);
                     }
                     meta.hdr_changed = 1;
                     want_route = true;

@@ -80,30 +80,37 @@ WRITE = msg(StarcacheOp.W_REQ, value=b"w" * 100)
 WRITE2 = msg(StarcacheOp.W_REQ, req_id=12, value=b"x" * 100)
 
 
+def lat(n: int) -> int:
+    """A write number or fetch stamp n of the key as LAT carries it
+    (starcache.c SC_LAT): its CacheIdx in the high 16 bits, n's low 16."""
+    return IDX << 16 | n & 0xFFFF
+
+
 def counted(m: Msg, n: int, **kw: object) -> Msg:
     """A W_REQ as the switch counts it: FLAG 1 (multi-packet: CACHED) and,
     in LAT, its write number n (the key's wcount after counting it)."""
-    return dataclasses.replace(m, send_ns=n, **kw)  # type: ignore[arg-type]
+    return dataclasses.replace(m, send_ns=lat(n), **kw)  # type: ignore[arg-type]
 
 
 # the servers' replies to them echo LAT, the write number
-WRITE_REP = msg(StarcacheOp.W_REP, frag_cnt=1, value=WRITE.value, send_ns=1)
-WRITE2_REP = msg(StarcacheOp.W_REP, req_id=12, frag_cnt=1, value=WRITE2.value, send_ns=2)
+WRITE_REP = msg(StarcacheOp.W_REP, frag_cnt=1, value=WRITE.value, send_ns=lat(1))
+WRITE2_REP = msg(StarcacheOp.W_REP, req_id=12, frag_cnt=1, value=WRITE2.value, send_ns=lat(2))
 FETCH_REP = msg(StarcacheOp.F_REP, key=OTHER, frag_cnt=1, value=VALUE)
 # a fetch reply of the cached key (VALID: a write's reply revalidated it)
 LATE_FETCH_REP = msg(StarcacheOp.F_REP, frag_cnt=1, value=VALUE)
 # fetch replies whose F_REQ passed the switch when the key's write count
 # (wcount) was 5, and 7 (LAT: the switch's stamp, echoed by the server)
-FETCH5_REP = msg(StarcacheOp.F_REP, frag_cnt=1, value=VALUE, send_ns=5)
-FETCH7_REP = msg(StarcacheOp.F_REP, frag_cnt=1, value=VALUE, send_ns=7)
+FETCH5_REP = msg(StarcacheOp.F_REP, frag_cnt=1, value=VALUE, send_ns=lat(5))
+FETCH7_REP = msg(StarcacheOp.F_REP, frag_cnt=1, value=VALUE, send_ns=lat(7))
 # the server's answer to a write that passed the switch uncounted (the key
 # uncached or DRAINING then): FLAG 0, no value, LAT the client's
 UNCOUNTED_REP = msg(StarcacheOp.W_REP, frag_cnt=0)
 # the server's answer to a counted W_REQ whose HKEY is not its key's
-FORGED_REP = msg(StarcacheOp.W_REP, frag_cnt=1, result=Result.RETRY, send_ns=1)
+FORGED_REP = msg(StarcacheOp.W_REP, frag_cnt=1, result=Result.RETRY, send_ns=lat(1))
 # the server's answer to a counted multi-packet write whose FRAG 0 came
 # without the rest: not applied (RETRY), the key's stored value attached
-REFUSED_REP = msg(StarcacheOp.W_REP, frag_cnt=1, result=Result.RETRY, value=VALUE, send_ns=1)
+REFUSED_REP = msg(StarcacheOp.W_REP, frag_cnt=1, result=Result.RETRY, value=VALUE,
+                  send_ns=lat(1))
 
 
 # a write of a 2-packet item (docs/starcache.md, "Multi-packet items"): the
@@ -113,7 +120,7 @@ CHUNK = SC_ITEM_BYTES - len(KEY)
 WFRAG = [msg(StarcacheOp.W_REQ, frag_cnt=2, frag_idx=i, value=BIG[i * CHUNK:(i + 1) * CHUNK])
          for i in range(2)]
 WFRAG_REP = [msg(StarcacheOp.W_REP, frag_cnt=2, frag_idx=i, value=BIG[i * CHUNK:(i + 1) * CHUNK],
-                 send_ns=1) for i in range(2)]
+                 send_ns=lat(1)) for i in range(2)]
 
 
 def stat(s: ScStat, n: int = 1) -> dict[tuple[str, int], int]:

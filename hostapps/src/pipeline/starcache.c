@@ -18,7 +18,7 @@
  *                             invalidate, FLAG=1; the server's W_REP/F_REP
  *                             revalidates and is multicast to {client, loop};
  *                             F_REQ (the controller's): LAT = the key's write
- *                             count (wcount), echoed in its F_REP;
+ *                             count (SC_LAT: CacheIdx, wcount), echoed in its F_REP;
  *                             a cache packet (ingress = recirculation) serves
  *                             the head of its queue (multicast to {client,
  *                             loop}), or loops on, or drops itself when its
@@ -38,8 +38,9 @@
  * into the loop while the second is pending (a stale read can follow).
  * Default (strict): `pending_writes` counts writes in flight; only the reply
  * that brings it to 0 revalidates and puts a cache packet into the loop.
- * Each counted W_REQ carries its write number (wcount) in LAT, echoed in its
- * W_REP, and `wmask` holds the numbers in flight: a reply lowers the count
+ * Each counted W_REQ carries its write number (SC_LAT: the CacheIdx and
+ * wcount's low 16 bits) in LAT, echoed in its W_REP, and `wmask` holds the
+ * numbers in flight: a reply lowers the count
  * only for a write in flight, any other (a duplicate, a write the stuck_us
  * restart gave up on, an uncounted write's reply for a key inserted since
  * its W_REQ passed) invalidates the key instead (late_write).
@@ -81,6 +82,12 @@
 #define SC_NREGS 24
 /* write numbers wmask follows: wcount and the 31 before it (32-bit register) */
 #define SC_WINDOW 32u
+/* A write number or fetch stamp as LAT carries it: the CacheIdx in the high
+ * 16 bits (idx < keys <= SC_MAX_SLOTS_TOTAL = 64 Ki), the slot's count in the
+ * low 16. wcount is per slot and outlives its tenants: without the slot, a
+ * reply from a key's earlier slot could carry a number in flight at its new
+ * one (docs/starcache.md "Coherence", (5)). */
+#define SC_LAT(idx, n) (((uint32_t)(idx) << 16) | ((uint32_t)(n) & 0xFFFFu))
 
 struct starcache_state {
 	uint32_t keys, slots, faithful;
@@ -102,7 +109,7 @@ struct starcache_state {
 	uint32_t *write_ts;        /* when the key's last counted write passed (us, wraps) */
 	uint32_t *last_src, *last_seq;   /* the key's last counted write: client node, SEQ */
 	uint32_t *wcount;          /* the key's counted writes, ever (wraps; never reset):
-				    * an F_REQ carries it in LAT, its F_REP echoes it */
+				    * an F_REQ carries it in LAT (SC_LAT), its F_REP echoes it */
 	uint32_t *wmask;           /* strict: bit i set = write number wcount - i is in
 				    * flight (its W_REQ carried it in LAT, no W_REP yet) */
 	/* request table, keys x slots: ReqIdx = CacheIdx * S + i */
@@ -173,7 +180,10 @@ static int sc_init(void *st, const struct nk_pipeline_cfg *cfg)
 	    nkp_u64(cfg->params, "stuck_us", SC_DEFAULT_STUCK_US, &stuck_us) ||
 	    nkp_trust(cfg->params, cfg->n_servers, &s->trust))
 		return NK_PIPE_EINVAL;
-	if (keys < 1 || slots < 1 || slots > 0xFFFF || keys * slots > SC_MAX_SLOTS_TOTAL ||
+	/* keys bounded first: keys * slots could wrap (keys=0x5555555555555556;
+	 * slots=3 is 2), and idx must fit LAT's 16 bits (SC_LAT) */
+	if (keys < 1 || slots < 1 || slots > 0xFFFF || keys > SC_MAX_SLOTS_TOTAL ||
+	    keys * slots > SC_MAX_SLOTS_TOTAL ||
 	    faithful > 1 || stuck_us < 1 || stuck_us > 0x7FFFFFFF || cfg->n_nodes > SC_MAX_NODES)
 		return NK_PIPE_ERANGE;
 	s->keys = (uint32_t)keys;
@@ -552,9 +562,13 @@ static void server_update(struct starcache_state *s, int64_t hit, struct nk_msg 
 		 * write's reply (its LAT is the client's) is late too: the key
 		 * was inserted since its W_REQ passed, and the insert's fetch
 		 * may have overtaken it and read an older value (the F_REP,
-		 * stamped with no write in flight, would loop it) */
-		uint32_t d = s->wcount[idx] - (uint32_t)m->send_ns;
-		if (!m->frag_cnt || d >= SC_WINDOW || !((s->wmask[idx] >> d) & 1u)) {
+		 * stamped with no write in flight, would loop it). A number
+		 * stamped at another slot (the key's before it was deleted and
+		 * re-added here) is late too: its low bits may be in flight here */
+		uint32_t lat = (uint32_t)m->send_ns;
+		uint32_t d = (s->wcount[idx] - lat) & 0xFFFFu;
+		if (!m->frag_cnt || lat >> 16 != idx || d >= SC_WINDOW ||
+		    !((s->wmask[idx] >> d) & 1u)) {
 			late_write(s, idx, meta, act);
 			return;
 		}
@@ -584,7 +598,7 @@ static void server_update(struct starcache_state *s, int64_t hit, struct nk_msg 
 	 * were then applied and answered (an overlap's replies revalidate
 	 * nothing, so the count is back to 0 and the key INVALID), and the
 	 * late F_REP would loop a value older than their acknowledgements */
-	int fresh = (uint32_t)m->send_ns == s->wcount[idx];
+	int fresh = (uint32_t)m->send_ns == SC_LAT(idx, s->wcount[idx]);
 	int ok = m->frag_cnt && carries_item(m, write) && (s->faithful ||
 		 (!s->pending_writes[idx] && s->state[idx] != SC_STATE_VALID &&
 		  (write ? last : fresh)));
@@ -688,7 +702,7 @@ static void sc_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 				s->wmask[hit] |= 1u;
 				if (s->pending_writes[hit] < UINT16_MAX)
 					s->pending_writes[hit]++;
-				m->send_ns = s->wcount[hit];
+				m->send_ns = SC_LAT(hit, s->wcount[hit]);
 			}
 			s->write_ts[hit] = (uint32_t)(meta->now_ns / 1000);
 			s->last_src[hit] = overlap ? SC_LAST_OVERLAP : meta->src;
@@ -708,7 +722,7 @@ static void sc_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 		return;
 	case NK_STARCACHE_OP_F_REQ:
 		/* the controller's fetch (a client's is refused above): LAT
-		 * carries the key's write count, which the server echoes in its
+		 * carries the key's write count (SC_LAT), which the server echoes in its
 		 * F_REP; the switch takes the F_REP only if it is still the
 		 * count (server_update). With a counted write in flight the
 		 * server may apply it after reading (switch->server
@@ -716,8 +730,8 @@ static void sc_process(void *st, struct nk_msg *m, struct nk_pkt_meta *meta,
 		 * nothing: the stamp is one behind, which no count matches
 		 * (strict; the fetch is refused and sent again) */
 		if (hit >= 0)
-			m->send_ns = s->wcount[hit] -
-				     (!s->faithful && s->pending_writes[hit] ? 1u : 0u);
+			m->send_ns = SC_LAT(hit, s->wcount[hit] -
+					    (!s->faithful && s->pending_writes[hit] ? 1u : 0u));
 		forward(s, meta, act);
 		return;
 	default:
