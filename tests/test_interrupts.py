@@ -116,6 +116,48 @@ def test_workers_start_deaf_and_a_job_hears() -> None:
     assert not blocked_in_child()
 
 
+_WEAKREF_CTRL_C = """
+import sys, weakref
+from netkv.interrupts import interruptible
+
+class Thing:
+    pass
+
+def interrupted(_):
+    raise KeyboardInterrupt
+
+def drop():
+    thing = Thing()
+    ref = weakref.ref(thing, interrupted)
+    del thing
+    assert ref() is None
+
+if sys.argv[1] == "job":
+    with interruptible():
+        drop()
+    sys.stderr.write("after\\n")
+    drop()   # the hook is back after the job
+else:
+    drop()
+"""
+
+
+@pytest.mark.parametrize("where", ["job", "outside"])
+def test_a_ctrl_c_in_a_weakref_callback_of_a_job_prints_nothing(where: str) -> None:
+    """CI once: a worker's Ctrl-C landed in a weakref callback, which Python
+    cannot raise from, and printed "Exception ignored in ... Traceback ...
+    KeyboardInterrupt" beside the command's one line. Inside a job it is
+    not printed; outside one (the old code everywhere) it is."""
+    p = subprocess.run([sys.executable, "-c", _WEAKREF_CTRL_C, where], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    inside, _, after = p.stderr.partition("after\n")
+    if where == "job":
+        assert inside == "" and "KeyboardInterrupt" in after, p.stderr
+    else:
+        assert "Exception ignored" in p.stderr and "KeyboardInterrupt" in p.stderr, p.stderr
+
+
 def _fails(_: int) -> None:
     raise ValueError("a run's error")
 
