@@ -211,6 +211,26 @@ def test_recovery_is_the_end_of_the_last_window_above_the_slo():
     assert recovery_ms(t, 0.01, np.zeros(20, bool), [0.1], 0.2) == [0.0]
 
 
+def test_the_cold_start_ends_at_the_first_fault():
+    """An outage from 0.05 s on (every later window above the SLO) is not a
+    cold start that never ends: the start is measured up to the first fault
+    (it read "never" before faults bounded it)."""
+    from netkv.config.schema import Faults
+    from netkv.experiments.timeline import fault_instants, summarize
+
+    p99 = [900.0] + [30.0] * 4 + [math.inf] * 15
+    row = {"changes_s": [], "duration_s": 0.2, "window_s": 0.01,
+           "faults_s": fault_instants(Faults.model_validate(
+               {"switch_outages": [{"at_s": 0.15, "restart_s": 0.19}],
+                "crashes": [{"server": 1, "at_s": 0.05}]}))}
+    assert row["faults_s"] == [0.05, 0.15, 0.19]
+    out = summarize(row, windows("netlr", "4", p99), warmup_s=0.0)
+    assert out["start_s"] == pytest.approx(0.01)
+    assert out["windows_over"] == 16
+    # without the fault instants the same windows read "never"
+    assert summarize({**row, "faults_s": []}, windows("netlr", "4", p99), 0.0)["start_s"] == math.inf
+
+
 def test_recovery_and_no_violation_checks():
     exp = timeline_experiment([
         {"kind": "recovery", "claim": "r100", "series": "pegasus", "x": "hot-in",

@@ -30,6 +30,7 @@ from rich.console import Console
 from rich.table import Table
 
 from netkv.config.compose import load
+from netkv.config.schema import Faults
 from netkv.experiments.pool import Pool
 from netkv.experiments.checks import (CheckResult, evaluate_timeline, ms_text, print_checks,
                                       recovery_ms, windows_over)
@@ -76,6 +77,15 @@ def change_instants(period_s: float, duration_s: float) -> list[float]:
     return out
 
 
+def fault_instants(faults: Faults) -> list[float]:
+    """When the run's configured faults strike or end (server crashes and
+    restarts, switch stops and restarts), sorted: they end a cold start as a
+    popularity change does, so that an outage is not read as one."""
+    out = [t for f in (*faults.crashes, *faults.switch_outages)
+           for t in (f.at_s, f.restart_s) if t is not None]
+    return sorted(set(out))
+
+
 def run_long(series: str, x: str, overrides: tuple[str, ...], out_dir: str,
              offered_rps: float, slo_ns: float, workloads: str | None = None,
              columns: tuple[str, ...] = ()) -> tuple[dict[str, Any], pl.DataFrame]:
@@ -107,6 +117,7 @@ def run_long(series: str, x: str, overrides: tuple[str, ...], out_dir: str,
         "slo_ns": slo_ns, "p50_ns": p["p50_ns"], "p99_ns": p["p99_ns"],
         "completion": p["completion"], "duration_s": cfg.duration, "window_s": window_s,
         "period_s": dyn.period_s, "changes_s": changes,
+        "faults_s": fault_instants(cfg.target.faults),
         **{c: scalar(p.get(c)) for c in columns},
     }
     return row, windows
@@ -122,7 +133,9 @@ def summarize(row: dict[str, Any], windows: pl.DataFrame, warmup_s: float) -> di
     changes = row["changes_s"]
     end = row["duration_s"]
     recs = recovery_ms(t_s, row["window_s"], over, changes, end)
-    start = recovery_ms(t_s, row["window_s"], over, [0.0], changes[0] if changes else end)[0]
+    # the cold start lasts until the first change or fault, whichever is first
+    first = min([*changes[:1], *row.get("faults_s", [])[:1], end])
+    start = recovery_ms(t_s, row["window_s"], over, [0.0], first)[0]
     later = t_s >= warmup_s - EPS_S
     return {**row, "recovery_s": [r / 1e3 for r in recs], "start_s": start / 1e3,
             "windows": int(later.sum()),
@@ -236,13 +249,14 @@ def summary_rows(results: pl.DataFrame) -> list[list[str]]:
             f"{r['slo_ns'] / 1e3:.1f}", f"{r['p99_ns'] / 1e3:.1f}",
             f"{r['windows_over']}/{r['windows']}",
             _ms_list([c * 1e3 for c in r["changes_s"]]),
+            _ms_list([f * 1e3 for f in r.get("faults_s") or []]),
             _ms_list([v * 1e3 for v in r["recovery_s"]]), _ms_list([r["start_s"] * 1e3]),
         ])
     return out
 
 
 SUMMARY_COLUMNS = ("series", "x", "load Mreq/s", "SLO us", "p99 us (run)",
-                   "windows > SLO (after warm-up)", "changes at (ms)",
+                   "windows > SLO (after warm-up)", "changes at (ms)", "faults at (ms)",
                    "back under SLO after (ms)", "cold start (ms)")
 
 
