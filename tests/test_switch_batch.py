@@ -204,3 +204,20 @@ def test_a_pipelined_refusal_names_its_line_after_its_chunk(netcache_switch: Any
     assert drv.reg_read_many([("cache_vlen", 3), ("cache_vlen", 4)]) == [9, 11]
     with pytest.raises(DriverError, match="reg_read nosuch 0"):
         drv.reg_read_many([("cache_vlen", 3), ("nosuch", 0)])
+
+
+@needs_root
+def test_a_pipelined_batch_survives_a_reader_that_falls_behind(netcache_switch: Any) -> None:
+    """The switch answers the lines of one read in one send (ctl.c): it
+    answered each in a send of its own, and the few hundred replies its
+    socket buffer holds filled while the controller (nice 10 on a loaded VM)
+    had not read yet; after 200 ms it dropped the connection."""
+    import time
+
+    drv = netcache_switch
+    lines = [f"reg_read cache_vlen {i}" for i in range(2000)]
+    drv.sock.sendall(("\n".join(lines) + "\n").encode())   # ~45 KB: fits our send buffer
+    time.sleep(0.5)                                         # the controller falls behind
+    replies = [drv.reply_line("after the batch") for _ in lines]
+    assert replies == ["ok 0"] * len(lines)
+    assert drv.ping().startswith("netkv-switch")

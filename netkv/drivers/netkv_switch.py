@@ -77,9 +77,9 @@ class CtlSocket:
             pass
 
 
-# lines sent before their replies are read. The switch may block on a reply
-# until we read (its socket buffer holds a few hundred of them), so a chunk's
-# lines must fit our send buffer (~208 KiB) or both sides would wait
+# lines sent before their replies are read. The switch may block on its
+# replies until we read, so a chunk's lines must fit our send buffer
+# (~208 KiB) or both sides would wait
 PIPELINE_CHUNK = 512
 PIPELINE_BYTES = 64 * 1024
 
