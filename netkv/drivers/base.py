@@ -109,6 +109,8 @@ class SwitchDriver(ABC):
                     self.table_delete(table, key)
                 case PacketOut(frame, port):
                     self.packet_out(frame, port)
+                case _:
+                    raise TypeError(f"not a switch request: {req!r}")
         if cells:
             self.reg_write_many(cells)
 

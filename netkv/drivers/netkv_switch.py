@@ -96,6 +96,7 @@ def _line(req: Request) -> str:
             return f"packet_out {'pipeline' if port is None else int(port)} {frame.hex()}"
     raise TypeError(f"not a switch request: {req!r}")
 
+
 class NetkvSwitchDriver(CtlSocket, SwitchDriver):
     """Talks to one netkv-switch over its control socket."""
 
