@@ -11,7 +11,16 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from netkv.drivers.base import CpuPacket, DriverError, SwitchDriver
+from netkv.drivers.base import (
+    CpuPacket,
+    DriverError,
+    PacketOut,
+    RegWrite,
+    Request,
+    SwitchDriver,
+    TableAdd,
+    TableDelete,
+)
 
 
 def _ints(values: Sequence[int]) -> str:
@@ -68,9 +77,25 @@ class CtlSocket:
             pass
 
 
-# lines sent before their replies are read: a few KB of replies at most, far
-# below the socket buffers, so neither side can block the other
+# lines sent before their replies are read. The switch may block on its
+# replies until we read, so a chunk's lines must fit our send buffer
+# (~208 KiB) or both sides would wait
 PIPELINE_CHUNK = 512
+PIPELINE_BYTES = 64 * 1024
+
+
+def _line(req: Request) -> str:
+    match req:
+        case RegWrite(name, index, value):
+            return f"reg_write {name} {int(index)} {int(value)}"
+        case TableAdd(table, key, args):
+            return f"table_add {table} {_ints(key)} {_ints(args)}"
+        case TableDelete(table, key):
+            return f"table_del {table} {_ints(key)}"
+        case PacketOut(frame, port):
+            return f"packet_out {'pipeline' if port is None else int(port)} {frame.hex()}"
+    raise TypeError(f"not a switch request: {req!r}")
+
 
 class NetkvSwitchDriver(CtlSocket, SwitchDriver):
     """Talks to one netkv-switch over its control socket."""
@@ -94,20 +119,42 @@ class NetkvSwitchDriver(CtlSocket, SwitchDriver):
         self.request(f"reg_write {name} {int(index)} {int(value)}")
 
     def reg_write_many(self, cells: Iterable[tuple[str, int, int]]) -> None:
-        """Pipelined: a chunk of lines in one send, then every reply checked
-        (the switch executes lines in order). The first refusal is raised,
-        naming its line, after the whole chunk is answered."""
-        lines = [f"reg_write {name} {int(index)} {int(value)}" for name, index, value in cells]
-        for start in range(0, len(lines), PIPELINE_CHUNK):
-            chunk = lines[start:start + PIPELINE_CHUNK]
+        self.pipelined([f"reg_write {name} {int(index)} {int(value)}"
+                        for name, index, value in cells])
+
+    def reg_read_many(self, cells: Sequence[tuple[str, int]]) -> list[int]:
+        return [int(v) for v in self.pipelined([f"reg_read {name} {int(index)}"
+                                                for name, index in cells])]
+
+    def apply(self, requests: Sequence[Request]) -> None:
+        self.pipelined([_line(req) for req in requests])
+
+    def pipelined(self, lines: Sequence[str]) -> list[str]:
+        """Each line's reply (the text after ``ok``). A chunk of lines goes
+        in one send, then every reply is read (the switch executes lines in
+        order): a round trip per chunk, not per line. The first refusal is
+        raised, naming its line, after its whole chunk is answered."""
+        out: list[str] = []
+        start = 0
+        while start < len(lines):
+            end, size = start, 0
+            while end < len(lines) and end - start < PIPELINE_CHUNK and (
+                    end == start or size + len(lines[end]) < PIPELINE_BYTES):
+                size += len(lines[end]) + 1
+                end += 1
+            chunk = lines[start:end]
             self.sock.sendall(("\n".join(chunk) + "\n").encode())
             failed = None
             for line in chunk:
-                text = self.reply_line("during a batch of writes")
-                if failed is None and text != "ok" and not text.startswith("ok "):
+                text = self.reply_line("during a batch of requests")
+                if text == "ok" or text.startswith("ok "):
+                    out.append(text[3:])
+                elif failed is None:
                     failed = f"{line}: {text.removeprefix('err ')}"
             if failed is not None:
                 raise DriverError(failed)
+            start = end
+        return out
 
     def table_add(self, table: str, key: Sequence[int], args: Sequence[int] = ()) -> None:
         self.request(f"table_add {table} {_ints(key)} {_ints(args)}")

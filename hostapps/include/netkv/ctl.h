@@ -24,6 +24,10 @@ extern "C" {
 #define NK_CTL_MAX_CONN 4
 #define NK_CTL_LINE_MAX 16384
 #define NK_CTL_MAX_WORDS 64
+/* the replies to the lines of one read go out in one send: a pipelined batch
+ * got one send (and one socket buffer of the reader's) per line, and a
+ * reader that fell 200 ms behind lost the connection */
+#define NK_CTL_PEND_MAX 65536
 
 struct nk_ctl_conn {
 	int fd;
@@ -42,6 +46,8 @@ struct nk_ctl {
 	struct nk_ctl_conn conn[NK_CTL_MAX_CONN];
 	char *out;                 /* reply buffer */
 	size_t out_cap;
+	char *pend;                /* replies not yet sent (NK_CTL_PEND_MAX) */
+	size_t pend_len;
 };
 
 /* Listen on `path` (an old socket file there is replaced). 0 or -1 + err. */

@@ -34,7 +34,8 @@ int nk_ctl_open(struct nk_ctl *c, const char *path, size_t out_cap, char *err, s
 	}
 	c->out = malloc(out_cap);
 	c->out_cap = out_cap;
-	if (!c->out) {
+	c->pend = malloc(NK_CTL_PEND_MAX);
+	if (!c->out || !c->pend) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -69,7 +70,9 @@ void nk_ctl_close(struct nk_ctl *c)
 		unlink(c->path);
 	}
 	free(c->out);
+	free(c->pend);
 	c->out = NULL;
+	c->pend = NULL;
 	c->lfd = -1;
 }
 
@@ -105,6 +108,13 @@ static int send_all(int fd, const char *b, size_t n)
 	return 0;
 }
 
+static int flush_pend(struct nk_ctl *c, struct nk_ctl_conn *k)
+{
+	size_t n = c->pend_len;
+	c->pend_len = 0;
+	return n ? send_all(k->fd, c->pend, n) : 0;
+}
+
 static int answer(struct nk_ctl *c, struct nk_ctl_conn *k, char *line, nk_ctl_handler h, void *ctx)
 {
 	char *argv[NK_CTL_MAX_WORDS];
@@ -124,8 +134,19 @@ static int answer(struct nk_ctl *c, struct nk_ctl_conn *k, char *line, nk_ctl_ha
 	if ((size_t)n >= c->out_cap - 1)
 		n = (int)c->out_cap - 2;
 	c->out[n++] = '\n';
-	if (send_all(k->fd, c->out, (size_t)n) < 0 || close_after)
+	if (c->pend_len + (size_t)n > NK_CTL_PEND_MAX && flush_pend(c, k) < 0)
 		return -1;
+	if ((size_t)n > NK_CTL_PEND_MAX) { /* a big reply (cpu_poll): as it is */
+		if (send_all(k->fd, c->out, (size_t)n) < 0)
+			return -1;
+	} else {
+		memcpy(c->pend + c->pend_len, c->out, (size_t)n);
+		c->pend_len += (size_t)n;
+	}
+	if (close_after) {
+		(void)flush_pend(c, k);
+		return -1;
+	}
 	return 0;
 }
 
@@ -176,6 +197,9 @@ void nk_ctl_service(struct nk_ctl *c, nk_ctl_handler h, void *ctx)
 			dead = answer(c, k, start, h, ctx) < 0;
 			start = nl + 1;
 		}
+		if (!dead)
+			dead = flush_pend(c, k) < 0;
+		c->pend_len = 0;  /* a dead connection's replies go nowhere */
 		if (dead) {
 			drop_conn(k);
 			continue;
