@@ -114,18 +114,38 @@ void nk_starcache_hkey(const uint8_t *key, size_t len, uint64_t hkey[2])
  * eight table lookups, then byte-wise for the tail; the same values as the
  * byte-wise loop (tests/test_wire.py checks against zlib). Every request
  * hashes its 16 B key at least once (KVSwitch's server store, HashPipe). */
-uint32_t nk_crc32(const uint8_t *buf, size_t len)
+
+/* One step: eight bytes of input, w holding them as a little-endian load of
+ * the buffer would (its lowest byte first). */
+static inline uint32_t crc32_word(uint32_t c, uint64_t w)
 {
 	const uint32_t (*t)[256] = crc32_tables;
+	uint32_t lo = c ^ (uint32_t)w, hi = (uint32_t)(w >> 32);
+	return t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^
+	       t[4][lo >> 24] ^ t[3][hi & 0xFF] ^ t[2][(hi >> 8) & 0xFF] ^
+	       t[1][(hi >> 16) & 0xFF] ^ t[0][hi >> 24];
+}
+
+uint32_t nk_crc32(const uint8_t *buf, size_t len)
+{
 	uint32_t c = 0xFFFFFFFFu;
-	for (; len >= 8; buf += 8, len -= 8) {
-		uint32_t lo = c ^ ((uint32_t)buf[0] | (uint32_t)buf[1] << 8 |
-				   (uint32_t)buf[2] << 16 | (uint32_t)buf[3] << 24);
-		c = t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^
-		    t[4][lo >> 24] ^ t[3][buf[4]] ^ t[2][buf[5]] ^ t[1][buf[6]] ^ t[0][buf[7]];
-	}
+	for (; len >= 8; buf += 8, len -= 8)
+		c = crc32_word(c, (uint64_t)buf[0] | (uint64_t)buf[1] << 8 | (uint64_t)buf[2] << 16 |
+				      (uint64_t)buf[3] << 24 | (uint64_t)buf[4] << 32 |
+				      (uint64_t)buf[5] << 40 | (uint64_t)buf[6] << 48 |
+				      (uint64_t)buf[7] << 56);
 	while (len--)
-		c = t[0][(c ^ *buf++) & 0xFF] ^ (c >> 8);
+		c = crc32_tables[0][(c ^ *buf++) & 0xFF] ^ (c >> 8);
+	return c ^ 0xFFFFFFFFu;
+}
+
+uint32_t nk_crc32_b_k128(uint8_t b0, uint64_t k0, uint64_t k1)
+{
+	/* the same bytes in the same order as nk_crc32 of the buffer: b0 alone,
+	 * then each key word (big-endian in the buffer: byte-swapped here) */
+	uint32_t c = crc32_tables[0][0xFFu ^ b0] ^ 0x00FFFFFFu;
+	c = crc32_word(c, __builtin_bswap64(k0));
+	c = crc32_word(c, __builtin_bswap64(k1));
 	return c ^ 0xFFFFFFFFu;
 }
 

@@ -668,6 +668,21 @@ static void test_hashes(void)
 	check(nk_djb2(hello, 0) == 5381u, "djb2(\"\")");
 	check(nk_crc32(digits, 9) == 0xCBF43926u, "crc32 check value");
 	check(nk_crc32(digits, 0) == 0, "crc32(\"\")");
+	/* the salted-key form equals nk_crc32 of its 17 bytes */
+	uint64_t x = 0x9E3779B97F4A7C15ULL;
+	int crc_same = 1;
+	for (int i = 0; i < 1000; i++) {
+		uint8_t b[17];
+		uint64_t k0 = x * (2 * (uint64_t)i + 1), k1 = ~x ^ ((uint64_t)i << 29);
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+		b[0] = (uint8_t)(i * 37);
+		for (int j = 0; j < 8; j++) {
+			b[1 + j] = (uint8_t)(k0 >> (56 - 8 * j));
+			b[9 + j] = (uint8_t)(k1 >> (56 - 8 * j));
+		}
+		crc_same &= nk_crc32_b_k128(b[0], k0, k1) == nk_crc32(b, sizeof b);
+	}
+	check(crc_same, "crc32_b_k128 = crc32 of its 17 bytes");
 	nk_murmur3_128(hello, 5, 0, h);
 	check(h[0] == 0xcbd8a7b341bd9b02ULL && h[1] == 0x5b1e906a48ae1d19ULL,
 	      "murmur3_128(\"hello\", 0)");

@@ -187,6 +187,11 @@ void nk_starcache_hkey(const uint8_t *key, size_t len, uint64_t hkey[2]);
 /* CRC-32 (IEEE 802.3, reflected, poly 0xEDB88320), equal to zlib.crc32. */
 uint32_t nk_crc32(const uint8_t *buf, size_t len);
 
+/* nk_crc32 of the 17 bytes b0, k0 big-endian, k1 big-endian (a salted
+ * 128-bit key: KVSwitch's HashPipe), from the words themselves: no buffer
+ * built byte by byte, no length loop. */
+uint32_t nk_crc32_b_k128(uint8_t b0, uint64_t k0, uint64_t k1);
+
 /* NetLR slot id: CRC32 of the 4 big-endian bytes of oid, masked to `slots`
  * (a power of two). */
 uint32_t nk_netlr_slot(uint32_t oid, uint32_t slots);

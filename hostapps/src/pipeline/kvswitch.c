@@ -342,13 +342,8 @@ static int ks_table_del(void *st, const char *table, const uint64_t *key, unsign
 /* CRC32 of (per-stage salt, 16 B key) (digest §3: CRC32, distinct salts) */
 static uint32_t hp_crc(uint32_t stage, uint64_t k0, uint64_t k1)
 {
-	uint8_t b[17];
-	b[0] = (uint8_t)(0xA5 ^ stage);
-	for (int i = 0; i < 8; i++) {
-		b[1 + i] = (uint8_t)(k0 >> (56 - 8 * i));
-		b[9 + i] = (uint8_t)(k1 >> (56 - 8 * i));
-	}
-	return nk_crc32(b, sizeof b);
+	/* the bytes (0xA5 ^ stage, k0 and k1 big-endian), as nk_crc32 of them */
+	return nk_crc32_b_k128((uint8_t)(0xA5 ^ stage), k0, k1);
 }
 
 /* Stage j's CRC is stage 0's XOR a constant: CRC is affine, so for messages
