@@ -259,7 +259,8 @@ static int fragment(struct nk_host_out *out, int max_out)
  * -1 for a FRAG 0 that does not complete its write: the client sends FRAG
  * 0 last (sc_client_split), so the rest was lost, reordered or never sent
  * (a hostile client); the write is refused and its slot freed (a FRAG 0
- * that finds no slot of its write takes none). */
+ * that finds no slot of its write takes none; one that finds no memory for
+ * the buffers leaves the slot as it is). */
 static int write_fragment(struct sc_server *s, uint16_t src, struct nk_msg *q)
 {
 	uint32_t chunk = SC_ITEM_BYTES - q->key_len, n = q->frag_cnt, i = q->frag_idx;
@@ -270,8 +271,9 @@ static int write_fragment(struct sc_server *s, uint16_t src, struct nk_msg *q)
 		return i ? 0 : -1;
 	/* 512 KiB of buffers only where bytes move (kvserver; the simulator
 	 * sends none): an init that mapped them cost every server set-up, most
-	 * of a fuzzer's execution under ASan. Without memory the fragment is
-	 * lost (the client's timeout sends the write again). */
+	 * of a fuzzer's execution under ASan. Without memory a FRAG > 0 is
+	 * lost and a FRAG 0 refused (RETRY), its write's slot kept: the
+	 * client sends the write again. */
 	if (q->value && !s->w_bufs && !(s->w_bufs = calloc(SC_WSLOTS, SC_WRITE_MAX)))
 		return i ? 0 : -1;
 	struct sc_wslot *w = NULL, *old = &s->w[0];
