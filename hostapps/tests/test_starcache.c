@@ -1573,6 +1573,39 @@ static void test_multi_packet_write(void)
 	rig_free(&r);
 }
 
+/* Fragments without bytes (the simulator's: the embedder fills none) need
+ * no buffers, which a server allocates at its first fragment with bytes:
+ * a bytes-less write is applied; a later one with bytes allocates them
+ * and is applied too (test_multi_packet_write checks the bytes). */
+static void test_multi_packet_write_without_bytes(void)
+{
+	current = "multi_packet_write_without_bytes";
+	static const uint8_t val[3000];   /* zeros: a value's bytes are not what this checks */
+	struct nk_host_out out[NK_HOST_MAX_OUT], w[NK_HOST_MAX_REQ_OUT];
+	struct rig r;
+	rig_init(&r, "keys=4;slots=4");
+	seed(&r, "k-sim", 100);
+	split_write(&r, "k-sim", 40, val, sizeof val, w);
+	int n = 0;
+	for (int i = 2; i >= 0; i--) {
+		w[i].msg.value = NULL;
+		n = r.H->server_handle(r.srv, &r.ns, &w[i].msg, CL, out, NK_HOST_MAX_OUT);
+	}
+	EXPECT_EQ(n, 1);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	struct nk_msg probe = req(&r, 0, "k-sim", 0);
+	uint64_t ver = 0;
+	uint32_t vlen = 0;
+	EXPECT_EQ(ts_ops.get(&r.store, &probe, &ver, &vlen), 0);
+	EXPECT_EQ(vlen, 3000);                  /* applied, no bytes moved */
+	split_write(&r, "k-sim", 41, val, sizeof val, w);
+	for (int i = 2; i >= 0; i--)
+		n = r.H->server_handle(r.srv, &r.ns, &w[i].msg, CL, out, NK_HOST_MAX_OUT);
+	EXPECT_EQ(n, 1);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	rig_free(&r);
+}
+
 /* A multi-packet write's FRAG 0 alone (a hostile client's, or the rest
  * lost): the switch counts it; the server refuses it at once (RETRY, no
  * slot kept) with the key's stored value, which revalidates the key. Before,
@@ -1756,6 +1789,7 @@ int main(void)
 	test_topk_report();
 	test_multi_packet();
 	test_multi_packet_write();
+	test_multi_packet_write_without_bytes();
 	test_lone_frag0_is_refused();
 	test_lone_frag0_keeps_no_slot();
 	test_reordered_write_replies();
