@@ -77,6 +77,10 @@ def change_instants(period_s: float, duration_s: float) -> list[float]:
     return out
 
 
+#: results.parquet's list columns (docs/results.md: list[f64])
+LIST_COLUMNS = ("changes_s", "faults_s", "recovery_s")
+
+
 def fault_instants(faults: Faults) -> list[float]:
     """When the run's configured faults strike or end (server crashes and
     restarts, switch stops and restarts), sorted: they end a cold start as a
@@ -215,6 +219,8 @@ def run_timeline(exp: Experiment, name: str, extra: list[str], out: Path, pool: 
     order = {(s, str(x)): i for i, (s, x) in enumerate(longs)}
     rows.sort(key=lambda r: order[(r["series"], r["x"])])
     results = pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
+    if rows:  # lists that are empty in every row (no change, no fault) infer List(Null)
+        results = results.with_columns(pl.col(LIST_COLUMNS).cast(pl.List(pl.Float64)))
     timeline = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
     write_parquet(out / "results.parquet", results)
     write_points(out, [*((s, None, out / s / "search") for s in exp.series),
