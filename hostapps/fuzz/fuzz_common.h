@@ -1,7 +1,9 @@
 /*
  * fuzz_common.h - the libFuzzer harness every protocol shares: arbitrary
  * bytes -> the protocol's wire decoder -> (when it decodes) the switch
- * pipeline's per-packet function, the servers' and the clients' host logic.
+ * pipeline's per-packet function, the servers' and the clients' host logic
+ * (a client first makes a request, or a multiget where the protocol has
+ * them, under the message's request id, so that replies find one).
  *
  * Each protocol's fuzz_<p>.c defines FUZZ_PROTOCOL (its name in the pipeline
  * and host registries) and fuzz_setup() (control-plane state that lets
@@ -249,6 +251,45 @@ static void client_requests(struct rack *r, const struct nk_msg *m)
 	must_encode(&out);
 }
 
+/* ... and, where the host logic multigets (NetMC), a multiget under the
+ * message's request id, so that the client's aggregation has a request for
+ * the MGET_REPLYs that follow (or this one) to fill: 1-8 distinct keys
+ * made from the message's (first) key, its last byte the key's index, on servers
+ * from its keyhash. Every packet it sends must encode. */
+static void client_multigets(struct rack *r, const struct nk_msg *m)
+{
+	static struct nk_host_out out[NK_HOST_MAX_REQ_OUT];
+	static uint8_t keys[8][NK_MAX_KEY_LEN], buf[8 * NK_MAX_KEY_LEN];
+	struct nk_req_key k[8];
+	unsigned n = 1 + (m->req_id >> 1) % 8;
+	/* a one-key message's key, or a multi-key one's first slot */
+	uint8_t kl = m->key_len ? m->key_len : m->key_slot_len;
+	const uint8_t *key = m->key_len ? m->key : m->items;
+	if (!r->host->client_multiget || !kl || kl > NK_MAX_KEY_LEN || !key ||
+	    (!m->key_len && m->items_len < kl))
+		return;
+	for (unsigned j = 0; j < n; j++) {
+		memcpy(keys[j], key, kl);
+		keys[j][kl - 1] = (uint8_t)j;
+		k[j] = (struct nk_req_key){.key = keys[j], .keyhash = m->keyhash + j,
+					   .value_len = 256,
+					   .home = (uint16_t)((m->keyhash + j) % FUZZ_SERVERS)};
+	}
+	struct nk_req_spec spec = {.kind = NK_KIND_MULTIGET, .key_len = kl,
+				   .client_id = (uint16_t)FUZZ_SERVERS, .home = k[0].home,
+				   .req_id = m->req_id, .keyhash = k[0].keyhash,
+				   .send_ns = m->send_ns, .key = keys[0], .nkeys = (uint8_t)n,
+				   .keys = k, .buf = buf, .buf_len = sizeof buf};
+	int np = r->host->client_multiget(r->cli[0], &spec, out, NK_HOST_MAX_REQ_OUT);
+	if (np < 0 || np > NK_HOST_MAX_REQ_OUT) {
+		fprintf(stderr, "fuzz: client_multiget returned %d (0..%d)\n", np,
+			NK_HOST_MAX_REQ_OUT);
+		abort();
+	}
+	for (int i = 0; i < np; i++)
+		must_encode(&out[i].msg);
+}
+
 static void one_packet(struct rack *r, const uint8_t *data, size_t len, uint16_t src,
 		       int setup)
 {
@@ -274,6 +315,8 @@ static void one_packet(struct rack *r, const uint8_t *data, size_t len, uint16_t
 		fuzz_setup(r, &m);
 	if (m.kind == NK_KIND_READ || m.kind == NK_KIND_WRITE)
 		client_requests(r, &m);
+	if (m.kind == NK_KIND_MULTIGET || m.kind == NK_KIND_MULTIGET_REPLY)
+		client_multigets(r, &m);
 
 	/* the switch */
 	struct nk_msg sw = m;
