@@ -85,6 +85,7 @@ PIPELINE_BYTES = 64 * 1024
 
 
 def _line(req: Request) -> str:
+    """The control-socket line of one request (every write is sent so)."""
     match req:
         case RegWrite(name, index, value):
             return f"reg_write {name} {int(index)} {int(value)}"
@@ -116,11 +117,10 @@ class NetkvSwitchDriver(CtlSocket, SwitchDriver):
         return out
 
     def reg_write(self, name: str, index: int, value: int) -> None:
-        self.request(f"reg_write {name} {int(index)} {int(value)}")
+        self.request(_line(RegWrite(name, index, value)))
 
     def reg_write_many(self, cells: Iterable[tuple[str, int, int]]) -> None:
-        self.pipelined([f"reg_write {name} {int(index)} {int(value)}"
-                        for name, index, value in cells])
+        self.pipelined([_line(RegWrite(*cell)) for cell in cells])
 
     def reg_read_many(self, cells: Sequence[tuple[str, int]]) -> list[int]:
         return [int(v) for v in self.pipelined([f"reg_read {name} {int(index)}"
@@ -157,10 +157,10 @@ class NetkvSwitchDriver(CtlSocket, SwitchDriver):
         return out
 
     def table_add(self, table: str, key: Sequence[int], args: Sequence[int] = ()) -> None:
-        self.request(f"table_add {table} {_ints(key)} {_ints(args)}")
+        self.request(_line(TableAdd(table, tuple(key), tuple(args))))
 
     def table_delete(self, table: str, key: Sequence[int]) -> None:
-        self.request(f"table_del {table} {_ints(key)}")
+        self.request(_line(TableDelete(table, tuple(key))))
 
     def mcast_set(self, group: int, ports: Sequence[int]) -> None:
         self.request(f"mcast_set {int(group)} {_ints(ports)}")
@@ -187,7 +187,7 @@ class NetkvSwitchDriver(CtlSocket, SwitchDriver):
         self.request(f"cpu_sample {int(every)}")
 
     def packet_out(self, frame: bytes, port: int | None = None) -> None:
-        self.request(f"packet_out {'pipeline' if port is None else int(port)} {frame.hex()}")
+        self.request(_line(PacketOut(frame, port)))
 
     # --- netkv-switch specifics ---------------------------------------------------
 

@@ -354,15 +354,14 @@ class NetCacheController(Controller):
         """Fetches unanswered for FETCH_TIMEOUT_EPOCHS: their slots' valid
         bits read in one request (a refill sends 1,000 fetches at once, and
         their acks may have been lost together)."""
-        late = [it for it in self.items.values() if it.fetch_req is not None
+        late = [(it, it.fetch_req) for it in self.items.values() if it.fetch_req is not None
                 and self.epochs - it.fetch_epoch >= FETCH_TIMEOUT_EPOCHS]
         if not late:
             return
-        valid = self.plane.switch.reg_read_many([("cache_valid", it.idx) for it in late])
+        valid = self.plane.switch.reg_read_many([("cache_valid", it.idx) for it, _ in late])
         refused = []
-        for item, ok in zip(late, valid, strict=True):
-            if item.fetch_req is not None:   # always: a late fetch
-                self.by_req.pop(item.fetch_req, None)
+        for (item, req), ok in zip(late, valid, strict=True):
+            self.by_req.pop(req, None)
             item.fetch_req = None
             if ok:
                 item.filled = True  # the ack was lost (CPU channel full)
