@@ -26,6 +26,7 @@ from rich.table import Table
 from netkv.backends import backend_class
 from netkv.config.compose import ConfigError, validate
 from netkv.config.core import EXIT_INTERRUPTED
+from netkv.config.setting import notice
 from netkv import retries
 from netkv.interrupts import interruptible
 from netkv.config.schema import RunConfig
@@ -588,6 +589,9 @@ def run_job(cfg_node: Any) -> float:
     cfg = validate(data)  # type: ignore[arg-type]
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     console = log_console()
+    setting = notice(cfg.protocol.name, cfg.model_dump(mode="json"))
+    if setting:
+        console.print(f"[dim]{cfg.name}: {setting}[/dim]")
     try:
         with interruptible():  # in a sweep's worker, only the job hears Ctrl-C
             points = execute(cfg, out_dir, sys.argv, console)

@@ -111,8 +111,11 @@ def test_bad_frames_and_payloads_are_counted_and_dropped(tmp_path, protocol: str
     fmt, opcls, readop, port, has_magic, keylen = FORMATS[protocol]
     script = tmp_path / "send_bad.py"
     script.write_text(SENDER)
+    # read-only single-key requests (over a protocol's setting): the target
+    # runs without its controller here, so no write multicast or multiget split
     cfg = load(["target=mininet", f"protocol={protocol}", "keys=5000", "duration=0.5",
-                "topology.timeout_us=0", "servers=2", "clients=1"])
+                "topology.timeout_us=0", "servers=2", "clients=1", "write_ratio=0",
+                "workload.multiget.mean=1"])
     with MininetTarget(cfg) as target:
         rack = target.rack
         assert rack is not None and target.driver is not None

@@ -254,7 +254,8 @@ def test_netmc_multigets_stand_beside_a_hostile_client(scheme: str, tmp_path: Pa
     keys), every honest multiget completes and, after the point, a multiget
     of the hottest keys equals single GETs of them byte for byte. The switch
     counts its refusals by reason in both."""
-    keyed = _run_proto("netmc", [f"protocol.scheme={scheme}", "workload.key_size=8"], tmp_path)
+    keyed = _run_proto("netmc", [f"protocol.scheme={scheme}", "workload.key_size=8",
+                                 "workload.multiget.mean=1"], tmp_path)
     mget = _run_proto("netmc", [*EXTRA["netmc"], f"protocol.scheme={scheme}",
                                 "record_history=false"], tmp_path)
     for name, run in (("single keys", keyed), ("multigets", mget)):
