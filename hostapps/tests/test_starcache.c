@@ -1688,6 +1688,48 @@ static void test_lone_frag0_keeps_no_slot(void)
 	rig_free(&r);
 }
 
+/* One client floods FRAG > 0 fragments of many writes (distinct SEQs, none
+ * ever completed) while another's write is in progress: a client holding
+ * SC_WSLOTS / 4 slots or more gives way first (its own oldest when it asks
+ * for one more), so the flood recycles the flooder's slots and the other
+ * write, and a third client's begun beside the flood, complete. Before,
+ * the oldest slot gave way whoever held it: the 16th flooded write evicted
+ * the other client's, whose FRAG 0 was then refused (RETRY, a resend). */
+static void test_fragment_flood_keeps_others_writes(void)
+{
+	current = "fragment_flood_keeps_others_writes";
+	enum { HONEST = CL, FLOOD = CL + 1, THIRD = CTL };
+	struct rig r;
+	rig_init(&r, "keys=4;slots=4");
+	seed(&r, "k-cold", 100);
+	struct nk_host_out out[NK_HOST_MAX_OUT], w[NK_HOST_MAX_REQ_OUT];
+	struct nk_host_out honest[NK_HOST_MAX_REQ_OUT], third[NK_HOST_MAX_REQ_OUT];
+	static uint8_t val[3000];
+	memset(val, 0x6b, sizeof val);
+	split_write(&r, "k-cold", 300, val, sizeof val, honest);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &honest[1].msg, HONEST, out, NK_HOST_MAX_OUT), 0);
+	for (uint32_t k = 0; k < 64; k++) {     /* 4 x the slots, each write's FRAG 1 only */
+		split_write(&r, "k-cold", 1000 + k, val, sizeof val, w);
+		EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, FLOOD, out, NK_HOST_MAX_OUT), 0);
+	}
+	/* a third client's write begun now takes one of the flooder's slots */
+	split_write(&r, "k-cold", 301, val, sizeof val, third);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &third[2].msg, THIRD, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &third[1].msg, THIRD, out, NK_HOST_MAX_OUT), 0);
+	/* the honest write's remaining fragments, FRAG 0 last: applied */
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &honest[2].msg, HONEST, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &honest[0].msg, HONEST, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &third[0].msg, THIRD, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	/* 15 of the 64 flooded writes took free slots; 49 and the third
+	 * client's first fragment each took one of the flooder's */
+	char line[64], *argv[] = { "wslots" };
+	EXPECT(r.H->server_ctl(r.srv, &r.ns, 1, argv, line, sizeof line) > 0);
+	EXPECT(!strcmp(line, "ok live=14 evicted=50"));
+	rig_free(&r);
+}
+
 /* A read that a replaced item's FRAG 1 answered must not be completed by
  * the new item's FRAG 0 (two versions' bytes): the switch answers it once
  * more with RETRY and the client asks the server (Mininet showed the mix). */
@@ -1792,6 +1834,7 @@ int main(void)
 	test_multi_packet_write_without_bytes();
 	test_lone_frag0_is_refused();
 	test_lone_frag0_keeps_no_slot();
+	test_fragment_flood_keeps_others_writes();
 	test_reordered_write_replies();
 	test_late_fetch_reply();
 	test_fetch_reply_behind_overlapping_writes();
