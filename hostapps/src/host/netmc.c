@@ -629,10 +629,22 @@ static uint16_t mc_client_hostile(void *st, uint64_t draw, const struct nk_req_s
  * simulator's lengths-only sub-replies spread their value bytes evenly over
  * their pairs. */
 
+static void mc_coord_fini(void *st)
+{
+	struct mc_coord *c = st;
+	free(c->pend);
+	free(c->arena);
+	free(c->pairs.buf);
+	c->pend = NULL;
+	c->arena = NULL;
+	c->pairs.buf = NULL;
+}
+
 static int mc_coord_init(void *st, const struct nk_host_cfg *cfg)
 {
 	struct mc_coord *c = st;
 	struct mc_server tmp;
+	memset(c, 0, sizeof(*c));   /* pointers NULL: a fini after any failed init is safe */
 	if (mc_server_init(&tmp, cfg))
 		return -1;
 	uint64_t w;
@@ -645,18 +657,10 @@ static int mc_coord_init(void *st, const struct nk_host_cfg *cfg)
 	c->w = (uint32_t)w;
 	c->pend = calloc(MC_COORD_SLOTS, sizeof(*c->pend));
 	c->arena = malloc(MC_ARENA);
-	return c->pend && c->arena && c->pairs.buf ? 0 : -1;
-}
-
-static void mc_coord_fini(void *st)
-{
-	struct mc_coord *c = st;
-	free(c->pend);
-	free(c->arena);
-	free(c->pairs.buf);
-	c->pend = NULL;
-	c->arena = NULL;
-	c->pairs.buf = NULL;
+	if (c->pend && c->arena && c->pairs.buf)
+		return 0;
+	mc_coord_fini(c);   /* a failed init leaves nothing allocated, whatever the caller does */
+	return -1;
 }
 
 /* Keep a sub-reply's pairs (keys lo..lo+n-1) in the arena; 0, or -1 if the
