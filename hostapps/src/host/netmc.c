@@ -38,6 +38,8 @@
 #include "netkv/host.h"
 #include "netkv/wire.h"
 
+#include "host_lazy.h"
+
 #define MC_AGG_SLOTS (1u << 17)
 #define MC_ID_MASK (UINT32_MAX >> MC_ID_SHIFT)
 #define MC_UDP_IP_HDRS 28
@@ -146,6 +148,11 @@ static void mc_server_fini(void *st)
 	struct mc_server *s = st;
 	free(s->pairs.buf);
 	s->pairs.buf = NULL;
+}
+
+const void *nk_netmc_server_pairs_buf(const void *server)
+{
+	return ((const struct mc_server *)server)->pairs.buf;
 }
 
 /* Append one pair (key, vlen, value; value NULL = zeros) to reply r, whose
@@ -331,6 +338,11 @@ static void mc_client_fini(void *st)
 	struct mc_client *c = st;
 	free(c->agg);
 	c->agg = NULL;
+}
+
+const void *nk_netmc_client_agg(const void *client)
+{
+	return ((const struct mc_client *)client)->agg;
 }
 
 static uint16_t mc_client_request(void *st, const struct nk_req_spec *sp, struct nk_msg *m)

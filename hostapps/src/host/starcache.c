@@ -38,6 +38,8 @@
 #include "netkv/valpat.h"
 #include "netkv/wire.h"
 
+#include "host_lazy.h"
+
 #define SC_PENDING 4096      /* outstanding SEQs a client remembers (ring) */
 
 /* ---- popularity: count-min sketch and top-k (digest §4) ------------------------ *
@@ -197,6 +199,11 @@ static void sc_server_fini(void *st)
 	struct sc_server *s = st;
 	free(s->w_bufs);
 	s->w_bufs = NULL;
+}
+
+const void *nk_starcache_server_w_bufs(const void *server)
+{
+	return ((const struct sc_server *)server)->w_bufs;
 }
 
 static void sc_fini(void *st)
