@@ -1739,6 +1739,44 @@ static void test_fragment_flood_keeps_others_writes(void)
 	rig_free(&r);
 }
 
+/* The bound is 4 slots (SC_WSLOTS_FAIR): an honest write begun first, then
+ * a client holding `heavy` slots and single-slot clients filling the rest;
+ * a new client's write takes the heavy client's oldest slot at 4, the
+ * oldest overall (the honest one's) at 3. Returns the honest write's
+ * result once its FRAG 0 comes. */
+static uint8_t honest_write_beside(uint32_t heavy)
+{
+	enum { HONEST = CL, HEAVY = CL + 1, SINGLE = CL + 2 };
+	struct rig r;
+	rig_init(&r, "keys=4;slots=4");
+	seed(&r, "k-cold", 100);
+	struct nk_host_out out[NK_HOST_MAX_OUT], w[NK_HOST_MAX_REQ_OUT];
+	struct nk_host_out honest[NK_HOST_MAX_REQ_OUT];
+	static uint8_t val[3000];
+	memset(val, 0x6b, sizeof val);
+	split_write(&r, "k-cold", 300, val, sizeof val, honest);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &honest[1].msg, HONEST, out, NK_HOST_MAX_OUT), 0);
+	for (uint32_t k = 0; k < 15; k++) {   /* 15 more: every slot live */
+		split_write(&r, "k-cold", 1000 + k, val, sizeof val, w);
+		uint32_t from = k < heavy ? HEAVY : SINGLE + k;
+		EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, from, out, NK_HOST_MAX_OUT), 0);
+	}
+	split_write(&r, "k-cold", 2000, val, sizeof val, w);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, SINGLE + 100, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &honest[2].msg, HONEST, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &honest[0].msg, HONEST, out, NK_HOST_MAX_OUT), 1);
+	uint8_t result = out[0].msg.result;
+	rig_free(&r);
+	return result;
+}
+
+static void test_fragment_slot_bound_is_four(void)
+{
+	current = "fragment_slot_bound_is_four";
+	EXPECT_EQ(honest_write_beside(4), NK_RESULT_OK);
+	EXPECT(honest_write_beside(3) != NK_RESULT_OK);   /* the oldest gave way */
+}
+
 /* A read that a replaced item's FRAG 1 answered must not be completed by
  * the new item's FRAG 0 (two versions' bytes): the switch answers it once
  * more with RETRY and the client asks the server (Mininet showed the mix). */
@@ -1844,6 +1882,7 @@ int main(void)
 	test_lone_frag0_is_refused();
 	test_lone_frag0_keeps_no_slot();
 	test_fragment_flood_keeps_others_writes();
+	test_fragment_slot_bound_is_four();
 	test_reordered_write_replies();
 	test_late_fetch_reply();
 	test_fetch_reply_behind_overlapping_writes();
