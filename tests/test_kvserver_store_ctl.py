@@ -122,3 +122,23 @@ def test_an_entry_too_long_for_a_line_is_refused_in_one_line() -> None:
     edge = f"00000003:{'6b' * 8}:7:" + "7" * (MERGE_LINE - 12 - 28)
     assert len("store_merge " + edge) == MERGE_LINE
     assert list(merge_lines([edge])) == [f"store_merge {edge}"]
+
+
+def test_a_coordinator_exits_cleanly() -> None:
+    """kvserver --mode coord frees the coordinator's state with coord_fini:
+    it called server_fini, which read NetMC's coordinator state as a
+    server's and freed a non-pointer (glibc aborted at exit; ASan: bad-free)."""
+    try:
+        kv = str(program_path("kvserver"))
+    except NativeBuildMissing as exc:
+        pytest.skip(str(exc))
+    p = subprocess.Popen([kv, "--protocol", "netmc", "--params", "scheme=coordimc",
+                          "--mode", "coord", "--coords", "1", "--id", "0", "--servers", "2",
+                          "--clients", "1", "--keys", "100", "--key-size", "16",
+                          "--port", str(_free_port())], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    assert p.poll() is None, f"kvserver exited early: {p.communicate()[1]}"
+    p.terminate()
+    _out, err = p.communicate(timeout=10)
+    assert p.returncode == 0, err

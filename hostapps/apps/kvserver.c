@@ -752,7 +752,11 @@ int main(int argc, char **argv)
 	dump_stats(stats_file, &c, &st, id, mode, io);
 	write_counters(stdout, &c, &st, id, mode, io);
 	fflush(stdout);
-	if (ops && ops->server_fini)
+	/* the state is the coordinator's in coord mode: server_fini would read
+	 * it as a server's and free what is not a pointer */
+	if (ops && m_coord && ops->coord_fini)
+		ops->coord_fini(hst);
+	else if (ops && !m_coord && ops->server_fini)
 		ops->server_fini(hst);
 	free(hst);
 	free(st.t);

@@ -12,6 +12,7 @@
 #include "netkv/host.h"
 #include "netkv/pipeline.h"
 #include "netkv/wire.h"
+#include "../src/host/host_lazy.h"
 
 #include "expect.h"
 
@@ -507,6 +508,48 @@ static void test_aggregation_all_or_nothing(void)
 	rig_free(&r);
 }
 
+/* The server's pair bytes and the client's aggregation table (3 MiB) are
+ * allocated at their first use: none after init, single-key requests, a
+ * stray reply, or MGETs from a store without value bytes (the
+ * simulator's); the first multiget and the first MGET with bytes take
+ * them. An init that allocated them again (each set-up's cost: most of a
+ * fuzzer's execution under ASan) fails this. */
+static void test_buffers_allocated_at_first_use(void)
+{
+	current = "lazy buffers: none until a multiget, or an MGET with value bytes";
+	struct rig r;
+	rig_init(&r, "");
+	EXPECT(!nk_netmc_server_pairs_buf(r.srv));
+	EXPECT(!nk_netmc_client_agg(r.cli));
+	struct nk_host_out out[NK_HOST_MAX_REQ_OUT];
+	uint8_t buf[64 * KL];
+	struct nk_req_spec sp;
+	const uint16_t homes[] = {1, 2, 3, 1};
+	spec_of(&sp, "ABCD", homes, buf, 9);
+	for (int w = 0; w < 2; w++) {   /* a GET and a PUT, served and answered */
+		struct nk_req_spec one = sp;
+		one.kind = w ? NK_KIND_WRITE : NK_KIND_READ;
+		one.keyhash = RK[0].keyhash;
+		struct nk_msg m;
+		r.H->client_request(r.cli, &one, &m);
+		EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &m, CL, out, NK_HOST_MAX_OUT), 1);
+		EXPECT_EQ(r.H->client_reply(r.cli, &out[0].msg), NK_REPLY_DONE);
+	}
+	struct nk_msg stray = reply(9, 0, 0, 2);
+	EXPECT_EQ(r.H->client_reply(r.cli, &stray), NK_REPLY_IGNORE);
+	struct nk_msg in = server_mget(79, 4, 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &in, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.nkeys, 4);         /* lengths only */
+	EXPECT(!nk_netmc_server_pairs_buf(r.srv));
+	EXPECT(!nk_netmc_client_agg(r.cli));
+	EXPECT(r.H->client_multiget(r.cli, &sp, out, NK_HOST_MAX_REQ_OUT) > 0);
+	EXPECT(nk_netmc_client_agg(r.cli) != NULL);
+	r.ns.ops = &ts_bytes_ops;
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &in, CL, out, NK_HOST_MAX_OUT), 1);
+	EXPECT(nk_netmc_server_pairs_buf(r.srv) != NULL);
+	rig_free(&r);
+}
+
 /* one multiget through switch (passes and clones), servers and the client */
 static void run_end_to_end(const char *params, unsigned want_packets)
 {
@@ -801,6 +844,7 @@ int main(void)
 	test_server_reply_and_mtu_split();
 	test_server_value_bytes();
 	test_aggregation_all_or_nothing();
+	test_buffers_allocated_at_first_use();
 	test_end_to_end();
 	test_coordimc_round_trip();
 	test_coordimc_bad_hints_hold_no_slot();

@@ -20,6 +20,7 @@
 #include "netkv/host.h"
 #include "netkv/pipeline.h"
 #include "netkv/wire.h"
+#include "../src/host/host_lazy.h"
 
 #include "expect.h"
 
@@ -1575,8 +1576,10 @@ static void test_multi_packet_write(void)
 
 /* Fragments without bytes (the simulator's: the embedder fills none) need
  * no buffers, which a server allocates at its first fragment with bytes:
- * a bytes-less write is applied; a later one with bytes allocates them
- * and is applied too (test_multi_packet_write checks the bytes). */
+ * none after init, reads and a bytes-less write, which is applied; a later
+ * write with bytes allocates them and is applied too (test_multi_packet_write
+ * checks the bytes). An init that allocated them again (512 KiB per
+ * server set-up: most of a fuzzer's execution under ASan) fails this. */
 static void test_multi_packet_write_without_bytes(void)
 {
 	current = "multi_packet_write_without_bytes";
@@ -1584,7 +1587,10 @@ static void test_multi_packet_write_without_bytes(void)
 	struct nk_host_out out[NK_HOST_MAX_OUT], w[NK_HOST_MAX_REQ_OUT];
 	struct rig r;
 	rig_init(&r, "keys=4;slots=4");
+	EXPECT(!nk_starcache_server_w_bufs(r.srv));
 	seed(&r, "k-sim", 100);
+	struct nk_msg rd1 = req(&r, 0, "k-sim", 39);
+	EXPECT_EQ(serve(&r, &rd1).result, NK_RESULT_OK);
 	split_write(&r, "k-sim", 40, val, sizeof val, w);
 	int n = 0;
 	for (int i = 2; i >= 0; i--) {
@@ -1593,13 +1599,16 @@ static void test_multi_packet_write_without_bytes(void)
 	}
 	EXPECT_EQ(n, 1);
 	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	EXPECT(!nk_starcache_server_w_bufs(r.srv));   /* no bytes moved: none taken */
 	struct nk_msg probe = req(&r, 0, "k-sim", 0);
 	uint64_t ver = 0;
 	uint32_t vlen = 0;
 	EXPECT_EQ(ts_ops.get(&r.store, &probe, &ver, &vlen), 0);
 	EXPECT_EQ(vlen, 3000);                  /* applied, no bytes moved */
 	split_write(&r, "k-sim", 41, val, sizeof val, w);
-	for (int i = 2; i >= 0; i--)
+	n = r.H->server_handle(r.srv, &r.ns, &w[2].msg, CL, out, NK_HOST_MAX_OUT);
+	EXPECT(nk_starcache_server_w_bufs(r.srv) != NULL);   /* the first fragment with bytes */
+	for (int i = 1; i >= 0; i--)
 		n = r.H->server_handle(r.srv, &r.ns, &w[i].msg, CL, out, NK_HOST_MAX_OUT);
 	EXPECT_EQ(n, 1);
 	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
@@ -1686,6 +1695,86 @@ static void test_lone_frag0_keeps_no_slot(void)
 		EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
 	}
 	rig_free(&r);
+}
+
+/* One client floods FRAG > 0 fragments of many writes (distinct SEQs, none
+ * ever completed) while another's write is in progress: a client holding
+ * SC_WSLOTS / 4 slots or more gives way first (its own oldest when it asks
+ * for one more), so the flood recycles the flooder's slots and the other
+ * write, and a third client's begun beside the flood, complete. Before,
+ * the oldest slot gave way whoever held it: the 16th flooded write evicted
+ * the other client's, whose FRAG 0 was then refused (RETRY, a resend). */
+static void test_fragment_flood_keeps_others_writes(void)
+{
+	current = "fragment_flood_keeps_others_writes";
+	enum { HONEST = CL, FLOOD = CL + 1, THIRD = CTL };
+	struct rig r;
+	rig_init(&r, "keys=4;slots=4");
+	seed(&r, "k-cold", 100);
+	struct nk_host_out out[NK_HOST_MAX_OUT], w[NK_HOST_MAX_REQ_OUT];
+	struct nk_host_out honest[NK_HOST_MAX_REQ_OUT], third[NK_HOST_MAX_REQ_OUT];
+	static uint8_t val[3000];
+	memset(val, 0x6b, sizeof val);
+	split_write(&r, "k-cold", 300, val, sizeof val, honest);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &honest[1].msg, HONEST, out, NK_HOST_MAX_OUT), 0);
+	for (uint32_t k = 0; k < 64; k++) {     /* 4 x the slots, each write's FRAG 1 only */
+		split_write(&r, "k-cold", 1000 + k, val, sizeof val, w);
+		EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, FLOOD, out, NK_HOST_MAX_OUT), 0);
+	}
+	/* a third client's write begun now takes one of the flooder's slots */
+	split_write(&r, "k-cold", 301, val, sizeof val, third);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &third[2].msg, THIRD, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &third[1].msg, THIRD, out, NK_HOST_MAX_OUT), 0);
+	/* the honest write's remaining fragments, FRAG 0 last: applied */
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &honest[2].msg, HONEST, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &honest[0].msg, HONEST, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &third[0].msg, THIRD, out, NK_HOST_MAX_OUT), 1);
+	EXPECT_EQ(out[0].msg.result, NK_RESULT_OK);
+	/* 15 of the 64 flooded writes took free slots; 49 and the third
+	 * client's first fragment each took one of the flooder's */
+	char line[64], *argv[] = { "wslots" };
+	EXPECT(r.H->server_ctl(r.srv, &r.ns, 1, argv, line, sizeof line) > 0);
+	EXPECT(!strcmp(line, "ok live=14 evicted=50"));
+	rig_free(&r);
+}
+
+/* The bound is 4 slots (SC_WSLOTS_FAIR): an honest write begun first, then
+ * a client holding `heavy` slots and single-slot clients filling the rest;
+ * a new client's write takes the heavy client's oldest slot at 4, the
+ * oldest overall (the honest one's) at 3. Returns the honest write's
+ * result once its FRAG 0 comes. */
+static uint8_t honest_write_beside(uint32_t heavy)
+{
+	enum { HONEST = CL, HEAVY = CL + 1, SINGLE = CL + 2 };
+	struct rig r;
+	rig_init(&r, "keys=4;slots=4");
+	seed(&r, "k-cold", 100);
+	struct nk_host_out out[NK_HOST_MAX_OUT], w[NK_HOST_MAX_REQ_OUT];
+	struct nk_host_out honest[NK_HOST_MAX_REQ_OUT];
+	static uint8_t val[3000];
+	memset(val, 0x6b, sizeof val);
+	split_write(&r, "k-cold", 300, val, sizeof val, honest);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &honest[1].msg, HONEST, out, NK_HOST_MAX_OUT), 0);
+	for (uint32_t k = 0; k < 15; k++) {   /* 15 more: every slot live */
+		split_write(&r, "k-cold", 1000 + k, val, sizeof val, w);
+		uint32_t from = k < heavy ? HEAVY : SINGLE + k;
+		EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, from, out, NK_HOST_MAX_OUT), 0);
+	}
+	split_write(&r, "k-cold", 2000, val, sizeof val, w);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &w[1].msg, SINGLE + 100, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &honest[2].msg, HONEST, out, NK_HOST_MAX_OUT), 0);
+	EXPECT_EQ(r.H->server_handle(r.srv, &r.ns, &honest[0].msg, HONEST, out, NK_HOST_MAX_OUT), 1);
+	uint8_t result = out[0].msg.result;
+	rig_free(&r);
+	return result;
+}
+
+static void test_fragment_slot_bound_is_four(void)
+{
+	current = "fragment_slot_bound_is_four";
+	EXPECT_EQ(honest_write_beside(4), NK_RESULT_OK);
+	EXPECT(honest_write_beside(3) != NK_RESULT_OK);   /* the oldest gave way */
 }
 
 /* A read that a replaced item's FRAG 1 answered must not be completed by
@@ -1792,6 +1881,8 @@ int main(void)
 	test_multi_packet_write_without_bytes();
 	test_lone_frag0_is_refused();
 	test_lone_frag0_keeps_no_slot();
+	test_fragment_flood_keeps_others_writes();
+	test_fragment_slot_bound_is_four();
 	test_reordered_write_replies();
 	test_late_fetch_reply();
 	test_fetch_reply_behind_overlapping_writes();

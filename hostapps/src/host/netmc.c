@@ -38,6 +38,8 @@
 #include "netkv/host.h"
 #include "netkv/wire.h"
 
+#include "host_lazy.h"
+
 #define MC_AGG_SLOTS (1u << 17)
 #define MC_ID_MASK (UINT32_MAX >> MC_ID_SHIFT)
 #define MC_UDP_IP_HDRS 28
@@ -146,6 +148,11 @@ static void mc_server_fini(void *st)
 	struct mc_server *s = st;
 	free(s->pairs.buf);
 	s->pairs.buf = NULL;
+}
+
+const void *nk_netmc_server_pairs_buf(const void *server)
+{
+	return ((const struct mc_server *)server)->pairs.buf;
 }
 
 /* Append one pair (key, vlen, value; value NULL = zeros) to reply r, whose
@@ -331,6 +338,11 @@ static void mc_client_fini(void *st)
 	struct mc_client *c = st;
 	free(c->agg);
 	c->agg = NULL;
+}
+
+const void *nk_netmc_client_agg(const void *client)
+{
+	return ((const struct mc_client *)client)->agg;
 }
 
 static uint16_t mc_client_request(void *st, const struct nk_req_spec *sp, struct nk_msg *m)
@@ -629,10 +641,22 @@ static uint16_t mc_client_hostile(void *st, uint64_t draw, const struct nk_req_s
  * simulator's lengths-only sub-replies spread their value bytes evenly over
  * their pairs. */
 
+static void mc_coord_fini(void *st)
+{
+	struct mc_coord *c = st;
+	free(c->pend);
+	free(c->arena);
+	free(c->pairs.buf);
+	c->pend = NULL;
+	c->arena = NULL;
+	c->pairs.buf = NULL;
+}
+
 static int mc_coord_init(void *st, const struct nk_host_cfg *cfg)
 {
 	struct mc_coord *c = st;
 	struct mc_server tmp;
+	memset(c, 0, sizeof(*c));   /* pointers NULL: a fini after any failed init is safe */
 	if (mc_server_init(&tmp, cfg))
 		return -1;
 	uint64_t w;
@@ -645,18 +669,10 @@ static int mc_coord_init(void *st, const struct nk_host_cfg *cfg)
 	c->w = (uint32_t)w;
 	c->pend = calloc(MC_COORD_SLOTS, sizeof(*c->pend));
 	c->arena = malloc(MC_ARENA);
-	return c->pend && c->arena && c->pairs.buf ? 0 : -1;
-}
-
-static void mc_coord_fini(void *st)
-{
-	struct mc_coord *c = st;
-	free(c->pend);
-	free(c->arena);
-	free(c->pairs.buf);
-	c->pend = NULL;
-	c->arena = NULL;
-	c->pairs.buf = NULL;
+	if (c->pend && c->arena && c->pairs.buf)
+		return 0;
+	mc_coord_fini(c);   /* a failed init leaves nothing allocated, whatever the caller does */
+	return -1;
 }
 
 /* Keep a sub-reply's pairs (keys lo..lo+n-1) in the arena; 0, or -1 if the

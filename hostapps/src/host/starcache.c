@@ -38,6 +38,8 @@
 #include "netkv/valpat.h"
 #include "netkv/wire.h"
 
+#include "host_lazy.h"
+
 #define SC_PENDING 4096      /* outstanding SEQs a client remembers (ring) */
 
 /* ---- popularity: count-min sketch and top-k (digest §4) ------------------------ *
@@ -60,12 +62,14 @@ struct sc_cand {
 /* A multi-packet write being reassembled (our choice, docs/starcache.md
  * "Multi-packet items"): the client sends FLAG W_REQ fragments of one SEQ;
  * the server applies the write once all are in. SC_WSLOTS writes at a time
- * per server (the oldest incomplete one gives way: its fragments were lost,
- * the client's timeout sends it again), each at most SC_WRITE_MAX bytes,
- * whose W_REP fragments fit NK_HOST_MAX_OUT. */
+ * per server (with all live, an incomplete one gives way: wslot_giving_way;
+ * its FRAG 0 is refused, the client sends the write again), each at most
+ * SC_WRITE_MAX bytes, whose W_REP fragments fit NK_HOST_MAX_OUT. */
 _Static_assert((SC_WRITE_MAX + SC_ITEM_BYTES - NK_MAX_KEY_LEN - 1) / (SC_ITEM_BYTES - NK_MAX_KEY_LEN) <=
 	       NK_HOST_MAX_OUT, "a reassembled write's reply must fit the outputs");
 #define SC_WSLOTS 16       /* SC_WRITE_MAX: netkv/constants.h */
+/* a client holding this many slots gives way first (wslot_giving_way) */
+#define SC_WSLOTS_FAIR (SC_WSLOTS / 4)
 
 struct sc_wslot {
 	uint8_t live, n, got_n, attach, has_bytes;
@@ -84,6 +88,7 @@ struct sc_server {
 	uint32_t n_cand;
 	struct sc_wslot w[SC_WSLOTS];
 	uint64_t w_count;
+	uint64_t w_evicted;          /* live slots that gave way ("wslots") */
 	uint8_t *w_bufs;             /* SC_WSLOTS x SC_WRITE_MAX (kvserver: the values'
 				      * bytes), allocated at the first fragment with bytes */
 };
@@ -196,6 +201,11 @@ static void sc_server_fini(void *st)
 	s->w_bufs = NULL;
 }
 
+const void *nk_starcache_server_w_bufs(const void *server)
+{
+	return ((const struct sc_server *)server)->w_bufs;
+}
+
 static void sc_fini(void *st)
 {
 	(void)st;
@@ -253,6 +263,34 @@ static int fragment(struct nk_host_out *out, int max_out)
 	return (int)n;
 }
 
+/* All SC_WSLOTS slots live: the one that gives way to a new write of src.
+ * A client holding SC_WSLOTS_FAIR or more gives way first (src's own
+ * oldest if src is one, else the oldest of such clients' slots), so a
+ * client sending FRAG > 0 fragments of writes it never completes recycles
+ * its own slots, not the others'; below that the oldest slot, whoever's,
+ * as lost fragments' slots age out. An honest client sends a write's
+ * fragments back to back (sc_client_split), so it holds about one slot per
+ * write in flight to this server: a quarter of the slots leaves it room
+ * and keeps 12 from one client's flood (a flood from 5 hosts or more,
+ * each under the bound, still evicts the oldest: docs/starcache.md). */
+static struct sc_wslot *wslot_giving_way(struct sc_server *s, uint16_t src)
+{
+	struct sc_wslot *v = NULL;
+	int v_rank = -1;
+	for (uint32_t k = 0; k < SC_WSLOTS; k++) {
+		struct sc_wslot *c = &s->w[k];
+		uint32_t held = 0;
+		for (uint32_t j = 0; j < SC_WSLOTS; j++)
+			held += s->w[j].src == c->src;
+		int rank = held < SC_WSLOTS_FAIR ? 0 : c->src == src ? 2 : 1;
+		if (rank > v_rank || (rank == v_rank && c->age < v->age)) {
+			v = c;
+			v_rank = rank;
+		}
+	}
+	return v;
+}
+
 /* A fragment of a multi-packet write into its slot. 1 when the write is
  * complete: *q becomes the whole write (its value the slot's bytes, or
  * NULL where none moved; FLAG 1 if the switch marked its FRAG 0 CACHED).
@@ -276,24 +314,32 @@ static int write_fragment(struct sc_server *s, uint16_t src, struct nk_msg *q)
 	 * client sends the write again. */
 	if (q->value && !s->w_bufs && !(s->w_bufs = calloc(SC_WSLOTS, SC_WRITE_MAX)))
 		return i ? 0 : -1;
-	struct sc_wslot *w = NULL, *old = &s->w[0];
+	struct sc_wslot *w = NULL, *spare = NULL;
 	for (uint32_t k = 0; k < SC_WSLOTS && !w; k++) {
 		struct sc_wslot *c = &s->w[k];
 		if (c->live && c->src == src && c->req_id == q->req_id &&
 		    c->hkey[0] == q->hkey[0] && c->hkey[1] == q->hkey[1])
 			w = c;
-		else if (!c->live || (old->live && c->age < old->age))
-			old = c;
+		else if (!c->live && !spare)
+			spare = c;
 	}
-	if (w && w->n != n)
-		w = NULL;              /* another shape under this SEQ: start over */
+	if (w && w->n != n) {
+		w->live = 0;           /* another shape under this SEQ: it starts
+					* over in this slot */
+		spare = w;
+		w = NULL;
+	}
 	if (!w && !i)
 		return -1;             /* a FRAG 0 alone completes nothing: refused
-					* before it takes a slot (the oldest live
-					* one would give way: an honest partial
-					* write evicted by a lone FRAG 0) */
+					* before it takes a slot (one would give
+					* way: an honest partial write evicted by
+					* a lone FRAG 0) */
 	if (!w) {
-		w = old;
+		if (!spare) {
+			spare = wslot_giving_way(s, src);
+			s->w_evicted++;
+		}
+		w = spare;
 		memset(w, 0, sizeof(*w));
 		w->live = 1;
 		w->n = (uint8_t)n;
@@ -419,9 +465,20 @@ static int sc_server_ctl(void *st, struct nk_store *store, int argc, char **argv
 	(void)store;
 	if (!cap)
 		return 0;
+	const struct sc_server *s = st;
+	int n;
 	if (argc == 1 && !strcmp(argv[0], "topk"))
 		return report_topk(st, out, cap);
-	int n = snprintf(out, cap, "err unknown command (allowed: topk)");
+	if (argc == 1 && !strcmp(argv[0], "wslots")) {
+		/* the write reassembly: slots live now, live ones given way */
+		uint32_t live = 0;
+		for (uint32_t k = 0; k < SC_WSLOTS; k++)
+			live += s->w[k].live;
+		n = snprintf(out, cap, "ok live=%u evicted=%llu", live,
+			     (unsigned long long)s->w_evicted);
+	} else {
+		n = snprintf(out, cap, "err unknown command (allowed: topk, wslots)");
+	}
 	return n < 0 ? 0 : (size_t)n >= cap ? (int)cap - 1 : n;
 }
 
