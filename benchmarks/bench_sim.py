@@ -148,6 +148,30 @@ def git_rev() -> str:
         return "?"
 
 
+def cpu() -> str:
+    """The processor and its caches: the same code runs at different speeds
+    on different hosts of this VM (KVSwitch's time is mostly cache misses),
+    so a comparison across runs must name them."""
+    model = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    caches = []
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            kind = (index / "type").read_text().strip()
+            if kind != "Instruction":
+                caches.append(f"L{(index / 'level').read_text().strip()} "
+                              f"{(index / 'size').read_text().strip()}")
+        except OSError:
+            continue
+    return f"{model}, {os.cpu_count()} CPUs" + (f", {' '.join(caches)}" if caches else "")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-save", action="store_true", help="do not rewrite the .last.json")
@@ -180,8 +204,11 @@ def main() -> None:
         fmt = (lambda v: f"{v / 1e6:.2f} M") if "per_s" in key or key.startswith("tput") \
             else (lambda v: f"{v:.3f}")
         print(f"{key:34} {fmt(was) if was is not None else '-':>14} {fmt(val):>14} {change:>8}")
+    load = os.getloadavg()[0]
     if old:
-        print(f"previous run: {old.get('when', '?')} at {old.get('git', '?')} on {old.get('host', '?')}")
+        print(f"previous run: {old.get('when', '?')} at {old.get('git', '?')} on {old.get('host', '?')}"
+              f" ({old.get('cpu', 'cpu not recorded')}; load average {old.get('load', '?')})")
+    print(f"this run: {cpu()}; load average {load:.2f}")
     verdict = "PASS" if new["hash_zipf099_requests_per_s"] >= 5e6 else "BELOW"
     print(f"target >= 5 M simulated requests/s on one core (hash, zipf 0.99): {verdict}")
     kv = "PASS" if new["kvswitch_zipf099_requests_per_s"] >= 3e6 else "BELOW"
@@ -192,6 +219,8 @@ def main() -> None:
             "git": git_rev(),
             "host": f"{platform.node()} {platform.machine()} {platform.processor() or ''}".strip(),
             "python": platform.python_version(),
+            "cpu": cpu(),
+            "load": round(load, 2),
             "results": new,
         }, indent=2) + "\n")
 
