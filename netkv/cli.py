@@ -235,6 +235,7 @@ def experiments_dir() -> Path:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from netkv.config.setting import setting_of
     from netkv.protocols import PROTOCOLS
     from netkv.protocols import lookup as protocol_plugin
 
@@ -256,6 +257,9 @@ def cmd_list(args: argparse.Namespace) -> int:
                 info = protocol_plugin(path.stem) if path.stem in PROTOCOLS else None
                 where = ", ".join(info.targets) if info and info.targets else "not yet runnable"
                 line = f"{line} [runs on: {where}]"
+                setting = setting_of(path.stem)
+                if setting:  # what a bare protocol=<name> changes (docs/configuration.md)
+                    line += " [setting: " + " ".join(f"{k}={v}" for k, v in setting.items()) + "]"
             print(f"  {path.stem:<22} {line}")
     return 0
 

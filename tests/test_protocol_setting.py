@@ -80,3 +80,12 @@ def test_the_notice_names_only_the_values_kept() -> None:
     assert line is not None and "servers" not in line and "write_ratio=0.05" in line
     assert notice("netlr", dump("protocol=netlr", "servers=6", "write_ratio=0")) is None
     assert notice("hash", dump("protocol=hash")) is None
+
+
+def test_list_shows_each_setting(capsys: pytest.CaptureFixture[str]) -> None:
+    from netkv.cli import main
+
+    assert main(["list", "protocol"]) == 0
+    lines = {ln.split()[0]: ln for ln in capsys.readouterr().out.splitlines()[1:]}
+    assert lines["netlr"].endswith("[setting: servers=4 write_ratio=0.05]")
+    assert "setting" not in lines["hash"]

@@ -34,7 +34,9 @@ def setting_of(protocol: str) -> dict[str, Any]:
     path = conf_dir() / SETTING_GROUP / f"{protocol}.yaml"
     if not path.is_file():
         return {}
-    return _flat(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+    # libyaml's loader where PyYAML has it: `list` reads these too (cli._describe)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return _flat(yaml.load(path.read_text(encoding="utf-8"), Loader=loader) or {})
 
 
 def _get(data: dict[str, Any], dotted: str) -> Any:
