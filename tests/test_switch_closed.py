@@ -11,7 +11,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,55 +67,104 @@ def _ns(ns: str, *cmd: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=30)
 
 
-@needs_root
-def test_a_closed_switch_drops_and_counts_until_it_is_opened(tmp_path: Path) -> None:
+@dataclass
+class Exited:
+    returncode: int | None = None
+    out: str = ""
+
+
+@contextmanager
+def _pegasus_switch(tmp_path: Path, name: str, *args: str) -> Iterator[tuple[Any, Any, Exited]]:
+    """netkv-switch running Pegasus (a server, a client) on two veth pairs in
+    a namespace of its own, h<i> (the host's end) <-> s<i> (switch port i):
+    (the namespace's name, its driver, how it exited once stopped)."""
     from netkv.drivers.netkv_switch import NetkvSwitchDriver
 
-    switch = _switch()
-    ns = f"nkclosed{os.getpid()}"
+    ns = f"{name}{os.getpid()}"
     subprocess.run(["ip", "netns", "add", ns], check=True)
-    proc = None
+    proc, exited = None, Exited()
     try:
-        for i in (0, 1):   # h<i> (the host's end) <-> s<i> (switch port i)
+        for i in (0, 1):
             _ns(ns, "ip", "link", "add", f"h{i}", "type", "veth", "peer", "name", f"s{i}")
             for end in (f"h{i}", f"s{i}"):
                 _ns(ns, "sysctl", "-qw", f"net.ipv6.conf.{end}.disable_ipv6=1")
                 _ns(ns, "ip", "link", "set", end, "up")
         ctl = tmp_path / "switch.sock"
         proc = subprocess.Popen(
-            ["ip", "netns", "exec", ns, switch, "--protocol", "pegasus", "--servers", "1",
-             "--clients", "1", "--port", "s0", "--port", "s1", "--ctl", str(ctl), "--closed"],
+            ["ip", "netns", "exec", ns, _switch(), "--protocol", "pegasus", "--servers", "1",
+             "--clients", "1", "--port", "s0", "--port", "s1", "--ctl", str(ctl), *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         sw = NetkvSwitchDriver.wait(ctl, timeout_s=20)
+        yield ns, sw, exited
+        sw.close()
+    finally:
+        if proc is not None:
+            proc.terminate()
+            exited.out, err = proc.communicate(timeout=10)
+            exited.returncode = proc.returncode
+            print(err)
+        subprocess.run(["ip", "netns", "del", ns], check=False)
+    assert ns not in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                    text=True).stdout
 
-        def through(count: int) -> int:
-            return int(_ns(ns, sys.executable, "-c", SENDER, "h1", "h0",
-                           str(count)).stdout)
 
+def _through(ns: str, count: int) -> int:
+    """COUNT client writes sent on h1: how many came out on h0."""
+    return int(_ns(ns, sys.executable, "-c", SENDER, "h1", "h0", str(count)).stdout)
+
+
+@needs_root
+@pytest.mark.parametrize("depth", [8, None])
+def test_the_cpu_queue_holds_what_it_is_given(tmp_path: Path, depth: int | None) -> None:
+    """``--cpu-queue N`` (the target passes ``topology.cpu_queue``, 4,096 by
+    default, as the simulator's): N frames wait for the controller, the
+    rest are dropped and counted. It was 1,024 whatever the config said."""
+    # Pegasus samples every unreplicated request to the controller (sample=1)
+    args = ["--params", "sample=1", *(["--cpu-queue", str(depth)] if depth else [])]
+    with _pegasus_switch(tmp_path, "nkcpuq", *args) as (ns, sw, _):
+        assert _through(ns, 20) == 20
+        c = sw.counters()
+        assert c["cpu_copies"] + c["cpu_drops"] == 20, c
+        assert (c["cpu_queued"], c["cpu_drops"]) == ((8, 12) if depth else (20, 0)), c
+    res = subprocess.run([_switch(), "--protocol", "hash", "--port", "lo", "--cpu-queue",
+                          "65537"], capture_output=True, text=True, timeout=20)
+    assert res.returncode == 2
+    assert res.stderr.strip() == "netkv-switch: --cpu-queue 65537: frames in 1..65536"
+
+
+def test_the_target_passes_topology_cpu_queue() -> None:
+    from netkv.backends.netkv_switch import NetkvSwitchBackend
+    from netkv.config.compose import load
+    from netkv.protocols import lookup
+    from netkv.targets.base import TargetUnavailable
+
+    cfg = load(["target=mininet", "topology.cpu_queue=3000", "out=x"])
+    args = NetkvSwitchBackend(cfg, lookup("hash"), "").args()
+    assert args[args.index("--cpu-queue") + 1] == "3000"
+    cfg = load(["target=mininet", "topology.cpu_queue=65537", "out=x"])
+    with pytest.raises(TargetUnavailable) as exc:
+        NetkvSwitchBackend.preflight(cfg, lookup("hash"))
+    assert str(exc.value).startswith("topology.cpu_queue = 65537 on target=mininet "
+                                     "(allowed: 1..65536")
+
+
+@needs_root
+def test_a_closed_switch_drops_and_counts_until_it_is_opened(tmp_path: Path) -> None:
+    with _pegasus_switch(tmp_path, "nkclosed", "--closed") as (ns, sw, exited):
         before = sw.counters()
         assert before["closed"] == 0
-        assert through(20) == 0                       # closed: nothing out
+        assert _through(ns, 20) == 0                   # closed: nothing out
         closed = sw.counters()
         assert closed["closed"] >= 20, closed          # each one counted
         assert closed["pipeline"] == 0 and closed["frames"] >= 20
         assert sw.reg_read("ver_next", 0) == 2        # no write was stamped
         sw.open()
-        assert through(20) == 20                      # open: forwarded, stamped
+        assert _through(ns, 20) == 20                 # open: forwarded, stamped
         after = sw.counters()
         assert after["closed"] == closed["closed"] and after["pipeline"] >= 20
         assert sw.reg_read("ver_next", 0) == 22
-        sw.close()
-    finally:
-        if proc is not None:
-            proc.terminate()
-            out, err = proc.communicate(timeout=10)
-            print(err)
-        subprocess.run(["ip", "netns", "del", ns], check=False)
-    assert proc.returncode == 0
-    assert '"closed": ' in out    # in the exit report, with the other counters
-    assert ns not in subprocess.run(["ip", "netns", "list"], capture_output=True,
-                                    text=True).stdout
-
+    assert exited.returncode == 0
+    assert '"closed": ' in exited.out    # in the exit report, with the other counters
 
 
 def test_a_restart_opens_the_switch_only_after_the_controller_is_done() -> None:

@@ -65,7 +65,8 @@
 #define RECIRC_SLOTS 256   /* default --loop-depth */
 #define RECIRC_MAX 65536
 #define LOOP_BURST 16      /* frames the loop may send back to back after an idle spell */
-#define CPU_SLOTS 1024
+#define CPU_DEPTH 1024    /* default --cpu-queue (netkv passes topology.cpu_queue) */
+#define CPU_MAX 65536
 #define CPU_SNAP NK_FRAME_MAX /* a frame kept for the controller: whole (a cache packet is ~1.1 KB) */
 #define WIRE_ERRS 11      /* -1 .. -10 and "other" */
 
@@ -151,6 +152,9 @@ struct sw {
 	struct nk_port loop_out, loop_in;
 	struct cpu_pkt *cpu;
 	uint32_t cpu_head, cpu_tail;
+	uint32_t cpu_depth;          /* frames queued for the controller at most */
+	uint32_t cpu_slots;          /* the ring: a power of two >= cpu_depth, so the
+				      * free-running indices wrap with it */
 	/* scratch frame for encoding */
 	uint8_t scratch[NK_FRAME_MAX];
 	struct counters c;
@@ -228,11 +232,11 @@ static void cpu_push(struct sw *s, uint16_t port, const uint8_t *f, uint32_t len
 {
 	if (s->capture_on)
 		cap_write(s, s->n_ports, f, len);
-	if (s->cpu_tail - s->cpu_head >= CPU_SLOTS) {
+	if (s->cpu_tail - s->cpu_head >= s->cpu_depth) {
 		s->c.cpu_drops++;
 		return;
 	}
-	struct cpu_pkt *k = &s->cpu[s->cpu_tail++ % CPU_SLOTS];
+	struct cpu_pkt *k = &s->cpu[s->cpu_tail++ & (s->cpu_slots - 1)];
 	k->port = port;
 	k->len = (uint16_t)(len < CPU_SNAP ? len : CPU_SNAP);
 	memcpy(k->data, f, k->len);
@@ -907,7 +911,7 @@ static int ctl_handler(void *ctx, int argc, char **argv, char *out, size_t cap)
 			k = fit;
 		n += OUT("ok %u", k);
 		for (uint32_t i = 0; i < k; i++) {
-			struct cpu_pkt *p = &s->cpu[s->cpu_head++ % CPU_SLOTS];
+			struct cpu_pkt *p = &s->cpu[s->cpu_head++ & (s->cpu_slots - 1)];
 			n += OUT(" %u:", p->port);
 			if (n + 2u * p->len + 1 < cap)
 				n += nk_ctl_hex(p->data, p->len, out + n);
@@ -971,12 +975,15 @@ static void usage(FILE *o)
 		"                    [--fault PORT|all:loss=F,dup=F,reorder=F,reorder_us=F,delay_us=F]\n"
 		"                    [--delay-slots N] [--spin-us US] [--stats] [--tag STR] [--coords C]\n"
 		"                    [--loop OUT,IN] [--loop-rate PPS] [--loop-depth N] [--closed]\n"
+		"                    [--cpu-queue N]\n"
 		"Port i is the i-th --port; node n (servers, then clients, then C coordinator\n"
 		"hosts) is behind port n.\n"
 		"The recirculation port (P+1) queues --loop-depth frames (256) and sends\n"
 		"--loop-rate frames/s (0 = unlimited), through the veth pair OUT->IN if given.\n"
+		"The CPU port queues --cpu-queue frames (%d) for the controller; more are\n"
+		"dropped and counted (cpu_drops).\n"
 		"--closed: forward nothing (every frame from a port dropped, counted as\n"
-		"`closed`) until the control socket's `open`.\n");
+		"`closed`) until the control socket's `open`.\n", CPU_DEPTH);
 }
 
 static void print_counters_json(struct sw *s, FILE *o)
@@ -1014,6 +1021,7 @@ int main(int argc, char **argv)
 	double loop_rate = 0;
 	char *endp;
 	s.loop_depth = RECIRC_SLOTS;
+	s.cpu_depth = CPU_DEPTH;
 	uint32_t n_coords = 0;
 	s.batch = 64;
 	s.delay_slots = 16384;
@@ -1028,6 +1036,7 @@ int main(int argc, char **argv)
 		{"loop", required_argument, 0, 'L'},     {"loop-rate", required_argument, 0, 'R'},
 		{"loop-depth", required_argument, 0, 'D'},
 		{"coords", required_argument, 0, 'C'},   {"closed", no_argument, 0, 'x'},
+		{"cpu-queue", required_argument, 0, 'Q'},
 		{"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
 	};
 	int o;
@@ -1069,6 +1078,13 @@ int main(int argc, char **argv)
 			s.loop_depth = (uint32_t)strtoul(optarg, &endp, 0);
 			if (*endp || s.loop_depth < 1 || s.loop_depth > RECIRC_MAX) {
 				fprintf(stderr, "netkv-switch: --loop-depth %s: frames in 1..%d\n", optarg, RECIRC_MAX);
+				return 2;
+			}
+			break;
+		case 'Q':
+			s.cpu_depth = (uint32_t)strtoul(optarg, &endp, 0);
+			if (*endp || s.cpu_depth < 1 || s.cpu_depth > CPU_MAX) {
+				fprintf(stderr, "netkv-switch: --cpu-queue %s: frames in 1..%d\n", optarg, CPU_MAX);
 				return 2;
 			}
 			break;
@@ -1156,7 +1172,9 @@ int main(int argc, char **argv)
 	s.delay_free = calloc(s.delay_slots, sizeof(uint32_t));
 	s.heap = calloc(s.delay_slots, sizeof(struct delayed));
 	s.recirc = calloc(s.loop_depth, sizeof(struct recirc_pkt));
-	s.cpu = calloc(CPU_SLOTS, sizeof(struct cpu_pkt));
+	for (s.cpu_slots = 1; s.cpu_slots < s.cpu_depth; s.cpu_slots <<= 1)
+		;
+	s.cpu = calloc(s.cpu_slots, sizeof(struct cpu_pkt));
 	if (!s.delay_buf || !s.delay_free || !s.heap || !s.recirc || !s.cpu) {
 		fprintf(stderr, "netkv-switch: out of memory\n");
 		return 1;

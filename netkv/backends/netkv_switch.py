@@ -9,13 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from netkv.backends.base import SwitchBackend, fault_per_egress
 from netkv.drivers.base import BatchedWrites, SwitchDriver
 from netkv.drivers.netkv_switch import NetkvSwitchDriver
+from netkv.targets.base import TargetUnavailable
+
+if TYPE_CHECKING:
+    from netkv.config.schema import RunConfig
+    from netkv.protocols.plugin import ProtocolPlugin
 
 CTL_NAME = "switch.sock"
+CPU_QUEUE_MAX = 65536   # netkv-switch.c CPU_MAX
 
 
 class NetkvSwitchBackend(SwitchBackend):
@@ -26,6 +32,15 @@ class NetkvSwitchBackend(SwitchBackend):
     restartable = True
     closed_args = ("--closed",)
 
+    @classmethod
+    def preflight(cls, cfg: "RunConfig", plugin: "ProtocolPlugin") -> None:
+        del plugin
+        if cfg.topology.cpu_queue > CPU_QUEUE_MAX:
+            raise TargetUnavailable(
+                f"topology.cpu_queue = {cfg.topology.cpu_queue} on target={cfg.target.name} "
+                f"(allowed: 1..{CPU_QUEUE_MAX}: netkv-switch keeps each queued frame whole, "
+                f"~2 KiB)")
+
     def args(self) -> list[str]:
         t = self.cfg.target
         out = ["--seed", str(self.cfg.seed)]
@@ -34,6 +49,8 @@ class NetkvSwitchBackend(SwitchBackend):
         if t.spin_us:
             out += ["--spin-us", str(t.spin_us)]
         out += ["--loop-rate", repr(float(t.loop.rate_pps)), "--loop-depth", str(t.loop.depth)]
+        # the CPU port's queue to the controller, as the simulator's
+        out += ["--cpu-queue", str(self.cfg.topology.cpu_queue)]
         return out
 
     def special_ports(self) -> tuple[int, int]:
