@@ -57,12 +57,12 @@ def test_hot_key_reads_stall_on_invalidations() -> None:
 
 def run_stats(overrides: list[str], rate: float, path: Path | None = None):  # type: ignore[no-untyped-def]
     """One point, and each replica's Hermes counters (its control socket's
-    ``stats``: writes started, commits, requests stalled) at the last epoch."""
+    ``replica_stats``: writes started, commits, requests stalled) at the last epoch."""
     stats: dict[int, dict[str, int]] = {}
 
     def grab(eng) -> None:  # type: ignore[no-untyped-def]
         for i in range(eng.cfg.topology.servers):
-            words = eng.server_ctl(i, "stats").split()
+            words = eng.server_ctl(i, "replica_stats").split()
             stats[i] = {k: int(v) for k, _, v in (w.partition("=") for w in words) if v}
 
     point, _, _ = run(overrides, rate=rate, path=path, on_epoch=grab)
