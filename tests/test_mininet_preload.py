@@ -41,6 +41,8 @@ BASE = ["servers=2", "clients=1", "keys=500", "alpha=0.9", "write_ratio=0", "dur
 # NetCache: the 16 hottest keys cached before traffic (the switch answers
 # them), the rest read from the servers
 EXTRA = {"netcache": ["protocol.cache_items=16"],
+         # single-key reads (over NetMC's setting): histories are single-key
+         "netmc": ["workload.multiget.mean=1"],
          # 1800 B values with 64 B keys: 2 packets per item (docs/starcache.md)
          "starcache-2pkt": ["workload.key_size=64", "workload.value_size=1800"]}
 RATE = 1000.0

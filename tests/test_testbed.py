@@ -29,8 +29,11 @@ elif not (shutil.which("sshd") or os.path.exists("/usr/sbin/sshd")) or not shuti
 
 pytestmark = [pytest.mark.testbed, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
 
+# read-only single-key requests, over a protocol's setting (NetLR's writes,
+# NetMC's multigets: their own tests run those)
 SMALL = ["target=testbed", "inventory=netns-rack", "servers=2", "clients=1", "keys=2000",
-         "duration=0.2", "target.min_duration_s=0.5", "target.max_rps=4000"]
+         "duration=0.2", "target.min_duration_s=0.5", "target.max_rps=4000", "write_ratio=0",
+         "workload.multiget.mean=1"]
 
 
 def conf_with(tmp: Path, name: str, inv: Inventory) -> Path:
@@ -214,7 +217,8 @@ def test_a_run_over_ssh_writes_the_tables_and_leaves_nothing(rack: Inventory, pr
     points = pl.read_parquet(out / "points.parquet")
     sim = tmp_path / "sim"
     assert main(["run", f"protocol={protocol}", "servers=2", "clients=1", "keys=2000",
-                 "duration=0.01", f"out={sim}"]) == 0
+                 "duration=0.01", "write_ratio=0", "workload.multiget.mean=1",
+                 f"out={sim}"]) == 0
     # the same schema as the simulator's, plus what its switch and servers
     # received and dropped
     from netkv.results.noise import RACK_COLUMNS
@@ -628,7 +632,8 @@ def test_dpdk_hosts_run_over_af_packet_with_the_same_tables(rack: Inventory, pro
     points = pl.read_parquet(out / "points.parquet")
     sim = tmp_path / "sim"
     assert main(["run", f"protocol={protocol}", "servers=2", "clients=1", "keys=2000",
-                 "duration=0.01", f"out={sim}"]) == 0
+                 "duration=0.01", "write_ratio=0", "workload.multiget.mean=1",
+                 f"out={sim}"]) == 0
     from netkv.results.noise import RACK_COLUMNS
 
     # the simulator's columns plus the rack's noise; the stack is a knob column
