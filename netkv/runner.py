@@ -26,7 +26,7 @@ from rich.table import Table
 from netkv.backends import backend_class
 from netkv.config.compose import ConfigError, validate
 from netkv.config.core import EXIT_INTERRUPTED
-from netkv.config.setting import notice
+from netkv.config.setting import notice, setting_named
 from netkv import retries
 from netkv.interrupts import interruptible
 from netkv.config.schema import RunConfig
@@ -66,16 +66,23 @@ def check_supported(cfg: RunConfig) -> None:
     back-end's tools, the placement's check_machine)."""
     provenance.check_fresh()  # binaries older than their C sources would run the old code
     check_combination(cfg)
-    backend_class(cfg.target.switch).preflight(cfg, protocol_plugin(cfg.protocol.name))
-    check = getattr(placement_module(cfg.target.name), "check_machine", None)
-    if check is not None:  # what the placement needs of this machine (root, tools)
-        check(cfg)
+    with setting_named(cfg.model_dump(mode="json")):
+        backend_class(cfg.target.switch).preflight(cfg, protocol_plugin(cfg.protocol.name))
+        check = getattr(placement_module(cfg.target.name), "check_machine", None)
+        if check is not None:  # what the placement needs of this machine (root, tools)
+            check(cfg)
 
 
 def check_combination(cfg: RunConfig) -> None:
     """Refuse, in one line, what no machine could run: a protocol the target
     does not implement, hostile traffic the protocol has none of, and what
-    the placement cannot run (its check_config); ``run --cfg job`` too."""
+    the placement cannot run (its check_config); ``run --cfg job`` too.
+    A refusal of a value the protocol's setting gave names the setting."""
+    with setting_named(cfg.model_dump(mode="json")):
+        _check_combination(cfg)
+
+
+def _check_combination(cfg: RunConfig) -> None:
     info = protocol_plugin(cfg.protocol.name)
     if cfg.target.name not in info.targets or cfg.target.name not in PLACEMENTS:
         ready = ", ".join(implemented_on(cfg.target.name)) or "none"

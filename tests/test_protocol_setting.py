@@ -89,3 +89,36 @@ def test_list_shows_each_setting(capsys: pytest.CaptureFixture[str]) -> None:
     lines = {ln.split()[0]: ln for ln in capsys.readouterr().out.splitlines()[1:]}
     assert lines["netlr"].endswith("[setting: servers=4 write_ratio=0.05]")
     assert "setting" not in lines["hash"]
+
+
+def test_the_notice_reads_the_values_the_run_uses() -> None:
+    """A group key set apart from its shortcut (topology.servers=8 beside
+    servers: 4) is what the run uses: not reported as the setting's."""
+    line = notice("netlr", dump("protocol=netlr", "topology.servers=8"))
+    assert line is not None and "servers" not in line
+    assert notice("netlr", dump("protocol=netlr", "topology.servers=8",
+                                "workload.write_ratio=0")) is None
+
+
+def test_a_refusal_of_a_setting_value_names_the_setting() -> None:
+    """Values the user never typed: the one-line error says where they came
+    from, from the schema and from a target's check alike (same class,
+    same exit code); a refusal of something else does not."""
+    from netkv.config.core import ConfigError
+    from netkv.runner import check_combination
+    from netkv.targets.base import TargetUnavailable
+
+    with pytest.raises(ConfigError) as exc:
+        load(["protocol=netmc", "workload.multiget.max_keys=4", "out=x"])
+    assert str(exc.value).startswith("invalid config: workload.multiget.mean = 8.6")
+    assert str(exc.value).endswith("(conf/setting/netmc.yaml): set them on the command line]")
+    with pytest.raises(TargetUnavailable) as exc2:
+        check_combination(load(["protocol=netmc", "target=mininet", "record_history=true",
+                                "out=x"]))
+    assert "netmc's setting gave" in str(exc2.value) and str(exc2.value).count("setting gave") == 1
+    with pytest.raises(ConfigError) as exc3:
+        load(["protocol=netmc", "alpha=-1", "out=x"])
+    assert "setting" not in str(exc3.value)
+    with pytest.raises(ConfigError) as exc4:   # the user's own value: nothing to name
+        load(["protocol=netlr", "servers=40", "out=x"])
+    assert "setting" not in str(exc4.value)

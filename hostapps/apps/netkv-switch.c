@@ -967,6 +967,19 @@ static void loop_delete(const char *name)
 		waitpid(p, NULL, 0);
 }
 
+/* A queue depth in 1..max: 0, or -1 for anything else (the whole text is
+ * the number, range-checked before it is narrowed: 2^32 + 1 is not 1). */
+static int frames_arg(const char *arg, uint32_t max, uint32_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(arg, &end, 0);
+	if (end == arg || *end || errno || arg[0] == '-' || v < 1 || v > max)
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
 static void usage(FILE *o)
 {
 	fprintf(o,
@@ -1075,15 +1088,13 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'D':
-			s.loop_depth = (uint32_t)strtoul(optarg, &endp, 0);
-			if (*endp || s.loop_depth < 1 || s.loop_depth > RECIRC_MAX) {
+			if (frames_arg(optarg, RECIRC_MAX, &s.loop_depth)) {
 				fprintf(stderr, "netkv-switch: --loop-depth %s: frames in 1..%d\n", optarg, RECIRC_MAX);
 				return 2;
 			}
 			break;
 		case 'Q':
-			s.cpu_depth = (uint32_t)strtoul(optarg, &endp, 0);
-			if (*endp || s.cpu_depth < 1 || s.cpu_depth > CPU_MAX) {
+			if (frames_arg(optarg, CPU_MAX, &s.cpu_depth)) {
 				fprintf(stderr, "netkv-switch: --cpu-queue %s: frames in 1..%d\n", optarg, CPU_MAX);
 				return 2;
 			}

@@ -27,6 +27,7 @@ from netkv.config.core import CONFIG_NAME, GROUPS, ConfigError, conf_dir, group_
 from netkv.config.errors import (JOBS_ALLOWED, check_group_choices, composition_message,
                                  describe_validation_error, first_line, missing_option_message)
 from netkv.config.schema import RunConfig
+from netkv.config.setting import hint
 
 
 def compose_raw(overrides: list[str], hydra: bool = False) -> DictConfig:
@@ -88,7 +89,7 @@ def validate(data: dict[str, Any]) -> RunConfig:
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(describe_validation_error(exc, data)) from None
+        raise ConfigError(hint(data, describe_validation_error(exc, data))) from None
 
 
 def load(overrides: list[str]) -> RunConfig:

@@ -10,11 +10,14 @@ module only reads them back, to say which ones a run kept."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import yaml
 
-from netkv.config.core import conf_dir
+from netkv.config.core import ConfigError, conf_dir
 
 SETTING_GROUP = "setting"
 
@@ -48,11 +51,39 @@ def _get(data: dict[str, Any], dotted: str) -> Any:
     return node
 
 
+# root shortcuts and the group keys made of them (conf/config.yaml): a run
+# uses the group's, which the command line may set apart from the shortcut
+SHORTCUTS = {"servers": "topology.servers", "clients": "topology.clients",
+             "write_ratio": "workload.write_ratio", "alpha": "workload.alpha",
+             "keys": "workload.keys"}
+
+
 def kept(protocol: str, resolved: dict[str, Any]) -> dict[str, Any]:
-    """The setting's values that ``resolved`` (a validated config's dump)
-    still holds: those the command line did not change."""
+    """The setting's values that ``resolved`` (a config's dump) still holds
+    where the run reads them: those the command line did not change."""
     return {key: value for key, value in setting_of(protocol).items()
-            if _get(resolved, key) == value}
+            if _get(resolved, key) == value
+            and (key not in SHORTCUTS or _get(resolved, SHORTCUTS[key]) == value)}
+
+
+def hint(resolved: dict[str, Any], message: str) -> str:
+    """``message`` (a refusal of the config ``resolved``), with the setting
+    named when it speaks of a value the protocol's setting gave: the user
+    never typed it."""
+    protocol = _get(resolved, "protocol.name")
+    held = kept(protocol, resolved) if isinstance(protocol, str) else {}
+    if f"(conf/{SETTING_GROUP}/" in message:
+        return message   # named already (a check inside another)
+    words = set()
+    for key in held:
+        parts = key.split(".")
+        # workload.multiget.mean: also "multiget(s)", as a target's refusal says
+        words.update({key, SHORTCUTS.get(key, key), *(parts[-2:-1] if len(parts) > 2 else [])})
+    if not any(re.search(rf"\b{re.escape(w)}", message) for w in words):
+        return message
+    values = ", ".join(f"{k}={v}" for k, v in held.items())
+    return (f"{message} [{protocol}'s setting gave {values} (conf/{SETTING_GROUP}/"
+            f"{protocol}.yaml): set them on the command line]")
 
 
 def notice(protocol: str, resolved: dict[str, Any]) -> str | None:
@@ -63,3 +94,16 @@ def notice(protocol: str, resolved: dict[str, Any]) -> str | None:
     values = ", ".join(f"{k}={v}" for k, v in held.items())
     return (f"{protocol}'s setting (conf/{SETTING_GROUP}/{protocol}.yaml): {values} "
             f"(set them on the command line to change them)")
+
+
+@contextmanager
+def setting_named(resolved: dict[str, Any]) -> Iterator[None]:
+    """Re-raise a ConfigError of the config ``resolved`` with ``hint``'s
+    words, as the same class (its exit code)."""
+    try:
+        yield
+    except ConfigError as exc:
+        message = hint(resolved, str(exc))
+        if message == str(exc):
+            raise
+        raise type(exc)(message) from None
