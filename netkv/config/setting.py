@@ -5,8 +5,9 @@ in under the command line, where netkv's defaults would not run the protocol
 
 Hydra applies them: ``config.yaml`` composes itself first (``_self_``), then
 the groups, the protocol last, so a setting overrides the root's shortcuts
-and the workload group, and a command-line override wins over both. This
-module only reads them back, to say which ones a run kept."""
+and the groups, and a command-line override wins over both. This module
+only reads them back: to say which ones a run kept, and to name the setting
+in a refusal of one of its values."""
 
 from __future__ import annotations
 
