@@ -235,7 +235,7 @@ def experiments_dir() -> Path:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from netkv.config.setting import setting_of
+    from netkv.config.setting import described, setting_of
     from netkv.protocols import PROTOCOLS
     from netkv.protocols import lookup as protocol_plugin
 
@@ -259,7 +259,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                 line = f"{line} [runs on: {where}]"
                 setting = setting_of(path.stem)
                 if setting:  # what a bare protocol=<name> changes (docs/configuration.md)
-                    line += " [setting: " + " ".join(f"{k}={v}" for k, v in setting.items()) + "]"
+                    line += f" [setting: {described(setting, ' ')}]"
             print(f"  {path.stem:<22} {line}")
     return 0
 

@@ -65,8 +65,8 @@ def check_supported(cfg: RunConfig) -> None:
     (check_combination), then this machine (fresh binaries, the switch
     back-end's tools, the placement's check_machine)."""
     provenance.check_fresh()  # binaries older than their C sources would run the old code
-    check_combination(cfg)
-    with setting_named(cfg.model_dump(mode="json")):
+    with setting_named(cfg.model_dump(mode="json")):   # one dump for every check
+        _check_combination(cfg)
         backend_class(cfg.target.switch).preflight(cfg, protocol_plugin(cfg.protocol.name))
         check = getattr(placement_module(cfg.target.name), "check_machine", None)
         if check is not None:  # what the placement needs of this machine (root, tools)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 
 # a bad config or command-line option: one line saying what is allowed
@@ -33,3 +34,20 @@ GROUPS = ("protocol", "target", "workload", "topology", "slo", "inventory")
 
 def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
+
+
+# root shortcuts and the group keys made of them (conf/config.yaml): a run
+# reads the group's, which the command line may set apart from the shortcut
+SHORTCUTS = {"servers": "topology.servers", "clients": "topology.clients",
+             "write_ratio": "workload.write_ratio", "alpha": "workload.alpha",
+             "keys": "workload.keys"}
+
+
+def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as one level of dotted keys (lists stay values)."""
+    if isinstance(data, dict):
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            out.update(flatten(value, f"{prefix}{key}."))
+        return out
+    return {prefix.rstrip("."): data}

@@ -18,18 +18,9 @@ from typing import Any
 
 import yaml
 
-from netkv.config.core import ConfigError, conf_dir
+from netkv.config.core import SHORTCUTS, ConfigError, conf_dir, flatten
 
 SETTING_GROUP = "setting"
-
-
-def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(node, dict):
-        return {prefix.rstrip("."): node}
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        out.update(_flat(value, f"{prefix}{key}."))
-    return out
 
 
 def setting_of(protocol: str) -> dict[str, Any]:
@@ -40,38 +31,28 @@ def setting_of(protocol: str) -> dict[str, Any]:
         return {}
     # libyaml's loader where PyYAML has it: `list` reads these too (cli._describe)
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return _flat(yaml.load(path.read_text(encoding="utf-8"), Loader=loader) or {})
-
-
-def _get(data: dict[str, Any], dotted: str) -> Any:
-    node: Any = data
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
-# root shortcuts and the group keys made of them (conf/config.yaml): a run
-# uses the group's, which the command line may set apart from the shortcut
-SHORTCUTS = {"servers": "topology.servers", "clients": "topology.clients",
-             "write_ratio": "workload.write_ratio", "alpha": "workload.alpha",
-             "keys": "workload.keys"}
+    return flatten(yaml.load(path.read_text(encoding="utf-8"), Loader=loader) or {})
 
 
 def kept(protocol: str, resolved: dict[str, Any]) -> dict[str, Any]:
     """The setting's values that ``resolved`` (a config's dump) still holds
     where the run reads them: those the command line did not change."""
+    flat = flatten(resolved)
     return {key: value for key, value in setting_of(protocol).items()
-            if _get(resolved, key) == value
-            and (key not in SHORTCUTS or _get(resolved, SHORTCUTS[key]) == value)}
+            if flat.get(key) == value
+            and (key not in SHORTCUTS or flat.get(SHORTCUTS[key]) == value)}
+
+
+def described(values: dict[str, Any], sep: str = ", ") -> str:
+    """``key=value`` pairs, as the notice, a refusal and ``list`` show them."""
+    return sep.join(f"{k}={v}" for k, v in values.items())
 
 
 def hint(resolved: dict[str, Any], message: str) -> str:
     """``message`` (a refusal of the config ``resolved``), with the setting
     named when it speaks of a value the protocol's setting gave: the user
     never typed it."""
-    protocol = _get(resolved, "protocol.name")
+    protocol = (resolved.get("protocol") or {}).get("name")
     held = kept(protocol, resolved) if isinstance(protocol, str) else {}
     if f"(conf/{SETTING_GROUP}/" in message:
         return message   # named already (a check inside another)
@@ -82,8 +63,7 @@ def hint(resolved: dict[str, Any], message: str) -> str:
         words.update({key, SHORTCUTS.get(key, key), *(parts[-2:-1] if len(parts) > 2 else [])})
     if not any(re.search(rf"\b{re.escape(w)}", message) for w in words):
         return message
-    values = ", ".join(f"{k}={v}" for k, v in held.items())
-    return (f"{message} [{protocol}'s setting gave {values} (conf/{SETTING_GROUP}/"
+    return (f"{message} [{protocol}'s setting gave {described(held)} (conf/{SETTING_GROUP}/"
             f"{protocol}.yaml): set them on the command line]")
 
 
@@ -92,8 +72,7 @@ def notice(protocol: str, resolved: dict[str, Any]) -> str | None:
     held = kept(protocol, resolved)
     if not held:
         return None
-    values = ", ".join(f"{k}={v}" for k, v in held.items())
-    return (f"{protocol}'s setting (conf/{SETTING_GROUP}/{protocol}.yaml): {values} "
+    return (f"{protocol}'s setting (conf/{SETTING_GROUP}/{protocol}.yaml): {described(held)} "
             f"(set them on the command line to change them)")
 
 

@@ -10,23 +10,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from netkv.config.core import SHORTCUTS as SHORTCUT_KEYS
+from netkv.config.core import flatten
 from netkv.config.schema import RunConfig
+
+__all__ = ["SHORTCUTS", "NOT_KNOBS", "flatten", "knob_columns"]
 
 # Top-level shortcuts are interpolated into their groups (alpha ->
 # workload.alpha): the group's value is the one that ran, so only it is a
 # column. ``out`` is where a run went, not what ran (``load`` adds ``run``).
-SHORTCUTS = frozenset({"alpha", "write_ratio", "servers", "clients", "keys"})
+SHORTCUTS = frozenset(SHORTCUT_KEYS)
 NOT_KNOBS = frozenset({"out"})
-
-
-def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
-    """Nested dicts as one level of dotted keys (lists stay values)."""
-    if isinstance(data, dict):
-        out: dict[str, Any] = {}
-        for key, value in data.items():
-            out.update(flatten(value, f"{prefix}{key}."))
-        return out
-    return {prefix.rstrip("."): data}
 
 
 def knob_columns(cfg: RunConfig) -> dict[str, Any]:
